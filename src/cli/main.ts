@@ -1,0 +1,95 @@
+// `runhook start | worker | seed [--json] | admin …`
+import { ConfigError, loadConfig } from "../config.js";
+import { createLogger } from "../logging.js";
+import { startRunhook } from "../main.js";
+import { seedDemo, seedDemoIfEmpty, type SeedOutput } from "../admin/demo.js";
+import { runAdminCommand, ADMIN_USAGE } from "./admin.js";
+
+const USAGE = `usage: runhook <command>
+
+  start            start the service (HTTP gateway, gRPC, executors); seeds a demo on an empty database
+  worker           run executors only, sharing work with other processes through MongoDB
+  seed [--json]    create the demo organization, project, workflow and fresh tokens, and print them
+${ADMIN_USAGE}
+Configuration comes from environment variables; see README.md.`;
+
+function printDemo(out: SeedOutput): void {
+  const [first] = out.recordIds;
+  process.stdout.write(`
+runhook demo is ready
+  project ${out.projectName}, environment ${out.environmentName}, collection ${out.collection}
+  records: ${out.recordIds.join(", ")}
+  application token (the identity of webhook runs): ${out.userToken}
+  project API token (public API):                   ${out.apiToken}
+
+Start a run (202), then again within 5 s (409):
+  curl -i -X POST '${out.webhookUrl}' -H 'Authorization: Bearer ${out.userToken}' -H 'Content-Type: application/json' -d '{"record_id":"${first}"}'
+  curl -i -X POST '${out.webhookUrl}' -H 'Authorization: Bearer ${out.userToken}' -H 'Content-Type: application/json' -d '{"record_id":"${first}"}'
+
+Follow a run:
+  curl -s '${out.baseUrl}/v1/runs/<runId>?wait=30s' -H 'Authorization: Bearer ${out.userToken}'
+
+Activity logs:
+  curl -s '${out.baseUrl}/v1/project/${out.projectName}/environment/${out.environmentName}/activity-logs?limit=10' -H 'Authorization: Bearer ${out.apiToken}'
+
+`);
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (!command || command === "help" || command === "--help" || command === "-h") {
+    process.stdout.write(USAGE + "\n");
+    return command ? 0 : 2;
+  }
+  if (command === "admin") return runAdminCommand(rest);
+  if (!["start", "worker", "seed"].includes(command)) {
+    process.stderr.write(`runhook: unknown command "${command}"\n\n${USAGE}\n`);
+    return 2;
+  }
+  const json = rest.includes("--json");
+  const config = loadConfig();
+  // With --json, stdout carries only the JSON object: logs go to stderr.
+  const logger = createLogger(json ? "warn" : config.logLevel);
+  if (command === "seed") {
+    const rh = await startRunhook({ ...config, executor: { ...config.executor, enabled: false }, port: 0, grpcPort: 0, host: "127.0.0.1" }, { mode: "worker", logger });
+    try {
+      const out = await seedDemo(rh.deps, rh.services);
+      if (json) process.stdout.write(JSON.stringify(out) + "\n");
+      else printDemo(out);
+    } finally {
+      await rh.stop();
+    }
+    return 0;
+  }
+  const rh = await startRunhook(config, { mode: command === "worker" ? "worker" : "server", logger });
+  if (command === "start" && config.demo) {
+    const demo = await seedDemoIfEmpty(rh.deps, rh.services);
+    if (demo) printDemo(demo);
+  }
+  await new Promise<void>((resolve) => {
+    let stopping = false;
+    const onSignal = (sig: string) => {
+      if (stopping) {
+        logger.warn("second signal: exiting now");
+        process.exit(130);
+      }
+      stopping = true;
+      logger.info({ signal: sig }, "shutting down");
+      rh.stop().then(resolve, (err) => {
+        logger.error({ err }, "shutdown failed");
+        resolve();
+      });
+    };
+    process.once("SIGINT", () => onSignal("SIGINT"));
+    process.once("SIGTERM", () => onSignal("SIGTERM"));
+  });
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err) => {
+    process.stderr.write(`runhook: ${err instanceof ConfigError ? "configuration: " : ""}${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  },
+);

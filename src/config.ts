@@ -1,0 +1,135 @@
+// One typed configuration object, read from the environment and validated at start.
+import { randomBytes } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+export interface Config {
+  port: number;
+  grpcPort: number;
+  host: string;
+  /** Set when the operator points the service at a real MongoDB. */
+  mongodbUri: string | undefined;
+  /** Root of local state (embedded database files, generated secrets). */
+  dataDir: string;
+  /** Where the FerretDB binary is cached between runs. */
+  cacheDir: string;
+  publicBaseUrl: string;
+  /** Webhook URL signing keys by key id; `signingKeyId` signs new URLs. */
+  signingKeys: Map<string, Buffer>;
+  signingKeyId: string;
+  /** Secret that authenticates AdminService.Bootstrap. */
+  bootstrapSecret: string;
+  logLevel: string;
+  bodyLimitBytes: number;
+  webhookRateLimitPerMinute: number;
+  apiRateLimitPerMinute: number;
+  executor: {
+    enabled: boolean;
+    concurrency: number;
+    pollIntervalMs: number;
+    leaseMs: number;
+  };
+  /** Seeds the demo data on an empty database at `start`. */
+  demo: boolean;
+}
+
+export class ConfigError extends Error {}
+
+function int(env: NodeJS.ProcessEnv, name: string, def: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return def;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
+  const n = Number(raw);
+  if (n < min || n > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function bool(env: NodeJS.ProcessEnv, name: string, def: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return def;
+  if (/^(1|true|yes|on)$/i.test(raw)) return true;
+  if (/^(0|false|no|off)$/i.test(raw)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+}
+
+/**
+ * Parses `RUNHOOK_SIGNING_KEYS` ("kid:base64secret,kid2:base64secret"; the first signs).
+ * Without it, a key is generated once and kept under the data directory so that
+ * webhook URLs survive restarts.
+ */
+function signingKeys(env: NodeJS.ProcessEnv, secrets: LocalSecrets): { keys: Map<string, Buffer>; current: string } {
+  const raw = env.RUNHOOK_SIGNING_KEYS;
+  const keys = new Map<string, Buffer>();
+  if (!raw) {
+    keys.set(secrets.signingKeyId, Buffer.from(secrets.signingKey, "base64url"));
+    return { keys, current: secrets.signingKeyId };
+  }
+  let current = "";
+  for (const part of raw.split(",")) {
+    const m = /^([A-Za-z0-9]{1,16}):([A-Za-z0-9+/=_-]{22,})$/.exec(part.trim());
+    if (!m) throw new ConfigError("RUNHOOK_SIGNING_KEYS must be 'kid:secret[,kid:secret…]' (kid 1-16 letters/digits, secret base64 of at least 16 bytes)");
+    const secret = Buffer.from(m[2]!, m[2]!.includes("+") || m[2]!.includes("/") ? "base64" : "base64url");
+    if (secret.length < 16) throw new ConfigError(`RUNHOOK_SIGNING_KEYS: secret of key "${m[1]}" is shorter than 16 bytes`);
+    keys.set(m[1]!, secret);
+    if (!current) current = m[1]!;
+  }
+  return { keys, current };
+}
+
+interface LocalSecrets {
+  signingKeyId: string;
+  signingKey: string;
+  bootstrapSecret: string;
+}
+
+/** Safe secrets generated on first start and kept under the data directory. */
+function localSecrets(dataDir: string): LocalSecrets {
+  const file = join(dataDir, "secrets.json");
+  if (existsSync(file)) return JSON.parse(readFileSync(file, "utf8")) as LocalSecrets;
+  mkdirSync(dataDir, { recursive: true });
+  const secrets: LocalSecrets = {
+    signingKeyId: "k1",
+    signingKey: randomBytes(32).toString("base64url"),
+    bootstrapSecret: randomBytes(24).toString("base64url"),
+  };
+  writeFileSync(file, JSON.stringify(secrets, null, 2), { mode: 0o600, flag: "wx" });
+  return secrets;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const dataDir = resolve(env.RUNHOOK_DATA_DIR || ".data");
+  const port = int(env, "PORT", 8080, 0, 65535);
+  const host = env.HOST || "0.0.0.0";
+  const needLocal = !env.RUNHOOK_SIGNING_KEYS || !env.RUNHOOK_BOOTSTRAP_SECRET;
+  const secrets = needLocal ? localSecrets(dataDir) : undefined;
+  const { keys, current } = signingKeys(env, secrets!);
+  const bootstrapSecret = env.RUNHOOK_BOOTSTRAP_SECRET || secrets!.bootstrapSecret;
+  if (bootstrapSecret.length < 16) throw new ConfigError("RUNHOOK_BOOTSTRAP_SECRET must be at least 16 characters");
+  const publicBaseUrl = (env.PUBLIC_BASE_URL || `http://localhost:${port}`).replace(/\/+$/, "");
+  if (!/^https?:\/\/[^/]+(\/.*)?$/.test(publicBaseUrl)) throw new ConfigError(`PUBLIC_BASE_URL must be an http(s) URL, got "${publicBaseUrl}"`);
+  const mongodbUri = env.MONGODB_URI || undefined;
+  if (mongodbUri && !/^mongodb(\+srv)?:\/\//.test(mongodbUri)) throw new ConfigError("MONGODB_URI must start with mongodb:// or mongodb+srv://");
+  return {
+    port,
+    grpcPort: int(env, "GRPC_PORT", 50051, 0, 65535),
+    host,
+    mongodbUri,
+    dataDir,
+    cacheDir: resolve(env.RUNHOOK_CACHE_DIR || join(env.HOME || dataDir, ".cache", "runhook")),
+    publicBaseUrl,
+    signingKeys: keys,
+    signingKeyId: current,
+    bootstrapSecret,
+    logLevel: env.LOG_LEVEL || "info",
+    bodyLimitBytes: int(env, "RUNHOOK_BODY_LIMIT_BYTES", 256 * 1024, 1024, 64 * 1024 * 1024),
+    webhookRateLimitPerMinute: int(env, "RUNHOOK_WEBHOOK_RATE_LIMIT", 60, 1, 1_000_000),
+    apiRateLimitPerMinute: int(env, "RUNHOOK_API_RATE_LIMIT", 600, 1, 1_000_000),
+    executor: {
+      enabled: bool(env, "RUNHOOK_EXECUTOR", true),
+      concurrency: int(env, "RUNHOOK_EXECUTOR_CONCURRENCY", 8, 1, 1000),
+      pollIntervalMs: int(env, "RUNHOOK_EXECUTOR_POLL_MS", 500, 10, 60_000),
+      leaseMs: int(env, "RUNHOOK_EXECUTOR_LEASE_MS", 10_000, 1000, 600_000),
+    },
+    demo: bool(env, "RUNHOOK_DEMO", true),
+  };
+}

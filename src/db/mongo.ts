@@ -1,0 +1,104 @@
+// Connection, collection handles and every index, declared in one place.
+import { MongoClient, type Collection, type Db, MongoServerError } from "mongodb";
+import type * as T from "./types.js";
+
+export interface Database {
+  client: MongoClient;
+  db: Db;
+  name: string;
+  organizations: Collection<T.OrganizationDoc>;
+  users: Collection<T.UserDoc>;
+  projects: Collection<T.ProjectDoc>;
+  projectRoles: Collection<T.ProjectRoleDoc>;
+  environments: Collection<T.EnvironmentDoc>;
+  teams: Collection<T.TeamDoc>;
+  renderings: Collection<T.RenderingDoc>;
+  collections: Collection<T.CollectionDoc>;
+  permissions: Collection<T.PermissionDoc>;
+  workflows: Collection<T.WorkflowDoc>;
+  appTokens: Collection<T.AppTokenDoc>;
+  apiTokens: Collection<T.ApiTokenDoc>;
+  runs: Collection<T.RunDoc>;
+  activityLogs: Collection<T.ActivityLogDoc>;
+  adminLogs: Collection<T.AdminLogDoc>;
+  notes: Collection<T.NoteDoc>;
+  counters: Collection<T.CounterDoc>;
+  rateLimits: Collection<T.RateLimitDoc>;
+  /** The database holding an environment's records. */
+  dataDb(name: string): Db;
+  close(): Promise<void>;
+}
+
+/** The database named by the URI's path, or `runhook`. */
+export function databaseName(uri: string): string {
+  const m = /^mongodb(?:\+srv)?:\/\/[^/]*\/([^?]*)/.exec(uri);
+  const name = m?.[1] ? decodeURIComponent(m[1]) : "";
+  return name || "runhook";
+}
+
+export async function connect(uri: string, opts: { dbName?: string } = {}): Promise<Database> {
+  const client = new MongoClient(uri, { maxPoolSize: 50, serverSelectionTimeoutMS: 10_000 });
+  await client.connect();
+  const name = opts.dbName ?? databaseName(uri);
+  const db = client.db(name);
+  return {
+    client,
+    db,
+    name,
+    organizations: db.collection("organizations"),
+    users: db.collection("users"),
+    projects: db.collection("projects"),
+    projectRoles: db.collection("project_roles"),
+    environments: db.collection("environments"),
+    teams: db.collection("teams"),
+    renderings: db.collection("renderings"),
+    collections: db.collection("collections"),
+    permissions: db.collection("permissions"),
+    workflows: db.collection("workflows"),
+    appTokens: db.collection("app_tokens"),
+    apiTokens: db.collection("api_tokens"),
+    runs: db.collection("runs"),
+    activityLogs: db.collection("activity_logs"),
+    adminLogs: db.collection("admin_logs"),
+    notes: db.collection("notes"),
+    counters: db.collection("counters"),
+    rateLimits: db.collection("rate_limits"),
+    dataDb: (dataName) => client.db(dataName),
+    close: () => client.close(),
+  };
+}
+
+/**
+ * Every query the service makes has an index here. Only plain and unique
+ * indexes: they work on MongoDB and on FerretDB alike (no partial, sparse or TTL).
+ */
+export async function ensureIndexes(d: Database): Promise<void> {
+  await Promise.all([
+    d.organizations.createIndex({ name: 1 }, { unique: true }),
+    d.users.createIndex({ email: 1 }, { unique: true }),
+    d.projects.createIndex({ organizationId: 1, name: 1 }, { unique: true }),
+    d.projects.createIndex({ name: 1 }),
+    d.projectRoles.createIndex({ projectId: 1, userId: 1 }, { unique: true }),
+    d.environments.createIndex({ projectId: 1, name: 1 }, { unique: true }),
+    d.teams.createIndex({ projectId: 1, name: 1 }, { unique: true }),
+    d.renderings.createIndex({ teamId: 1, environmentId: 1 }, { unique: true }),
+    d.collections.createIndex({ environmentId: 1, name: 1 }, { unique: true }),
+    d.appTokens.createIndex({ hash: 1 }, { unique: true }),
+    d.apiTokens.createIndex({ hash: 1 }, { unique: true }),
+    // One ongoing run per (workflow, record): activeKey is `${workflowId}|${recordId}`
+    // while ongoing and the run's own id once finished.
+    d.runs.createIndex({ activeKey: 1 }, { unique: true }),
+    d.runs.createIndex({ state: 1, createdAt: 1 }),
+    d.runs.createIndex({ "lease.expiresAt": 1 }),
+    d.activityLogs.createIndex({ environmentId: 1, _id: 1 }),
+    d.activityLogs.createIndex({ runId: 1, _id: 1 }),
+    d.adminLogs.createIndex({ projectId: 1, _id: 1 }),
+    d.notes.createIndex({ environmentId: 1, seq: 1 }),
+    d.notes.createIndex({ seq: 1 }, { unique: true }),
+    d.rateLimits.createIndex({ expiresAt: 1 }),
+  ]);
+}
+
+export function isDuplicateKey(err: unknown): boolean {
+  return err instanceof MongoServerError && err.code === 11000;
+}

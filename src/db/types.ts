@@ -1,0 +1,155 @@
+// Shapes of the documents runhook stores. Ids are UUID strings unless noted.
+import type { Role } from "../auth/roles.js";
+
+export interface OrganizationDoc { _id: string; name: string; createdAt: Date }
+export interface UserDoc { _id: string; organizationId: string; email: string; name: string; organizationAdmin: boolean; createdAt: Date }
+export interface ProjectDoc { _id: string; organizationId: string; name: string; requiresSso: boolean; createdAt: Date }
+/** One document per (project, user): the user's role on the project. */
+export interface ProjectRoleDoc { _id: string; projectId: string; userId: string; role: Role }
+export interface EnvironmentDoc { _id: string; projectId: string; name: string; dataDatabase: string; createdAt: Date }
+export interface TeamDoc { _id: string; projectId: string; name: string; memberIds: string[]; createdAt: Date }
+export interface RenderingDoc { _id: string; projectId: string; teamId: string; environmentId: string; createdAt: Date }
+export interface CollectionDoc { _id: string; environmentId: string; name: string; primaryKey: string[]; createdAt: Date }
+/** _id = `${renderingId}:${collectionId}` */
+export interface PermissionDoc {
+  _id: string;
+  renderingId: string;
+  collectionId: string;
+  readRoles: Role[];
+  editRoles: Role[];
+  scope: Record<string, unknown>;
+}
+
+export type StepDoc =
+  | { type: "load_record" }
+  | { type: "update_record"; set: Record<string, unknown> }
+  | { type: "add_note"; content: string; title: string }
+  | { type: "wait"; seconds: number };
+
+export interface WorkflowVersionDoc { version: number; active: boolean; steps: StepDoc[]; publishedAt: Date }
+export interface WebhookDoc { enabled: boolean; generation: number; rateLimitPerMinute: number; everEnabled: boolean }
+export interface WorkflowDoc {
+  _id: string;
+  projectId: string;
+  environmentId: string;
+  renderingId: string;
+  collectionId: string;
+  name: string;
+  triggerRoles: Role[];
+  versions: WorkflowVersionDoc[];
+  webhook: WebhookDoc;
+  createdAt: Date;
+}
+
+export interface TokenDocBase {
+  _id: string;
+  /** sha256 of the plaintext, hex. The plaintext is never stored. */
+  hash: string;
+  userId: string;
+  name: string;
+  expiresAt: Date;
+  revokedAt: Date | null;
+  createdAt: Date;
+}
+export interface AppTokenDoc extends TokenDocBase { sso: boolean }
+export interface ApiTokenDoc extends TokenDocBase { projectId: string }
+
+export type RunState = "QUEUED" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+export const ONGOING_STATES: RunState[] = ["QUEUED", "RUNNING"];
+export type StepState = "PENDING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+
+export interface StepResultDoc {
+  type: StepDoc["type"];
+  state: StepState;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  error: string;
+  output: Record<string, unknown> | null;
+}
+
+export interface RunDoc {
+  _id: string;
+  /**
+   * `${workflowId}|${recordId}` while the run is ongoing, the run id once finished:
+   * the unique index on it allows one ongoing run per (workflow, record).
+   */
+  activeKey: string;
+  workflowId: string;
+  workflowVersion: number;
+  renderingId: string;
+  projectId: string;
+  environmentId: string;
+  collectionId: string;
+  collection: string;
+  recordId: string;
+  userId: string;
+  userEmail: string;
+  tokenId: string;
+  via: "webhook" | "grpc";
+  state: RunState;
+  steps: StepResultDoc[];
+  /** Index of the step to run next. */
+  stepIndex: number;
+  error: string;
+  lease: { owner: string; expiresAt: Date } | null;
+  createdAt: Date;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  updatedAt: Date;
+  version: number;
+}
+
+export interface UserRefDoc { id: string; email: string }
+
+/** _id is the sequence number: the list order of the log. */
+export interface ActivityLogDoc {
+  _id: number;
+  /** Placeholder left by a reader for a sequence number that was never written. */
+  tomb?: true;
+  timestamp: Date;
+  projectId: string;
+  environmentId: string;
+  environment: string;
+  rendering: string | null;
+  user: UserRefDoc;
+  action: string;
+  via: "webhook" | "api" | "grpc" | "workflow";
+  collection: string | null;
+  recordId: string | null;
+  runId: string | null;
+  details: Record<string, unknown>;
+}
+
+export interface AdminLogDoc {
+  _id: number;
+  tomb?: true;
+  timestamp: Date;
+  organizationId: string;
+  projectId: string | null;
+  environment: string | null;
+  actor: UserRefDoc;
+  action: string;
+  target: string;
+  details: Record<string, unknown>;
+}
+
+export interface NoteMessageDoc { id: string; content: string; user: UserRefDoc; createdAt: Date }
+export interface NoteDoc {
+  _id: string;
+  /** Creation order, for stable paging. */
+  seq: number;
+  projectId: string;
+  environmentId: string;
+  collection: string;
+  recordId: string;
+  title: string;
+  user: UserRefDoc;
+  messages: NoteMessageDoc[];
+  createdAt: Date;
+  updatedAt: Date;
+  archivedAt: Date | null;
+}
+
+export interface CounterDoc { _id: string; seq: number }
+/** A fixed-window rate-limit counter; _id = `${bucket}:${windowStart}`. */
+export interface RateLimitDoc { _id: string; count: number; expiresAt: Date }

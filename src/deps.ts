@@ -1,0 +1,27 @@
+// What every service implementation is built from.
+import { EventEmitter } from "node:events";
+import { createContextKey, type HandlerContext } from "@connectrpc/connect";
+import type { Logger } from "pino";
+import type { Config } from "./config.js";
+import type { Database } from "./db/mongo.js";
+
+export interface Deps {
+  db: Database;
+  config: Config;
+  logger: Logger;
+  /** In-process signals: `run.queued` (runId) wakes this instance's executors at once. */
+  events: EventEmitter;
+}
+
+export type Via = "grpc" | "webhook" | "api";
+
+/** How a call reached the service: native gRPC / Connect, the webhook route, or /v1 REST. */
+export const viaKey = createContextKey<Via>("grpc", { description: "entry point of the call" });
+
+export function viaOf(ctx: HandlerContext): Via {
+  return ctx.values.get(viaKey);
+}
+
+export function authorization(ctx: HandlerContext): string | null {
+  return ctx.requestHeader.get("authorization");
+}

@@ -1,0 +1,92 @@
+// Wires configuration → database → services → servers → executors, and shuts down in reverse.
+import { EventEmitter } from "node:events";
+import type { Logger } from "pino";
+import type { FastifyInstance } from "fastify";
+import type { Config } from "./config.js";
+import { connect, ensureIndexes, type Database } from "./db/mongo.js";
+import { startEmbeddedDb, type EmbeddedDb } from "./db/embedded.js";
+import type { Deps } from "./deps.js";
+import { buildGateway } from "./gateway/app.js";
+import { startGrpcServer, type GrpcServer } from "./grpc-server.js";
+import { sweep } from "./ratelimit.js";
+import { startExecutors, type Executors } from "./runs/executor.js";
+import { createServices, type Services } from "./services.js";
+
+export interface Runhook {
+  deps: Deps;
+  services: Services;
+  /** Base URL of the HTTP gateway (absent for a worker). */
+  baseUrl?: string;
+  /** host:port of the native gRPC server (absent for a worker). */
+  grpcAddr?: string;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  /** `server` runs the gateway, gRPC and (by config) executors; `worker` only executors. */
+  mode: "server" | "worker";
+  logger: Logger;
+  /** Database name override (tests give each file its own). */
+  dbName?: string;
+}
+
+export async function openDatabase(config: Config, logger: Logger, dbName?: string): Promise<{ db: Database; embedded?: EmbeddedDb }> {
+  let embedded: EmbeddedDb | undefined;
+  let uri = config.mongodbUri;
+  if (!uri) {
+    embedded = await startEmbeddedDb({ dataDir: config.dataDir, cacheDir: config.cacheDir, progress: (m) => logger.info(m) });
+    uri = embedded.uri;
+  }
+  try {
+    const db = await connect(uri, { dbName });
+    await ensureIndexes(db);
+    return { db, embedded };
+  } catch (err) {
+    await embedded?.stop();
+    throw err;
+  }
+}
+
+export async function startRunhook(config: Config, opts: StartOptions): Promise<Runhook> {
+  const { logger } = opts;
+  const { db, embedded } = await openDatabase(config, logger, opts.dbName);
+  const deps: Deps = { db, config, logger, events: new EventEmitter() };
+  deps.events.setMaxListeners(0);
+  const services = createServices(deps);
+
+  let gateway: FastifyInstance | undefined;
+  let grpc: GrpcServer | undefined;
+  let executors: Executors | undefined;
+  const sweeper = setInterval(() => void sweep(db).catch((err) => logger.warn({ err }, "rate-limit sweep failed")), 60_000);
+  sweeper.unref();
+
+  const stop = async () => {
+    clearInterval(sweeper);
+    // Stop accepting, let requests in flight finish, then the executors, then the database.
+    await Promise.allSettled([gateway?.close(), grpc?.close()]);
+    await executors?.stop();
+    await db.close().catch(() => {});
+    await embedded?.stop();
+  };
+
+  try {
+    let baseUrl: string | undefined;
+    let grpcAddr: string | undefined;
+    if (opts.mode === "server") {
+      gateway = await buildGateway(deps, services);
+      await gateway.listen({ port: config.port, host: config.host });
+      const port = (gateway.server.address() as { port: number }).port;
+      baseUrl = `http://127.0.0.1:${port}`;
+      // PORT=0 picks a free port: webhook URLs must name the one actually bound.
+      if (/:0$/.test(config.publicBaseUrl)) config.publicBaseUrl = `http://localhost:${port}`;
+      grpc = await startGrpcServer(deps, services, config.host, config.grpcPort);
+      grpcAddr = `127.0.0.1:${grpc.port}`;
+      logger.info({ http: port, grpc: grpc.port }, "runhook listening");
+    }
+    if (opts.mode === "worker" || config.executor.enabled) executors = startExecutors(deps);
+    return { deps, services, baseUrl, grpcAddr, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

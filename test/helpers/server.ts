@@ -1,0 +1,115 @@
+// Starts the real runhook server against the test database: in-process (fast) or as a
+// separate process (for multi-instance and crash tests).
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes, randomUUID } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { inject } from "vitest";
+import { loadConfig } from "../../src/config.js";
+import { createLogger } from "../../src/logging.js";
+import { startRunhook, type Runhook } from "../../src/main.js";
+
+export const ROOT = resolve(import.meta.dirname, "../..");
+export const BOOTSTRAP_SECRET = "test-bootstrap-secret-0123456789";
+const SIGNING_KEYS = `k1:${Buffer.alloc(32, 7).toString("base64url")}`;
+
+/** A fresh database name, so every test file (or test) has its own. */
+export function testDbName(): string {
+  return `t_${randomBytes(6).toString("hex")}`;
+}
+
+/** The test server URI with its path set to `dbName`. */
+export function uriFor(dbName: string): string {
+  const base = inject("mongoUri");
+  const m = /^(mongodb(?:\+srv)?:\/\/[^/?]*)(\/[^?]*)?(\?.*)?$/.exec(base);
+  if (!m) throw new Error(`bad MONGODB_URI ${base}`);
+  return `${m[1]}/${dbName}${m[3] ?? ""}`;
+}
+
+export function testEnv(dbName: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    MONGODB_URI: uriFor(dbName),
+    PORT: "0",
+    GRPC_PORT: "0",
+    HOST: "127.0.0.1",
+    RUNHOOK_DATA_DIR: mkdtempSync(join(tmpdir(), "runhook-srv-")),
+    RUNHOOK_SIGNING_KEYS: SIGNING_KEYS,
+    RUNHOOK_BOOTSTRAP_SECRET: BOOTSTRAP_SECRET,
+    RUNHOOK_DEMO: "false",
+    RUNHOOK_EXECUTOR_POLL_MS: "100",
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
+    ...extra,
+  };
+}
+
+export interface TestServer extends Runhook {
+  baseUrl: string;
+  grpcAddr: string;
+  dbName: string;
+}
+
+/** The real server, in this process, on its own database (or `dbName`). */
+export async function startServer(opts: { dbName?: string; env?: Record<string, string> } = {}): Promise<TestServer> {
+  const dbName = opts.dbName ?? testDbName();
+  const env = { ...process.env, ...testEnv(dbName, opts.env) };
+  const config = loadConfig(env);
+  const rh = await startRunhook(config, { mode: "server", logger: createLogger(env.LOG_LEVEL ?? "silent") });
+  return { ...rh, baseUrl: rh.baseUrl!, grpcAddr: rh.grpcAddr!, dbName };
+}
+
+export interface ChildServer {
+  baseUrl: string;
+  grpcAddr: string;
+  child: ChildProcess;
+  /** Graceful stop (SIGTERM) and wait for exit. */
+  stop(): Promise<void>;
+  /** kill -9. */
+  kill(): Promise<void>;
+}
+
+/** `runhook start` (or `worker`) as a separate process on database `dbName`. */
+export async function spawnServer(dbName: string, opts: { mode?: "start" | "worker"; env?: Record<string, string> } = {}): Promise<ChildServer> {
+  const mode = opts.mode ?? "start";
+  const child = spawn(process.execPath, [join(ROOT, "bin/runhook.js"), mode], {
+    cwd: ROOT,
+    env: { ...process.env, ...testEnv(dbName, { LOG_LEVEL: "info", ...opts.env }) },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  let out = "";
+  const ready = new Promise<{ http?: number; grpc?: number }>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 60_000);
+    child.stdout!.on("data", (d: Buffer) => {
+      out += d.toString();
+      for (const line of out.split("\n")) {
+        if (line.includes('"runhook listening"') || (mode === "worker" && line.includes('"executors started"'))) {
+          clearTimeout(timer);
+          const j = JSON.parse(line) as { http?: number; grpc?: number };
+          resolve(j);
+        }
+      }
+    });
+    child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code}:\n${out}`));
+    });
+  });
+  const ports = await ready;
+  return {
+    baseUrl: `http://127.0.0.1:${ports.http}`,
+    grpcAddr: `127.0.0.1:${ports.grpc}`,
+    child,
+    async stop() {
+      if (child.exitCode === null) child.kill("SIGTERM");
+      await exited;
+    },
+    async kill() {
+      if (child.exitCode === null) child.kill("SIGKILL");
+      await exited;
+    },
+  };
+}
+
+export const uuid = () => randomUUID();
