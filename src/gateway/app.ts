@@ -9,6 +9,7 @@ import { registerServices, type Services } from "../services.js";
 import { sendError } from "./rest.js";
 import { registerWebhookRoutes } from "./webhook.js";
 import { registerV1Routes } from "./v1.js";
+import { registerRunRoutes } from "./runs.js";
 import { registerExtraConnectRoutes } from "./extra.js";
 
 export async function buildGateway(deps: Deps, services: Services): Promise<FastifyInstance> {
@@ -57,5 +58,6 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
 
   await app.register(async (scope) => registerWebhookRoutes(scope, deps, services));
   await app.register(async (scope) => registerV1Routes(scope, deps, services));
+  await app.register(async (scope) => registerRunRoutes(scope, deps, services));
   return app;
 }
