@@ -4,6 +4,7 @@ import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { Config } from "./config.js";
 import type { Database } from "./db/mongo.js";
+import type { HealthStatus } from "./grpc/health.js";
 
 export interface Deps {
   db: Database;
@@ -11,6 +12,8 @@ export interface Deps {
   logger: Logger;
   /** In-process signals: `run.queued` (runId) wakes this instance's executors at once. */
   events: EventEmitter;
+  /** Serving status reported by grpc.health.v1 on both servers. */
+  health: HealthStatus;
 }
 
 export type Via = "grpc" | "webhook" | "api";

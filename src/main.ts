@@ -10,7 +10,8 @@ import { buildGateway } from "./gateway/app.js";
 import { startGrpcServer, type GrpcServer } from "./grpc-server.js";
 import { sweep } from "./ratelimit.js";
 import { startExecutors, type Executors } from "./runs/executor.js";
-import { createServices, type Services } from "./services.js";
+import { createServices, SERVICE_DESCS, type Services } from "./services.js";
+import { createHealthStatus } from "./grpc/health.js";
 
 export interface Runhook {
   deps: Deps;
@@ -50,7 +51,7 @@ export async function openDatabase(config: Config, logger: Logger, dbName?: stri
 export async function startRunhook(config: Config, opts: StartOptions): Promise<Runhook> {
   const { logger } = opts;
   const { db, embedded } = await openDatabase(config, logger, opts.dbName);
-  const deps: Deps = { db, config, logger, events: new EventEmitter() };
+  const deps: Deps = { db, config, logger, events: new EventEmitter(), health: createHealthStatus({ services: [...SERVICE_DESCS] }) };
   deps.events.setMaxListeners(0);
   const services = createServices(deps);
 
@@ -62,6 +63,7 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
 
   const stop = async () => {
     clearInterval(sweeper);
+    deps.health.shutdown();
     // Stop accepting, let requests in flight finish, then the executors, then the database.
     await Promise.allSettled([gateway?.close(), grpc?.close()]);
     await executors?.stop();

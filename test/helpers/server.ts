@@ -9,6 +9,7 @@ import { inject } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/logging.js";
 import { startRunhook, type Runhook } from "../../src/main.js";
+import { seedDemo, type SeedOutput } from "../../src/admin/demo.js";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
 export const BOOTSTRAP_SECRET = "test-bootstrap-secret-0123456789";
@@ -113,3 +114,8 @@ export async function spawnServer(dbName: string, opts: { mode?: "start" | "work
 }
 
 export const uuid = () => randomUUID();
+
+/** The CONTRACT §5 demo world (as `runhook seed --json` prints it) on `server`'s database. */
+export function seed(server: TestServer): Promise<SeedOutput> {
+  return seedDemo(server.deps, server.services);
+}
