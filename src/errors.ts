@@ -59,7 +59,8 @@ export interface HttpError {
 
 /** Turns anything thrown by a handler into the gateway's error answer. */
 export function toHttpError(err: unknown): HttpError {
-  const ce = ConnectError.from(err);
+  // Anything that is not a ConnectError is a bug of ours: report `internal`, never its message.
+  const ce = err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal, undefined, undefined, err);
   const headers: Record<string, string> = {};
   const retryAfter = ce.metadata.get(RETRY_AFTER);
   if (retryAfter) headers["retry-after"] = retryAfter;

@@ -1,0 +1,41 @@
+// The one Connect-code ↔ HTTP-status table, in both directions, for every status SEED §7
+// and CONTRACT §3 name.
+import { Code, ConnectError } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { codeName, codeOfHttpStatus, fail, httpStatusOf, ONGOING_RUN_ID, toHttpError } from "../src/errors.js";
+
+const SPEC: [number, Code, string][] = [
+  [400, Code.InvalidArgument, "invalid_argument"],
+  [401, Code.Unauthenticated, "unauthenticated"],
+  [403, Code.PermissionDenied, "permission_denied"],
+  [404, Code.NotFound, "not_found"],
+  [409, Code.AlreadyExists, "already_exists"],
+  [429, Code.ResourceExhausted, "resource_exhausted"],
+];
+
+describe("error table", () => {
+  it.each(SPEC)("HTTP %i ↔ %s", (status, code, name) => {
+    expect(httpStatusOf(code)).toBe(status);
+    expect(codeOfHttpStatus(status)).toBe(code);
+    expect(codeName(code)).toBe(name);
+  });
+
+  it("maps 413 to resource_exhausted and unknown 5xx to internal", () => {
+    expect(codeOfHttpStatus(413)).toBe(Code.ResourceExhausted);
+    expect(codeOfHttpStatus(502)).toBe(Code.Internal);
+  });
+
+  it("builds the {error, code} body, with runId on 409 and Retry-After on 429", () => {
+    const conflict = toHttpError(new ConnectError("a run is ongoing", Code.AlreadyExists, { [ONGOING_RUN_ID]: "r-1" }));
+    expect(conflict).toEqual({ status: 409, headers: {}, body: { error: "a run is ongoing", code: "already_exists", runId: "r-1" } });
+    const throttled = toHttpError(fail.throttled(17));
+    expect(throttled.status).toBe(429);
+    expect(throttled.headers["retry-after"]).toBe("17");
+  });
+
+  it("never leaks internal error messages", () => {
+    const e = toHttpError(new Error("connection string mongodb://secret@host"));
+    expect(e.status).toBe(500);
+    expect(e.body).toEqual({ error: "internal error", code: "internal" });
+  });
+});
