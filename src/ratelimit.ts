@@ -15,37 +15,36 @@ export interface RateDecision {
 const WINDOW_MS = 60_000;
 
 /**
- * Counts one request against `bucket` (for example `webhook:<id>`). One atomic
- * upsert-and-increment per request; the window ends on a whole minute, so the
+ * Counts one request against `bucket` (for example `webhook:<id>`). Each accepted request
+ * claims one numbered slot `${bucket}:${windowStart}:${n}` (n = 1..limit) by inserting it:
+ * the unique _id makes the count exact across instances even on servers whose `$inc` is
+ * not atomic under concurrency (FerretDB loses concurrent increments). A request is refused
+ * only when every slot of the window is taken. The window ends on a whole minute, so the
  * Retry-After a rejected caller gets is exact: waiting that long lands in a new window.
  */
 export async function hit(db: Database, bucket: string, limit: number, now = Date.now()): Promise<RateDecision> {
   const windowStart = now - (now % WINDOW_MS);
   const windowEnd = windowStart + WINDOW_MS;
-  const _id = `${bucket}:${windowStart}`;
-  let count: number;
-  for (let attempt = 0; ; attempt++) {
+  const prefix = `${bucket}:${windowStart}:`;
+  const expiresAt = new Date(windowEnd);
+  const decision = (slot: number | null): RateDecision => ({
+    allowed: slot !== null,
+    limit,
+    remaining: slot === null ? 0 : Math.max(0, limit - slot),
+    resetAt: Math.ceil(windowEnd / 1000),
+    retryAfter: slot !== null ? 0 : Math.max(1, Math.ceil((windowEnd - now) / 1000)),
+  });
+  // Slots taken so far (a lower bound under concurrency; the inserts settle it exactly).
+  let n = (await db.rateLimits.countDocuments({ _id: { $gte: prefix, $lt: `${bucket}:${windowStart};` } })) + 1;
+  for (; n <= limit; n++) {
     try {
-      const doc = await db.rateLimits.findOneAndUpdate(
-        { _id },
-        { $inc: { count: 1 }, $setOnInsert: { expiresAt: new Date(windowEnd) } },
-        { upsert: true, returnDocument: "after" },
-      );
-      count = doc!.count;
-      break;
+      await db.rateLimits.insertOne({ _id: prefix + n, count: 1, expiresAt });
+      return decision(n);
     } catch (err) {
-      // Two first requests of a window raced on the upsert: the loser simply retries.
-      if (!isDuplicateKey(err) || attempt > 3) throw err;
+      if (!isDuplicateKey(err)) throw err; // slot taken by a concurrent request: try the next
     }
   }
-  const allowed = count <= limit;
-  return {
-    allowed,
-    limit,
-    remaining: Math.max(0, limit - count),
-    resetAt: Math.ceil(windowEnd / 1000),
-    retryAfter: allowed ? 0 : Math.max(1, Math.ceil((windowEnd - now) / 1000)),
-  };
+  return decision(null);
 }
 
 /** Deletes finished windows; run periodically (no TTL indexes on FerretDB). */

@@ -1,7 +1,174 @@
-// `runhook admin …`: placeholder until the webhook issue lands.
-export const ADMIN_USAGE = "";
+// `runhook admin …`: AdminService over Connect (HTTP/1.1) on RUNHOOK_URL, authenticated with
+// RUNHOOK_TOKEN (RUNHOOK_BOOTSTRAP_SECRET for bootstrap). Prints the response as JSON.
+import { ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 
-export async function runAdminCommand(_args: string[]): Promise<number> {
-  process.stderr.write("runhook admin: not implemented yet\n");
-  return 2;
+export const ADMIN_USAGE = `
+  admin <group> <action> [--flag value …]   administration over AdminService (prints JSON)
+      env: RUNHOOK_URL (default http://localhost:8080), RUNHOOK_TOKEN (application token),
+           RUNHOOK_BOOTSTRAP_SECRET (for bootstrap)
+    admin bootstrap --org NAME --email EMAIL [--name NAME]
+    admin users create --email EMAIL [--name NAME] [--org-admin]
+    admin projects create --name NAME [--sso]
+    admin projects update --project ID --sso true|false
+    admin environments create --project ID --name NAME [--data-database DB]
+    admin teams create --project ID --name NAME
+    admin teams add-member|remove-member --team ID --user ID
+    admin renderings create --team ID --environment ID
+    admin roles set --project ID --user ID --role admin|editor|user|none
+    admin collections create --environment ID --name NAME [--primary-key f1,f2]
+    admin permissions set --rendering ID --collection ID [--read roles] [--edit roles] [--scope JSON]
+    admin workflows create --rendering ID --collection ID --name NAME --steps JSON [--trigger-roles roles]
+    admin workflows publish --workflow ID --steps JSON [--trigger-roles roles]
+    admin workflows deactivate --workflow ID --version N
+    admin workflows get --workflow ID
+    admin webhook enable|disable|regenerate --workflow ID
+    admin webhook rate-limit --workflow ID --per-minute N
+    admin tokens create [--user ID] [--name NAME] [--ttl SECONDS] [--sso]
+    admin tokens revoke --token ID
+    admin api-tokens create --project ID [--name NAME] [--ttl SECONDS]
+    admin api-tokens revoke --token ID
+      steps JSON: [{"load_record":{}},{"wait":{"seconds":5}},{"update_record":{"set":{"status":"done"}}},
+                   {"add_note":{"content":"<p>hi</p>"}}]   (or [{"type":"wait","seconds":5}, …])
+`;
+
+type Flags = Record<string, string | true>;
+class UsageError extends Error {}
+
+const list = (v: string | true | undefined) => (typeof v === "string" && v !== "" ? v.split(",").map((s) => s.trim()).filter(Boolean) : []);
+const str = (f: Flags, name: string, required = false): string | undefined => {
+  const v = f[name];
+  if (v === undefined) {
+    if (required) throw new UsageError(`--${name} is required`);
+    return undefined;
+  }
+  if (v === true) throw new UsageError(`--${name} needs a value`);
+  return v;
+};
+const req = (f: Flags, name: string) => str(f, name, true)!;
+const num = (f: Flags, name: string, required = false): number | undefined => {
+  const v = str(f, name, required);
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v)) throw new UsageError(`--${name} must be a whole number`);
+  return Number(v);
+};
+const json = (f: Flags, name: string, required = false): JsonValue | undefined => {
+  const v = str(f, name, required);
+  if (v === undefined) return undefined;
+  try {
+    return JSON.parse(v) as JsonValue;
+  } catch {
+    throw new UsageError(`--${name} is not valid JSON`);
+  }
+};
+
+/** Accepts ProtoJSON steps and the shorter `{"type": "wait", "seconds": 5}` form. */
+function steps(f: Flags, required: boolean): JsonValue[] | undefined {
+  const v = json(f, "steps", required);
+  if (v === undefined) return undefined;
+  if (!Array.isArray(v)) throw new UsageError("--steps must be a JSON array");
+  return v.map((s) => {
+    if (s && typeof s === "object" && !Array.isArray(s) && typeof s.type === "string") {
+      const { type, ...rest } = s as JsonObject;
+      return { [type as string]: rest };
+    }
+    return s;
+  });
+}
+
+/** Subcommand → RPC and the ProtoJSON request built from flags. */
+const COMMANDS: Record<string, { rpc: string; build: (f: Flags) => JsonObject; bootstrap?: true }> = {
+  "bootstrap": { rpc: "bootstrap", bootstrap: true, build: (f) => ({ organizationName: req(f, "org"), adminEmail: req(f, "email"), adminName: str(f, "name") ?? "" }) },
+  "users create": { rpc: "createUser", build: (f) => ({ email: req(f, "email"), name: str(f, "name") ?? "", organizationAdmin: f["org-admin"] === true }) },
+  "projects create": { rpc: "createProject", build: (f) => ({ name: req(f, "name"), requiresSso: f.sso === true }) },
+  "projects update": {
+    rpc: "updateProject",
+    build: (f) => {
+      const sso = str(f, "sso");
+      if (sso !== undefined && sso !== "true" && sso !== "false") throw new UsageError("--sso must be true or false");
+      return { projectId: req(f, "project"), ...(sso !== undefined ? { requiresSso: sso === "true" } : {}) };
+    },
+  },
+  "environments create": { rpc: "createEnvironment", build: (f) => ({ projectId: req(f, "project"), name: req(f, "name"), dataDatabase: str(f, "data-database") ?? "" }) },
+  "teams create": { rpc: "createTeam", build: (f) => ({ projectId: req(f, "project"), name: req(f, "name") }) },
+  "teams add-member": { rpc: "setTeamMember", build: (f) => ({ teamId: req(f, "team"), userId: req(f, "user"), member: true }) },
+  "teams remove-member": { rpc: "setTeamMember", build: (f) => ({ teamId: req(f, "team"), userId: req(f, "user"), member: false }) },
+  "renderings create": { rpc: "createRendering", build: (f) => ({ teamId: req(f, "team"), environmentId: req(f, "environment") }) },
+  "roles set": { rpc: "setProjectRole", build: (f) => ({ projectId: req(f, "project"), userId: req(f, "user"), role: req(f, "role") === "none" ? "" : req(f, "role") }) },
+  "collections create": { rpc: "createCollection", build: (f) => ({ environmentId: req(f, "environment"), name: req(f, "name"), primaryKey: list(f["primary-key"]) }) },
+  "permissions set": {
+    rpc: "setCollectionPermission",
+    build: (f) => ({ permission: { renderingId: req(f, "rendering"), collectionId: req(f, "collection"), readRoles: list(f.read), editRoles: list(f.edit), scope: json(f, "scope") ?? {} } }),
+  },
+  "workflows create": {
+    rpc: "createWorkflow",
+    build: (f) => ({ renderingId: req(f, "rendering"), collectionId: req(f, "collection"), name: req(f, "name"), steps: steps(f, true)!, triggerRoles: list(f["trigger-roles"]) }),
+  },
+  "workflows publish": {
+    rpc: "publishWorkflow",
+    build: (f) => ({ workflowId: req(f, "workflow"), steps: steps(f, true)!, triggerRoles: list(f["trigger-roles"]), updateTriggerRoles: f["trigger-roles"] !== undefined }),
+  },
+  "workflows deactivate": { rpc: "deactivateWorkflowVersion", build: (f) => ({ workflowId: req(f, "workflow"), version: num(f, "version", true)! }) },
+  "workflows get": { rpc: "getWorkflow", build: (f) => ({ workflowId: req(f, "workflow") }) },
+  "webhook enable": { rpc: "enableWebhook", build: (f) => ({ workflowId: req(f, "workflow") }) },
+  "webhook disable": { rpc: "disableWebhook", build: (f) => ({ workflowId: req(f, "workflow") }) },
+  "webhook regenerate": { rpc: "regenerateWebhook", build: (f) => ({ workflowId: req(f, "workflow") }) },
+  "webhook rate-limit": { rpc: "setWebhookRateLimit", build: (f) => ({ workflowId: req(f, "workflow"), rateLimitPerMinute: num(f, "per-minute", true)! }) },
+  "tokens create": { rpc: "createApplicationToken", build: (f) => ({ userId: str(f, "user") ?? "", name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0, sso: f.sso === true }) },
+  "tokens revoke": { rpc: "revokeApplicationToken", build: (f) => ({ tokenId: req(f, "token") }) },
+  "api-tokens create": { rpc: "createApiToken", build: (f) => ({ projectId: req(f, "project"), name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0 }) },
+  "api-tokens revoke": { rpc: "revokeApiToken", build: (f) => ({ tokenId: req(f, "token") }) },
+};
+
+/** Splits `group action --a 1 --b=2 --flag` into the command and its flags. */
+function parse(args: string[]): { command: string; flags: Flags } {
+  const words: string[] = [];
+  const flags: Flags = {};
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (!a.startsWith("--")) {
+      words.push(a);
+      continue;
+    }
+    const eq = a.indexOf("=");
+    if (eq > 0) flags[a.slice(2, eq)] = a.slice(eq + 1);
+    else if (i + 1 < args.length && !args[i + 1]!.startsWith("--")) flags[a.slice(2)] = args[++i]!;
+    else flags[a.slice(2)] = true;
+  }
+  return { command: words.join(" "), flags };
+}
+
+export async function runAdminCommand(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const { command, flags } = parse(args);
+  const spec = COMMANDS[command];
+  if (!spec) {
+    process.stderr.write(`runhook admin: ${command ? `unknown command "${command}"` : "missing command"}\n${ADMIN_USAGE}`);
+    return 2;
+  }
+  const method = AdminService.methods.find((m) => m.localName === spec.rpc)!;
+  let request;
+  try {
+    request = fromJson(method.input, spec.build(flags));
+  } catch (err) {
+    process.stderr.write(`runhook admin ${command}: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 2;
+  }
+  const secret = spec.bootstrap ? env.RUNHOOK_BOOTSTRAP_SECRET : env.RUNHOOK_TOKEN;
+  if (!secret) {
+    process.stderr.write(`runhook admin ${command}: set ${spec.bootstrap ? "RUNHOOK_BOOTSTRAP_SECRET" : "RUNHOOK_TOKEN"}\n`);
+    return 2;
+  }
+  const client = createClient(AdminService, createConnectTransport({ baseUrl: env.RUNHOOK_URL || "http://localhost:8080", httpVersion: "1.1" }));
+  try {
+    const call = client[method.localName as keyof typeof client] as unknown as (r: unknown, o: unknown) => Promise<never>;
+    const res = await call(request, { headers: { authorization: `Bearer ${secret}` } });
+    process.stdout.write(JSON.stringify(toJson(method.output, res, { alwaysEmitImplicit: true }), null, 2) + "\n");
+    return 0;
+  } catch (err) {
+    const ce = ConnectError.from(err);
+    process.stderr.write(`runhook admin ${command}: ${ce.message}\n`);
+    return 1;
+  }
 }

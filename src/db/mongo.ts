@@ -24,6 +24,12 @@ export interface Database {
   notes: Collection<T.NoteDoc>;
   counters: Collection<T.CounterDoc>;
   rateLimits: Collection<T.RateLimitDoc>;
+  locks: Collection<T.LockDoc>;
+  /**
+   * True on FerretDB, whose updates are read-modify-write without isolation: concurrent
+   * updates of one document can be lost. atomicUpdate() then serializes writers.
+   */
+  serializedUpdates: boolean;
   /** The database holding an environment's records. */
   dataDb(name: string): Db;
   close(): Promise<void>;
@@ -41,6 +47,7 @@ export async function connect(uri: string, opts: { dbName?: string } = {}): Prom
   await client.connect();
   const name = opts.dbName ?? databaseName(uri);
   const db = client.db(name);
+  const buildInfo = await client.db("admin").command({ buildInfo: 1 });
   return {
     client,
     db,
@@ -63,6 +70,8 @@ export async function connect(uri: string, opts: { dbName?: string } = {}): Prom
     notes: db.collection("notes"),
     counters: db.collection("counters"),
     rateLimits: db.collection("rate_limits"),
+    locks: db.collection("locks"),
+    serializedUpdates: typeof buildInfo.ferretdbVersion === "string",
     dataDb: (dataName) => client.db(dataName),
     close: () => client.close(),
   };
@@ -93,9 +102,16 @@ export async function ensureIndexes(d: Database): Promise<void> {
     d.activityLogs.createIndex({ environmentId: 1, _id: 1 }),
     d.activityLogs.createIndex({ runId: 1, _id: 1 }),
     d.adminLogs.createIndex({ projectId: 1, _id: 1 }),
+    // Public API filters (LogService): each filter + the list order.
+    d.activityLogs.createIndex({ environmentId: 1, action: 1, _id: 1 }),
+    d.activityLogs.createIndex({ environmentId: 1, "user.id": 1, _id: 1 }),
+    d.activityLogs.createIndex({ environmentId: 1, collection: 1, recordId: 1, _id: 1 }),
+    d.adminLogs.createIndex({ projectId: 1, action: 1, _id: 1 }),
     d.notes.createIndex({ environmentId: 1, seq: 1 }),
+    d.notes.createIndex({ environmentId: 1, collection: 1, recordId: 1, seq: 1 }),
     d.notes.createIndex({ seq: 1 }, { unique: true }),
     d.rateLimits.createIndex({ expiresAt: 1 }),
+    d.locks.createIndex({ expiresAt: 1 }),
   ]);
 }
 

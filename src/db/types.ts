@@ -65,6 +65,10 @@ export interface StepResultDoc {
   finishedAt: Date | null;
   error: string;
   output: Record<string, unknown> | null;
+  /** How many times an executor started this step (set by executors; absent until then). */
+  attempts?: number;
+  /** The executor that last started this step. */
+  executor?: string;
 }
 
 export interface RunDoc {
@@ -153,3 +157,6 @@ export interface NoteDoc {
 export interface CounterDoc { _id: string; seq: number }
 /** A fixed-window rate-limit counter; _id = `${bucket}:${windowStart}`. */
 export interface RateLimitDoc { _id: string; count: number; expiresAt: Date }
+
+/** A short-lived write lock on one document (see db/atomic.ts); _id names the document. */
+export interface LockDoc { _id: string; token: string; expiresAt: Date }

@@ -26,7 +26,8 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
   });
 
   app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, _req, reply) => {
-    if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") return sendError(reply, new ConnectError(`request body larger than ${deps.config.bodyLimitBytes} bytes`, Code.ResourceExhausted)).code(413);
+    // sendError() sends at once, so the 413 status must be set here rather than after it.
+    if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") return reply.code(413).send({ error: `request body larger than ${deps.config.bodyLimitBytes} bytes`, code: "resource_exhausted" });
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500 && !(err instanceof ConnectError)) {
       return sendError(reply, new ConnectError(err.message, err.statusCode === 415 ? Code.InvalidArgument : Code.InvalidArgument));
     }

@@ -12,13 +12,33 @@ import { isDuplicateKey } from "../db/mongo.js";
 import type { ActivityLogDoc, AdminLogDoc } from "../db/types.js";
 
 export async function nextSeq(db: Database, name: string): Promise<number> {
-  const doc = await db.counters.findOneAndUpdate({ _id: name }, { $inc: { seq: 1 } }, { upsert: true, returnDocument: "after" });
-  return doc!.seq;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const doc = await db.counters.findOneAndUpdate({ _id: name }, { $inc: { seq: 1 } }, { upsert: true, returnDocument: "after" });
+      return doc!.seq;
+    } catch (err) {
+      // Two first increments raced on creating the counter: the loser retries (now an update).
+      if (!isDuplicateKey(err) || attempt > 3) throw err;
+    }
+  }
 }
 
+/**
+ * The highest number this process took per counter. FerretDB (v1, SQLite) does not apply
+ * `$inc` atomically under concurrency: the counter can hand out a number twice or move
+ * back. Duplicates collide on insert and are retried; a number not above what this
+ * process already took is skipped (it becomes a hole that readers fill), so one
+ * process's entries — and so a run's successive entries — stay in causal order.
+ */
+const lastTaken = new WeakMap<Database, Map<string, number>>();
+
 async function appendSequenced<T extends { _id: number }>(db: Database, coll: Collection<T>, counter: string, entry: Omit<T, "_id">): Promise<number> {
+  let taken = lastTaken.get(db);
+  if (!taken) lastTaken.set(db, (taken = new Map()));
   for (;;) {
     const _id = await nextSeq(db, counter);
+    if (_id <= (taken.get(counter) ?? 0)) continue;
+    taken.set(counter, _id);
     try {
       await coll.insertOne({ ...entry, _id } as never);
       return _id;

@@ -1,11 +1,170 @@
-// TriggerService: placeholder until its issue lands.
+// TriggerService and the one trigger function that the webhook route and the RPC share.
+// The checks run in exactly the order of CONTRACT §2; the first that fails answers.
+import { randomUUID } from "node:crypto";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
-import type { Deps } from "../deps.js";
+import { OngoingRunSchema, TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
+import { assertMayTrigger } from "../auth/access.js";
+import { authenticateApp } from "../auth/tokens.js";
+import { isDuplicateKey } from "../db/mongo.js";
+import type { RunDoc, WorkflowVersionDoc } from "../db/types.js";
+import { authorization, viaOf, type Deps } from "../deps.js";
+import { fail, ONGOING_RUN_ID } from "../errors.js";
+import { writeActivity } from "../logs/writer.js";
+import { hit } from "../ratelimit.js";
+import { keyOfUrl, verifyWebhookKey } from "./keys.js";
 
-export function createTriggerService(_deps: Deps): ServiceImpl<typeof TriggerService> {
-  const notYet = () => {
-    throw new ConnectError("not implemented yet", Code.Unimplemented);
+/** The request body as the route parsed it: the record id, or why the body is unusable. */
+export type TriggerBody = { recordId: unknown } | { bodyError: string };
+
+export interface TriggerInput {
+  key: string;
+  authorization: string | null | undefined;
+  body: TriggerBody;
+  via: "webhook" | "grpc";
+}
+
+/** Parses a raw webhook body: a JSON object with a non-empty string `record_id` (other fields ignored). */
+export function parseWebhookBody(raw: string | undefined): TriggerBody {
+  if (raw === undefined || raw.trim() === "") return { bodyError: "the body must be a JSON object with record_id" };
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    return { bodyError: "the body is not valid JSON" };
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return { bodyError: "the body must be a JSON object" };
+  if (!Object.prototype.hasOwnProperty.call(value, "record_id")) return { bodyError: "record_id is required" };
+  return { recordId: (value as Record<string, unknown>).record_id };
+}
+
+/** The latest active version, or undefined. */
+export function latestActive(versions: WorkflowVersionDoc[]): WorkflowVersionDoc | undefined {
+  let best: WorkflowVersionDoc | undefined;
+  for (const v of versions) if (v.active && (!best || v.version > best.version)) best = v;
+  return best;
+}
+
+function ongoingError(runId: string): ConnectError {
+  return new ConnectError("a run of this workflow is already ongoing on this record", Code.AlreadyExists, { [ONGOING_RUN_ID]: runId }, [
+    { desc: OngoingRunSchema, value: { runId } },
+  ]);
+}
+
+/** Creates and queues a run (CONTRACT §2), returning its id; throws ConnectErrors for every refusal. */
+export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ runId: string }> {
+  const { db } = deps;
+  // 1. The key: well-formed and signed.
+  const key = verifyWebhookKey(deps.config, input.key);
+  if (!key) throw fail.invalid("malformed or tampered webhook URL");
+
+  // 2. The token.
+  const principal = await authenticateApp(db, input.authorization);
+
+  // 3. The webhook: known, current generation, enabled, with an active version.
+  const workflow = await db.workflows.findOne({ _id: key.workflowId });
+  if (!workflow || workflow.renderingId !== key.renderingId || !workflow.webhook.everEnabled) throw fail.notFound("unknown webhook");
+  if (key.generation < workflow.webhook.generation) throw fail.invalid("this webhook URL was superseded by a regenerated one");
+  if (key.generation > workflow.webhook.generation) throw fail.notFound("unknown webhook");
+  if (!workflow.webhook.enabled) throw fail.notFound("the webhook trigger is disabled");
+  const version = latestActive(workflow.versions);
+  if (!version) throw fail.notFound("no active workflow version for the rendering");
+  const [rendering, project, environment, collection] = await Promise.all([
+    db.renderings.findOne({ _id: workflow.renderingId }),
+    db.projects.findOne({ _id: workflow.projectId }),
+    db.environments.findOne({ _id: workflow.environmentId }),
+    db.collections.findOne({ _id: workflow.collectionId }),
+  ]);
+  if (!rendering || !project || !environment || !collection) throw fail.notFound("unknown webhook");
+
+  // 4. The token's user may trigger this workflow.
+  await assertMayTrigger(db, principal.user, principal.token, project, rendering, workflow);
+
+  // 5. The webhook's rate limit.
+  const rate = await hit(db, `webhook:${workflow._id}`, workflow.webhook.rateLimitPerMinute);
+  if (!rate.allowed) throw fail.throttled(rate.retryAfter, `rate limit of ${rate.limit} requests per minute exceeded for this webhook`);
+
+  // 6. The body.
+  if ("bodyError" in input.body) throw fail.invalid(input.body.bodyError);
+  const recordId = input.body.recordId;
+  if (recordId === undefined || recordId === null) throw fail.invalid("record_id is required");
+  if (typeof recordId !== "string") throw fail.invalid("record_id must be a string");
+  if (recordId === "") throw fail.invalid("record_id must not be empty");
+  if (recordId.length > 1024) throw fail.invalid("record_id is longer than 1024 characters");
+
+  // 7–8. One ongoing run per (workflow, record), by the unique index on activeKey.
+  const activeKey = `${workflow._id}|${recordId}`;
+  let run: RunDoc | undefined;
+  for (let attempt = 0; !run; attempt++) {
+    const now = new Date();
+    const doc: RunDoc = {
+      _id: randomUUID(),
+      activeKey,
+      workflowId: workflow._id,
+      workflowVersion: version.version,
+      renderingId: rendering._id,
+      projectId: project._id,
+      environmentId: environment._id,
+      collectionId: collection._id,
+      collection: collection.name,
+      recordId,
+      userId: principal.user._id,
+      userEmail: principal.user.email,
+      tokenId: principal.token._id,
+      via: input.via,
+      state: "QUEUED",
+      steps: version.steps.map((s) => ({ type: s.type, state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null })),
+      stepIndex: 0,
+      error: "",
+      lease: null,
+      createdAt: now,
+      startedAt: null,
+      finishedAt: null,
+      updatedAt: now,
+      version: 1,
+    };
+    try {
+      await db.runs.insertOne(doc);
+      run = doc;
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+      const ongoing = await db.runs.findOne({ activeKey }, { projection: { _id: 1 } });
+      if (ongoing) throw ongoingError(ongoing._id);
+      // The ongoing run finished between the insert and the read: try again.
+      if (attempt >= 2) throw new ConnectError("the record's run changed state concurrently; retry", Code.Aborted);
+    }
+  }
+
+  try {
+    await writeActivity(db, {
+      projectId: project._id,
+      environmentId: environment._id,
+      environment: environment.name,
+      rendering: rendering._id,
+      user: { id: principal.user._id, email: principal.user.email },
+      action: "workflow.run.triggered",
+      via: input.via,
+      collection: collection.name,
+      recordId,
+      runId: run._id,
+      details: { workflowId: workflow._id, workflowVersion: version.version, workflowName: workflow.name },
+    });
+  } catch (err) {
+    // The run is stored and will execute; a failed log write must not turn the 202 into an error.
+    deps.logger.error({ err, runId: run._id }, "could not write the workflow.run.triggered activity entry");
+  }
+  deps.events.emit("run.queued", run._id);
+  return { runId: run._id };
+}
+
+export function createTriggerService(deps: Deps): ServiceImpl<typeof TriggerService> {
+  return {
+    async triggerRun(req, ctx) {
+      return triggerRun(deps, {
+        key: keyOfUrl(req.webhookUrl),
+        authorization: authorization(ctx),
+        body: { recordId: req.recordId },
+        via: viaOf(ctx) === "webhook" ? "webhook" : "grpc",
+      });
+    },
   };
-  return Object.fromEntries(TriggerService.methods.map((m) => [m.localName, notYet])) as unknown as ServiceImpl<typeof TriggerService>;
 }

@@ -870,7 +870,7 @@ export type CreateEnvironmentRequest = Message<"runhook.v1.CreateEnvironmentRequ
   name: string;
 
   /**
-   * MongoDB database of its records; default `<service database>_data_<environment id>`.
+   * MongoDB database of its records; default `<service database>_d_<first 12 hex digits of the environment id>`.
    *
    * @generated from field: string data_database = 3;
    */
