@@ -15,36 +15,61 @@ export interface RateDecision {
 const WINDOW_MS = 60_000;
 
 /**
- * Counts one request against `bucket` (for example `webhook:<id>`). Each accepted request
- * claims one numbered slot `${bucket}:${windowStart}:${n}` (n = 1..limit) by inserting it:
- * the unique _id makes the count exact across instances even on servers whose `$inc` is
- * not atomic under concurrency (FerretDB loses concurrent increments). A request is refused
- * only when every slot of the window is taken. The window ends on a whole minute, so the
- * Retry-After a rejected caller gets is exact: waiting that long lands in a new window.
+ * Next slot this process will try, per `${bucket}:${windowStart}`. Every slot below it is
+ * known to be taken (by this process or, as a failed insert showed, by another one), so the
+ * hint only ever skips taken slots and a refusal still means all `limit` slots are taken.
+ */
+const slotHints = new Map<string, number>();
+
+function decide(limit: number, used: number | null, now: number, windowEnd: number): RateDecision {
+  const allowed = used !== null && used <= limit;
+  return {
+    allowed,
+    limit,
+    remaining: allowed ? limit - used : 0,
+    resetAt: Math.ceil(windowEnd / 1000),
+    // The window ends on a whole minute: waiting this long lands in a new window.
+    retryAfter: allowed ? 0 : Math.max(1, Math.ceil((windowEnd - now) / 1000)),
+  };
+}
+
+/**
+ * Counts one request against `bucket` (for example `webhook:<id>`), exactly across instances.
+ * MongoDB: one atomic upsert-and-increment of the window's counter.
+ * FerretDB, whose `$inc` is not atomic under concurrency: each accepted request takes one
+ * numbered slot `${bucket}:${windowStart}:${n}` (n = 1..limit) by a unique insert.
  */
 export async function hit(db: Database, bucket: string, limit: number, now = Date.now()): Promise<RateDecision> {
   const windowStart = now - (now % WINDOW_MS);
   const windowEnd = windowStart + WINDOW_MS;
-  const prefix = `${bucket}:${windowStart}:`;
   const expiresAt = new Date(windowEnd);
-  const decision = (slot: number | null): RateDecision => ({
-    allowed: slot !== null,
-    limit,
-    remaining: slot === null ? 0 : Math.max(0, limit - slot),
-    resetAt: Math.ceil(windowEnd / 1000),
-    retryAfter: slot !== null ? 0 : Math.max(1, Math.ceil((windowEnd - now) / 1000)),
-  });
-  // Slots taken so far (a lower bound under concurrency; the inserts settle it exactly).
-  let n = (await db.rateLimits.countDocuments({ _id: { $gte: prefix, $lt: `${bucket}:${windowStart};` } })) + 1;
-  for (; n <= limit; n++) {
-    try {
-      await db.rateLimits.insertOne({ _id: prefix + n, count: 1, expiresAt });
-      return decision(n);
-    } catch (err) {
-      if (!isDuplicateKey(err)) throw err; // slot taken by a concurrent request: try the next
+  const window = `${bucket}:${windowStart}`;
+  if (!db.serializedUpdates) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const doc = await db.rateLimits.findOneAndUpdate({ _id: window }, { $inc: { count: 1 }, $setOnInsert: { expiresAt } }, { upsert: true, returnDocument: "after" });
+        return decide(limit, doc!.count, now, windowEnd);
+      } catch (err) {
+        if (!isDuplicateKey(err) || attempt > 3) throw err; // two first requests raced on the upsert
+      }
     }
   }
-  return decision(null);
+  if (slotHints.size > 10_000) for (const k of slotHints.keys()) if (Number(k.slice(k.lastIndexOf(":") + 1)) < windowStart) slotHints.delete(k);
+  for (;;) {
+    // Taken synchronously, so concurrent requests of this process try different slots.
+    const n = slotHints.get(window) ?? 1;
+    if (n > limit) return decide(limit, null, now, windowEnd);
+    slotHints.set(window, n + 1);
+    try {
+      await db.rateLimits.insertOne({ _id: `${window}:${n}`, count: 1, expiresAt });
+      return decide(limit, n, now, windowEnd);
+    } catch (err) {
+      if (isDuplicateKey(err)) continue; // another instance took slot n: try the next
+      // Slot n is still free: let a later request take it.
+      if (slotHints.get(window) === n + 1) slotHints.set(window, n);
+      throw err;
+    }
+  }
 }
 
 /** Deletes finished windows; run periodically (no TTL indexes on FerretDB). */

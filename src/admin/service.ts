@@ -4,7 +4,7 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Collection } from "mongodb";
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
-import { projectRole } from "../auth/access.js";
+import { projectRole, projectRoleId } from "../auth/access.js";
 import { isRole, type Role } from "../auth/roles.js";
 import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, authenticateApp, bearer, newToken, type AppPrincipal } from "../auth/tokens.js";
 import { isDuplicateKey } from "../db/mongo.js";
@@ -62,9 +62,10 @@ export function appTokenToProto(t: AppTokenDoc, user: UserDoc) {
 
 /** Stores a new application token for `user`; returns the document and the plaintext (shown once). */
 export async function issueAppToken(deps: Deps, user: UserDoc, opts: { name: string; ttlMs: number; sso: boolean }): Promise<{ doc: AppTokenDoc; plaintext: string }> {
-  const t = newToken(APP_TOKEN_PREFIX);
+  const id = randomUUID();
+  const t = newToken(APP_TOKEN_PREFIX, id);
   const now = new Date();
-  const doc: AppTokenDoc = { _id: randomUUID(), hash: t.hash, userId: user._id, name: opts.name, expiresAt: new Date(now.getTime() + opts.ttlMs), revokedAt: null, createdAt: now, sso: opts.sso };
+  const doc: AppTokenDoc = { _id: id, hash: t.hash, userId: user._id, name: opts.name, expiresAt: new Date(now.getTime() + opts.ttlMs), revokedAt: null, createdAt: now, sso: opts.sso };
   await deps.db.appTokens.insertOne(doc);
   return { doc, plaintext: t.plaintext };
 }
@@ -316,12 +317,12 @@ export function createAdminService(deps: Deps): ServiceImpl<typeof AdminService>
     const project = await inProject(p, req.projectId, "admin");
     const user = await userInOrg(p, req.userId);
     if (req.role === "") {
-      await db.projectRoles.deleteOne({ projectId: project._id, userId: user._id });
+      await db.projectRoles.deleteOne({ _id: projectRoleId(project._id, user._id) });
     } else {
       if (!isRole(req.role)) throw fail.invalid(`role: "${req.role}" is not admin, editor, user or empty`);
       for (let attempt = 0; ; attempt++) {
         try {
-          await db.projectRoles.updateOne({ projectId: project._id, userId: user._id }, { $set: { role: req.role }, $setOnInsert: { _id: randomUUID() } }, { upsert: true });
+          await db.projectRoles.updateOne({ _id: projectRoleId(project._id, user._id) }, { $set: { role: req.role }, $setOnInsert: { projectId: project._id, userId: user._id } }, { upsert: true });
           break;
         } catch (err) {
           if (!isDuplicateKey(err) || attempt > 2) throw err; // two upserts raced: the loser updates
@@ -547,9 +548,10 @@ export function createAdminService(deps: Deps): ServiceImpl<typeof AdminService>
     const p = await caller(ctx);
     const project = await inProject(p, req.projectId, "admin");
     const name = label(req.name, "api token");
-    const t = newToken(API_TOKEN_PREFIX);
+    const id = randomUUID();
+    const t = newToken(API_TOKEN_PREFIX, id);
     const now = new Date();
-    const doc: T.ApiTokenDoc = { _id: randomUUID(), hash: t.hash, userId: p.user._id, projectId: project._id, name, expiresAt: new Date(now.getTime() + ttlMs(req.ttlSeconds)), revokedAt: null, createdAt: now };
+    const doc: T.ApiTokenDoc = { _id: id, hash: t.hash, userId: p.user._id, projectId: project._id, name, expiresAt: new Date(now.getTime() + ttlMs(req.ttlSeconds)), revokedAt: null, createdAt: now };
     await db.apiTokens.insertOne(doc);
     await log(p, "api_token.created", `api_token/${doc._id}`, { name, expiresAt: doc.expiresAt.toISOString() }, { projectId: project._id });
     return { token: apiTokenToProto(doc, p.user), plaintext: t.plaintext };

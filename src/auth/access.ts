@@ -4,8 +4,13 @@ import type { AppTokenDoc, ProjectDoc, RenderingDoc, UserDoc, WorkflowDoc } from
 import { fail } from "../errors.js";
 import type { Role } from "./roles.js";
 
+/** A user's role on a project is stored under this _id, so reading it is one _id lookup. */
+export function projectRoleId(projectId: string, userId: string): string {
+  return `${projectId}:${userId}`;
+}
+
 export async function projectRole(db: Database, userId: string, projectId: string): Promise<Role | null> {
-  const doc = await db.projectRoles.findOne({ projectId, userId });
+  const doc = await db.projectRoles.findOne({ _id: projectRoleId(projectId, userId) });
   return doc?.role ?? null;
 }
 

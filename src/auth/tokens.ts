@@ -6,11 +6,22 @@ import { fail } from "../errors.js";
 
 export const APP_TOKEN_PREFIX = "rh_app_";
 export const API_TOKEN_PREFIX = "rh_api_";
-const TOKEN_SHAPE = /^rh_(app|api)_[A-Za-z0-9_-]{43}$/;
+// `rh_app_<token id, 32 hex>_<secret, 43 base64url>`: the id lets a token be found by its
+// _id (the only lookup FerretDB answers from an index); only the hash of the whole
+// plaintext is stored and compared.
+const TOKEN_SHAPE = /^rh_(app|api)_([0-9a-f]{32})_[A-Za-z0-9_-]{43}$/;
 
-export function newToken(prefix: string): { plaintext: string; hash: string } {
-  const plaintext = prefix + randomBytes(32).toString("base64url");
+/** A new token for the document `id` (a UUID): its plaintext (shown once) and hash (stored). */
+export function newToken(prefix: string, id: string): { plaintext: string; hash: string } {
+  const plaintext = `${prefix}${id.replace(/-/g, "")}_${randomBytes(32).toString("base64url")}`;
   return { plaintext, hash: hashToken(plaintext) };
+}
+
+/** The token document id carried by a well-formed plaintext of the given prefix. */
+function tokenId(plaintext: string | undefined, prefix: string): string | undefined {
+  if (!plaintext?.startsWith(prefix)) return undefined;
+  const hex = TOKEN_SHAPE.exec(plaintext)?.[2];
+  return hex && `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 export function hashToken(plaintext: string): string {
@@ -40,9 +51,10 @@ export interface ApiPrincipal { kind: "api"; token: ApiTokenDoc; user: UserDoc; 
 /** The application token's principal, read fresh on every call (revocation is immediate). */
 export async function authenticateApp(db: Database, header: string | null | undefined, now = new Date()): Promise<AppPrincipal> {
   const plaintext = bearer(header);
-  if (!plaintext || !TOKEN_SHAPE.test(plaintext) || !plaintext.startsWith(APP_TOKEN_PREFIX)) throw fail.unauthenticated();
-  const hash = hashToken(plaintext);
-  const token = await db.appTokens.findOne({ hash });
+  const id = tokenId(plaintext, APP_TOKEN_PREFIX);
+  if (!id) throw fail.unauthenticated();
+  const hash = hashToken(plaintext!);
+  const token = await db.appTokens.findOne({ _id: id });
   if (!token || !usable(token, hash, now)) throw fail.unauthenticated();
   const user = await db.users.findOne({ _id: token.userId });
   if (!user) throw fail.unauthenticated();
@@ -52,9 +64,10 @@ export async function authenticateApp(db: Database, header: string | null | unde
 /** The project API token's principal; its creator must still be an admin of the project. */
 export async function authenticateApi(db: Database, header: string | null | undefined, now = new Date()): Promise<ApiPrincipal> {
   const plaintext = bearer(header);
-  if (!plaintext || !TOKEN_SHAPE.test(plaintext) || !plaintext.startsWith(API_TOKEN_PREFIX)) throw fail.unauthenticated();
-  const hash = hashToken(plaintext);
-  const token = await db.apiTokens.findOne({ hash });
+  const id = tokenId(plaintext, API_TOKEN_PREFIX);
+  if (!id) throw fail.unauthenticated();
+  const hash = hashToken(plaintext!);
+  const token = await db.apiTokens.findOne({ _id: id });
   if (!token || !usable(token, hash, now)) throw fail.unauthenticated();
   const [user, project] = await Promise.all([db.users.findOne({ _id: token.userId }), db.projects.findOne({ _id: token.projectId })]);
   if (!user || !project) throw fail.unauthenticated();

@@ -4,7 +4,7 @@ import type { Role } from "../auth/roles.js";
 export interface OrganizationDoc { _id: string; name: string; createdAt: Date }
 export interface UserDoc { _id: string; organizationId: string; email: string; name: string; organizationAdmin: boolean; createdAt: Date }
 export interface ProjectDoc { _id: string; organizationId: string; name: string; requiresSso: boolean; createdAt: Date }
-/** One document per (project, user): the user's role on the project. */
+/** One document per (project, user): the user's role on the project. _id = `${projectId}:${userId}`. */
 export interface ProjectRoleDoc { _id: string; projectId: string; userId: string; role: Role }
 export interface EnvironmentDoc { _id: string; projectId: string; name: string; dataDatabase: string; createdAt: Date }
 export interface TeamDoc { _id: string; projectId: string; name: string; memberIds: string[]; createdAt: Date }
@@ -155,7 +155,7 @@ export interface NoteDoc {
 }
 
 export interface CounterDoc { _id: string; seq: number }
-/** A fixed-window rate-limit counter; _id = `${bucket}:${windowStart}`. */
+/** A fixed-window rate-limit counter (`${bucket}:${windowStart}`) or, on FerretDB, one taken slot of it (`…:${n}`). */
 export interface RateLimitDoc { _id: string; count: number; expiresAt: Date }
 
 /** A short-lived write lock on one document (see db/atomic.ts); _id names the document. */

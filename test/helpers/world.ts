@@ -5,6 +5,7 @@ import { randomUUID } from "node:crypto";
 import type { Database } from "../../src/db/mongo.js";
 import type { Role } from "../../src/auth/roles.js";
 import type { StepDoc, UserDoc } from "../../src/db/types.js";
+import { projectRoleId } from "../../src/auth/access.js";
 import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, newToken } from "../../src/auth/tokens.js";
 
 export interface World {
@@ -30,21 +31,21 @@ export interface World {
 export async function addUser(db: Database, orgId: string, projectId: string, role: Role | null, opts: { teamId?: string; email?: string } = {}): Promise<UserDoc> {
   const user: UserDoc = { _id: randomUUID(), organizationId: orgId, email: opts.email ?? `${randomUUID().slice(0, 8)}@example.test`, name: "Test User", organizationAdmin: false, createdAt: new Date() };
   await db.users.insertOne(user);
-  if (role) await db.projectRoles.insertOne({ _id: randomUUID(), projectId, userId: user._id, role });
+  if (role) await db.projectRoles.insertOne({ _id: projectRoleId(projectId, user._id), projectId, userId: user._id, role });
   if (opts.teamId) await db.teams.updateOne({ _id: opts.teamId }, { $addToSet: { memberIds: user._id } });
   return user;
 }
 
 export async function addAppToken(db: Database, userId: string, opts: { sso?: boolean; expiresAt?: Date } = {}): Promise<{ id: string; plaintext: string }> {
-  const t = newToken(APP_TOKEN_PREFIX);
   const id = randomUUID();
+  const t = newToken(APP_TOKEN_PREFIX, id);
   await db.appTokens.insertOne({ _id: id, hash: t.hash, userId, name: "test", expiresAt: opts.expiresAt ?? new Date(Date.now() + 86400_000), revokedAt: null, createdAt: new Date(), sso: opts.sso ?? false });
   return { id, plaintext: t.plaintext };
 }
 
 export async function addApiToken(db: Database, userId: string, projectId: string): Promise<{ id: string; plaintext: string }> {
-  const t = newToken(API_TOKEN_PREFIX);
   const id = randomUUID();
+  const t = newToken(API_TOKEN_PREFIX, id);
   await db.apiTokens.insertOne({ _id: id, hash: t.hash, userId, projectId, name: "test", expiresAt: new Date(Date.now() + 86400_000), revokedAt: null, createdAt: new Date() });
   return { id, plaintext: t.plaintext };
 }
