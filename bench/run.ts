@@ -1,0 +1,162 @@
+// `npm run bench [-- --quick] [-- --profile[=webhook|e2e|logs|all]] [-- --only=webhook,e2e,logs]`
+// Runs runhook as users do (separate `node bin/runhook.js start|worker` processes) on one
+// database server (the embedded FerretDB in a temp dir, or MONGODB_URI), loads it over
+// loopback, measures the raw-driver baseline of each scenario on the same database in the
+// same run, and writes bench/results/<date>.json and .md. The last line printed is one JSON
+// object with the headline figures (null for a scenario that could not run).
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, tmpdir, totalmem } from "node:os";
+import { join } from "node:path";
+import { loadConfig } from "../src/config.js";
+import { FERRETDB_VERSION, startEmbeddedDb, type EmbeddedDb } from "../src/db/embedded.js";
+import { newSigningKeys, type BenchContext } from "./lib/context.js";
+import { liveProcs, ROOT } from "./lib/procs.js";
+import { formatSummary, profileFiles, summarize } from "./profile-summary.js";
+import { e2eScenario } from "./scenarios/e2e.js";
+import { logsScenario } from "./scenarios/logs.js";
+import { webhookScenario } from "./scenarios/webhook.js";
+import { headline, renderMarkdown, type BenchResults } from "./report.js";
+
+const args = process.argv.slice(2);
+const quick = args.includes("--quick");
+const profileArg = args.find((a) => a === "--profile" || a.startsWith("--profile="));
+const profile = profileArg ? (profileArg.split("=")[1] ?? "all") : undefined;
+const onlyArg = args.find((a) => a.startsWith("--only="));
+const only = onlyArg ? new Set(onlyArg.slice("--only=".length).split(",")) : undefined;
+const wanted = (s: string) => !only || only.has(s);
+
+const started = new Date();
+const stamp = started.toISOString().slice(0, 19).replace(/:/g, "-") + (quick ? "-quick" : "");
+const dataDir = mkdtempSync(join(tmpdir(), "runhook-bench-"));
+const resultsDir = join(ROOT, "bench/results");
+const profileDir = profile ? join(ROOT, "bench/profiles", stamp) : undefined;
+let embedded: EmbeddedDb | undefined;
+const ctx: BenchContext = {
+  quick,
+  uri: "",
+  runTag: `bench_${randomBytes(3).toString("hex")}`,
+  profileDir,
+  profile,
+  signingKeys: newSigningKeys(),
+  log: (m) => process.stdout.write(m + "\n"),
+  cleanups: [],
+};
+
+/** Waits for `p`, at most `ms`; a cleanup step that hangs must not keep the benchmark alive. */
+const bounded = (p: Promise<unknown>, ms: number) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(resolve, ms);
+    p.then(() => undefined, () => undefined).finally(() => {
+      clearTimeout(t);
+      resolve();
+    });
+  });
+
+let cleaning: Promise<void> | undefined;
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    await Promise.allSettled(liveProcs().map((p) => p.stop()));
+    for (const c of ctx.cleanups.splice(0).reverse()) await bounded(c(), 10_000);
+    await bounded(embedded?.stop() ?? Promise.resolve(), 10_000);
+    rmSync(dataDir, { recursive: true, force: true });
+  })();
+  return cleaning;
+}
+for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+  process.once(sig, () => {
+    process.stderr.write(`\n${sig}: stopping every process the benchmark started…\n`);
+    const hard = setTimeout(() => process.exit(130), 20_000);
+    hard.unref();
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
+function git(...a: string[]): string {
+  try {
+    return execFileSync("git", a, { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+  } catch {
+    return "";
+  }
+}
+
+
+async function scenario<T>(name: string, fn: () => Promise<T>): Promise<T | { error: string } | null> {
+  if (!wanted(name)) return null;
+  ctx.log(`\n== ${name} ==`);
+  const t = Date.now();
+  try {
+    const r = await fn();
+    ctx.log(`  (${Math.round((Date.now() - t) / 100) / 10} s)`);
+    return r;
+  } catch (err) {
+    const msg = err instanceof Error ? err.message : String(err);
+    ctx.log(`  ${name} failed: ${msg}`);
+    return { error: msg.slice(0, 2000) };
+  }
+}
+
+async function main(): Promise<number> {
+  const t0 = Date.now();
+  const env = { ...process.env, RUNHOOK_DATA_DIR: dataDir, RUNHOOK_SIGNING_KEYS: ctx.signingKeys, RUNHOOK_BOOTSTRAP_SECRET: "bench-bootstrap-secret-0123456789" };
+  const config = loadConfig(env);
+  let database: string;
+  if (process.env.MONGODB_URI) {
+    ctx.uri = process.env.MONGODB_URI;
+    database = `MONGODB_URI (${ctx.uri.replace(/\/\/[^@/]*@/, "//***@").replace(/\/[^/?]*(\?|$)/, "/$1")})`;
+  } else {
+    embedded = await startEmbeddedDb({ dataDir, cacheDir: config.cacheDir, progress: (m) => ctx.log(m) });
+    ctx.uri = embedded.uri;
+    database = `embedded FerretDB ${FERRETDB_VERSION} (SQLite) in a temp dir`;
+  }
+  ctx.log(`runhook bench${quick ? " --quick" : ""}: ${database}; ${cpus().length} CPUs; node ${process.version}`);
+
+  const results: BenchResults = {
+    date: started.toISOString(),
+    quick,
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "", memGb: Math.round(totalmem() / 2 ** 30), node: process.version, platform: process.platform },
+    database,
+    commit: git("rev-parse", "--short", "HEAD"),
+    dirty: git("status", "--porcelain").length > 0,
+    webhook: null,
+    e2e: null,
+    logs: null,
+  };
+
+  results.webhook = await scenario("webhook", () => webhookScenario(ctx, { concurrencies: [1, 16, 64], durationMs: quick ? 1000 : 10_000, conflictConcurrency: quick ? 4 : 64, breakdownIterations: quick ? 10 : 100 }));
+  results.e2e = await scenario("e2e", () =>
+    e2eScenario(ctx, quick
+      ? { pacedRuns: 10, burstRuns: 40, triggerConcurrency: 16, rawDurationMs: 1500, probeTimeoutMs: 8000, finishTimeoutMs: 15_000 }
+      : { pacedRuns: 200, burstRuns: 2000, triggerConcurrency: 16, rawDurationMs: 10_000, probeTimeoutMs: 15_000, finishTimeoutMs: 180_000 }),
+  );
+  results.logs = await scenario("logs", () => logsScenario(ctx, { entries: quick ? 10_000 : 100_000, timeLimitMs: quick ? 20_000 : 180_000 }));
+
+  await cleanup();
+  results.durationS = Math.round((Date.now() - t0) / 1000);
+
+  let profileText = "";
+  if (profileDir) {
+    const files = profileFiles(profileDir);
+    results.profiles = files.map((f) => f.slice(ROOT.length + 1));
+    profileText = files.map((f) => formatSummary(summarize(f, 20))).join("\n\n");
+  }
+
+  const md = renderMarkdown(results) + (profileText ? `\n\n## CPU profiles\n\n${profileText}\n` : "");
+  mkdirSync(resultsDir, { recursive: true });
+  writeFileSync(join(resultsDir, `${stamp}.json`), JSON.stringify(results, null, 2) + "\n");
+  writeFileSync(join(resultsDir, `${stamp}.md`), md);
+  ctx.log("\n" + md);
+  ctx.log(`(written bench/results/${stamp}.json and .md; ${results.durationS} s)`);
+  process.stdout.write(JSON.stringify(headline(results)) + "\n");
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  async (err) => {
+    process.stderr.write(`bench failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+    await cleanup();
+    process.exit(1);
+  },
+);

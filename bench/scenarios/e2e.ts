@@ -1,0 +1,222 @@
+// Scenario 2: trigger → SUCCEEDED for a load_record + update_record workflow, with executors
+// inside one server, in 1 worker process, in 2 worker processes. Figures come from the run
+// documents (createdAt, startedAt, finishedAt), so they do not depend on how we poll.
+import { Pool } from "undici";
+import type { Database } from "../../src/db/mongo.js";
+import type { RunDoc } from "../../src/db/types.js";
+import { benchWorld, openDb, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
+import { closedLoop, ratio, round, sleep, summarize, type LoadStats } from "../lib/load.js";
+import { rssMb, rssSampler, type Proc } from "../lib/procs.js";
+import { runDocLike } from "./webhook.js";
+
+const FINISHED = ["SUCCEEDED", "FAILED", "CANCELLED"];
+
+export interface E2eConfigResult {
+  name: string;
+  executorProcesses: number;
+  available: boolean;
+  reason?: string;
+  /** Runs triggered one at a time (no queueing): pick-up and completion latency. */
+  paced?: { runs: number; succeeded: number; pickup: ReturnType<typeof summarize>; completion: ReturnType<typeof summarize> };
+  /** A burst of runs: throughput from first createdAt to last finishedAt. */
+  burst?: { runs: number; succeeded: number; failed: number; unfinished: number; runsPerSec: number | null; trigger: LoadStats; pickup: ReturnType<typeof summarize>; completion: ReturnType<typeof summarize>; vsRawLifecycle: number | null };
+  rss?: { idleMb: number | null; endMb: number | null; peakMb: number | null };
+}
+
+export interface E2eResult {
+  rawLifecycle: LoadStats | null;
+  configs: E2eConfigResult[];
+}
+
+export interface E2eOptions {
+  pacedRuns: number;
+  burstRuns: number;
+  triggerConcurrency: number;
+  rawDurationMs: number;
+  /** How long one run may take to be picked up before "executor not available". */
+  probeTimeoutMs: number;
+  finishTimeoutMs: number;
+}
+
+async function waitFinished(db: Database, ids: string[], timeoutMs: number): Promise<RunDoc[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    let done = 0;
+    for (let i = 0; i < ids.length; i += 1000) done += await db.runs.countDocuments({ _id: { $in: ids.slice(i, i + 1000) }, state: { $in: FINISHED as RunDoc["state"][] } });
+    if (done === ids.length || Date.now() > deadline) break;
+    await sleep(300);
+  }
+  const docs: RunDoc[] = [];
+  for (let i = 0; i < ids.length; i += 1000) docs.push(...(await db.runs.find({ _id: { $in: ids.slice(i, i + 1000) } }).toArray()));
+  return docs;
+}
+
+const ms = (a: Date | null, b: Date | null) => (a && b ? a.getTime() - b.getTime() : null);
+
+function latencies(docs: RunDoc[]) {
+  return {
+    pickup: summarize(docs.map((d) => ms(d.startedAt, d.createdAt)).filter((v): v is number => v !== null)),
+    completion: summarize(docs.filter((d) => d.state === "SUCCEEDED").map((d) => ms(d.finishedAt, d.createdAt)).filter((v): v is number => v !== null)),
+  };
+}
+
+/** One run, to see whether any executor picks runs up at all. */
+async function probe(db: Database, pool: Pool, w: BenchWorld, recordId: string, timeoutMs: number): Promise<string | null> {
+  const res = await pool.request({ path: w.hookPath, method: "POST", headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" }, body: JSON.stringify({ record_id: recordId }) });
+  const body = (await res.body.json().catch(() => ({}))) as { runId?: string };
+  if (res.statusCode !== 202 || !body.runId) return `webhook answered ${res.statusCode}`;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const run = await db.runs.findOne({ _id: body.runId });
+    if (run && FINISHED.includes(run.state)) return run.state === "SUCCEEDED" ? null : `the probe run ended ${run.state}: ${run.error}`;
+    if (Date.now() > deadline) {
+      return run?.state === "QUEUED"
+        ? `executor not available: a run stayed QUEUED for ${timeoutMs / 1000} s`
+        : `executor not available: a run did not finish within ${timeoutMs / 1000} s (state ${run?.state})`;
+    }
+    await sleep(100);
+  }
+}
+
+async function runConfig(ctx: BenchContext, db: Database, w: BenchWorld, name: string, procs: number, server: Proc, o: E2eOptions, nextRecord: () => string, rawRate: number | null): Promise<E2eConfigResult> {
+  const res: E2eConfigResult = { name, executorProcesses: procs, available: false };
+  const idleMb = rssMb(server.pid);
+  const sampler = rssSampler(server.pid);
+  const pool = new Pool(server.baseUrl!, { connections: o.triggerConcurrency, pipelining: 1 });
+  try {
+    const reason = await probe(db, pool, w, nextRecord(), o.probeTimeoutMs);
+    if (reason) {
+      res.reason = reason;
+      ctx.log(`  ${name}: ${reason}`);
+      return res;
+    }
+    res.available = true;
+
+    // Paced: one run at a time, each after the previous finished being accepted, with a gap.
+    const pacedIds: string[] = [];
+    for (let i = 0; i < o.pacedRuns; i++) {
+      const r = await pool.request({ path: w.hookPath, method: "POST", headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" }, body: JSON.stringify({ record_id: nextRecord() }) });
+      const b = (await r.body.json().catch(() => ({}))) as { runId?: string };
+      if (b.runId) pacedIds.push(b.runId);
+      await sleep(20);
+    }
+    const pacedDocs = await waitFinished(db, pacedIds, o.finishTimeoutMs);
+    res.paced = { runs: pacedIds.length, succeeded: pacedDocs.filter((d) => d.state === "SUCCEEDED").length, ...latencies(pacedDocs) };
+    ctx.log(`  ${name} paced: ${res.paced.succeeded}/${res.paced.runs} succeeded, pick-up p50 ${res.paced.pickup.p50Ms} p99 ${res.paced.pickup.p99Ms} ms, completion p50 ${res.paced.completion.p50Ms} p99 ${res.paced.completion.p99Ms} ms`);
+
+    // Burst: as fast as the webhook accepts them, then until every run finished.
+    const burstIds: string[] = [];
+    const trigger = await closedLoop({
+      concurrency: o.triggerConcurrency,
+      durationMs: 10 * 60_000,
+      maxRequests: o.burstRuns,
+      fn: async () => {
+        const r = await pool.request({ path: w.hookPath, method: "POST", headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" }, body: JSON.stringify({ record_id: nextRecord() }) });
+        const b = (await r.body.json().catch(() => ({}))) as { runId?: string };
+        if (r.statusCode === 202 && b.runId) burstIds.push(b.runId);
+        return { ok: r.statusCode === 202, status: r.statusCode };
+      },
+    });
+    const docs = await waitFinished(db, burstIds, o.finishTimeoutMs);
+    const finished = docs.filter((d) => d.finishedAt);
+    const first = Math.min(...docs.map((d) => d.createdAt.getTime()));
+    const last = Math.max(...finished.map((d) => d.finishedAt!.getTime()));
+    const runsPerSec = finished.length && last > first ? round((finished.length / (last - first)) * 1000, 1) : null;
+    // Runs the executors did not finish in time would delay the next configuration's pick-ups: cancel them.
+    if (finished.length < docs.length) {
+      const now = new Date();
+      for (const d of docs.filter((x) => !x.finishedAt)) {
+        await db.runs.updateOne({ _id: d._id, state: { $in: ["QUEUED", "RUNNING"] } }, { $set: { state: "CANCELLED", finishedAt: now, activeKey: d._id, lease: null, error: "cancelled by the benchmark (did not finish in time)" } });
+      }
+    }
+    res.burst = {
+      runs: burstIds.length,
+      succeeded: docs.filter((d) => d.state === "SUCCEEDED").length,
+      failed: docs.filter((d) => d.state === "FAILED").length,
+      unfinished: docs.length - finished.length,
+      runsPerSec,
+      trigger,
+      ...latencies(docs),
+      vsRawLifecycle: ratio(runsPerSec, rawRate),
+    };
+    ctx.log(`  ${name} burst: ${res.burst.succeeded}/${res.burst.runs} succeeded (${res.burst.failed} failed, ${res.burst.unfinished} unfinished), ${runsPerSec} runs/s, pick-up p99 ${res.burst.pickup.p99Ms} ms, completion p99 ${res.burst.completion.p99Ms} ms`);
+    return res;
+  } finally {
+    await pool.close();
+    res.rss = { idleMb, endMb: rssMb(server.pid), peakMb: sampler.stop() };
+  }
+}
+
+/** The least a run costs through the raw driver: insert, claim, read the record, update it, finish. */
+async function rawLifecycle(ctx: BenchContext, o: E2eOptions, records: number): Promise<LoadStats> {
+  const raw = await openDb(ctx, `${ctx.runTag}_e2e_raw`);
+  const w = await benchWorld(ctx, raw);
+  const data = raw.dataDb(w.dataDatabase).collection<{ id: string; status: string }>(w.collection);
+  // As many records as the runhook world has (no index on `id` in either: runhook creates none on data collections).
+  const N = records;
+  for (let b = 0; b < N; b += 5000) await data.insertMany(Array.from({ length: Math.min(5000, N - b) }, (_, k) => ({ id: `x${b + k}`, status: "new" })));
+  const steps: RunDoc["steps"] = [
+    { type: "load_record", state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null },
+    { type: "update_record", state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null },
+  ];
+  return closedLoop({
+    concurrency: 8,
+    durationMs: o.rawDurationMs,
+    warmupPerWorker: 2,
+    fn: async (i) => {
+      const rec = `x${i % N}`;
+      const doc = runDocLike(w, `${rec}-${i}`, steps);
+      await raw.runs.insertOne(doc);
+      const claimed = await raw.runs.findOneAndUpdate({ _id: doc._id, state: "QUEUED" }, { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "raw", expiresAt: new Date(Date.now() + 10_000) } } });
+      if (!claimed) return { ok: false, status: "claim-lost" };
+      const r = await data.findOne({ id: rec });
+      if (!r) return { ok: false, status: "record-missing" };
+      await data.updateOne({ id: rec }, { $set: { status: "done" } });
+      await raw.runs.updateOne({ _id: doc._id }, { $set: { state: "SUCCEEDED", finishedAt: new Date(), activeKey: doc._id, lease: null } });
+      return { ok: true, status: "ok" };
+    },
+  });
+}
+
+export async function e2eScenario(ctx: BenchContext, o: E2eOptions): Promise<E2eResult> {
+  const dbName = `${ctx.runTag}_e2e`;
+  const db = await openDb(ctx, dbName);
+  const w = await benchWorld(ctx, db, { steps: [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }] });
+  const total = 3 * (o.pacedRuns + o.burstRuns + 2);
+  const data = db.dataDb(w.dataDatabase).collection(w.collection);
+  for (let b = 0; b < total; b += 5000) await data.insertMany(Array.from({ length: Math.min(5000, total - b) }, (_, k) => ({ id: `e${b + k}`, status: "new", region: "eu" })));
+  let next = 0;
+  const nextRecord = () => `e${next++ % total}`;
+
+  const rawStats = await rawLifecycle(ctx, o, total);
+  ctx.log(`  raw lifecycle c=8: ${rawStats.okPerSec} runs/s`);
+  const configs: E2eConfigResult[] = [];
+  const procs: Proc[] = [];
+  const stopAll = async () => {
+    await Promise.all(procs.splice(0).map((p) => p.stop()));
+  };
+  try {
+    // One instance: executors inside the server (in-process pick-up of its own runs).
+    procs.push(await spawnFor(ctx, "e2e", "start", dbName, { RUNHOOK_EXECUTOR: "true" }));
+    await sleep(500);
+    const one = await runConfig(ctx, db, w, "server with executors", 1, procs[0]!, o, nextRecord, rawStats.okPerSec);
+    configs.push(one);
+    await stopAll();
+    if (!one.available) {
+      configs.push({ name: "server + 1 worker", executorProcesses: 1, available: false, reason: one.reason });
+      configs.push({ name: "server + 2 workers", executorProcesses: 2, available: false, reason: one.reason });
+      return { rawLifecycle: rawStats, configs };
+    }
+    // Executors only in worker processes.
+    const [server, w1] = await Promise.all([spawnFor(ctx, "e2e", "start", dbName, { RUNHOOK_EXECUTOR: "false" }), spawnFor(ctx, "e2e", "worker", dbName)]);
+    procs.push(server, w1);
+    await sleep(500);
+    configs.push(await runConfig(ctx, db, w, "server + 1 worker", 1, server, o, nextRecord, rawStats.okPerSec));
+    procs.push(await spawnFor(ctx, "e2e", "worker", dbName));
+    await sleep(500);
+    configs.push(await runConfig(ctx, db, w, "server + 2 workers", 2, server, o, nextRecord, rawStats.okPerSec));
+  } finally {
+    await stopAll();
+  }
+  return { rawLifecycle: rawStats, configs };
+}
