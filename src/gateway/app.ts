@@ -8,7 +8,7 @@ import { redactUrl } from "../logging.js";
 import { registerServices, type Services } from "../services.js";
 import { sendError } from "./rest.js";
 import { registerWebhookRoutes } from "./webhook.js";
-import { registerV1Routes } from "./v1.js";
+import { registerApiRateLimit, registerV1Routes } from "./v1.js";
 import { registerRunRoutes } from "./runs.js";
 import { registerExtraConnectRoutes } from "./extra.js";
 
@@ -57,6 +57,8 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
     }
   });
 
+  // Per-token rate limit + headers on every /v1 response (root hook: covers /v1/runs too).
+  registerApiRateLimit(app, deps);
   await app.register(async (scope) => registerWebhookRoutes(scope, deps, services));
   await app.register(async (scope) => registerV1Routes(scope, deps, services));
   await app.register(async (scope) => registerRunRoutes(scope, deps, services));

@@ -1,0 +1,87 @@
+// NDJSON export of 100,000 entries from a separate server process: complete, in order,
+// and in constant memory (the server's peak RSS grows by less than 100 MB).
+import { readFileSync } from "node:fs";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { connect, type Database } from "../src/db/mongo.js";
+import type { ActivityLogDoc } from "../src/db/types.js";
+import { ACTIVITY_COUNTER } from "../src/logs/writer.js";
+import { spawnServer, testDbName, uriFor, type ChildServer } from "./helpers/server.js";
+import { createWorld, type World } from "./helpers/world.js";
+
+const N = Number(process.env.EXPORT_ENTRIES ?? 100_000);
+let db: Database;
+let child: ChildServer;
+let w: World;
+
+function rssKb(pid: number, field: "VmRSS" | "VmHWM"): number {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return Number(m![1]);
+}
+
+beforeAll(async () => {
+  const dbName = testDbName();
+  db = await connect(uriFor(dbName));
+  w = await createWorld(db);
+  const details = { workflowId: w.workflowId, note: "x".repeat(200) };
+  for (let b = 0; b < N; b += 10_000) {
+    const docs: ActivityLogDoc[] = [];
+    for (let k = 1; k <= Math.min(10_000, N - b); k++) {
+      docs.push({ _id: b + k, timestamp: new Date(1_700_000_000_000 + b + k), projectId: w.projectId, environmentId: w.environmentId, environment: "production", rendering: null, user: { id: w.admin._id, email: w.admin.email }, action: "record.updated", via: "workflow", collection: "orders", recordId: `r${b + k}`, runId: null, details });
+    }
+    await db.activityLogs.insertMany(docs, { ordered: false });
+  }
+  await db.counters.updateOne({ _id: ACTIVITY_COUNTER }, { $set: { seq: N } }, { upsert: true });
+  // A small heap: buffering the export (~55 MB of JSON for 100,000 entries) instead of
+  // streaming it would run the server out of memory; it also keeps V8 from growing lazily.
+  child = await spawnServer(dbName, { env: { RUNHOOK_EXECUTOR: "false", NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --max-old-space-size=80`.trim() } });
+}, 600_000);
+
+afterAll(async () => {
+  await child?.stop();
+  await db?.close();
+});
+
+it(`streams ${N} entries as NDJSON in constant memory`, { timeout: 600_000 }, async () => {
+  const pid = child.child.pid!;
+  const before = rssKb(pid, "VmHWM");
+  const t0 = Date.now();
+  const res = await fetch(`${child.baseUrl}/v1/project/${w.projectName}/environment/${w.environmentName}/activity-logs?limit=10`, {
+    headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" },
+  });
+  expect(res.status).toBe(200);
+  let count = 0;
+  let last = 0;
+  let ordered = true;
+  let rest = "";
+  let firstLine: any;
+  const decoder = new TextDecoder();
+  let paused: number | undefined;
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    if (paused === undefined) {
+      // A slow client: the server must stop producing (backpressure), not buffer the export.
+      await new Promise((r) => setTimeout(r, 3000));
+      paused = rssKb(pid, "VmHWM");
+    }
+    rest += decoder.decode(chunk, { stream: true });
+    const lines = rest.split("\n");
+    rest = lines.pop()!;
+    for (const line of lines) {
+      const e = JSON.parse(line);
+      firstLine ??= e;
+      const id = Number(e.id);
+      if (id !== last + 1) ordered = false;
+      last = id;
+      count++;
+    }
+  }
+  const ms = Date.now() - t0;
+  const after = rssKb(pid, "VmHWM");
+  console.log(`export: ${count} entries in ${ms} ms (${Math.round((count / ms) * 1000)}/s); server peak RSS ${Math.round(before / 1024)} → ${Math.round(paused! / 1024)} (client paused) → ${Math.round(after / 1024)} MB`);
+  expect(paused! - before).toBeLessThan(50 * 1024);
+  expect(child.child.exitCode).toBeNull(); // still alive
+  expect(rest).toBe("");
+  expect(count).toBe(N);
+  expect(ordered).toBe(true);
+  expect(firstLine).toMatchObject({ id: "1", environment: "production", action: "record.updated", via: "workflow", collection: "orders", recordId: "r1", user: { id: w.admin._id } });
+  expect(after - before).toBeLessThan(100 * 1024);
+});

@@ -1,0 +1,349 @@
+// Public API: activity logs and admin logs — filters, time range, order, paging, the
+// cursor binding, tail-safety with holes and tombstones, auth and parameter errors.
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Database } from "../src/db/mongo.js";
+import { isDuplicateKey } from "../src/db/mongo.js";
+import { nextSeq, writeActivity, writeAdmin, ACTIVITY_COUNTER, type NewActivity } from "../src/logs/writer.js";
+import { apiClient, qs } from "./helpers/api.js";
+import { startServer, type TestServer } from "./helpers/server.js";
+import { addApiToken, addUser, createWorld, type World } from "./helpers/world.js";
+
+let server: TestServer;
+let db: Database;
+let w: World;
+let other: World;
+let stagingId: string;
+const T0 = Date.parse("2025-03-01T00:00:00Z");
+const at = (minutes: number) => new Date(T0 + minutes * 60_000);
+
+function act(world: World, over: Partial<NewActivity> = {}): Promise<number> {
+  return writeActivity(db, {
+    projectId: world.projectId,
+    environmentId: world.environmentId,
+    environment: world.environmentName,
+    rendering: null,
+    user: { id: world.admin._id, email: world.admin.email },
+    action: "record.updated",
+    via: "api",
+    collection: null,
+    recordId: null,
+    runId: null,
+    details: {},
+    ...over,
+  });
+}
+
+const base = () => `/v1/project/${w.projectName}/environment/${w.environmentName}/activity-logs`;
+const adminBase = () => `/v1/project/${w.projectName}/admin-logs`;
+
+/** Every page of a listing, following nextCursor until hasMore is false. */
+async function all(path: string, params: Record<string, string | number | undefined>, key = "activityLogs") {
+  const c = apiClient(server.baseUrl, w.apiToken);
+  const out: any[] = [];
+  let cursor: string | undefined;
+  for (let i = 0; i < 1000; i++) {
+    const r = await c.get(path + qs({ ...params, cursor }));
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    out.push(...r.body[key]);
+    if (!r.body.hasMore) return { entries: out, last: r.body };
+    expect(r.body.nextCursor).toBeTypeOf("string");
+    cursor = r.body.nextCursor;
+  }
+  throw new Error("too many pages");
+}
+
+const ids: Record<string, number> = {};
+
+beforeAll(async () => {
+  server = await startServer();
+  db = server.deps.db;
+  w = await createWorld(db);
+  other = await createWorld(db);
+  stagingId = randomUUID();
+  await db.environments.insertOne({ _id: stagingId, projectId: w.projectId, name: "staging", dataDatabase: "x", createdAt: new Date() });
+  const u = { id: w.user._id, email: w.user.email };
+  ids.a = await act(w, { timestamp: at(0), action: "workflow.run.triggered", via: "webhook", user: u, rendering: w.renderingId, collection: "orders", recordId: "r1", runId: "run-1", details: { workflowId: w.workflowId, when: new Date("2025-01-01T00:00:00Z"), n: 3, nested: { ok: true, list: [1, "x", null] } } });
+  ids.b = await act(w, { timestamp: at(1), action: "workflow.run.succeeded", via: "workflow", user: u, rendering: w.renderingId, collection: "orders", recordId: "r1", runId: "run-1" });
+  ids.c = await act(w, { timestamp: at(2), action: "record.updated", collection: "orders", recordId: "r2", runId: "run-2" });
+  ids.d = await act(w, { timestamp: at(3), action: "note.created", collection: "customers", recordId: "c1" });
+  ids.e = await act(w, { timestamp: at(4), action: "note.deleted", collection: "orders", recordId: "r1" });
+  // Not in this environment's log: another environment of the project, another project.
+  ids.staging = await act(w, { environmentId: stagingId, environment: "staging", timestamp: at(2) });
+  ids.other = await act(other, { timestamp: at(2) });
+  ids.f = await act(w, { timestamp: at(5), action: "record.updated", user: u });
+
+  const actor = { id: w.admin._id, email: w.admin.email };
+  ids.adm1 = await writeAdmin(db, { organizationId: w.orgId, projectId: w.projectId, environment: null, actor, action: "webhook.enabled", target: `workflow/${w.workflowId}`, details: {}, timestamp: at(0) });
+  ids.adm2 = await writeAdmin(db, { organizationId: w.orgId, projectId: w.projectId, environment: "production", actor: { id: w.user._id, email: w.user.email }, action: "workflow.published", target: `workflow/${w.workflowId}`, details: { version: 2 }, timestamp: at(1) });
+  ids.admOrg = await writeAdmin(db, { organizationId: w.orgId, projectId: null, environment: null, actor, action: "token.created", target: "token/x", details: {}, timestamp: at(2) });
+  ids.admOther = await writeAdmin(db, { organizationId: other.orgId, projectId: other.projectId, environment: null, actor, action: "webhook.enabled", target: "workflow/y", details: {}, timestamp: at(2) });
+  ids.adm3 = await writeAdmin(db, { organizationId: w.orgId, projectId: w.projectId, environment: null, actor, action: "api_token.created", target: "api_token/z", details: {}, timestamp: at(3) });
+});
+
+afterAll(async () => {
+  await server?.stop();
+});
+
+const idsOf = (entries: { id: string }[]) => entries.map((e) => Number(e.id));
+
+describe("activity logs", () => {
+  it("lists the environment's entries in order, with every field mapped", async () => {
+    const { entries, last } = await all(base(), {});
+    expect(idsOf(entries)).toEqual([ids.a, ids.b, ids.c, ids.d, ids.e, ids.f]);
+    expect(last.hasMore).toBe(false);
+    expect(last.nextCursor).toBeTypeOf("string");
+    expect(entries[0]).toEqual({
+      id: String(ids.a),
+      timestamp: "2025-03-01T00:00:00Z",
+      environment: "production",
+      rendering: w.renderingId,
+      user: { id: w.user._id, email: w.user.email },
+      action: "workflow.run.triggered",
+      via: "webhook",
+      collection: "orders",
+      recordId: "r1",
+      runId: "run-1",
+      details: { workflowId: w.workflowId, when: "2025-01-01T00:00:00.000Z", n: 3, nested: { ok: true, list: [1, "x", null] } },
+    });
+    // Unset optional fields are omitted, details always present.
+    const d = entries[3];
+    expect(d).not.toHaveProperty("rendering");
+    expect(d).not.toHaveProperty("runId");
+    expect(d.details).toEqual({});
+  });
+
+  it.each<[string, () => string, () => (number | undefined)[]]>([
+    ["userId", () => w.user._id, () => [ids.a, ids.b, ids.f]],
+    ["userEmail", () => w.admin.email, () => [ids.c, ids.d, ids.e]],
+    ["action", () => "record.updated", () => [ids.c, ids.f]],
+    ["collection", () => "orders", () => [ids.a, ids.b, ids.c, ids.e]],
+    ["recordId", () => "r1", () => [ids.a, ids.b, ids.e]],
+    ["runId", () => "run-1", () => [ids.a, ids.b]],
+  ])("filters by %s", async (name, value, expected) => {
+    const { entries } = await all(base(), { [name]: value(), limit: 2 });
+    expect(idsOf(entries)).toEqual(expected());
+  });
+
+  it("combines filters", async () => {
+    const { entries } = await all(base(), { collection: "orders", recordId: "r1", action: "note.deleted" });
+    expect(idsOf(entries)).toEqual([ids.e]);
+  });
+
+  it("filters by from (inclusive) and to (exclusive)", async () => {
+    const { entries } = await all(base(), { from: at(1).toISOString(), to: "2025-03-01T00:04:00Z" });
+    expect(idsOf(entries)).toEqual([ids.b, ids.c, ids.d]);
+    const { entries: later } = await all(base(), { from: "2025-03-01T01:03:00+01:00" });
+    expect(idsOf(later)).toEqual([ids.d, ids.e, ids.f]);
+  });
+
+  it("pages with small limits: every entry exactly once; asc always returns a cursor", async () => {
+    const c = apiClient(server.baseUrl, w.apiToken);
+    const seen: number[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    for (;;) {
+      const r = await c.get(base() + qs({ limit: 4, cursor }));
+      pages++;
+      seen.push(...idsOf(r.body.activityLogs));
+      expect(r.body.nextCursor).toBeTypeOf("string");
+      cursor = r.body.nextCursor;
+      if (!r.body.hasMore) break;
+    }
+    expect(pages).toBe(2);
+    expect(seen).toEqual([ids.a, ids.b, ids.c, ids.d, ids.e, ids.f]);
+    // Caught up: polling the cursor again gives nothing, then exactly the new entry.
+    const empty = await c.get(base() + qs({ limit: 4, cursor }));
+    expect(empty.body).toMatchObject({ activityLogs: [], hasMore: false });
+    expect(empty.body.nextCursor).toBeTypeOf("string");
+    const g = await act(w, { timestamp: at(6) });
+    const next = await c.get(base() + qs({ limit: 4, cursor: empty.body.nextCursor }));
+    expect(idsOf(next.body.activityLogs)).toEqual([g]);
+    await db.activityLogs.deleteOne({ _id: g });
+  });
+
+  it("orders desc and omits nextCursor on the last page", async () => {
+    const c = apiClient(server.baseUrl, w.apiToken);
+    const p1 = await c.get(base() + qs({ order: "desc", limit: 4 }));
+    expect(idsOf(p1.body.activityLogs)).toEqual([ids.f, ids.e, ids.d, ids.c]);
+    expect(p1.body.hasMore).toBe(true);
+    const p2 = await c.get(base() + qs({ order: "desc", limit: 4, cursor: p1.body.nextCursor }));
+    expect(idsOf(p2.body.activityLogs)).toEqual([ids.b, ids.a]);
+    expect(p2.body.hasMore).toBe(false);
+    expect(p2.body).not.toHaveProperty("nextCursor");
+  });
+
+  it("rejects a cursor used with other filters, order or range, and a forged cursor", async () => {
+    const c = apiClient(server.baseUrl, w.apiToken);
+    const p1 = await c.get(base() + qs({ limit: 2, collection: "orders" }));
+    const cursor = p1.body.nextCursor as string;
+    expect((await c.get(base() + qs({ limit: 2, collection: "orders", cursor }))).status).toBe(200);
+    for (const params of [{ collection: "customers" }, {}, { collection: "orders", order: "desc" }, { collection: "orders", from: at(0).toISOString() }]) {
+      const r = await c.get(base() + qs({ ...params, cursor }));
+      expect(r.status).toBe(400);
+      expect(r.body).toMatchObject({ code: "invalid_argument", error: expect.stringMatching(/cursor/) });
+    }
+    // Another list's cursor (admin log) is bound to another list.
+    const adm = await c.get(adminBase() + qs({ limit: 1 }));
+    expect((await c.get(base() + qs({ cursor: adm.body.nextCursor }))).status).toBe(400);
+    // Tampered: flip a byte of the payload.
+    const raw = Buffer.from(cursor, "base64url");
+    raw[raw.length - 3]! ^= 1;
+    const bad = await c.get(base() + qs({ collection: "orders", cursor: raw.toString("base64url") }));
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toMatch(/cursor/);
+    expect((await c.get(base() + qs({ cursor: "not a cursor!" }))).status).toBe(400);
+  });
+
+  it.each([
+    ["limit=abc", "limit"],
+    ["limit=0", "limit"],
+    ["limit=1001", "limit"],
+    ["limit=-1", "limit"],
+    ["order=up", "order"],
+    ["from=notatime", "from"],
+    ["to=2025-13-01T00:00:00Z", "to"],
+    ["from=2025-03-01", "from"],
+    ["userid=x", "userid"],
+    ["action=a&action=b", "action"],
+    ["from=2025-03-02T00:00:00Z&to=2025-03-01T00:00:00Z", "from"],
+  ])("rejects %s with a 400 naming the parameter", async (query, name) => {
+    const r = await apiClient(server.baseUrl, w.apiToken).get(`${base()}?${query}`);
+    expect(r.status).toBe(400);
+    expect(r.body).toEqual({ code: "invalid_argument", error: expect.stringContaining(name) });
+  });
+
+  it("accepts limit 1 and 1000", async () => {
+    const c = apiClient(server.baseUrl, w.apiToken);
+    expect((await c.get(base() + "?limit=1")).body.activityLogs).toHaveLength(1);
+    expect((await c.get(base() + "?limit=1000")).body.activityLogs).toHaveLength(6);
+  });
+
+  it("answers 401 without, with a bad or a revoked token", async () => {
+    const c = apiClient(server.baseUrl);
+    for (const token of [undefined, "rh_api_" + "x".repeat(43), "garbage", w.userToken]) {
+      const r = await c.get(base(), { token: token ?? null });
+      expect(r.status).toBe(401);
+      expect(r.body).toMatchObject({ code: "unauthenticated" });
+    }
+    const t = await addApiToken(db, w.admin._id, w.projectId);
+    expect((await c.get(base(), { token: t.plaintext })).status).toBe(200);
+    await db.apiTokens.updateOne({ _id: t.id }, { $set: { revokedAt: new Date() } });
+    expect((await c.get(base(), { token: t.plaintext })).status).toBe(401);
+  });
+
+  it("answers 403 for another project's token or an unknown project, 404 for an unknown environment", async () => {
+    const c = apiClient(server.baseUrl, other.apiToken);
+    const r = await c.get(base());
+    expect(r.status).toBe(403);
+    expect(r.body).toMatchObject({ code: "permission_denied" });
+    expect((await c.get(`/v1/project/nope-${randomUUID()}/environment/production/activity-logs`)).status).toBe(403);
+    const mine = apiClient(server.baseUrl, w.apiToken);
+    const nf = await mine.get(`/v1/project/${w.projectName}/environment/nope/activity-logs`);
+    expect(nf.status).toBe(404);
+    expect(nf.body).toMatchObject({ code: "not_found", error: expect.stringContaining("nope") });
+    // The other project's environment by name is not reachable through this project.
+    expect((await mine.get(`/v1/project/${other.projectName}/environment/production/activity-logs`)).status).toBe(403);
+  });
+
+  it("answers 403 when the token's creator is no longer an admin of the project", async () => {
+    const ex = await addUser(db, w.orgId, w.projectId, "editor");
+    const t = await addApiToken(db, ex._id, w.projectId);
+    const r = await apiClient(server.baseUrl, t.plaintext).get(base());
+    expect(r.status).toBe(403);
+  });
+
+  it("streams NDJSON with Accept: application/x-ndjson (ignoring limit), errors as JSON", async () => {
+    const res = await fetch(`${server.baseUrl}${base()}?limit=1&collection=orders`, { headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^application\/x-ndjson/);
+    const lines = (await res.text()).trim().split("\n").map((l) => JSON.parse(l));
+    expect(lines.map((e) => Number(e.id))).toEqual([ids.a, ids.b, ids.c, ids.e]);
+    expect(lines[0].details.nested).toEqual({ ok: true, list: [1, "x", null] });
+    const desc = await fetch(`${server.baseUrl}${base()}?order=desc`, { headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" } });
+    expect((await desc.text()).trim().split("\n").map((l) => Number(JSON.parse(l).id))).toEqual([ids.f, ids.e, ids.d, ids.c, ids.b, ids.a]);
+    const unauth = await fetch(`${server.baseUrl}${base()}`, { headers: { accept: "application/x-ndjson" } });
+    expect(unauth.status).toBe(401);
+    expect(await unauth.json()).toMatchObject({ code: "unauthenticated" });
+  });
+});
+
+describe("admin logs", () => {
+  it("lists the project's entries only (not org-level, not another project's)", async () => {
+    const { entries } = await all(adminBase(), {}, "adminLogs");
+    expect(idsOf(entries)).toEqual([ids.adm1, ids.adm2, ids.adm3]);
+    expect(entries[1]).toEqual({
+      id: String(ids.adm2),
+      timestamp: "2025-03-01T00:01:00Z",
+      environment: "production",
+      actor: { id: w.user._id, email: w.user.email },
+      action: "workflow.published",
+      target: `workflow/${w.workflowId}`,
+      details: { version: 2 },
+    });
+    expect(entries[0]).not.toHaveProperty("environment");
+  });
+
+  it("filters by userId, userEmail, action and time; pages desc", async () => {
+    expect(idsOf((await all(adminBase(), { userId: w.user._id }, "adminLogs")).entries)).toEqual([ids.adm2]);
+    expect(idsOf((await all(adminBase(), { userEmail: w.admin.email, limit: 1 }, "adminLogs")).entries)).toEqual([ids.adm1, ids.adm3]);
+    expect(idsOf((await all(adminBase(), { action: "api_token.created" }, "adminLogs")).entries)).toEqual([ids.adm3]);
+    expect(idsOf((await all(adminBase(), { from: at(1).toISOString(), to: at(3).toISOString() }, "adminLogs")).entries)).toEqual([ids.adm2]);
+    expect(idsOf((await all(adminBase(), { order: "desc", limit: 1 }, "adminLogs")).entries)).toEqual([ids.adm3, ids.adm2, ids.adm1]);
+    const bad = await apiClient(server.baseUrl, w.apiToken).get(adminBase() + "?collection=orders");
+    expect(bad.status).toBe(400);
+    expect((await apiClient(server.baseUrl, other.apiToken).get(adminBase())).status).toBe(403);
+  });
+});
+
+describe("tail-safety: holes and tombstones", () => {
+  it("waits for a hole that fills within the grace, and returns the entry in order", async () => {
+    const c = apiClient(server.baseUrl, w.apiToken);
+    const start = await c.get(base() + qs({ limit: 1000 }));
+    const cursor = start.body.nextCursor;
+    // A slow writer: takes a number, inserts it 80 ms later; a fast one writes after it.
+    const slowSeq = await nextSeq(db, ACTIVITY_COUNTER);
+    const fast = await act(w, { action: "fast" });
+    const slowInsert = new Promise<void>((r) => setTimeout(r, 80)).then(() =>
+      db.activityLogs.insertOne({ _id: slowSeq, timestamp: new Date(), projectId: w.projectId, environmentId: w.environmentId, environment: "production", rendering: null, user: { id: "u", email: "e" }, action: "slow", via: "api", collection: null, recordId: null, runId: null, details: {} }),
+    );
+    const page = await c.get(base() + qs({ limit: 1000, cursor }));
+    await slowInsert;
+    expect(page.body.activityLogs.map((e: any) => e.action)).toEqual(["slow", "fast"]);
+    expect(idsOf(page.body.activityLogs)).toEqual([slowSeq, fast]);
+    await db.activityLogs.deleteMany({ _id: { $in: [slowSeq, fast] } });
+    // (deleting entries is test cleanup only; it never happens in the service)
+  });
+
+  it("tombstones a hole left longer than the grace; the late writer collides and re-takes a number", async () => {
+    const c = apiClient(server.baseUrl, w.apiToken);
+    const start = await c.get(base() + qs({ limit: 1000 }));
+    const lost = await nextSeq(db, ACTIVITY_COUNTER); // a writer that stalls (or crashed)
+    const after = await act(w, { action: "after-hole" });
+    const t = Date.now();
+    const page = await c.get(base() + qs({ limit: 1000, cursor: start.body.nextCursor }));
+    expect(Date.now() - t).toBeGreaterThanOrEqual(150); // waited the grace
+    expect(idsOf(page.body.activityLogs)).toEqual([after]);
+    const tomb = await db.activityLogs.findOne({ _id: lost });
+    expect(tomb).toMatchObject({ _id: lost, tomb: true });
+    // The stalled writer's insert now collides …
+    const late = await db.activityLogs
+      .insertOne({ _id: lost, timestamp: new Date(), projectId: w.projectId, environmentId: w.environmentId, environment: "production", rendering: null, user: { id: "u", email: "e" }, action: "late", via: "api", collection: null, recordId: null, runId: null, details: {} })
+      .then(() => null, (err) => err);
+    expect(isDuplicateKey(late)).toBe(true);
+    // … and writeActivity's retry takes a new number, after the consumer's position.
+    const retried = await act(w, { action: "late" });
+    expect(retried).toBeGreaterThan(after);
+    const next = await c.get(base() + qs({ limit: 1000, cursor: page.body.nextCursor }));
+    expect(next.body.activityLogs.map((e: any) => e.action)).toEqual(["late"]);
+    // Tombstones never appear, not even in the NDJSON export or desc.
+    const all = await fetch(`${server.baseUrl}${base()}`, { headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" } });
+    expect((await all.text()).includes(`"id":"${lost}"`)).toBe(false);
+    const desc = await c.get(base() + qs({ order: "desc", limit: 1000 }));
+    expect(idsOf(desc.body.activityLogs)).not.toContain(lost);
+    // The watermark is shared in the database.
+    const wm = await db.counters.findOne({ _id: `${ACTIVITY_COUNTER}:watermark` });
+    expect(wm!.seq).toBeGreaterThanOrEqual(retried);
+    await db.activityLogs.deleteMany({ _id: { $in: [after, retried] } });
+  });
+});

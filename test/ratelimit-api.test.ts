@@ -1,0 +1,91 @@
+// Per-token rate limit of the public API: headers on every /v1 response, and one shared
+// count across instances (two server processes, limit 5 per minute).
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connect, type Database } from "../src/db/mongo.js";
+import { apiClient } from "./helpers/api.js";
+import { spawnServer, startServer, testDbName, uriFor, type ChildServer, type TestServer } from "./helpers/server.js";
+import { addApiToken, createWorld, type World } from "./helpers/world.js";
+
+describe("rate-limit headers", () => {
+  let server: TestServer;
+  let w: World;
+  beforeAll(async () => {
+    server = await startServer();
+    w = await createWorld(server.deps.db);
+  });
+  afterAll(async () => server?.stop());
+
+  it("are on every /v1 response, success or error, and count down", async () => {
+    const c = apiClient(server.baseUrl, w.apiToken);
+    const path = `/v1/project/${w.projectName}/admin-logs`;
+    const r1 = await c.get(path);
+    const r2 = await c.get(`/v1/project/${w.projectName}/environment/nope/notes`);
+    expect(r1.status).toBe(200);
+    expect(r2.status).toBe(404);
+    const now = Math.floor(Date.now() / 1000);
+    for (const [r, remaining] of [[r1, 599], [r2, 598]] as const) {
+      expect(r.headers.get("x-ratelimit-limit")).toBe("600");
+      expect(r.headers.get("x-ratelimit-remaining")).toBe(String(remaining));
+      const reset = Number(r.headers.get("x-ratelimit-reset"));
+      expect(reset % 60).toBe(0);
+      expect(reset).toBeGreaterThan(now - 1);
+      expect(reset).toBeLessThanOrEqual(now + 61);
+      expect(r.headers.get("ratelimit-policy")).toBe("600;w=60");
+      expect(r.headers.get("ratelimit")).toMatch(new RegExp(`^limit=600, remaining=${remaining}, reset=\\d+$`));
+    }
+    // Other /v1 routes (runs, unknown paths) and requests without a token carry them too.
+    for (const p of ["/v1/runs/00000000-0000-4000-8000-000000000000", "/v1/nope"]) {
+      const r = await c.get(p);
+      expect(r.headers.get("x-ratelimit-remaining"), p).not.toBeNull();
+    }
+    const anon = await apiClient(server.baseUrl).get(path);
+    expect(anon.status).toBe(401);
+    expect(anon.headers.get("x-ratelimit-remaining")).toBe("599"); // its own bucket (client address)
+    // Not on routes outside /v1.
+    expect((await fetch(`${server.baseUrl}/healthz`)).headers.get("x-ratelimit-limit")).toBeNull();
+  });
+});
+
+describe("rate limit across two processes", () => {
+  let a: ChildServer;
+  let b: ChildServer;
+  let db: Database;
+  let w: World;
+  beforeAll(async () => {
+    const dbName = testDbName();
+    db = await connect(uriFor(dbName));
+    w = await createWorld(db);
+    const env = { RUNHOOK_API_RATE_LIMIT: "5", RUNHOOK_EXECUTOR: "false" };
+    [a, b] = await Promise.all([spawnServer(dbName, { env }), spawnServer(dbName, { env })]);
+  }, 120_000);
+  afterAll(async () => {
+    await Promise.all([a?.stop(), b?.stop()]);
+    await db?.close();
+  });
+
+  it("shares one count per token: 5 answers per window in total, then 429 with Retry-After", async () => {
+    // Stay inside one window.
+    const intoMinute = Date.now() % 60_000;
+    if (intoMinute > 45_000) await new Promise((r) => setTimeout(r, 60_500 - intoMinute));
+    const path = `/v1/project/${w.projectName}/admin-logs`;
+    const statuses: number[] = [];
+    let throttled: Awaited<ReturnType<ReturnType<typeof apiClient>["get"]>> | undefined;
+    for (let i = 0; i < 12; i++) {
+      const r = await apiClient(i % 2 ? a.baseUrl : b.baseUrl, w.apiToken).get(path);
+      statuses.push(r.status);
+      if (r.status === 429) throttled = r;
+    }
+    expect(statuses.filter((s) => s === 200)).toHaveLength(5);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(7);
+    expect(statuses.slice(0, 5).every((s) => s === 200)).toBe(true);
+    expect(throttled!.body).toEqual({ code: "resource_exhausted", error: expect.stringContaining("rate limit") });
+    const retryAfter = Number(throttled!.headers.get("retry-after"));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(throttled!.headers.get("x-ratelimit-remaining")).toBe("0");
+    expect(throttled!.headers.get("x-ratelimit-limit")).toBe("5");
+    // Another token has its own budget.
+    const t2 = await addApiToken(db, w.admin._id, w.projectId);
+    expect((await apiClient(a.baseUrl, t2.plaintext).get(path)).status).toBe(200);
+  });
+});
