@@ -24,8 +24,11 @@ export interface Runhook {
 }
 
 export interface StartOptions {
-  /** `server` runs the gateway, gRPC and (by config) executors; `worker` only executors. */
-  mode: "server" | "worker";
+  /**
+   * `server` runs the gateway, gRPC and (by config) executors; `worker` only executors;
+   * `offline` neither (a command such as `seed` that only needs the services).
+   */
+  mode: "server" | "worker" | "offline";
   logger: Logger;
   /** Database name override (tests give each file its own). */
   dbName?: string;
@@ -85,7 +88,7 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
       grpcAddr = `127.0.0.1:${grpc.port}`;
       logger.info({ http: port, grpc: grpc.port }, "runhook listening");
     }
-    if (opts.mode === "worker" || config.executor.enabled) executors = startExecutors(deps);
+    if (opts.mode === "worker" || (opts.mode === "server" && config.executor.enabled)) executors = startExecutors(deps);
     return { deps, services, baseUrl, grpcAddr, stop };
   } catch (err) {
     await stop();

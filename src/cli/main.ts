@@ -51,7 +51,7 @@ async function main(argv: string[]): Promise<number> {
   // With --json, stdout carries only the JSON object: logs go to stderr.
   const logger = createLogger(json ? "warn" : config.logLevel);
   if (command === "seed") {
-    const rh = await startRunhook({ ...config, executor: { ...config.executor, enabled: false }, port: 0, grpcPort: 0, host: "127.0.0.1" }, { mode: "worker", logger });
+    const rh = await startRunhook(config, { mode: "offline", logger });
     try {
       const out = await seedDemo(rh.deps, rh.services);
       if (json) process.stdout.write(JSON.stringify(out) + "\n");

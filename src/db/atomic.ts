@@ -14,7 +14,7 @@ import { isDuplicateKey } from "./mongo.js";
 const LOCK_MS = 10_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function tryLock(d: Database, id: string): Promise<string | null> {
+export async function tryLock(d: Database, id: string): Promise<string | null> {
   const token = randomBytes(8).toString("hex");
   for (let attempt = 0; attempt < 2; attempt++) {
     try {

@@ -1,0 +1,65 @@
+// Run documents as the API shows them, and the run state helpers shared by the service
+// and the executors.
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
+import type { RunSchema } from "../../gen/runhook/v1/run_pb.js";
+import type { RunDoc, RunState } from "../db/types.js";
+
+export const FINISHED_STATES: RunState[] = ["SUCCEEDED", "FAILED", "CANCELLED"];
+
+export function isFinished(state: RunState): boolean {
+  return FINISHED_STATES.includes(state);
+}
+
+/** In-process signals about runs (on deps.events). */
+export const RUN_QUEUED = "run.queued";
+/** A run changed on this instance (runId): followers re-read it at once. */
+export const RUN_CHANGED = "run.changed";
+/** A run was cancelled on this instance (runId): a local executor working on it stops at once. */
+export const RUN_CANCELLED = "run.cancelled";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function isRunId(id: string): boolean {
+  return UUID.test(id);
+}
+
+function ts(d: Date | null | undefined) {
+  return d ? timestampFromDate(d) : undefined;
+}
+
+/** JSON-safe copy of a step output (dates become RFC 3339 strings). */
+function jsonOutput(o: Record<string, unknown> | null): JsonObject | undefined {
+  return o ? (JSON.parse(JSON.stringify(o)) as JsonObject) : undefined;
+}
+
+export function runMessage(r: RunDoc): MessageInitShape<typeof RunSchema> {
+  return {
+    id: r._id,
+    workflowId: r.workflowId,
+    workflowVersion: r.workflowVersion,
+    renderingId: r.renderingId,
+    projectId: r.projectId,
+    environmentId: r.environmentId,
+    collection: r.collection,
+    recordId: r.recordId,
+    user: { id: r.userId, email: r.userEmail },
+    via: r.via,
+    state: r.state,
+    steps: r.steps.map((s, index) => ({
+      index,
+      type: s.type,
+      state: s.state,
+      startedAt: ts(s.startedAt),
+      finishedAt: ts(s.finishedAt),
+      error: s.error,
+      output: jsonOutput(s.output),
+    })),
+    error: r.error,
+    createdAt: ts(r.createdAt),
+    startedAt: ts(r.startedAt),
+    finishedAt: ts(r.finishedAt),
+    updatedAt: ts(r.updatedAt),
+    version: BigInt(r.version),
+  };
+}

@@ -1,0 +1,58 @@
+// Packed record ids (CONTRACT §1) and the filter that finds a record as a user sees it.
+
+/**
+ * Splits a packed record id into its key parts: parts are joined with `|`, and a
+ * literal `|` or `\` inside a part is escaped with `\`. Returns null when malformed
+ * (a dangling `\` or an escape of any other character).
+ */
+export function unpackRecordId(packed: string): string[] | null {
+  const parts: string[] = [];
+  let cur = "";
+  for (let i = 0; i < packed.length; i++) {
+    const c = packed[i]!;
+    if (c === "\\") {
+      const next = packed[i + 1];
+      if (next !== "|" && next !== "\\") return null;
+      cur += next;
+      i++;
+    } else if (c === "|") {
+      parts.push(cur);
+      cur = "";
+    } else {
+      cur += c;
+    }
+  }
+  parts.push(cur);
+  return parts;
+}
+
+/** The inverse of unpackRecordId. */
+export function packRecordId(parts: unknown[]): string {
+  return parts.map((p) => String(p).replace(/[\\|]/g, (m) => `\\${m}`)).join("|");
+}
+
+/** A number whose canonical string form is exactly `s` ("42", "-1.5"; not "042", "1e3", " 1"). */
+function canonicalNumber(s: string): number | undefined {
+  if (!/^-?(0|[1-9]\d*)(\.\d*[1-9])?$/.test(s)) return undefined;
+  const n = Number(s);
+  return Number.isFinite(n) && String(n) === s ? n : undefined;
+}
+
+/**
+ * The filter that selects the record `packed` of a collection with key `primaryKey`, limited
+ * to the rendering's scope (every scope field must equal). Null when the id does not fit the key.
+ * A key part matches the stored value as a string, or as a number when it is a canonical number.
+ */
+export function recordFilter(primaryKey: string[], packed: string, scope: Record<string, unknown>): Record<string, unknown> | null {
+  const parts = unpackRecordId(packed);
+  if (!parts || parts.length !== primaryKey.length || primaryKey.length === 0) return null;
+  const key: Record<string, unknown> = {};
+  primaryKey.forEach((field, i) => {
+    const s = parts[i]!;
+    const n = canonicalNumber(s);
+    key[field] = n === undefined ? { $eq: s } : { $in: [s, n] };
+  });
+  const scoped: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(scope)) scoped[field] = { $eq: value };
+  return Object.keys(scoped).length === 0 ? key : { $and: [key, scoped] };
+}

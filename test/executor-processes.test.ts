@@ -1,0 +1,142 @@
+// Executors in separate processes (`runhook worker`) sharing the work through MongoDB:
+// every run executed exactly once; a killed executor's run finished by another.
+import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { connect, ensureIndexes, type Database } from "../src/db/mongo.js";
+import type { RunDoc } from "../src/db/types.js";
+import { spawnServer, testDbName, uriFor, type ChildServer } from "./helpers/server.js";
+import { createWorld } from "./helpers/world.js";
+import { FINISHED, queueRun, waitForRun } from "./helpers/runs.js";
+
+// Each test has its own database, so that one test's leftovers never queue before another's runs.
+let db: Database;
+let dbName: string;
+const opened: Database[] = [];
+const children: ChildServer[] = [];
+beforeEach(async () => {
+  dbName = testDbName();
+  db = await connect(uriFor(dbName), { dbName });
+  opened.push(db);
+  await ensureIndexes(db);
+});
+afterAll(async () => {
+  await Promise.allSettled(children.map((c) => c.kill()));
+  await Promise.allSettled(opened.map((d) => d.close()));
+});
+
+/** 200 in the issue; the shared 2-core test machine runs FerretDB slowly, so CI uses fewer by default. */
+const SHARED_RUNS = Number(process.env.RUNHOOK_TEST_SHARED_RUNS ?? 60);
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Activity entries are written right after the change they describe: wait until `n` match. */
+async function activityCount(filter: Record<string, unknown>, n: number): Promise<number> {
+  const end = Date.now() + 10_000;
+  for (;;) {
+    const c = await db.activityLogs.countDocuments(filter);
+    if (c >= n || Date.now() > end) return c;
+    await sleep(200);
+  }
+}
+async function worker(env: Record<string, string> = {}): Promise<ChildServer> {
+  const c = await spawnServer(dbName, { mode: "worker", env: { RUNHOOK_EXECUTOR_POLL_MS: "100", ...env } });
+  children.push(c);
+  return c;
+}
+
+describe("executor processes", () => {
+  it(`two workers share ${SHARED_RUNS} runs; each run is executed exactly once`, async () => {
+    const n = SHARED_RUNS;
+    const records = Array.from({ length: n }, (_, i) => ({ id: `r${i}`, status: "new" }));
+    const w = await createWorld(db, {
+      records,
+      // One data step with a countable side effect: a note per execution.
+      steps: [{ type: "add_note", content: "<p>seen</p>", title: "" }],
+    });
+    const [a, b] = await Promise.all([worker(), worker()]);
+    const runs: RunDoc[] = [];
+    for (const r of records) runs.push(await queueRun(db, w, r.id));
+
+    const deadline = Date.now() + 120_000;
+    while (Date.now() < deadline) {
+      if ((await db.runs.countDocuments({ workflowId: w.workflowId, state: { $in: FINISHED } })) === n) break;
+      await sleep(500);
+    }
+    const done = await db.runs.find({ workflowId: w.workflowId }).toArray();
+    expect(done).toHaveLength(n);
+    expect(done.filter((r) => r.state !== "SUCCEEDED").map((r) => `${r._id} ${r.state} ${r.error}`)).toEqual([]);
+    // Every step started exactly once.
+    expect(done.flatMap((r) => r.steps.map((s) => s.attempts)).every((x) => x === 1)).toBe(true);
+    // Both processes did part of the work.
+    const executors = new Set(done.map((r) => r.steps[0]!.executor!.split(":")[1]));
+    expect(executors).toEqual(new Set([String(a.child.pid), String(b.child.pid)]));
+
+    // Side effects happened once per run: one note per record, one succeeded entry per run.
+    const notes = await db.notes.find({ environmentId: w.environmentId }).toArray();
+    expect(notes).toHaveLength(n);
+    expect(new Set(notes.map((x) => x.recordId)).size).toBe(n);
+    await activityCount({ environmentId: w.environmentId, action: "workflow.run.succeeded" }, n);
+    const entries = await db.activityLogs.find({ environmentId: w.environmentId }).toArray();
+    const count = (action: string) => {
+      const m = new Map<string, number>();
+      for (const e of entries) if (e.action === action) m.set(e.runId!, (m.get(e.runId!) ?? 0) + 1);
+      return m;
+    };
+    for (const action of ["workflow.run.succeeded", "note.created"]) {
+      const m = count(action);
+      expect(m.size, action).toBe(n);
+      expect([...m.values()].every((x) => x === 1), action).toBe(true);
+    }
+    await Promise.all([a.stop(), b.stop()]);
+  }, 150_000);
+
+  it("kill -9 of the executor during a wait: another worker resumes the wait with its remainder and finishes", async () => {
+    const env = { RUNHOOK_EXECUTOR_LEASE_MS: "2000" };
+    const w = await createWorld(db, {
+      steps: [{ type: "load_record" }, { type: "wait", seconds: 8 }, { type: "update_record", set: { status: "done" } }, { type: "add_note", content: "after the crash", title: "" }],
+    });
+    const a = await worker(env);
+    const q = await queueRun(db, w, "r1");
+    const waiting = await waitForRun(db, q._id, (r) => r.steps[1]!.state === "RUNNING", 10_000);
+    expect(waiting.steps[1]!.executor).toContain(`:${a.child.pid}:`);
+    const b = await worker(env);
+    // While A is alive it keeps its lease (renewed well before the 2 s expiry): B does not take over.
+    await sleep(2500);
+    const still = (await db.runs.findOne({ _id: q._id }))!;
+    expect(still.state).toBe("RUNNING");
+    expect(still.steps[1]!.attempts).toBe(1);
+    expect(still.lease!.owner).toContain(`:${a.child.pid}:`);
+
+    await a.kill();
+    const killedAt = Date.now();
+    const resumed = await waitForRun(db, q._id, (r) => r.steps[1]!.attempts === 2, 6000);
+    expect(resumed.steps[1]!.executor).toContain(`:${b.child.pid}:`);
+    expect(Date.now() - killedAt).toBeLessThan(2000 + 1500); // lease + poll + slack
+    const run = await waitForRun(db, q._id, undefined, 15_000);
+    expect(run.state).toBe("SUCCEEDED");
+    expect(run.steps.map((s) => s.attempts)).toEqual([1, 2, 1, 1]);
+    // The wait kept its start: the run waited 8 s in total, not 8 s more after the takeover.
+    expect(run.steps[1]!.startedAt!.getTime()).toBe(waiting.steps[1]!.startedAt!.getTime());
+    const waited = run.steps[1]!.finishedAt!.getTime() - run.steps[1]!.startedAt!.getTime();
+    expect(waited).toBeGreaterThanOrEqual(8000);
+    expect(waited).toBeLessThan(9000);
+    expect(await db.dataDb(w.dataDatabase).collection(w.collection).findOne({ id: "r1" })).toMatchObject({ status: "done" });
+    expect(await db.notes.countDocuments({ environmentId: w.environmentId, recordId: "r1" })).toBe(1);
+    expect(await activityCount({ runId: q._id, action: "workflow.run.succeeded" }, 1)).toBe(1);
+    await b.stop();
+  });
+
+  it("a stopping worker (SIGTERM) hands its run over at once, long before its lease expires", async () => {
+    const env = { RUNHOOK_EXECUTOR_LEASE_MS: "20000" };
+    const w = await createWorld(db, { steps: [{ type: "wait", seconds: 3 }, { type: "load_record" }] });
+    const a = await worker(env);
+    const q = await queueRun(db, w, "r1");
+    await waitForRun(db, q._id, (r) => r.steps[0]!.state === "RUNNING", 10_000);
+    const b = await worker(env);
+    const t0 = Date.now();
+    await a.stop();
+    const resumed = await waitForRun(db, q._id, (r) => r.steps[0]!.attempts === 2, 5000);
+    expect(Date.now() - t0).toBeLessThan(3000);
+    expect(resumed.steps[0]!.executor).toContain(`:${b.child.pid}:`);
+    expect((await waitForRun(db, q._id, undefined, 10_000)).state).toBe("SUCCEEDED");
+    await b.stop();
+  });
+});

@@ -1,0 +1,76 @@
+// Inserts runs exactly as TriggerService stores them (QUEUED, steps pre-filled), without
+// going through the webhook, and waits for runs to reach a state.
+import { randomUUID } from "node:crypto";
+import type { Database } from "../../src/db/mongo.js";
+import type { RunDoc, RunState, StepDoc } from "../../src/db/types.js";
+import type { World } from "./world.js";
+
+export interface QueueOpts {
+  /** Acting user (default: world.user). */
+  userId?: string;
+  userEmail?: string;
+  tokenId?: string;
+  workflowId?: string;
+  /** Default: the latest active version of the workflow. */
+  workflowVersion?: number;
+  via?: "webhook" | "grpc";
+  createdAt?: Date;
+  /** Use this version instead of reading it from the workflow (e.g. one that does not exist). */
+  version?: { version: number; steps: StepDoc[] };
+}
+
+export async function queueRun(db: Database, world: World, recordId: string, opts: QueueOpts = {}): Promise<RunDoc> {
+  const workflowId = opts.workflowId ?? world.workflowId;
+  const wf = await db.workflows.findOne({ _id: workflowId });
+  if (!wf) throw new Error(`no workflow ${workflowId}`);
+  const version =
+    opts.version ??
+    (opts.workflowVersion !== undefined
+      ? wf.versions.find((v) => v.version === opts.workflowVersion)
+      : wf.versions.filter((v) => v.active).sort((a, b) => b.version - a.version)[0]);
+  if (!version) throw new Error("no such (active) workflow version");
+  const collection = await db.collections.findOne({ _id: wf.collectionId });
+  const now = opts.createdAt ?? new Date();
+  const run: RunDoc = {
+    _id: randomUUID(),
+    activeKey: `${workflowId}|${recordId}`,
+    workflowId,
+    workflowVersion: version.version,
+    renderingId: wf.renderingId,
+    projectId: wf.projectId,
+    environmentId: wf.environmentId,
+    collectionId: wf.collectionId,
+    collection: collection?.name ?? world.collection,
+    recordId,
+    userId: opts.userId ?? world.user._id,
+    userEmail: opts.userEmail ?? world.user.email,
+    tokenId: opts.tokenId ?? randomUUID(),
+    via: opts.via ?? "webhook",
+    state: "QUEUED",
+    steps: version.steps.map((s) => ({ type: s.type, state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null })),
+    stepIndex: 0,
+    error: "",
+    lease: null,
+    createdAt: now,
+    updatedAt: now,
+    startedAt: null,
+    finishedAt: null,
+    version: 1,
+  };
+  await db.runs.insertOne(run);
+  return run;
+}
+
+export const FINISHED: RunState[] = ["SUCCEEDED", "FAILED", "CANCELLED"];
+
+/** Polls until the run satisfies `pred` (default: finished); throws after `timeoutMs`. */
+export async function waitForRun(db: Database, runId: string, pred: (r: RunDoc) => boolean = (r) => FINISHED.includes(r.state), timeoutMs = 15_000): Promise<RunDoc> {
+  const end = Date.now() + timeoutMs;
+  let last: RunDoc | null = null;
+  while (Date.now() < end) {
+    last = await db.runs.findOne({ _id: runId });
+    if (last && pred(last)) return last;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`run ${runId} did not reach the expected state in ${timeoutMs} ms; last: ${JSON.stringify(last)}`);
+}

@@ -1,0 +1,467 @@
+// Runs: executors run the steps as the run's user; GetRun / WatchRun / CancelRun over
+// gRPC, Connect and REST. Runs are inserted QUEUED exactly as TriggerService stores them.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as grpc from "@grpc/grpc-js";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import {
+  GetRunRequestSchema,
+  GetRunResponseSchema,
+  RunService,
+  WatchRunRequestSchema,
+  WatchRunResponseSchema,
+  type GetRunResponse,
+  type WatchRunResponse,
+} from "../gen/runhook/v1/run_pb.js";
+import type { Database } from "../src/db/mongo.js";
+import { isDuplicateKey } from "../src/db/mongo.js";
+import { packRecordId, recordFilter, unpackRecordId } from "../src/runs/records.js";
+import { RUN_QUEUED } from "../src/runs/model.js";
+import { startServer, type TestServer } from "./helpers/server.js";
+import { addAppToken, addUser, createWorld } from "./helpers/world.js";
+import { queueRun, waitForRun } from "./helpers/runs.js";
+
+let server: TestServer;
+let db: Database;
+beforeAll(async () => {
+  server = await startServer();
+  db = server.deps.db;
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+const auth = (token: string) => ({ authorization: `Bearer ${token}` });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The run's activity entries, once `n` are there (they are written right after each change). */
+async function activity(runId: string, n = 1) {
+  const end = Date.now() + 5000;
+  for (;;) {
+    const entries = await db.activityLogs.find({ runId, tomb: { $exists: false } }).sort({ _id: 1 }).toArray();
+    if (entries.length >= n || Date.now() > end) return entries;
+    await sleep(50);
+  }
+}
+
+describe("packed record ids", () => {
+  it("unpacks with escapes and builds string-or-number filters merged with the scope", () => {
+    expect(unpackRecordId("a\\|b|c\\\\d|")).toEqual(["a|b", "c\\d", ""]);
+    expect(unpackRecordId("bad\\x")).toBeNull();
+    expect(packRecordId(["a|b", "c\\d", 3])).toBe("a\\|b|c\\\\d|3");
+    expect(recordFilter(["id"], "42", {})).toEqual({ id: { $in: ["42", 42] } });
+    expect(recordFilter(["id"], "042", {})).toEqual({ id: { $eq: "042" } });
+    expect(recordFilter(["a", "b"], "x|1", { region: "eu" })).toEqual({ $and: [{ a: { $eq: "x" }, b: { $in: ["1", 1] } }, { region: { $eq: "eu" } }] });
+    expect(recordFilter(["a", "b"], "x", {})).toBeNull();
+  });
+});
+
+describe("executors", () => {
+  it("runs a workflow to SUCCEEDED as the run's user and frees the slot", async () => {
+    const w = await createWorld(db, {
+      steps: [
+        { type: "load_record" },
+        { type: "update_record", set: { status: "done", stage: 2 } },
+        { type: "add_note", content: "<p>checked</p><script>alert(1)</script>", title: "By workflow" },
+      ],
+    });
+    const queued = await queueRun(db, w, "r1");
+    const run = await waitForRun(db, queued._id);
+    expect(run.state).toBe("SUCCEEDED");
+    expect(run.error).toBe("");
+    expect(run.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "SUCCEEDED", "SUCCEEDED"]);
+    expect(run.steps.map((s) => s.attempts)).toEqual([1, 1, 1]);
+    expect(run.startedAt).toBeInstanceOf(Date);
+    expect(run.finishedAt!.getTime()).toBeGreaterThanOrEqual(run.startedAt!.getTime());
+    expect(run.lease).toBeNull();
+    expect(run.activeKey).toBe(run._id);
+    expect(run.stepIndex).toBe(3);
+
+    const record = await db.dataDb(w.dataDatabase).collection(w.collection).findOne({ id: "r1" });
+    expect(record).toMatchObject({ status: "done", stage: 2, region: "eu" });
+
+    const noteId = run.steps[2]!.output!.noteId as string;
+    const note = await db.notes.findOne({ _id: noteId });
+    expect(note).toMatchObject({ recordId: "r1", collection: w.collection, title: "By workflow", user: { id: w.user._id, email: w.user.email } });
+    expect(note!.messages[0]!.content).toContain("checked");
+    expect(note!.messages[0]!.content).not.toContain("script");
+
+    const entries = await activity(run._id, 3);
+    expect(entries.map((e) => e.action)).toEqual(["record.updated", "note.created", "workflow.run.succeeded"]);
+    for (const e of entries) {
+      expect(e).toMatchObject({
+        user: { id: w.user._id, email: w.user.email },
+        via: "workflow",
+        collection: w.collection,
+        recordId: "r1",
+        runId: run._id,
+        environment: w.environmentName,
+        rendering: w.renderingId,
+        environmentId: w.environmentId,
+      });
+    }
+    expect(entries[0]!.details).toEqual({ fields: { status: "done", stage: 2 } });
+    expect(entries[1]!.details).toEqual({ noteId });
+
+    // The (workflow, record) slot is free: another ongoing run on the same record can be stored.
+    const again = await queueRun(db, w, "r1");
+    expect((await waitForRun(db, again._id)).state).toBe("SUCCEEDED");
+  });
+
+  it("allows one ongoing run per (workflow, record) through the unique index", async () => {
+    const w = await createWorld(db, { steps: [{ type: "wait", seconds: 30 }] });
+    const first = await queueRun(db, w, "r1");
+    const err = await queueRun(db, w, "r1").catch((e: unknown) => e);
+    expect(isDuplicateKey(err)).toBe(true);
+    await queueRun(db, w, "r2"); // another record is fine
+    await db.runs.updateMany({ workflowId: w.workflowId }, { $set: { state: "CANCELLED" } }); // tidy: executors let go
+    void first;
+  });
+
+  it("picks up a run queued on this instance at once (run.queued event), others at the next poll", async () => {
+    // An instance that polls only every 5 s: only the event can explain a fast pick-up.
+    const slow = await startServer({ env: { RUNHOOK_EXECUTOR_POLL_MS: "5000" } });
+    try {
+      const sdb = slow.deps.db;
+      const w = await createWorld(sdb, { steps: [{ type: "wait", seconds: 0 }] });
+      await sleep(200); // let its first poll pass
+      const q = await queueRun(sdb, w, "r1");
+      slow.deps.events.emit(RUN_QUEUED, q._id);
+      const run = await waitForRun(sdb, q._id, (r) => r.startedAt !== null, 3000);
+      expect(run.startedAt!.getTime() - q.createdAt.getTime()).toBeLessThan(150);
+      await waitForRun(sdb, q._id);
+      await sleep(300);
+      // Without the event it waits for the poll.
+      const q2 = await queueRun(sdb, w, "r2");
+      await sleep(500);
+      expect((await sdb.runs.findOne({ _id: q2._id }))!.state).toBe("QUEUED");
+    } finally {
+      await slow.stop();
+    }
+  });
+
+  it("fails at the first data step when the record is missing", async () => {
+    const w = await createWorld(db, { steps: [{ type: "wait", seconds: 0 }, { type: "load_record" }, { type: "update_record", set: { status: "x" } }] });
+    const run = await waitForRun(db, (await queueRun(db, w, "nope"))._id);
+    expect(run.state).toBe("FAILED");
+    expect(run.error).toMatch(/record "nope" of collection "orders" not found or not accessible/);
+    expect(run.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "FAILED", "PENDING"]);
+    expect(run.steps[1]!.error).toBe(run.error);
+    expect(run.activeKey).toBe(run._id);
+    const entries = await activity(run._id);
+    expect(entries.map((e) => e.action)).toEqual(["workflow.run.failed"]);
+    expect(entries[0]).toMatchObject({ user: { id: w.user._id }, details: { error: run.error, step: 1 } });
+  });
+
+  it("fails when the record is outside the rendering's scope, exactly like a missing one", async () => {
+    const w = await createWorld(db, {
+      scope: { region: "eu" },
+      records: [
+        { id: "in", region: "eu", status: "new" },
+        { id: "out", region: "us", status: "new" },
+      ],
+    });
+    const out = await waitForRun(db, (await queueRun(db, w, "out"))._id);
+    expect(out.state).toBe("FAILED");
+    expect(out.steps[0]!.state).toBe("FAILED");
+    expect(out.error).toMatch(/record "out" of collection "orders" not found or not accessible$/);
+    const inScope = await waitForRun(db, (await queueRun(db, w, "in"))._id);
+    expect(inScope.state).toBe("SUCCEEDED");
+    const coll = db.dataDb(w.dataDatabase).collection(w.collection);
+    expect(await coll.findOne({ id: "out" })).toMatchObject({ status: "new" });
+    expect(await coll.findOne({ id: "in" })).toMatchObject({ status: "done" });
+  });
+
+  it("fails when the user lost access between trigger and execution", async () => {
+    const w = await createWorld(db);
+    await db.teams.updateOne({ _id: w.teamId }, { $pull: { memberIds: w.user._id } });
+    const run = await waitForRun(db, (await queueRun(db, w, "r1"))._id);
+    expect(run.state).toBe("FAILED");
+    expect(run.steps[0]!.state).toBe("FAILED");
+    expect(run.error).toMatch(/not found or not accessible \(the token's user has no access to the rendering\)/);
+    expect(await db.dataDb(w.dataDatabase).collection(w.collection).findOne({ id: "r1" })).toMatchObject({ status: "new" });
+  });
+
+  it("re-checks access at each data step: permission withdrawn during a wait fails the next data step", async () => {
+    const w = await createWorld(db, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "late" } }] });
+    const q = await queueRun(db, w, "r1");
+    await waitForRun(db, q._id, (r) => r.steps[1]!.state === "RUNNING");
+    await db.permissions.updateOne({ _id: `${w.renderingId}:${w.collectionId}` }, { $set: { editRoles: ["admin"] } });
+    const run = await waitForRun(db, q._id);
+    expect(run.state).toBe("FAILED");
+    expect(run.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "SUCCEEDED", "FAILED"]);
+    expect(run.error).toMatch(/may not edit records/);
+    expect(await db.dataDb(w.dataDatabase).collection(w.collection).findOne({ id: "r1" })).toMatchObject({ status: "new" });
+  });
+
+  it("fails update_record without edit permission (read is not enough)", async () => {
+    const w = await createWorld(db);
+    await db.permissions.updateOne({ _id: `${w.renderingId}:${w.collectionId}` }, { $set: { editRoles: ["admin", "editor"] } });
+    const run = await waitForRun(db, (await queueRun(db, w, "r2"))._id);
+    expect(run.state).toBe("FAILED");
+    expect(run.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "FAILED"]);
+    expect(run.error).toMatch(/not found or not accessible \(the role "user" may not edit records of this collection\)/);
+    // The admin may.
+    const asAdmin = await waitForRun(db, (await queueRun(db, w, "r3", { userId: w.admin._id, userEmail: w.admin.email }))._id);
+    expect(asAdmin.state).toBe("SUCCEEDED");
+  });
+
+  it("fails when the run's user was deleted", async () => {
+    const w = await createWorld(db);
+    const gone = await addUser(db, w.orgId, w.projectId, "user", { teamId: w.teamId });
+    await db.users.deleteOne({ _id: gone._id });
+    const run = await waitForRun(db, (await queueRun(db, w, "r1", { userId: gone._id, userEmail: gone.email }))._id);
+    expect(run.state).toBe("FAILED");
+    expect(run.error).toMatch(/no longer exists/);
+  });
+
+  it("finds records by composite packed keys, matching numbers stored as numbers", async () => {
+    const w = await createWorld(db, {
+      primaryKey: ["a", "b"],
+      records: [
+        { a: "x|y", b: 2, status: "new" },
+        { a: "x|y", b: 3, status: "new" },
+      ],
+    });
+    const run = await waitForRun(db, (await queueRun(db, w, "x\\|y|2"))._id);
+    expect(run.state).toBe("SUCCEEDED");
+    const coll = db.dataDb(w.dataDatabase).collection(w.collection);
+    expect(await coll.findOne({ b: 2 })).toMatchObject({ status: "done" });
+    expect(await coll.findOne({ b: 3 })).toMatchObject({ status: "new" });
+    const wrongArity = await waitForRun(db, (await queueRun(db, w, "x"))._id);
+    expect(wrongArity.state).toBe("FAILED");
+  });
+
+  it("fails a run whose workflow version vanished, with the reason", async () => {
+    const w = await createWorld(db);
+    const q = await queueRun(db, w, "r1", { version: { version: 7, steps: [{ type: "load_record" }] } });
+    const run = await waitForRun(db, q._id);
+    expect(run.state).toBe("FAILED");
+    expect(run.error).toBe("version 7 of the workflow no longer exists");
+    expect(run.activeKey).toBe(run._id);
+    expect((await activity(run._id)).map((e) => e.action)).toEqual(["workflow.run.failed"]);
+  });
+});
+
+describe("CancelRun", () => {
+  it("cancels a waiting run promptly, frees the slot, and a finished run cannot be cancelled", async () => {
+    const w = await createWorld(db, { steps: [{ type: "wait", seconds: 30 }, { type: "update_record", set: { status: "too-late" } }] });
+    const q = await queueRun(db, w, "r1");
+    await waitForRun(db, q._id, (r) => r.steps[0]!.state === "RUNNING");
+    const t0 = Date.now();
+    const res = await fetch(`${server.baseUrl}/v1/runs/${q._id}/cancel`, { method: "POST", headers: auth(w.userToken) });
+    const elapsed = Date.now() - t0;
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as Record<string, unknown>;
+    expect(body).toMatchObject({ id: q._id, state: "CANCELLED", error: `cancelled by ${w.user.email}` });
+    expect(elapsed).toBeLessThan(1000);
+
+    const run = (await db.runs.findOne({ _id: q._id }))!;
+    expect(run).toMatchObject({ state: "CANCELLED", activeKey: q._id, lease: null });
+    expect(run.steps.map((s) => s.state)).toEqual(["CANCELLED", "PENDING"]);
+    // The executor let go: nothing changes afterwards, the record is untouched.
+    await sleep(600);
+    const later = (await db.runs.findOne({ _id: q._id }))!;
+    expect(later.version).toBe(run.version);
+    expect(await db.dataDb(w.dataDatabase).collection(w.collection).findOne({ id: "r1" })).toMatchObject({ status: "new" });
+
+    const entries = await activity(q._id);
+    expect(entries.map((e) => e.action)).toEqual(["workflow.run.cancelled"]);
+    expect(entries[0]).toMatchObject({ user: { id: w.user._id }, via: "api", details: { cancelledBy: { id: w.user._id, email: w.user.email }, step: 0 } });
+
+    // Slot free: a new ongoing run on the same record can be stored.
+    const next = await queueRun(db, w, "r1");
+    expect(next.state).toBe("QUEUED");
+
+    const again = await fetch(`${server.baseUrl}/v1/runs/${q._id}/cancel`, { method: "POST", headers: { ...auth(w.userToken), "content-type": "application/json" }, body: "{}" });
+    expect(again.status).toBe(400);
+    expect(await again.json()).toMatchObject({ code: "failed_precondition" });
+
+    const byApi = await fetch(`${server.baseUrl}/v1/runs/${next._id}/cancel`, { method: "POST", headers: auth(w.apiToken) });
+    expect(byApi.status).toBe(403);
+    const ok = await fetch(`${server.baseUrl}/v1/runs/${next._id}/cancel`, { method: "POST", headers: auth(w.adminToken) });
+    expect(ok.status).toBe(200);
+  });
+
+  it("cancels a queued run that no executor has claimed", async () => {
+    const w = await createWorld(db, { steps: [{ type: "load_record" }] });
+    // Created in the future relative to the poller's sort order does not matter; cancel races the claim.
+    const q = await queueRun(db, w, "r1");
+    const client = createClient(RunService, createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" }));
+    const res = await client.cancelRun({ runId: q._id }, { headers: auth(w.userToken) }).catch((e: unknown) => e);
+    // The executor may have finished it first (then FAILED_PRECONDITION); otherwise it is CANCELLED.
+    const run = (await db.runs.findOne({ _id: q._id }))!;
+    if (run.state === "CANCELLED") expect((res as { run: { state: string } }).run.state).toBe("CANCELLED");
+    else expect(String(res)).toMatch(/already finished/);
+  });
+});
+
+function grpcGetRun(addr: string, token: string, req: { runId: string; waitSeconds?: number; knownVersion?: bigint }): Promise<GetRunResponse> {
+  const client = new grpc.Client(addr, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  md.set("authorization", `Bearer ${token}`);
+  return new Promise<GetRunResponse>((resolve, reject) =>
+    client.makeUnaryRequest(
+      "/runhook.v1.RunService/GetRun",
+      (m: typeof req) => Buffer.from(toBinary(GetRunRequestSchema, create(GetRunRequestSchema, m))),
+      (b: Buffer) => fromBinary(GetRunResponseSchema, b),
+      req,
+      md,
+      (err, value) => (err ? reject(err) : resolve(value!)),
+    ),
+  ).finally(() => client.close());
+}
+
+function grpcWatchRun(addr: string, token: string, runId: string): Promise<WatchRunResponse[]> {
+  const client = new grpc.Client(addr, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  md.set("authorization", `Bearer ${token}`);
+  const out: WatchRunResponse[] = [];
+  return new Promise<WatchRunResponse[]>((resolve, reject) => {
+    const stream = client.makeServerStreamRequest(
+      "/runhook.v1.RunService/WatchRun",
+      (m: { runId: string }) => Buffer.from(toBinary(WatchRunRequestSchema, create(WatchRunRequestSchema, m))),
+      (b: Buffer) => fromBinary(WatchRunResponseSchema, b),
+      { runId },
+      md,
+    );
+    stream.on("data", (m: WatchRunResponse) => out.push(m));
+    stream.on("error", reject);
+    stream.on("end", () => resolve(out));
+  }).finally(() => client.close());
+}
+
+describe("following runs", () => {
+  it("GetRun and WatchRun over native gRPC (grpc-js)", async () => {
+    const w = await createWorld(db, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "done" } }] });
+    const q = await queueRun(db, w, "r1");
+    const watched = grpcWatchRun(server.grpcAddr, w.userToken, q._id);
+    const first = await grpcGetRun(server.grpcAddr, w.userToken, { runId: q._id });
+    expect(first.run?.id).toBe(q._id);
+    expect(first.run?.user).toMatchObject({ id: w.user._id, email: w.user.email });
+    expect(first.run?.steps).toHaveLength(3);
+
+    const msgs = await watched;
+    expect(msgs.length).toBeGreaterThanOrEqual(3);
+    const versions = msgs.map((m) => Number(m.run!.version));
+    for (let i = 1; i < versions.length; i++) expect(versions[i]).toBeGreaterThan(versions[i - 1]!);
+    const last = msgs.at(-1)!.run!;
+    expect(last.state).toBe("SUCCEEDED");
+    expect(last.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "SUCCEEDED", "SUCCEEDED"]);
+    expect(last.finishedAt).toBeDefined();
+
+    const outsider = await addUser(db, w.orgId, w.projectId, "user"); // not in the rendering's team
+    const denied = await grpcGetRun(server.grpcAddr, (await addAppToken(db, outsider._id)).plaintext, { runId: q._id }).catch((e: grpc.ServiceError) => e);
+    expect((denied as grpc.ServiceError).code).toBe(grpc.status.PERMISSION_DENIED);
+    const unauth = await grpcGetRun(server.grpcAddr, "rh_app_nope", { runId: q._id }).catch((e: grpc.ServiceError) => e);
+    expect((unauth as grpc.ServiceError).code).toBe(grpc.status.UNAUTHENTICATED);
+    const notFound = await grpcGetRun(server.grpcAddr, w.userToken, { runId: crypto.randomUUID() }).catch((e: grpc.ServiceError) => e);
+    expect((notFound as grpc.ServiceError).code).toBe(grpc.status.NOT_FOUND);
+    const bad = await grpcGetRun(server.grpcAddr, w.userToken, { runId: "not-a-uuid" }).catch((e: grpc.ServiceError) => e);
+    expect((bad as grpc.ServiceError).code).toBe(grpc.status.INVALID_ARGUMENT);
+  });
+
+  it("GetRun long-poll and WatchRun over Connect", async () => {
+    const w = await createWorld(db, { steps: [{ type: "wait", seconds: 1 }, { type: "load_record" }] });
+    const client = createClient(RunService, createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" }));
+    const q = await queueRun(db, w, "r1");
+    const states: string[] = [];
+    const watching = (async () => {
+      for await (const m of client.watchRun({ runId: q._id }, { headers: auth(w.apiToken) })) states.push(m.run!.state);
+    })();
+    const now = await waitForRun(db, q._id, (r) => r.steps[0]!.state === "RUNNING");
+    const t0 = Date.now();
+    const changed = await client.getRun({ runId: q._id, waitSeconds: 10, knownVersion: BigInt(now.version) }, { headers: auth(w.userToken) });
+    const waited = Date.now() - t0;
+    expect(Number(changed.run!.version)).toBeGreaterThan(now.version);
+    expect(waited).toBeGreaterThan(500); // the wait step holds the run for 1 s
+    expect(waited).toBeLessThan(3000);
+    await watching;
+    expect(states.at(-1)).toBe("SUCCEEDED");
+    expect(states).toContain("RUNNING");
+  });
+});
+
+describe("GET /v1/runs/{runId}", () => {
+  it("answers the run to allowed callers only", async () => {
+    const w = await createWorld(db, { steps: [{ type: "load_record" }] });
+    const other = await createWorld(db);
+    const run = await waitForRun(db, (await queueRun(db, w, "r1"))._id);
+    const get = (token: string | null, id = run._id, query = "") =>
+      fetch(`${server.baseUrl}/v1/runs/${id}${query}`, { headers: token ? auth(token) : {} });
+
+    const ok = await get(w.userToken);
+    expect(ok.status).toBe(200);
+    const body = (await ok.json()) as Record<string, unknown>;
+    expect(body).toMatchObject({
+      id: run._id,
+      workflowId: w.workflowId,
+      workflowVersion: 1,
+      state: "SUCCEEDED",
+      recordId: "r1",
+      collection: "orders",
+      user: { id: w.user._id, email: w.user.email },
+      via: "webhook",
+      version: String(run.version),
+      error: "",
+    });
+    expect(body.steps).toEqual([expect.objectContaining({ index: 0, type: "load_record", state: "SUCCEEDED" })]);
+    expect(typeof body.createdAt).toBe("string");
+    expect(body).not.toHaveProperty("run");
+
+    expect((await get(w.apiToken)).status).toBe(200);
+    expect((await get(other.apiToken)).status).toBe(403);
+    // A user of the project who is not in the rendering's team.
+    const outsider = await addUser(db, w.orgId, w.projectId, "user");
+    const outsiderToken = (await addAppToken(db, outsider._id)).plaintext;
+    const denied = await get(outsiderToken);
+    expect(denied.status).toBe(403);
+    expect(await denied.json()).toMatchObject({ code: "permission_denied", error: expect.any(String) });
+    // A user of another organization.
+    expect((await get(other.userToken)).status).toBe(403);
+    // A role that may not trigger the workflow.
+    await db.workflows.updateOne({ _id: w.workflowId }, { $set: { triggerRoles: ["admin"] } });
+    expect((await get(w.userToken)).status).toBe(403);
+    expect((await get(w.adminToken)).status).toBe(200);
+
+    const unknown = await get(w.adminToken, crypto.randomUUID());
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toMatchObject({ code: "not_found" });
+    expect((await get(w.adminToken, "nope")).status).toBe(400);
+    expect((await get(null)).status).toBe(401);
+    expect((await get(w.adminToken, run._id, "?wait=61s")).status).toBe(400);
+    expect((await get(w.adminToken, run._id, "?wait=abc")).status).toBe(400);
+    expect((await get(w.adminToken, run._id, "?version=x")).status).toBe(400);
+    // A finished run answers at once, whatever the wait.
+    const t0 = Date.now();
+    expect((await get(w.adminToken, run._id, `?wait=30s&version=${run.version}`)).status).toBe(200);
+    expect(Date.now() - t0).toBeLessThan(1000);
+  });
+
+  it("long-polls: returns as soon as the version changes, or when the wait is over", async () => {
+    const w = await createWorld(db, { steps: [{ type: "wait", seconds: 30 }] });
+    const q = await queueRun(db, w, "r1");
+    const running = await waitForRun(db, q._id, (r) => r.steps[0]!.state === "RUNNING");
+    // Nothing changes for 1 s: answers after the wait with the same version.
+    let t0 = Date.now();
+    let res = await fetch(`${server.baseUrl}/v1/runs/${q._id}?wait=1&version=${running.version}`, { headers: auth(w.userToken) });
+    expect(res.status).toBe(200);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(950);
+    expect(((await res.json()) as { version: string }).version).toBe(String(running.version));
+    // A change (cancel) ends the wait at once.
+    t0 = Date.now();
+    const pending = fetch(`${server.baseUrl}/v1/runs/${q._id}?wait=30s&version=${running.version}`, { headers: auth(w.apiToken) });
+    await sleep(300);
+    await fetch(`${server.baseUrl}/v1/runs/${q._id}/cancel`, { method: "POST", headers: auth(w.userToken) });
+    res = await pending;
+    const elapsed = Date.now() - t0;
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { state: string }).state).toBe("CANCELLED");
+    expect(elapsed).toBeLessThan(1500);
+    // No version given: answers at once.
+    t0 = Date.now();
+    await fetch(`${server.baseUrl}/v1/runs/${q._id}?wait=30s`, { headers: auth(w.userToken) });
+    expect(Date.now() - t0).toBeLessThan(1000);
+  });
+});
