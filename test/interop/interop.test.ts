@@ -1,0 +1,193 @@
+// Interop: generated Go and Python gRPC clients against a live runhook server.
+//
+// 1. scripts/generate-clients.sh generates the Go and Python client code
+//    (pinned protoc-gen-go / protoc-gen-go-grpc / grpcio-tools, cached under
+//    ${RUNHOOK_CACHE_DIR:-~/.cache/runhook}); the first run builds/installs them.
+// 2. The real server is started and seeded (test/helpers/server.ts).
+// 3. test/interop/go (built with `go build`) and test/interop/python/client.py
+//    (run with the venv interpreter the script made) each trigger a run, check
+//    the ALREADY_EXISTS answer with `runhook-ongoing-run-id`, follow the run to
+//    SUCCEEDED (the demo workflow waits 5 s), list its activity logs with the
+//    project API token and create a note. Each prints one JSON line.
+//
+// Each language is skipped, with the reason in the test name, when its
+// toolchain (`go`, `python3`) is not on PATH.
+//
+// ASSUMED HELPER API (owner to provide in test/helpers/server.ts):
+//   startServer(): Promise<{ grpcAddr: string; baseUrl: string; stop(): Promise<void> }>
+//   seed(server): Promise<Seed>   -- the CONTRACT §5 `runhook seed --json` object for
+//                                    the database of `server` (the argument may be ignored)
+// The test fails with a clear message if `seed` is not exported.
+
+import { execFile, execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+import * as helpers from "../helpers/server.js";
+
+const execFileAsync = promisify(execFile);
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** CONTRACT §5 seed object (fields used here). */
+interface Seed {
+  baseUrl: string;
+  projectName: string;
+  environmentName: string;
+  collection: string;
+  recordIds: string[];
+  webhookUrl: string;
+  userToken: string;
+  apiToken: string;
+}
+
+interface LiveServer {
+  grpcAddr: string;
+  baseUrl: string;
+  stop(): Promise<void>;
+}
+
+interface AssumedHelpers {
+  startServer(): Promise<LiveServer>;
+  seed?(server: LiveServer): Promise<Seed>;
+}
+
+/** One JSON line printed by both clients on success. */
+interface InteropResult {
+  client: string;
+  ok: boolean;
+  runId: string;
+  ongoingRunId: string;
+  ongoingRunIdIn: string;
+  finalState: string;
+  watchedWith: string;
+  runSeconds: number;
+  activityLogs: number;
+  triggeredLogId: string;
+  noteId: string;
+}
+
+function onPath(cmd: string): boolean {
+  try {
+    execFileSync(cmd, ["--version"], { stdio: "ignore" });
+    return true;
+  } catch {
+    try {
+      execFileSync(cmd, ["version"], { stdio: "ignore" });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}
+
+const hasGo = onPath("go");
+const hasPython = onPath("python3");
+const langs = [...(hasGo ? ["go"] : []), ...(hasPython ? ["python"] : [])];
+
+let server: LiveServer | undefined;
+let seed: Seed;
+let workDir: string;
+let goBinary: string;
+let python: string;
+
+function clientEnv(recordId: string): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    RUNHOOK_GRPC_ADDR: server!.grpcAddr,
+    RUNHOOK_WEBHOOK_URL: seed.webhookUrl,
+    RUNHOOK_USER_TOKEN: seed.userToken,
+    RUNHOOK_API_TOKEN: seed.apiToken,
+    RUNHOOK_PROJECT: seed.projectName,
+    RUNHOOK_ENVIRONMENT: seed.environmentName,
+    RUNHOOK_COLLECTION: seed.collection,
+    RUNHOOK_RECORD_ID: recordId,
+  };
+}
+
+/** Runs one client; on failure the error carries its stderr (the FAIL line). */
+async function runClient(file: string, args: string[], recordId: string): Promise<InteropResult> {
+  try {
+    const { stdout } = await execFileAsync(file, args, { env: clientEnv(recordId), timeout: 90_000 });
+    const lines = stdout.trim().split("\n");
+    return JSON.parse(lines[lines.length - 1] ?? "") as InteropResult;
+  } catch (e) {
+    const err = e as { stderr?: string; stdout?: string; code?: number; message: string };
+    throw new Error(`${path.basename(file)} failed (exit ${err.code}): ${err.stderr || err.message}\n${err.stdout ?? ""}`);
+  }
+}
+
+function expectSuccess(r: InteropResult, client: string) {
+  expect(r).toMatchObject({ client, ok: true, finalState: "SUCCEEDED", ongoingRunIdIn: "trailer" });
+  expect(r.runId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  expect(r.ongoingRunId).toBe(r.runId);
+  expect(r.activityLogs).toBeGreaterThanOrEqual(1);
+  expect(r.triggeredLogId).not.toBe("");
+  expect(r.noteId).not.toBe("");
+  // The demo workflow waits 5 s.
+  expect(r.runSeconds).toBeGreaterThanOrEqual(4.5);
+}
+
+describe.skipIf(langs.length === 0)("interop: generated gRPC clients (Go, Python)", () => {
+  beforeAll(async () => {
+    // 1. Generate the clients (first run builds plugins and a venv: minutes at most).
+    await execFileAsync("bash", [path.join(ROOT, "scripts/generate-clients.sh"), ...langs], {
+      cwd: ROOT,
+      timeout: 540_000,
+      maxBuffer: 16 * 1024 * 1024,
+    });
+    workDir = mkdtempSync(path.join(tmpdir(), "runhook-interop-"));
+    if (hasGo) {
+      goBinary = path.join(workDir, "interop-go");
+      await execFileAsync("go", ["build", "-o", goBinary, "."], {
+        cwd: path.join(ROOT, "test/interop/go"),
+        timeout: 300_000,
+      });
+    }
+    if (hasPython) {
+      python = readFileSync(path.join(ROOT, "test/interop/python/gen/PYTHON"), "utf8").trim();
+    }
+
+    // 2. Live server and seed data (ASSUMED helper API, see the header).
+    const h = helpers as unknown as AssumedHelpers;
+    if (typeof h.seed !== "function") {
+      throw new Error(
+        "test/helpers/server.ts must export seed(server) returning the CONTRACT §5 seed object " +
+          "(baseUrl, projectName, environmentName, collection, recordIds, webhookUrl, userToken, apiToken)",
+      );
+    }
+    server = await h.startServer();
+    seed = await h.seed(server);
+    expect(seed.recordIds.length).toBeGreaterThanOrEqual(2);
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+    if (workDir) rmSync(workDir, { recursive: true, force: true });
+  });
+
+  it.skipIf(!hasGo)(`Go client${hasGo ? "" : " (skipped: `go` not found on PATH)"}`, { timeout: 120_000 }, async () => {
+    expectSuccess(await runClient(goBinary, [], seed.recordIds[0]!), "go");
+  });
+
+  it.skipIf(!hasPython)(
+    `Python client${hasPython ? "" : " (skipped: `python3` not found on PATH)"}`,
+    { timeout: 120_000 },
+    async () => {
+      expectSuccess(
+        await runClient(python, [path.join(ROOT, "test/interop/python/client.py")], seed.recordIds[1]!),
+        "python",
+      );
+    },
+  );
+});
+
+if (langs.length === 0) {
+  describe("interop: generated gRPC clients", () => {
+    it.skip("skipped: neither `go` nor `python3` is on PATH", () => {});
+  });
+}
