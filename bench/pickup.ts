@@ -1,12 +1,14 @@
 // Pick-up latency of executors: time from a run's QUEUED insert to its startedAt.
 //   same instance: insert + "run.queued" event on the executor's own instance (what the webhook does)
 //   other instance: insert only (as if queued by another instance): found by polling
-// Usage: node --import tsx bench/pickup.ts [runs=200]   (RUNHOOK_EXECUTOR_POLL_MS etc. apply)
+// Usage: node --import tsx bench/pickup.ts [runs=200] [finishedRuns=0]   (RUNHOOK_EXECUTOR_POLL_MS etc. apply)
+//   finishedRuns: first store that many finished runs, to show pick-up does not depend on the
+//   size of the runs collection (FerretDB scans whole collections for any non-_id query).
 // Uses MONGODB_URI when set, otherwise starts the embedded FerretDB in a temp directory.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { loadConfig } from "../src/config.js";
 import { startEmbeddedDb } from "../src/db/embedded.js";
 import { createLogger } from "../src/logging.js";
@@ -16,6 +18,7 @@ import { createWorld } from "../test/helpers/world.js";
 import { queueRun } from "../test/helpers/runs.js";
 
 const N = Number(process.argv[2] ?? 200);
+const PREFILL = Number(process.argv[3] ?? 0);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -38,7 +41,26 @@ const config = loadConfig({
 const rh = await startRunhook(config, { mode: "worker", logger: createLogger("warn"), dbName });
 const db = rh.deps.db;
 const { pollIntervalMs, leaseMs, concurrency } = config.executor;
-console.log(`database: ${embedded ? "embedded FerretDB" : "MONGODB_URI"}; executor concurrency ${concurrency}, poll ${pollIntervalMs} ms, lease ${leaseMs} ms; ${N} runs per case`);
+console.log(`database: ${embedded ? "embedded FerretDB" : "MONGODB_URI"}; executor concurrency ${concurrency}, poll ${pollIntervalMs} ms, lease ${leaseMs} ms; ${N} runs per case; ${PREFILL} finished runs stored first`);
+
+if (PREFILL > 0) {
+  const w = await createWorld(db, { steps: [{ type: "load_record" }] });
+  const at = new Date(Date.now() - 86_400_000);
+  for (let i = 0; i < PREFILL; i += 1000) {
+    await db.runs.insertMany(
+      Array.from({ length: Math.min(1000, PREFILL - i) }, () => {
+        const id = randomUUID();
+        return {
+          _id: id, activeKey: id, workflowId: w.workflowId, workflowVersion: 1, renderingId: w.renderingId, projectId: w.projectId,
+          environmentId: w.environmentId, collectionId: w.collectionId, collection: w.collection, recordId: "r1", userId: w.user._id,
+          userEmail: w.user.email, tokenId: id, via: "webhook" as const, state: "SUCCEEDED" as const,
+          steps: [{ type: "load_record" as const, state: "SUCCEEDED" as const, startedAt: at, finishedAt: at, error: "", output: null, attempts: 1 }],
+          stepIndex: 1, error: "", lease: null, createdAt: at, startedAt: at, finishedAt: at, updatedAt: at, version: 3,
+        };
+      }),
+    );
+  }
+}
 
 async function measure(label: string, withEvent: boolean): Promise<void> {
   const records = Array.from({ length: N }, (_, i) => ({ id: `r${i}` }));

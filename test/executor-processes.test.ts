@@ -23,7 +23,11 @@ afterAll(async () => {
   await Promise.allSettled(opened.map((d) => d.close()));
 });
 
-/** 200 in the issue; the shared 2-core test machine runs FerretDB slowly, so CI uses fewer by default. */
+/**
+ * 200 in the issue: with the work queue 200 finish in ≈30–60 s on a loaded 2-core machine
+ * with the embedded FerretDB, but at that rate the notes' sequence counter (src/notes/store.ts,
+ * FerretDB's non-atomic $inc) sometimes runs out of retries, so the default stays lower.
+ */
 const SHARED_RUNS = Number(process.env.RUNHOOK_TEST_SHARED_RUNS ?? 60);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -64,7 +68,7 @@ describe("executor processes", () => {
     expect(done).toHaveLength(n);
     expect(done.filter((r) => r.state !== "SUCCEEDED").map((r) => `${r._id} ${r.state} ${r.error}`)).toEqual([]);
     // Every step started exactly once.
-    expect(done.flatMap((r) => r.steps.map((s) => s.attempts)).every((x) => x === 1)).toBe(true);
+    expect(done.filter((r) => r.steps.some((s) => s.attempts !== 1)).map((r) => `${r._id} attempts ${r.steps.map((s) => s.attempts).join(",")} started ${r.startedAt?.toISOString()} finished ${r.finishedAt?.toISOString()}`)).toEqual([]);
     // Both processes did part of the work.
     const executors = new Set(done.map((r) => r.steps[0]!.executor!.split(":")[1]));
     expect(executors).toEqual(new Set([String(a.child.pid), String(b.child.pid)]));

@@ -21,6 +21,7 @@ import { RUN_QUEUED } from "../src/runs/model.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { addAppToken, addUser, createWorld } from "./helpers/world.js";
 import { queueRun, waitForRun } from "./helpers/runs.js";
+import { adminClient, local, postHook } from "./helpers/webhook.js";
 
 let server: TestServer;
 let db: Database;
@@ -241,6 +242,108 @@ describe("executors", () => {
     expect(run.error).toBe("version 7 of the workflow no longer exists");
     expect(run.activeKey).toBe(run._id);
     expect((await activity(run._id)).map((e) => e.action)).toEqual(["workflow.run.failed"]);
+  });
+});
+
+describe("work queue and recovery", () => {
+  it("executes a run whose queue entry is missing (the orphan sweep queues it)", async () => {
+    const w = await createWorld(db, { steps: [{ type: "load_record" }] });
+    // As if the process died between the run insert and the queue insert, 3 s ago.
+    const q = await queueRun(db, w, "r1", { queueEntry: false, createdAt: new Date(Date.now() - 3000) });
+    expect(await db.runQueue.findOne({ _id: q._id })).toBeNull();
+    // The orphan sweep runs when executors start (a restarted instance), then every minute.
+    const other = await startServer({ dbName: server.dbName });
+    try {
+      const run = await waitForRun(db, q._id, undefined, 10_000);
+      expect(run.state).toBe("SUCCEEDED");
+      expect(run.steps[0]!.attempts).toBe(1);
+      // Its queue entry is dropped once claimed, its running_runs entry once finished.
+      const end = Date.now() + 3000;
+      while (((await db.runQueue.findOne({ _id: q._id })) || (await db.runningRuns.findOne({ _id: q._id }))) && Date.now() < end) await sleep(50);
+      expect(await db.runQueue.findOne({ _id: q._id })).toBeNull();
+      expect(await db.runningRuns.findOne({ _id: q._id })).toBeNull();
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it("re-queues a RUNNING run whose executor died (expired lease, on the running_runs list)", async () => {
+    const w = await createWorld(db, { steps: [{ type: "load_record" }] });
+    const q = await queueRun(db, w, "r1", { queueEntry: false });
+    // Claimed by an executor that died at once: RUNNING, lease expired, no queue entry.
+    await db.runs.updateOne({ _id: q._id }, { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "dead#1", expiresAt: new Date(Date.now() - 1000) } } });
+    await db.runningRuns.insertOne({ _id: q._id, at: new Date() });
+    // The lease sweep runs every max(poll, lease/3) (3.3 s with the default 10 s lease).
+    const run = await waitForRun(db, q._id, undefined, 10_000);
+    expect(run.state).toBe("SUCCEEDED");
+    expect(run.lease).toBeNull();
+  });
+
+  it("drops stale queue entries (finished or unknown runs) without touching the run", async () => {
+    const w = await createWorld(db, { steps: [{ type: "load_record" }] });
+    const done = await waitForRun(db, (await queueRun(db, w, "r1"))._id);
+    const ghost = crypto.randomUUID();
+    await db.runQueue.insertMany([
+      { _id: done._id, at: new Date() },
+      { _id: ghost, at: new Date() },
+    ]);
+    const end = Date.now() + 5000;
+    while ((await db.runQueue.countDocuments({ _id: { $in: [done._id, ghost] } })) > 0 && Date.now() < end) await sleep(50);
+    expect(await db.runQueue.countDocuments({ _id: { $in: [done._id, ghost] } })).toBe(0);
+    expect((await db.runs.findOne({ _id: done._id }))!.version).toBe(done.version);
+    expect(await db.runs.findOne({ _id: ghost })).toBeNull();
+  });
+});
+
+describe("end to end through the webhook route", () => {
+  it("202, 409 naming the same run while it is ongoing, SUCCEEDED, then 202 with a new run", async () => {
+    const w = await createWorld(db, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "done" } }] });
+    const admin = adminClient(server.baseUrl, w.adminToken);
+    const got = await admin.getWorkflow({ workflowId: w.workflowId });
+    const url = local(got.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl);
+    const activeKey = `${w.workflowId}|r1`;
+
+    const first = await postHook(url, w.userToken, { record_id: "r1" });
+    expect(first.status).toBe(202);
+    const runId = first.body.runId!;
+    const second = await postHook(url, w.userToken, { record_id: "r1" });
+    expect(second.status).toBe(409);
+    expect(second.body).toEqual({ error: "a run of this workflow is already ongoing on this record", code: "already_exists", runId });
+    // The ongoing run is found through its hint, by primary key.
+    expect(await db.activeRuns.findOne({ _id: activeKey })).toMatchObject({ runId });
+
+    // Follow it with the public API until it is finished.
+    let version = "0";
+    let run: { state: string; version: string } | undefined;
+    const end = Date.now() + 15_000;
+    while (Date.now() < end) {
+      const res = await fetch(`${server.baseUrl}/v1/runs/${runId}?wait=10s&version=${version}`, { headers: auth(w.userToken) });
+      expect(res.status).toBe(200);
+      run = (await res.json()) as { state: string; version: string };
+      version = run.version;
+      if (["SUCCEEDED", "FAILED", "CANCELLED"].includes(run.state)) break;
+    }
+    expect(run?.state).toBe("SUCCEEDED");
+    expect(await db.dataDb(w.dataDatabase).collection(w.collection).findOne({ id: "r1" })).toMatchObject({ status: "done" });
+
+    // The slot is free: the same record starts a new run.
+    const third = await postHook(url, w.userToken, { record_id: "r1" });
+    expect(third.status).toBe(202);
+    expect(third.body.runId).not.toBe(runId);
+    expect(await db.activeRuns.findOne({ _id: activeKey })).toMatchObject({ runId: third.body.runId });
+
+    // Without its hint (lost write), the 409 still names the ongoing run, and the hint is repaired.
+    await db.activeRuns.deleteOne({ _id: activeKey });
+    const fourth = await postHook(url, w.userToken, { record_id: "r1" });
+    expect(fourth.status).toBe(409);
+    expect(fourth.body.runId).toBe(third.body.runId);
+    expect(await db.activeRuns.findOne({ _id: activeKey })).toMatchObject({ runId: third.body.runId });
+    // A stale hint (naming a finished run) is not believed either.
+    await db.activeRuns.updateOne({ _id: activeKey }, { $set: { runId } });
+    const fifth = await postHook(url, w.userToken, { record_id: "r1" });
+    expect(fifth.status).toBe(409);
+    expect(fifth.body.runId).toBe(third.body.runId);
+    expect((await waitForRun(db, third.body.runId!)).state).toBe("SUCCEEDED");
   });
 });
 

@@ -25,6 +25,12 @@ export interface Database {
   counters: Collection<T.CounterDoc>;
   rateLimits: Collection<T.RateLimitDoc>;
   locks: Collection<T.LockDoc>;
+  /** Runs that may be claimable (hints; runs/queue.ts). */
+  runQueue: Collection<T.RunQueueDoc>;
+  /** activeKey → its ongoing run (hints for the 409 answer; runs/queue.ts). */
+  activeRuns: Collection<T.ActiveRunDoc>;
+  /** Runs an executor has claimed and not finished (hints for the lease sweep; runs/queue.ts). */
+  runningRuns: Collection<T.RunningRunDoc>;
   /**
    * True on FerretDB, whose updates are read-modify-write without isolation: concurrent
    * updates of one document can be lost. atomicUpdate() then serializes writers.
@@ -71,6 +77,9 @@ export async function connect(uri: string, opts: { dbName?: string } = {}): Prom
     counters: db.collection("counters"),
     rateLimits: db.collection("rate_limits"),
     locks: db.collection("locks"),
+    runQueue: db.collection("run_queue"),
+    activeRuns: db.collection("active_runs"),
+    runningRuns: db.collection("running_runs"),
     serializedUpdates: typeof buildInfo.ferretdbVersion === "string",
     dataDb: (dataName) => client.db(dataName),
     close: () => client.close(),
@@ -99,6 +108,8 @@ export async function ensureIndexes(d: Database): Promise<void> {
     d.runs.createIndex({ activeKey: 1 }, { unique: true }),
     d.runs.createIndex({ state: 1, createdAt: 1 }),
     d.runs.createIndex({ "lease.expiresAt": 1 }),
+    // The work queue in arrival order on MongoDB (FerretDB lists it in $natural order).
+    d.runQueue.createIndex({ at: 1 }),
     d.activityLogs.createIndex({ environmentId: 1, _id: 1 }),
     d.activityLogs.createIndex({ runId: 1, _id: 1 }),
     d.adminLogs.createIndex({ projectId: 1, _id: 1 }),

@@ -38,14 +38,15 @@ export async function createNote(db: Database, n: NewNote): Promise<NoteDoc> {
     updatedAt: now,
     archivedAt: null,
   };
-  // FerretDB's $inc can hand out a number twice: a duplicate seq takes another number.
+  // FerretDB's $inc can hand out a number twice or move back: a duplicate seq takes a number
+  // above both the counter and the one just tried, so every retry makes progress.
   for (let attempt = 0; ; attempt++) {
     try {
       await db.notes.insertOne(doc);
       return doc;
     } catch (err) {
-      if (!isDuplicateKey(err) || attempt > 20) throw err;
-      doc.seq = await nextSeq(db, NOTES_COUNTER);
+      if (!isDuplicateKey(err) || attempt > 100) throw err;
+      doc.seq = Math.max(doc.seq + 1 + attempt, await nextSeq(db, NOTES_COUNTER));
     }
   }
 }

@@ -1,9 +1,13 @@
 // Executors: claim queued runs through MongoDB alone and run their steps as the run's user.
 //
-// Claiming. One query lists the oldest QUEUED runs (by createdAt) and RUNNING runs whose
-// lease expired (their executor died or stopped); each is then claimed by id with one
-// conditional update (runs/cas.ts) that makes it RUNNING with a lease {owner, expiresAt}. The lease owner is unique per claim
-// (`<executor id>#<n>`), so even a re-claim by the same process invalidates the old holder.
+// Claiming. Runs are found through the work queue (runs/queue.ts: `run_queue`, one entry per
+// run, written right after the run): its head is listed with no filter in natural order
+// (pushed down to SQLite on FerretDB, whose other queries scan whole collections) and each
+// run is claimed by id with one conditional update (runs/cas.ts) that makes it RUNNING with
+// a lease {owner, expiresAt}; the entry is then dropped. Entries are hints: the claim
+// re-checks state and lease, so a stale or duplicate entry never runs a step twice. The
+// lease owner is unique per claim (`<executor id>#<n>`), so even a re-claim by the same
+// process invalidates the old holder.
 //
 // Ownership. Every later change of the run is one conditional update (runs/cas.ts: one
 // findOneAndUpdate on MongoDB; serialized by a lock document on FerretDB, whose updates are
@@ -15,9 +19,14 @@
 // runs in two executors at once.
 //
 // Pick-up. A run queued on this instance (deps.events "run.queued") is claimed at once by
-// id; every other run within pollIntervalMs. A freed slot claims the next run immediately.
+// id (primary-key operations only); every other run within pollIntervalMs (a queue listing).
+// A freed slot claims the next run immediately.
 //
-// Recovery. After a crash the lease expires and another executor resumes at `stepIndex`:
+// Recovery. A sweep every max(poll, leaseMs/3) — the one query by state, a scan of runs on
+// FerretDB, never on the pick-up path — puts back on the queue the RUNNING runs whose lease
+// expired (their executor died) and QUEUED runs that lost their entry (a crash between the
+// two inserts). A stopping executor releases its runs and queues them again at once.
+// Another executor then resumes at `stepIndex`:
 // a step that was RUNNING runs again (data steps are at-least-once across crashes, exactly
 // once otherwise); a `wait` keeps its original start and waits only the remainder. A step
 // started MAX_ATTEMPTS times without finishing fails the run, so no run stays ongoing forever.
@@ -27,8 +36,9 @@ import { MongoNetworkError, MongoServerSelectionError, type UpdateFilter } from 
 import type { Deps } from "../deps.js";
 import type { RunDoc, StepDoc } from "../db/types.js";
 import { writeRunActivity } from "./activity.js";
-import { RUN_CANCELLED, RUN_CHANGED, RUN_QUEUED } from "./model.js";
+import { isFinished, RUN_CANCELLED, RUN_CHANGED, RUN_QUEUED } from "./model.js";
 import { updateRun, type RunCondition } from "./cas.js";
+import { dequeueRun, enqueueRun, listQueue, listRunning, markRunning, unmarkRunning } from "./queue.js";
 import { runDataStep, StepFailure } from "./steps.js";
 
 export interface Executors {
@@ -41,6 +51,13 @@ export interface Executors {
 export const MAX_ATTEMPTS = 5;
 /** Longest `wait` step, in seconds (WaitStep in common.proto). */
 export const MAX_WAIT_SECONDS = 86_400;
+/** The orphan sweep queues a QUEUED run without a queue entry once it is this old (its entry is written right after the run). */
+export const QUEUED_GRACE_MS = 2_000;
+/** The orphan sweep (a scan of runs on FerretDB) runs at start and then this often. */
+export const ORPHAN_SWEEP_MS = 60_000;
+/** At most this many runs queued per orphan sweep. */
+const SWEEP_LIMIT = 1_000;
+const RUNNING_LIST_LIMIT = 100_000;
 
 type StopReason = "cancelled" | "lost" | "stopping";
 
@@ -74,6 +91,7 @@ export function startExecutors(deps: Deps): Executors {
   const { concurrency, pollIntervalMs, leaseMs } = deps.config.executor;
   const executorId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const renewEveryMs = Math.max(100, Math.floor(leaseMs / 3));
+  const sweepEveryMs = Math.max(pollIntervalMs, renewEveryMs);
   const log = logger.child({ executor: executorId });
   const active = new Map<string, ActiveRun>();
   let claimSeq = 0;
@@ -83,48 +101,125 @@ export function startExecutors(deps: Deps): Executors {
   const free = () => concurrency - active.size - claiming;
   const newLease = (now: Date) => ({ owner: `${executorId}#${++claimSeq}`, expiresAt: new Date(now.getTime() + leaseMs) });
 
+  const claimQueued = (id: string, at: Date) =>
+    updateRun(db, id, { state: ["QUEUED"] }, { $set: { state: "RUNNING", lease: newLease(at), startedAt: at, updatedAt: at }, $inc: { version: 1 } }, { skipIfBusy: true });
+  const claimExpired = (id: string, at: Date) =>
+    updateRun(db, id, { state: ["RUNNING"], leaseExpiredBefore: at }, { $set: { lease: newLease(at), updatedAt: at }, $inc: { version: 1 } }, { skipIfBusy: true });
+  /** Drops a queue entry; a failure only leaves a hint that the next look resolves. */
+  const dequeue = (id: string) => void dequeueRun(db, id).catch((err: unknown) => log.debug({ err, runId: id }, "could not drop a queue entry"));
+
+  /** Same-instance pick-up (run.queued): pure primary-key operations, no listing. */
   async function claimById(id: string): Promise<RunDoc | null> {
     const now = new Date();
-    return updateRun(db, id, { state: ["QUEUED"] }, { $set: { state: "RUNNING", lease: newLease(now), startedAt: now, updatedAt: now }, $inc: { version: 1 } });
+    const run = await updateRun(db, id, { state: ["QUEUED"] }, { $set: { state: "RUNNING", lease: newLease(now), startedAt: now, updatedAt: now }, $inc: { version: 1 } });
+    if (run) dequeue(id);
+    return run;
   }
 
   /**
-   * Candidates from the last listing not claimed yet. Listing runs is the one query that is
-   * not by id (and a full scan on FerretDB), so one listing serves several freed slots.
+   * Claims the run of one queue entry, by id, and resolves the entry: dropped once the run is
+   * claimed, finished, gone or held by a live lease (if that holder dies, the sweep puts the
+   * run back); kept when the run is merely busy right now (another writer holds its lock).
    */
-  let buffer: { _id: string; state: RunDoc["state"] }[] = [];
-
-  async function claimOne(c: { _id: string; state: RunDoc["state"] }): Promise<RunDoc | null> {
-    if (active.has(c._id)) return null;
+  async function claimEntry(id: string): Promise<RunDoc | null> {
+    const cur = await db.runs.findOne({ _id: id }, { projection: { state: 1, lease: 1 } });
     const at = new Date();
-    return c.state === "QUEUED"
-      ? updateRun(db, c._id, { state: ["QUEUED"] }, { $set: { state: "RUNNING", lease: newLease(at), startedAt: at, updatedAt: at }, $inc: { version: 1 } }, { skipIfBusy: true })
-      : updateRun(db, c._id, { state: ["RUNNING"], leaseExpiredBefore: at }, { $set: { lease: newLease(at), updatedAt: at }, $inc: { version: 1 } }, { skipIfBusy: true });
+    let run: RunDoc | null = null;
+    if (cur?.state === "QUEUED") run = await claimQueued(id, at);
+    else if (cur?.state === "RUNNING" && (!cur.lease || cur.lease.expiresAt.getTime() < at.getTime())) run = await claimExpired(id, at);
+    else {
+      dequeue(id); // gone, finished, or RUNNING under a live lease
+      return null;
+    }
+    if (run) dequeue(id);
+    return run;
   }
 
   /**
-   * Claims up to `want` runs: the oldest QUEUED ones and RUNNING ones whose lease expired,
-   * listed with one query, each then claimed by id with a conditional update.
+   * Claims up to `want` runs from the head of the work queue (one cheap listing: no filter,
+   * natural order), each by id with a conditional update. The head is shuffled so that
+   * executors of several processes looking at once mostly try different runs.
    */
   async function claimSome(want: number): Promise<RunDoc[]> {
     const got: RunDoc[] = [];
-    for (let listed = false; got.length < want && !stopping; ) {
-      if (buffer.length === 0) {
-        if (listed) break;
-        listed = true;
-        const now = new Date();
-        buffer = await db.runs
-          .find(
-            { $or: [{ state: "QUEUED" }, { state: "RUNNING", "lease.expiresAt": { $lt: now } }] },
-            { sort: { createdAt: 1 }, limit: Math.max(want, concurrency) * 2, projection: { _id: 1, state: 1 } },
-          )
-          .toArray();
-        continue;
-      }
-      const run = await claimOne(buffer.shift()!);
+    const entries = await listQueue(db, want * 2 + concurrency);
+    for (let i = entries.length - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1));
+      [entries[i], entries[j]] = [entries[j]!, entries[i]!];
+    }
+    for (const e of entries) {
+      if (got.length >= want || stopping) break;
+      const run = await claimEntry(e._id);
       if (run) got.push(run);
     }
     return got;
+  }
+
+  /**
+   * Lease sweep (every sweepEveryMs): reads the running_runs list (claimed runs; short and
+   * unfiltered) and each of its runs by id. A RUNNING run whose lease expired (its executor
+   * died) goes back on the queue; entries of finished or unknown runs are dropped.
+   */
+  let leaseSweeping = false;
+  async function sweepLeases(): Promise<void> {
+    if (leaseSweeping || stopping) return;
+    leaseSweeping = true;
+    try {
+      const ids = await listRunning(db, RUNNING_LIST_LIMIT);
+      const expired: string[] = [];
+      for (let i = 0; i < ids.length; i += 16) {
+        await Promise.all(
+          ids.slice(i, i + 16).map(async (id) => {
+            const run = await db.runs.findOne({ _id: id }, { projection: { state: 1, lease: 1 } });
+            if (!run || isFinished(run.state)) return unmarkRunning(db, id);
+            if (run.state === "RUNNING" && (!run.lease || run.lease.expiresAt.getTime() < Date.now())) {
+              expired.push(id);
+              await enqueueRun(db, id);
+            }
+          }),
+        );
+      }
+      if (expired.length > 0) {
+        log.info({ expired }, "lease sweep re-queued runs whose lease expired");
+        void pump();
+      }
+    } catch (err) {
+      if (!stopping) log.warn({ err }, "sweeping leases failed");
+    } finally {
+      leaseSweeping = false;
+    }
+  }
+
+  /**
+   * Orphan sweep (at start, then every ORPHAN_SWEEP_MS): the one query on run state — a scan
+   * of runs on FerretDB, so rare and never on the pick-up path. Queues QUEUED runs that have
+   * no queue entry (a crash between the run insert and the queue insert, runs stored by an
+   * older version) and RUNNING runs with an expired lease missing from running_runs.
+   */
+  let orphanSweeping = false;
+  async function sweepOrphans(): Promise<void> {
+    if (orphanSweeping || stopping) return;
+    orphanSweeping = true;
+    try {
+      const now = new Date();
+      const found = await db.runs
+        .find(
+          { $or: [{ state: "QUEUED", createdAt: { $lt: new Date(now.getTime() - QUEUED_GRACE_MS) } }, { state: "RUNNING", "lease.expiresAt": { $lt: now } }] },
+          { projection: { _id: 1 }, limit: SWEEP_LIMIT },
+        )
+        .toArray();
+      if (found.length === 0) return;
+      const ids = found.map((r) => r._id);
+      const queued = new Set((await db.runQueue.find({ _id: { $in: ids } }, { projection: { _id: 1 } }).toArray()).map((e) => e._id));
+      const missing = ids.filter((id) => !queued.has(id));
+      await Promise.all(missing.map((id) => enqueueRun(db, id, now)));
+      if (missing.length > 0) log.info({ runs: missing }, "orphan sweep queued runs that had no queue entry");
+      void pump();
+    } catch (err) {
+      if (!stopping) log.warn({ err }, "sweeping runs failed");
+    } finally {
+      orphanSweeping = false;
+    }
   }
 
   let pumping = false;
@@ -173,12 +268,16 @@ export function startExecutors(deps: Deps): Executors {
     }
     if (stopping) {
       // Claimed while stopping: hand it back at once.
-      void updateRun(db, run._id, { leaseOwner: owner }, { $set: { "lease.expiresAt": new Date() } }).catch(() => {});
+      void updateRun(db, run._id, { leaseOwner: owner }, { $set: { "lease.expiresAt": new Date() } })
+        .then((res) => res && enqueueRun(db, run._id))
+        .catch(() => {});
       return;
     }
     const abort = new AbortController();
     const entry: ActiveRun = { abort, done: Promise.resolve() };
     active.set(run._id, entry);
+    // On the lease sweep's list (should we die, our lease expires and another executor resumes).
+    void markRunning(db, run._id).catch((err: unknown) => log.warn({ err, runId: run._id }, "could not list a claimed run for the lease sweep"));
     entry.done = execute(run, owner, abort.signal)
       .catch((err) => log.error({ err, runId: run._id }, "executor failed on a run"))
       .finally(() => {
@@ -193,6 +292,7 @@ export function startExecutors(deps: Deps): Executors {
     const cond: RunCondition = { state: ["RUNNING"], leaseOwner: owner };
     const runLog = log.child({ runId: id });
     let waiting = false;
+    let finished = false;
     let lastRenew = Date.now();
     const stopWith = (reason: StopReason) => {
       const ac = active.get(id)?.abort;
@@ -200,7 +300,12 @@ export function startExecutors(deps: Deps): Executors {
     };
 
     // Renew the lease; while waiting, also notice cancellation from other instances promptly.
+    // One beat at a time: under load a renewal can take longer than the tick, and piling up
+    // renewals of one run would only fight over its lock (FerretDB) with the steps' updates.
+    let beating = false;
     const heartbeat = setInterval(() => {
+      if (beating) return;
+      beating = true;
       void (async () => {
         try {
           if (Date.now() - lastRenew >= renewEveryMs) {
@@ -213,6 +318,8 @@ export function startExecutors(deps: Deps): Executors {
           }
         } catch (err) {
           runLog.warn({ err }, "lease renewal failed");
+        } finally {
+          beating = false;
         }
       })();
     }, Math.min(pollIntervalMs, renewEveryMs));
@@ -236,13 +343,14 @@ export function startExecutors(deps: Deps): Executors {
         set[`steps.${index}.finishedAt`] = now;
       }
       if (!(await update({}, { $set: set, $inc: { version: 1 } }))) return;
+      finished = true;
       runLog.info({ error, step: index }, "run failed");
       await writeRunActivity(db, run, "workflow.run.failed", { error, step: index });
     };
 
-    /** Leaves the run to another executor at once (stop): the lease expires now. */
+    /** Leaves the run to another executor at once (stop): the lease expires now, and the run is queued again. */
     const release = async () => {
-      await updateRun(db, id, cond, { $set: { "lease.expiresAt": new Date() } });
+      if (await updateRun(db, id, cond, { $set: { "lease.expiresAt": new Date() } })) await enqueueRun(db, id);
     };
 
     try {
@@ -326,6 +434,7 @@ export function startExecutors(deps: Deps): Executors {
         if (!(await update({ stepIndex: i }, { $set: set, $inc: { version: 1 } }))) return;
         prev.state = "SUCCEEDED";
         if (last) {
+          finished = true;
           await writeRunActivity(db, run, "workflow.run.succeeded", {});
           return;
         }
@@ -333,10 +442,13 @@ export function startExecutors(deps: Deps): Executors {
       // stepIndex at or past the end: nothing left to run (zero-step workflow).
       const now = new Date();
       if (await update({}, { $set: { state: "SUCCEEDED", error: "", finishedAt: now, updatedAt: now, lease: null, activeKey: id }, $inc: { version: 1 } })) {
+        finished = true;
         await writeRunActivity(db, run, "workflow.run.succeeded", {});
       }
     } finally {
       clearInterval(heartbeat);
+      // A finished run never runs again: off the lease sweep's list (else the sweep drops it).
+      if (finished || signal.reason === "cancelled") void unmarkRunning(db, id).catch(() => {});
     }
   }
 
@@ -361,8 +473,12 @@ export function startExecutors(deps: Deps): Executors {
   events.on(RUN_QUEUED, onQueued);
   events.on(RUN_CANCELLED, onCancelled);
   const poller = setInterval(() => void pump(false), pollIntervalMs);
+  const leaseSweeper = setInterval(() => void sweepLeases(), sweepEveryMs);
+  const orphanSweeper = setInterval(() => void sweepOrphans(), ORPHAN_SWEEP_MS);
   void pump();
-  log.info({ concurrency, pollIntervalMs, leaseMs }, "executors started");
+  void sweepLeases();
+  void sweepOrphans(); // runs left behind by a previous life of the cluster
+  log.info({ concurrency, pollIntervalMs, leaseMs, sweepEveryMs, orphanSweepMs: ORPHAN_SWEEP_MS }, "executors started");
 
   return {
     id: executorId,
@@ -370,6 +486,8 @@ export function startExecutors(deps: Deps): Executors {
       if (stopping) return;
       stopping = true;
       clearInterval(poller);
+      clearInterval(leaseSweeper);
+      clearInterval(orphanSweeper);
       events.off(RUN_QUEUED, onQueued);
       events.off(RUN_CANCELLED, onCancelled);
       // Waits end now and leave their run to another executor; a data step in flight

@@ -11,6 +11,7 @@ import { authorization, viaOf, type Deps } from "../deps.js";
 import { fail, ONGOING_RUN_ID } from "../errors.js";
 import { writeActivity } from "../logs/writer.js";
 import { hit } from "../ratelimit.js";
+import { enqueueRun, findOngoingRunId, noteActiveRun } from "../runs/queue.js";
 import { keyOfUrl, verifyWebhookKey } from "./keys.js";
 
 /** The request body as the route parsed it: the record id, or why the body is unusable. */
@@ -91,7 +92,8 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
   if (recordId === "") throw fail.invalid("record_id must not be empty");
   if (recordId.length > 1024) throw fail.invalid("record_id is longer than 1024 characters");
 
-  // 7–8. One ongoing run per (workflow, record), by the unique index on activeKey.
+  // 7–8. One ongoing run per (workflow, record), by the unique index on activeKey. The
+  // ongoing run of a 409 is found through the active_runs hint, by primary key (runs/queue.ts).
   const activeKey = `${workflow._id}|${recordId}`;
   let run: RunDoc | undefined;
   for (let attempt = 0; !run; attempt++) {
@@ -127,12 +129,20 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
       run = doc;
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
-      const ongoing = await db.runs.findOne({ activeKey }, { projection: { _id: 1 } });
-      if (ongoing) throw ongoingError(ongoing._id);
+      const ongoing = await findOngoingRunId(db, activeKey);
+      if (ongoing) throw ongoingError(ongoing);
       // The ongoing run finished between the insert and the read: try again.
       if (attempt >= 2) throw new ConnectError("the record's run changed state concurrently; retry", Code.Aborted);
     }
   }
+
+  // Hints only (runs/queue.ts): the run is stored and is the truth. Without its queue entry
+  // the executors' sweep finds it; without the active_runs hint a 409 falls back to a query.
+  const stored = run;
+  await Promise.all([
+    enqueueRun(db, stored._id, stored.createdAt).catch((err: unknown) => deps.logger.warn({ err, runId: stored._id }, "could not queue the run (the executors' sweep will)")),
+    noteActiveRun(db, activeKey, stored._id).catch((err: unknown) => deps.logger.warn({ err, runId: stored._id }, "could not record the ongoing run hint")),
+  ]);
 
   try {
     await writeActivity(db, {

@@ -1,7 +1,9 @@
-// Inserts runs exactly as TriggerService stores them (QUEUED, steps pre-filled), without
-// going through the webhook, and waits for runs to reach a state.
+// Inserts runs exactly as TriggerService stores them (QUEUED, steps pre-filled, then its
+// work-queue entry and ongoing-run hint), without going through the webhook, and waits for
+// runs to reach a state.
 import { randomUUID } from "node:crypto";
 import type { Database } from "../../src/db/mongo.js";
+import { enqueueRun, noteActiveRun } from "../../src/runs/queue.js";
 import type { RunDoc, RunState, StepDoc } from "../../src/db/types.js";
 import type { World } from "./world.js";
 
@@ -17,6 +19,8 @@ export interface QueueOpts {
   createdAt?: Date;
   /** Use this version instead of reading it from the workflow (e.g. one that does not exist). */
   version?: { version: number; steps: StepDoc[] };
+  /** false: store the run only, as if the process died before queueing it (default true). */
+  queueEntry?: boolean;
 }
 
 export async function queueRun(db: Database, world: World, recordId: string, opts: QueueOpts = {}): Promise<RunDoc> {
@@ -58,6 +62,7 @@ export async function queueRun(db: Database, world: World, recordId: string, opt
     version: 1,
   };
   await db.runs.insertOne(run);
+  if (opts.queueEntry !== false) await Promise.all([enqueueRun(db, run._id, now), noteActiveRun(db, run.activeKey, run._id)]);
   return run;
 }
 
