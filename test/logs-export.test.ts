@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { connect, type Database } from "../src/db/mongo.js";
 import type { ActivityLogDoc } from "../src/db/types.js";
-import { ACTIVITY_COUNTER } from "../src/logs/writer.js";
+import { activityStream, streamKey } from "../src/logs/writer.js";
 import { spawnServer, testDbName, uriFor, type ChildServer } from "./helpers/server.js";
 import { createWorld, type World } from "./helpers/world.js";
 
@@ -23,14 +23,15 @@ beforeAll(async () => {
   db = await connect(uriFor(dbName));
   w = await createWorld(db);
   const details = { workflowId: w.workflowId, note: "x".repeat(200) };
+  const stream = activityStream(w.environmentId);
   for (let b = 0; b < N; b += 10_000) {
     const docs: ActivityLogDoc[] = [];
     for (let k = 1; k <= Math.min(10_000, N - b); k++) {
-      docs.push({ _id: b + k, timestamp: new Date(1_700_000_000_000 + b + k), projectId: w.projectId, environmentId: w.environmentId, environment: "production", rendering: null, user: { id: w.admin._id, email: w.admin.email }, action: "record.updated", via: "workflow", collection: "orders", recordId: `r${b + k}`, runId: null, details });
+      docs.push({ _id: streamKey(stream, b + k), seq: b + k, timestamp: new Date(1_700_000_000_000 + b + k), projectId: w.projectId, environmentId: w.environmentId, environment: "production", rendering: null, user: { id: w.admin._id, email: w.admin.email }, action: "record.updated", via: "workflow", collection: "orders", recordId: `r${b + k}`, runId: null, details });
     }
     await db.activityLogs.insertMany(docs, { ordered: false });
   }
-  await db.counters.updateOne({ _id: ACTIVITY_COUNTER }, { $set: { seq: N } }, { upsert: true });
+  await db.counters.updateOne({ _id: stream }, { $set: { seq: N } }, { upsert: true });
   // A small heap: buffering the export (~55 MB of JSON for 100,000 entries) instead of
   // streaming it would run the server out of memory; it also keeps V8 from growing lazily.
   child = await spawnServer(dbName, { env: { RUNHOOK_EXECUTOR: "false", NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --max-old-space-size=80`.trim() } });

@@ -4,7 +4,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Database } from "../src/db/mongo.js";
 import { isDuplicateKey } from "../src/db/mongo.js";
-import { nextSeq, writeActivity, writeAdmin, ACTIVITY_COUNTER, type NewActivity } from "../src/logs/writer.js";
+import { activityStream, nextSeq, streamKey, watermarkId, writeActivity, writeAdmin, type NewActivity } from "../src/logs/writer.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { addApiToken, addUser, createWorld, type World } from "./helpers/world.js";
@@ -159,7 +159,7 @@ describe("activity logs", () => {
     const g = await act(w, { timestamp: at(6) });
     const next = await c.get(base() + qs({ limit: 4, cursor: empty.body.nextCursor }));
     expect(idsOf(next.body.activityLogs)).toEqual([g]);
-    await db.activityLogs.deleteOne({ _id: g });
+    await db.activityLogs.deleteOne({ _id: streamKey(activityStream(w.environmentId), g) });
   });
 
   it("orders desc and omits nextCursor on the last page", async () => {
@@ -302,33 +302,35 @@ describe("tail-safety: holes and tombstones", () => {
     const start = await c.get(base() + qs({ limit: 1000 }));
     const cursor = start.body.nextCursor;
     // A slow writer: takes a number, inserts it 80 ms later; a fast one writes after it.
-    const slowSeq = await nextSeq(db, ACTIVITY_COUNTER);
+    const stream = activityStream(w.environmentId);
+    const slowSeq = await nextSeq(db, stream);
     const fast = await act(w, { action: "fast" });
     const slowInsert = new Promise<void>((r) => setTimeout(r, 80)).then(() =>
-      db.activityLogs.insertOne({ _id: slowSeq, timestamp: new Date(), projectId: w.projectId, environmentId: w.environmentId, environment: "production", rendering: null, user: { id: "u", email: "e" }, action: "slow", via: "api", collection: null, recordId: null, runId: null, details: {} }),
+      db.activityLogs.insertOne({ _id: streamKey(stream, slowSeq), seq: slowSeq, timestamp: new Date(), projectId: w.projectId, environmentId: w.environmentId, environment: "production", rendering: null, user: { id: "u", email: "e" }, action: "slow", via: "api", collection: null, recordId: null, runId: null, details: {} }),
     );
     const page = await c.get(base() + qs({ limit: 1000, cursor }));
     await slowInsert;
     expect(page.body.activityLogs.map((e: any) => e.action)).toEqual(["slow", "fast"]);
     expect(idsOf(page.body.activityLogs)).toEqual([slowSeq, fast]);
-    await db.activityLogs.deleteMany({ _id: { $in: [slowSeq, fast] } });
+    await db.activityLogs.deleteMany({ _id: { $in: [streamKey(stream, slowSeq), streamKey(stream, fast)] } });
     // (deleting entries is test cleanup only; it never happens in the service)
   });
 
   it("tombstones a hole left longer than the grace; the late writer collides and re-takes a number", async () => {
     const c = apiClient(server.baseUrl, w.apiToken);
     const start = await c.get(base() + qs({ limit: 1000 }));
-    const lost = await nextSeq(db, ACTIVITY_COUNTER); // a writer that stalls (or crashed)
+    const stream = activityStream(w.environmentId);
+    const lost = await nextSeq(db, stream); // a writer that stalls (or crashed)
     const after = await act(w, { action: "after-hole" });
     const t = Date.now();
     const page = await c.get(base() + qs({ limit: 1000, cursor: start.body.nextCursor }));
     expect(Date.now() - t).toBeGreaterThanOrEqual(150); // waited the grace
     expect(idsOf(page.body.activityLogs)).toEqual([after]);
-    const tomb = await db.activityLogs.findOne({ _id: lost });
-    expect(tomb).toMatchObject({ _id: lost, tomb: true });
+    const tomb = await db.activityLogs.findOne({ _id: streamKey(stream, lost) });
+    expect(tomb).toMatchObject({ _id: streamKey(stream, lost), seq: lost, tomb: true, environmentId: null });
     // The stalled writer's insert now collides …
     const late = await db.activityLogs
-      .insertOne({ _id: lost, timestamp: new Date(), projectId: w.projectId, environmentId: w.environmentId, environment: "production", rendering: null, user: { id: "u", email: "e" }, action: "late", via: "api", collection: null, recordId: null, runId: null, details: {} })
+      .insertOne({ _id: streamKey(stream, lost), seq: lost, timestamp: new Date(), projectId: w.projectId, environmentId: w.environmentId, environment: "production", rendering: null, user: { id: "u", email: "e" }, action: "late", via: "api", collection: null, recordId: null, runId: null, details: {} })
       .then(() => null, (err) => err);
     expect(isDuplicateKey(late)).toBe(true);
     // … and writeActivity's retry takes a new number, after the consumer's position.
@@ -342,8 +344,8 @@ describe("tail-safety: holes and tombstones", () => {
     const desc = await c.get(base() + qs({ order: "desc", limit: 1000 }));
     expect(idsOf(desc.body.activityLogs)).not.toContain(lost);
     // The watermark is shared in the database.
-    const wm = await db.counters.findOne({ _id: `${ACTIVITY_COUNTER}:watermark` });
+    const wm = await db.counters.findOne({ _id: watermarkId(stream) });
     expect(wm!.seq).toBeGreaterThanOrEqual(retried);
-    await db.activityLogs.deleteMany({ _id: { $in: [after, retried] } });
+    await db.activityLogs.deleteMany({ _id: { $in: [streamKey(stream, after), streamKey(stream, retried)] } });
   });
 });

@@ -8,7 +8,7 @@ import { performance } from "node:perf_hooks";
 import type { Database } from "../../src/db/mongo.js";
 import { isDuplicateKey } from "../../src/db/mongo.js";
 import { hashToken } from "../../src/auth/tokens.js";
-import { ACTIVITY_COUNTER } from "../../src/logs/writer.js";
+import { activityStream, streamKey } from "../../src/logs/writer.js";
 import type { BenchWorld } from "../lib/context.js";
 import { round, summarize } from "../lib/load.js";
 import { runDocLike } from "./webhook.js";
@@ -48,10 +48,12 @@ export async function acceptBreakdown(db: Database, w: BenchWorld, iterations: n
     await time("6 rateLimits.countDocuments(window range)", () => db.rateLimits.countDocuments(range));
     await time("7 rateLimits.insertOne(slot)", () => db.rateLimits.insertOne({ _id: `bench-breakdown:${randomUUID()}`, count: 1, expiresAt: new Date(now + 60_000) }));
     await time("8 runs.insertOne", () => db.runs.insertOne(runDocLike(w, `breakdown-${i}-${randomUUID()}`, [])));
-    await time("9 counters.findOneAndUpdate($inc)", () => db.counters.findOneAndUpdate({ _id: `${ACTIVITY_COUNTER}_breakdown` }, { $inc: { seq: 1 } }, { upsert: true, returnDocument: "after" }));
+    await time("9 counters.findOneAndUpdate($inc)", () => db.counters.findOneAndUpdate({ _id: `${activityStream(w.environmentId)}_breakdown` }, { $inc: { seq: 1 } }, { upsert: true, returnDocument: "after" }));
     await time("10 activityLogs.insertOne", async () => {
       try {
-        await db.activityLogs.insertOne({ _id: 1e12 + i + Math.floor(Math.random() * 1e9), timestamp: new Date(), projectId: w.projectId, environmentId: randomUUID(), environment: "x", rendering: null, user: { id: w.user._id, email: w.user.email }, action: "workflow.run.triggered", via: "webhook", collection: w.collection, recordId: "x", runId: null, details: {} });
+        const environmentId = randomUUID();
+        const seq = 1e11 + i + Math.floor(Math.random() * 1e9);
+        await db.activityLogs.insertOne({ _id: streamKey(activityStream(environmentId), seq), seq, timestamp: new Date(), projectId: w.projectId, environmentId, environment: "x", rendering: null, user: { id: w.user._id, email: w.user.email }, action: "workflow.run.triggered", via: "webhook", collection: w.collection, recordId: "x", runId: null, details: {} });
       } catch (err) {
         if (!isDuplicateKey(err)) throw err;
       }
@@ -66,9 +68,15 @@ export async function acceptBreakdown(db: Database, w: BenchWorld, iterations: n
     explain.rateLimitCount = String(err);
   }
   try {
-    explain.activityPage = pick(await db.db.command({ explain: { find: "activity_logs", filter: { environmentId: w.environmentId, _id: { $gt: 0 } }, sort: { _id: 1 }, limit: 1000 }, verbosity: "queryPlanner" }));
+    // A filtered page (indexed query path); unfiltered pages are `_id` point lookups (activityLookup).
+    explain.activityPage = pick(await db.db.command({ explain: { find: "activity_logs", filter: { environmentId: w.environmentId, seq: { $gt: 0 } }, sort: { seq: 1 }, limit: 1000 }, verbosity: "queryPlanner" }));
   } catch (err) {
     explain.activityPage = String(err);
+  }
+  try {
+    explain.activityLookup = pick(await db.db.command({ explain: { find: "activity_logs", filter: { _id: streamKey(activityStream(w.environmentId), 1) } }, verbosity: "queryPlanner" }));
+  } catch (err) {
+    explain.activityLookup = String(err);
   }
   return { iterations, rateLimitSlotsInWindow, rateLimitDocs, stages, sumP50Ms: round(stages.reduce((a, s) => a + (s.p50Ms ?? 0), 0)), explain };
 }

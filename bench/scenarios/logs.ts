@@ -1,10 +1,10 @@
 // Scenario 3: reading activity logs over the public REST API — paging with limit=1000
 // following nextCursor, and the NDJSON export — against a raw driver cursor scan of the
-// same range (find({environmentId}).sort({_id: 1})).
+// same range (find({environmentId}).sort({seq: 1})).
 import { performance } from "node:perf_hooks";
 import { Pool } from "undici";
 import type { ActivityLogDoc } from "../../src/db/types.js";
-import { ACTIVITY_COUNTER } from "../../src/logs/writer.js";
+import { activityStream, streamKey } from "../../src/logs/writer.js";
 import { benchWorld, openDb, spawnFor, type BenchContext } from "../lib/context.js";
 import { ratio, round } from "../lib/load.js";
 import { rssMb, rssSampler } from "../lib/procs.js";
@@ -23,7 +23,7 @@ export interface LogsResult {
   available: boolean;
   reason?: string;
   rawScan: RateFigure;
-  /** Raw driver, paged like the API: _id > last, limit 1000 (informational). */
+  /** Raw driver, paged by an indexed query: seq > last, limit 1000 (informational; the API walks `_id`s when unfiltered). */
   rawPaged: RateFigure & { pages: number };
   paging?: RateFigure & { pages: number; pageP50Ms: number | null; pageMaxMs: number | null };
   export?: RateFigure;
@@ -43,22 +43,24 @@ export async function logsScenario(ctx: BenchContext, o: { entries: number; time
 
   let t = performance.now();
   const base = Date.now() - o.entries;
+  const stream = activityStream(w.environmentId);
   for (let b = 0; b < o.entries; b += 10_000) {
     const docs: ActivityLogDoc[] = [];
     for (let k = 1; k <= Math.min(10_000, o.entries - b); k++) {
       const n = b + k;
-      docs.push({ _id: n, timestamp: new Date(base + n), projectId: w.projectId, environmentId: w.environmentId, environment: w.environmentName, rendering: w.renderingId, user: { id: w.admin._id, email: w.admin.email }, action: "record.updated", via: "workflow", collection: w.collection, recordId: `r${n % 5000}`, runId: null, details: { field: "status", value: "done" } });
+      docs.push({ _id: streamKey(stream, n), seq: n, timestamp: new Date(base + n), projectId: w.projectId, environmentId: w.environmentId, environment: w.environmentName, rendering: w.renderingId, user: { id: w.admin._id, email: w.admin.email }, action: "record.updated", via: "workflow", collection: w.collection, recordId: `r${n % 5000}`, runId: null, details: { field: "status", value: "done" } });
     }
     await db.activityLogs.insertMany(docs, { ordered: false });
   }
-  await db.counters.updateOne({ _id: ACTIVITY_COUNTER }, { $set: { seq: o.entries } }, { upsert: true });
+  // The counter only, no watermark: the API resolves the positions itself as it reads them.
+  await db.counters.updateOne({ _id: stream }, { $set: { seq: o.entries } }, { upsert: true });
   const insertMs = round(performance.now() - t, 0);
   ctx.log(`  inserted ${o.entries} entries in ${insertMs} ms`);
 
   // Raw driver: one cursor over the range.
   t = performance.now();
   let n = 0;
-  for await (const _ of db.activityLogs.find({ environmentId: w.environmentId }).sort({ _id: 1 }).batchSize(1000)) n++;
+  for await (const _ of db.activityLogs.find({ environmentId: w.environmentId }).sort({ seq: 1 }).batchSize(1000)) n++;
   const rawScan = fig(n, performance.now() - t);
   ctx.log(`  raw cursor scan: ${rawScan.entries} entries, ${rawScan.entriesPerSec}/s`);
 
@@ -69,11 +71,11 @@ export async function logsScenario(ctx: BenchContext, o: { entries: number; time
   let rawPages = 0;
   let partial = false;
   for (;;) {
-    const page = await db.activityLogs.find({ environmentId: w.environmentId, _id: { $gt: last } }).sort({ _id: 1 }).limit(1000).toArray();
+    const page = await db.activityLogs.find({ environmentId: w.environmentId, seq: { $gt: last } }).sort({ seq: 1 }).limit(1000).toArray();
     rawPages++;
     pagedN += page.length;
     if (page.length < 1000) break;
-    last = page[page.length - 1]!._id;
+    last = page[page.length - 1]!.seq;
     if (performance.now() - t > o.timeLimitMs) { partial = true; break; }
   }
   const rawPaged = { ...fig(pagedN, performance.now() - t, partial), pages: rawPages };

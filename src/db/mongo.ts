@@ -110,19 +110,33 @@ export async function ensureIndexes(d: Database): Promise<void> {
     d.runs.createIndex({ "lease.expiresAt": 1 }),
     // The work queue in arrival order on MongoDB (FerretDB lists it in $natural order).
     d.runQueue.createIndex({ at: 1 }),
-    d.activityLogs.createIndex({ environmentId: 1, _id: 1 }),
-    d.activityLogs.createIndex({ runId: 1, _id: 1 }),
-    d.adminLogs.createIndex({ projectId: 1, _id: 1 }),
-    // Public API filters (LogService): each filter + the list order.
-    d.activityLogs.createIndex({ environmentId: 1, action: 1, _id: 1 }),
-    d.activityLogs.createIndex({ environmentId: 1, "user.id": 1, _id: 1 }),
-    d.activityLogs.createIndex({ environmentId: 1, collection: 1, recordId: 1, _id: 1 }),
-    d.adminLogs.createIndex({ projectId: 1, action: 1, _id: 1 }),
+    // Logs: unfiltered pages are `_id` (stream key) point lookups; the query path (filters,
+    // time range, export) is scope + filter + the list order `seq` (number within the
+    // stream). Not on FerretDB: its SQLite backend never uses them for a query, and each
+    // costs a JSON parse of the entry on every insert.
+    ...(d.serializedUpdates
+      ? []
+      : [
+          d.activityLogs.createIndex({ environmentId: 1, seq: 1 }),
+          d.activityLogs.createIndex({ runId: 1, seq: 1 }),
+          d.adminLogs.createIndex({ projectId: 1, seq: 1 }),
+          // Public API filters (LogService): each filter + the list order.
+          d.activityLogs.createIndex({ environmentId: 1, action: 1, seq: 1 }),
+          d.activityLogs.createIndex({ environmentId: 1, "user.id": 1, seq: 1 }),
+          d.activityLogs.createIndex({ environmentId: 1, collection: 1, recordId: 1, seq: 1 }),
+          d.adminLogs.createIndex({ projectId: 1, action: 1, seq: 1 }),
+        ]),
     d.notes.createIndex({ environmentId: 1, seq: 1 }),
     d.notes.createIndex({ environmentId: 1, collection: 1, recordId: 1, seq: 1 }),
     d.notes.createIndex({ seq: 1 }, { unique: true }),
     d.rateLimits.createIndex({ expiresAt: 1 }),
     d.locks.createIndex({ expiresAt: 1 }),
+  ]);
+  // Log indexes of the earlier layout (numeric `_id` as the list order): dropped when present.
+  const dropOld = (coll: { dropIndex(name: string): Promise<unknown> }, names: string[]) => Promise.all(names.map((n) => coll.dropIndex(n).catch(() => undefined)));
+  await Promise.all([
+    dropOld(d.activityLogs, ["environmentId_1__id_1", "runId_1__id_1", "environmentId_1_action_1__id_1", "environmentId_1_user.id_1__id_1", "environmentId_1_collection_1_recordId_1__id_1"]),
+    dropOld(d.adminLogs, ["projectId_1__id_1", "projectId_1_action_1__id_1"]),
   ]);
 }
 

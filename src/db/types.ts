@@ -105,10 +105,15 @@ export interface RunDoc {
 
 export interface UserRefDoc { id: string; email: string }
 
-/** _id is the sequence number: the list order of the log. */
+/**
+ * One entry of an environment's activity log (stream `a:<environmentId>`, see
+ * logs/writer.ts). `_id` is `<stream>:<seq zero-padded to 12 digits>`; `seq` is the
+ * list order within the stream.
+ */
 export interface ActivityLogDoc {
-  _id: number;
-  /** Placeholder left by a reader for a sequence number that was never written. */
+  _id: string;
+  seq: number;
+  /** Placeholder left by a reader for a sequence number that was never written (null scope fields). */
   tomb?: true;
   timestamp: Date;
   projectId: string;
@@ -124,8 +129,10 @@ export interface ActivityLogDoc {
   details: Record<string, unknown>;
 }
 
+/** One entry of a project's admin log (stream `m:<projectId>`, or `m:org:<organizationId>` without a project). */
 export interface AdminLogDoc {
-  _id: number;
+  _id: string;
+  seq: number;
   tomb?: true;
   timestamp: Date;
   organizationId: string;
