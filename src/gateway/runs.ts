@@ -1,4 +1,4 @@
-// Following and cancelling a run over REST (docs/runs.md):
+// Following and cancelling a run over REST (README: "Runs"):
 //   GET  /v1/runs/{runId}[?wait=30s&version=N]  → RunService.GetRun (long-poll with wait + version)
 //   POST /v1/runs/{runId}/cancel                → RunService.CancelRun
 // Both answer the Run itself as ProtoJSON at the top level.
