@@ -58,11 +58,16 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
   const key = verifyWebhookKey(deps.config, input.key);
   if (!key) throw fail.invalid("malformed or tampered webhook URL");
 
+  // The workflow is read while the token is checked (a read changes nothing); failures are
+  // still reported in the contract's order: the token's first.
+  const workflowRead = db.workflows.findOne({ _id: key.workflowId });
+  workflowRead.catch(() => {}); // awaited below unless the token check throws first
+
   // 2. The token.
   const principal = await authenticateApp(db, input.authorization);
 
   // 3. The webhook: known, current generation, enabled, with an active version.
-  const workflow = await db.workflows.findOne({ _id: key.workflowId });
+  const workflow = await workflowRead;
   if (!workflow || workflow.renderingId !== key.renderingId || !workflow.webhook.everEnabled) throw fail.notFound("unknown webhook");
   if (key.generation < workflow.webhook.generation) throw fail.invalid("this webhook URL was superseded by a regenerated one");
   if (key.generation > workflow.webhook.generation) throw fail.notFound("unknown webhook");
@@ -136,16 +141,13 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
     }
   }
 
-  // Hints only (runs/queue.ts): the run is stored and is the truth. Without its queue entry
-  // the executors' sweep finds it; without the active_runs hint a 409 falls back to a query.
+  // The triggered entry goes into the activity log before the run is queued for executors
+  // (so no executor can log the run's outcome ahead of it), next to the 409 hint. All of
+  // these follow the stored run: a failure here is logged, never turned into an error.
   const stored = run;
   await Promise.all([
-    enqueueRun(db, stored._id, stored.createdAt).catch((err: unknown) => deps.logger.warn({ err, runId: stored._id }, "could not queue the run (the executors' sweep will)")),
     noteActiveRun(db, activeKey, stored._id).catch((err: unknown) => deps.logger.warn({ err, runId: stored._id }, "could not record the ongoing run hint")),
-  ]);
-
-  try {
-    await writeActivity(db, {
+    writeActivity(db, {
       projectId: project._id,
       environmentId: environment._id,
       environment: environment.name,
@@ -157,11 +159,10 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
       recordId,
       runId: run._id,
       details: { workflowId: workflow._id, workflowVersion: version.version, workflowName: workflow.name },
-    });
-  } catch (err) {
-    // The run is stored and will execute; a failed log write must not turn the 202 into an error.
-    deps.logger.error({ err, runId: run._id }, "could not write the workflow.run.triggered activity entry");
-  }
+    }).catch((err: unknown) => deps.logger.error({ err, runId: stored._id }, "could not write the workflow.run.triggered activity entry")),
+  ]);
+  // Without its queue entry the executors' sweep still finds the run.
+  await enqueueRun(db, stored._id, stored.createdAt).catch((err: unknown) => deps.logger.warn({ err, runId: stored._id }, "could not queue the run (the executors' sweep will)"));
   deps.events.emit("run.queued", run._id);
   return { runId: run._id };
 }
