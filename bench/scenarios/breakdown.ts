@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import type { Database } from "../../src/db/mongo.js";
 import { isDuplicateKey } from "../../src/db/mongo.js";
-import { hashToken } from "../../src/auth/tokens.js";
+import { projectRoleId } from "../../src/auth/access.js";
 import { activityStream, streamKey } from "../../src/logs/writer.js";
 import type { BenchWorld } from "../lib/context.js";
 import { round, summarize } from "../lib/load.js";
@@ -24,7 +24,9 @@ export interface Breakdown {
 }
 
 export async function acceptBreakdown(db: Database, w: BenchWorld, iterations: number): Promise<Breakdown> {
-  const hash = hashToken(w.userToken);
+  // rh_app_<32 hex id>_<secret>: the token document's _id is the id, as a UUID.
+  const hex = /^rh_app_([0-9a-f]{32})_/.exec(w.userToken)![1]!;
+  const tokenId = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
   const times = new Map<string, number[]>();
   const time = async <T>(stage: string, fn: () => Promise<T>): Promise<T> => {
     const t = performance.now();
@@ -39,17 +41,17 @@ export async function acceptBreakdown(db: Database, w: BenchWorld, iterations: n
   const rateLimitSlotsInWindow = await db.rateLimits.countDocuments(range);
   const rateLimitDocs = await db.rateLimits.estimatedDocumentCount();
   for (let i = 0; i < iterations; i++) {
-    const token = await time("1 appTokens.findOne({hash})", () => db.appTokens.findOne({ hash }));
+    // The token id is part of the plaintext: the service reads the token by _id and compares hashes.
+    const token = await time("1 appTokens.findOne(_id)", () => db.appTokens.findOne({ _id: tokenId }));
     await time("2 users.findOne(_id)", () => db.users.findOne({ _id: token!.userId }));
     await time("3 workflows.findOne(_id)", () => db.workflows.findOne({ _id: w.workflowId }));
     await time("4 rendering+project+environment+collection (parallel)", () =>
       Promise.all([db.renderings.findOne({ _id: w.renderingId }), db.projects.findOne({ _id: w.projectId }), db.environments.findOne({ _id: w.environmentId }), db.collections.findOne({ _id: w.collectionId })]));
-    await time("5 projectRoles + teams (parallel)", () => Promise.all([db.projectRoles.findOne({ projectId: w.projectId, userId: w.user._id }), db.teams.findOne({ _id: w.teamId }, { projection: { memberIds: 1 } })]));
-    await time("6 rateLimits.countDocuments(window range)", () => db.rateLimits.countDocuments(range));
-    await time("7 rateLimits.insertOne(slot)", () => db.rateLimits.insertOne({ _id: `bench-breakdown:${randomUUID()}`, count: 1, expiresAt: new Date(now + 60_000) }));
-    await time("8 runs.insertOne", () => db.runs.insertOne(runDocLike(w, `breakdown-${i}-${randomUUID()}`, [])));
-    await time("9 counters.findOneAndUpdate($inc)", () => db.counters.findOneAndUpdate({ _id: `${activityStream(w.environmentId)}_breakdown` }, { $inc: { seq: 1 } }, { upsert: true, returnDocument: "after" }));
-    await time("10 activityLogs.insertOne", async () => {
+    await time("5 projectRoles + teams (parallel)", () => Promise.all([db.projectRoles.findOne({ _id: projectRoleId(w.projectId, w.user._id) }), db.teams.findOne({ _id: w.teamId }, { projection: { memberIds: 1 } })]));
+    await time("6 rateLimits.insertOne(slot)", () => db.rateLimits.insertOne({ _id: `bench-breakdown:${randomUUID()}`, count: 1, expiresAt: new Date(now + 60_000) }));
+    await time("7 runs.insertOne", () => db.runs.insertOne(runDocLike(w, `breakdown-${i}-${randomUUID()}`, [])));
+    await time("8 counters.findOneAndUpdate($inc)", () => db.counters.findOneAndUpdate({ _id: `${activityStream(w.environmentId)}_breakdown` }, { $inc: { seq: 1 } }, { upsert: true, returnDocument: "after" }));
+    await time("9 activityLogs.insertOne", async () => {
       try {
         const environmentId = randomUUID();
         const seq = 1e11 + i + Math.floor(Math.random() * 1e9);
