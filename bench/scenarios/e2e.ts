@@ -3,7 +3,7 @@
 // documents (createdAt, startedAt, finishedAt), so they do not depend on how we poll.
 import { Pool } from "undici";
 import type { Database } from "../../src/db/mongo.js";
-import type { RunDoc } from "../../src/db/types.js";
+import type { RunDoc, StepDoc } from "../../src/db/types.js";
 import { benchWorld, openDb, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
 import { closedLoop, ratio, round, sleep, summarize, type LoadStats } from "../lib/load.js";
 import { rssMb, rssSampler, type Proc } from "../lib/procs.js";
@@ -155,10 +155,7 @@ async function rawLifecycle(ctx: BenchContext, o: E2eOptions, records: number): 
   // As many records as the runhook world has (no index on `id` in either: runhook creates none on data collections).
   const N = records;
   for (let b = 0; b < N; b += 5000) await data.insertMany(Array.from({ length: Math.min(5000, N - b) }, (_, k) => ({ id: `x${b + k}`, status: "new" })));
-  const steps: RunDoc["steps"] = [
-    { type: "load_record", state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null },
-    { type: "update_record", state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null },
-  ];
+  const steps: StepDoc[] = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }];
   return closedLoop({
     concurrency: 8,
     durationMs: o.rawDurationMs,

@@ -7,7 +7,8 @@ import { Pool } from "undici";
 import { TriggerRunRequestSchema, TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
 import type { Database } from "../../src/db/mongo.js";
 import { isDuplicateKey } from "../../src/db/mongo.js";
-import type { RunDoc } from "../../src/db/types.js";
+import type { RunDoc, StepDoc } from "../../src/db/types.js";
+import { activeKeyOf, newRunDoc } from "../../src/runs/model.js";
 import { benchWorld, openDb, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
 import { closedLoop, ratio, sleep, type LoadStats } from "../lib/load.js";
 import { rssMb, rssSampler } from "../lib/procs.js";
@@ -32,13 +33,12 @@ export interface WebhookResult {
 }
 
 /** A run document exactly as triggerRun builds it. */
-export function runDocLike(w: BenchWorld, recordId: string, steps: RunDoc["steps"]): RunDoc {
-  const now = new Date();
-  return {
-    _id: randomUUID(),
-    activeKey: `${w.workflowId}|${recordId}`,
+/** The run document TriggerService stores, for the raw-insert baseline. */
+export function runDocLike(w: BenchWorld, recordId: string, steps: StepDoc[]): RunDoc {
+  return newRunDoc({
     workflowId: w.workflowId,
     workflowVersion: 1,
+    steps,
     renderingId: w.renderingId,
     projectId: w.projectId,
     environmentId: w.environmentId,
@@ -49,23 +49,10 @@ export function runDocLike(w: BenchWorld, recordId: string, steps: RunDoc["steps
     userEmail: w.user.email,
     tokenId: randomUUID(),
     via: "webhook",
-    state: "QUEUED",
-    steps: steps.map((s) => ({ ...s })),
-    stepIndex: 0,
-    error: "",
-    lease: null,
-    createdAt: now,
-    startedAt: null,
-    finishedAt: null,
-    updatedAt: now,
-    version: 1,
-  };
+  });
 }
 
-const STEPS: RunDoc["steps"] = [
-  { type: "load_record", state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null },
-  { type: "update_record", state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null },
-];
+const STEPS: StepDoc[] = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }];
 
 export function restTrigger(pool: Pool, w: BenchWorld, expect: number) {
   const headers = { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" };
@@ -109,7 +96,7 @@ function rawConflict(raw: Database, w: BenchWorld, recordId: string) {
       return { ok: false, status: "inserted" };
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
-      const ongoing = await raw.runs.findOne({ activeKey: `${w.workflowId}|${recordId}` }, { projection: { _id: 1 } });
+      const ongoing = await raw.runs.findOne({ activeKey: activeKeyOf(w.workflowId, recordId) }, { projection: { _id: 1 } });
       return { ok: !!ongoing, status: "duplicate" };
     }
   };

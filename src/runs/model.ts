@@ -3,7 +3,8 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 import type { RunSchema } from "../../gen/runhook/v1/run_pb.js";
-import type { RunDoc, RunState } from "../db/types.js";
+import { randomUUID } from "node:crypto";
+import type { RunDoc, RunState, StepDoc } from "../db/types.js";
 
 export const FINISHED_STATES: RunState[] = ["SUCCEEDED", "FAILED", "CANCELLED"];
 
@@ -61,5 +62,58 @@ export function runMessage(r: RunDoc): MessageInitShape<typeof RunSchema> {
     finishedAt: ts(r.finishedAt),
     updatedAt: ts(r.updatedAt),
     version: BigInt(r.version),
+  };
+}
+
+/** The value of `activeKey` while a run of `workflowId` on `recordId` is ongoing. */
+export function activeKeyOf(workflowId: string, recordId: string): string {
+  return `${workflowId}|${recordId}`;
+}
+
+export interface NewRun {
+  workflowId: string;
+  workflowVersion: number;
+  steps: StepDoc[];
+  renderingId: string;
+  projectId: string;
+  environmentId: string;
+  collectionId: string;
+  collection: string;
+  recordId: string;
+  userId: string;
+  userEmail: string;
+  tokenId: string;
+  via: RunDoc["via"];
+  createdAt?: Date;
+}
+
+/** A new QUEUED run, every step PENDING: the one shape TriggerService stores. */
+export function newRunDoc(n: NewRun): RunDoc {
+  const now = n.createdAt ?? new Date();
+  return {
+    _id: randomUUID(),
+    activeKey: activeKeyOf(n.workflowId, n.recordId),
+    workflowId: n.workflowId,
+    workflowVersion: n.workflowVersion,
+    renderingId: n.renderingId,
+    projectId: n.projectId,
+    environmentId: n.environmentId,
+    collectionId: n.collectionId,
+    collection: n.collection,
+    recordId: n.recordId,
+    userId: n.userId,
+    userEmail: n.userEmail,
+    tokenId: n.tokenId,
+    via: n.via,
+    state: "QUEUED",
+    steps: n.steps.map((s) => ({ type: s.type, state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null })),
+    stepIndex: 0,
+    error: "",
+    lease: null,
+    createdAt: now,
+    startedAt: null,
+    finishedAt: null,
+    updatedAt: now,
+    version: 1,
   };
 }

@@ -1,6 +1,5 @@
 // TriggerService and the one trigger function that the webhook route and the RPC share.
 // The checks run in exactly the order of CONTRACT §2; the first that fails answers.
-import { randomUUID } from "node:crypto";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { OngoingRunSchema, TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
 import { assertMayTrigger } from "../auth/access.js";
@@ -13,6 +12,7 @@ import { writeActivity } from "../logs/writer.js";
 import { hit } from "../ratelimit.js";
 import { enqueueRun, findOngoingRunId, noteActiveRun } from "../runs/queue.js";
 import { keyOfUrl, verifyWebhookKey } from "./keys.js";
+import { activeKeyOf, newRunDoc } from "../runs/model.js";
 
 /** The request body as the route parsed it: the record id, or why the body is unusable. */
 export type TriggerBody = { recordId: unknown } | { bodyError: string };
@@ -99,15 +99,13 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
 
   // 7–8. One ongoing run per (workflow, record), by the unique index on activeKey. The
   // ongoing run of a 409 is found through the active_runs hint, by primary key (runs/queue.ts).
-  const activeKey = `${workflow._id}|${recordId}`;
+  const activeKey = activeKeyOf(workflow._id, recordId);
   let run: RunDoc | undefined;
   for (let attempt = 0; !run; attempt++) {
-    const now = new Date();
-    const doc: RunDoc = {
-      _id: randomUUID(),
-      activeKey,
+    const doc = newRunDoc({
       workflowId: workflow._id,
       workflowVersion: version.version,
+      steps: version.steps,
       renderingId: rendering._id,
       projectId: project._id,
       environmentId: environment._id,
@@ -118,17 +116,7 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
       userEmail: principal.user.email,
       tokenId: principal.token._id,
       via: input.via,
-      state: "QUEUED",
-      steps: version.steps.map((s) => ({ type: s.type, state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null })),
-      stepIndex: 0,
-      error: "",
-      lease: null,
-      createdAt: now,
-      startedAt: null,
-      finishedAt: null,
-      updatedAt: now,
-      version: 1,
-    };
+    });
     try {
       await db.runs.insertOne(doc);
       run = doc;

@@ -3,6 +3,7 @@
 // runs to reach a state.
 import { randomUUID } from "node:crypto";
 import type { Database } from "../../src/db/mongo.js";
+import { newRunDoc } from "../../src/runs/model.js";
 import { enqueueRun, noteActiveRun } from "../../src/runs/queue.js";
 import type { RunDoc, RunState, StepDoc } from "../../src/db/types.js";
 import type { World } from "./world.js";
@@ -35,11 +36,10 @@ export async function queueRun(db: Database, world: World, recordId: string, opt
   if (!version) throw new Error("no such (active) workflow version");
   const collection = await db.collections.findOne({ _id: wf.collectionId });
   const now = opts.createdAt ?? new Date();
-  const run: RunDoc = {
-    _id: randomUUID(),
-    activeKey: `${workflowId}|${recordId}`,
+  const run = newRunDoc({
     workflowId,
     workflowVersion: version.version,
+    steps: version.steps,
     renderingId: wf.renderingId,
     projectId: wf.projectId,
     environmentId: wf.environmentId,
@@ -50,17 +50,8 @@ export async function queueRun(db: Database, world: World, recordId: string, opt
     userEmail: opts.userEmail ?? world.user.email,
     tokenId: opts.tokenId ?? randomUUID(),
     via: opts.via ?? "webhook",
-    state: "QUEUED",
-    steps: version.steps.map((s) => ({ type: s.type, state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null })),
-    stepIndex: 0,
-    error: "",
-    lease: null,
     createdAt: now,
-    updatedAt: now,
-    startedAt: null,
-    finishedAt: null,
-    version: 1,
-  };
+  });
   await db.runs.insertOne(run);
   if (opts.queueEntry !== false) await Promise.all([enqueueRun(db, run._id, now), noteActiveRun(db, run.activeKey, run._id)]);
   return run;
