@@ -70,22 +70,11 @@ export function activeKeyOf(workflowId: string, recordId: string): string {
   return `${workflowId}|${recordId}`;
 }
 
-export interface NewRun {
-  workflowId: string;
-  workflowVersion: number;
-  steps: StepDoc[];
-  renderingId: string;
-  projectId: string;
-  environmentId: string;
-  collectionId: string;
-  collection: string;
-  recordId: string;
-  userId: string;
-  userEmail: string;
-  tokenId: string;
-  via: RunDoc["via"];
-  createdAt?: Date;
-}
+/** What a new run is made from: the run's own fields, the version's steps, and an optional creation time. */
+export type NewRun = Pick<
+  RunDoc,
+  "workflowId" | "workflowVersion" | "renderingId" | "projectId" | "environmentId" | "collectionId" | "collection" | "recordId" | "userId" | "userEmail" | "tokenId" | "via"
+> & { steps: StepDoc[]; createdAt?: Date };
 
 /** A new QUEUED run, every step PENDING: the one shape TriggerService stores. */
 export function newRunDoc(n: NewRun): RunDoc {
