@@ -11,8 +11,10 @@ export interface Config {
   mongodbUri: string | undefined;
   /** Root of local state (embedded database files, generated secrets). */
   dataDir: string;
-  /** Where the FerretDB binary is cached between runs. */
+  /** Where the embedded database server is built and cached between runs. */
   cacheDir: string;
+  /** Without MONGODB_URI: keep the embedded database's data in files under dataDir, or in memory. */
+  embedded: "file" | "memory";
   publicBaseUrl: string;
   /** Webhook URL signing keys by key id; `signingKeyId` signs new URLs. */
   signingKeys: Map<string, Buffer>;
@@ -96,6 +98,12 @@ function localSecrets(dataDir: string): LocalSecrets {
   return secrets;
 }
 
+function embeddedMode(env: NodeJS.ProcessEnv): Config["embedded"] {
+  const raw = env.RUNHOOK_EMBEDDED || "file";
+  if (raw !== "file" && raw !== "memory") throw new ConfigError(`RUNHOOK_EMBEDDED must be "file" or "memory", got "${raw}"`);
+  return raw;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = resolve(env.RUNHOOK_DATA_DIR || ".data");
   const port = int(env, "PORT", 8080, 0, 65535);
@@ -116,6 +124,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mongodbUri,
     dataDir,
     cacheDir: resolve(env.RUNHOOK_CACHE_DIR || join(env.HOME || dataDir, ".cache", "runhook")),
+    embedded: embeddedMode(env),
     publicBaseUrl,
     signingKeys: keys,
     signingKeyId: current,

@@ -3,11 +3,13 @@ import { EventEmitter } from "node:events";
 import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { Config } from "./config.js";
-import type { Database } from "./db/mongo.js";
+import type { Database, Store } from "./store/index.js";
 import type { HealthStatus } from "./grpc/health.js";
 
 export interface Deps {
+  /** Collection handles: administration and tests. Everything else uses `store`'s verbs. */
   db: Database;
+  store: Store;
   config: Config;
   logger: Logger;
   /** In-process signals: `run.queued` (runId) wakes this instance's executors at once. */

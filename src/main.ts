@@ -1,14 +1,13 @@
-// Wires configuration → database → services → servers → executors, and shuts down in reverse.
+// Wires configuration → store → services → servers → executors, and shuts down in reverse.
 import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { FastifyInstance } from "fastify";
 import type { Config } from "./config.js";
-import { connect, ensureIndexes, type Database } from "./db/mongo.js";
-import { startEmbeddedDb, type EmbeddedDb } from "./db/embedded.js";
+import { connect, createStore, ensureIndexes, sweepExpired, SWEEP_EVERY_MS, type Database } from "./store/index.js";
+import { startEmbeddedServer, type EmbeddedServer } from "./store/embedded.js";
 import type { Deps } from "./deps.js";
 import { buildGateway } from "./gateway/app.js";
 import { startGrpcServer, type GrpcServer } from "./grpc-server.js";
-import { sweep } from "./ratelimit.js";
 import { startExecutors, type Executors } from "./runs/executor.js";
 import { createServices, SERVICE_DESCS, type Services } from "./services.js";
 import { createHealthStatus } from "./grpc/health.js";
@@ -34,11 +33,12 @@ export interface StartOptions {
   dbName?: string;
 }
 
-export async function openDatabase(config: Config, logger: Logger, dbName?: string): Promise<{ db: Database; embedded?: EmbeddedDb }> {
-  let embedded: EmbeddedDb | undefined;
+/** Connects to MONGODB_URI, or to the embedded server it starts first, and creates the indexes. */
+export async function openDatabase(config: Config, logger: Logger, dbName?: string): Promise<{ db: Database; embedded?: EmbeddedServer }> {
+  let embedded: EmbeddedServer | undefined;
   let uri = config.mongodbUri;
   if (!uri) {
-    embedded = await startEmbeddedDb({ dataDir: config.dataDir, cacheDir: config.cacheDir, progress: (m) => logger.info(m) });
+    embedded = await startEmbeddedServer({ dataDir: config.dataDir, cacheDir: config.cacheDir, persistent: config.embedded === "file", progress: (m) => logger.info(m) });
     uri = embedded.uri;
   }
   try {
@@ -54,14 +54,15 @@ export async function openDatabase(config: Config, logger: Logger, dbName?: stri
 export async function startRunhook(config: Config, opts: StartOptions): Promise<Runhook> {
   const { logger } = opts;
   const { db, embedded } = await openDatabase(config, logger, opts.dbName);
-  const deps: Deps = { db, config, logger, events: new EventEmitter(), health: createHealthStatus({ services: [...SERVICE_DESCS] }) };
+  const deps: Deps = { db, store: createStore(db), config, logger, events: new EventEmitter(), health: createHealthStatus({ services: [...SERVICE_DESCS] }) };
   deps.events.setMaxListeners(0);
   const services = createServices(deps);
 
   let gateway: FastifyInstance | undefined;
   let grpc: GrpcServer | undefined;
   let executors: Executors | undefined;
-  const sweeper = setInterval(() => void sweep(db).catch((err) => logger.warn({ err }, "rate-limit sweep failed")), 60_000);
+  // What MongoDB's TTL index does, for servers that accept it without applying it.
+  const sweeper = setInterval(() => void sweepExpired(db).catch((err) => logger.warn({ err }, "sweeping expired rate-limit windows failed")), SWEEP_EVERY_MS);
   sweeper.unref();
 
   const stop = async () => {

@@ -2,9 +2,9 @@
 // and in constant memory (the server's peak RSS grows by less than 100 MB).
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { connect, type Database } from "../src/db/mongo.js";
-import type { ActivityLogDoc } from "../src/db/types.js";
-import { activityStream, streamKey } from "../src/logs/writer.js";
+import { connect, type Database } from "../src/store/index.js";
+import type { ActivityLogDoc } from "../src/store/types.js";
+import { activityStream, streamKey } from "../src/store/logs.js";
 import { spawnServer, testDbName, uriFor, type ChildServer } from "./helpers/server.js";
 import { createWorld, type World } from "./helpers/world.js";
 

@@ -2,9 +2,8 @@
 // cursor binding, tail-safety with holes and tombstones, auth and parameter errors.
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Database } from "../src/db/mongo.js";
-import { isDuplicateKey } from "../src/db/mongo.js";
-import { activityStream, nextSeq, streamKey, watermarkId, writeActivity, writeAdmin, type NewActivity } from "../src/logs/writer.js";
+import { isDuplicateKey, type Database } from "../src/store/index.js";
+import { activityStream, streamKey, watermarkId, type NewActivity } from "../src/store/logs.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { addApiToken, addUser, createWorld, type World } from "./helpers/world.js";
@@ -18,7 +17,7 @@ const T0 = Date.parse("2025-03-01T00:00:00Z");
 const at = (minutes: number) => new Date(T0 + minutes * 60_000);
 
 function act(world: World, over: Partial<NewActivity> = {}): Promise<number> {
-  return writeActivity(db, {
+  return server.deps.store.logs.appendActivity({
     projectId: world.projectId,
     environmentId: world.environmentId,
     environment: world.environmentName,
@@ -74,11 +73,11 @@ beforeAll(async () => {
   ids.f = await act(w, { timestamp: at(5), action: "record.updated", user: u });
 
   const actor = { id: w.admin._id, email: w.admin.email };
-  ids.adm1 = await writeAdmin(db, { organizationId: w.orgId, projectId: w.projectId, environment: null, actor, action: "webhook.enabled", target: `workflow/${w.workflowId}`, details: {}, timestamp: at(0) });
-  ids.adm2 = await writeAdmin(db, { organizationId: w.orgId, projectId: w.projectId, environment: "production", actor: { id: w.user._id, email: w.user.email }, action: "workflow.published", target: `workflow/${w.workflowId}`, details: { version: 2 }, timestamp: at(1) });
-  ids.admOrg = await writeAdmin(db, { organizationId: w.orgId, projectId: null, environment: null, actor, action: "token.created", target: "token/x", details: {}, timestamp: at(2) });
-  ids.admOther = await writeAdmin(db, { organizationId: other.orgId, projectId: other.projectId, environment: null, actor, action: "webhook.enabled", target: "workflow/y", details: {}, timestamp: at(2) });
-  ids.adm3 = await writeAdmin(db, { organizationId: w.orgId, projectId: w.projectId, environment: null, actor, action: "api_token.created", target: "api_token/z", details: {}, timestamp: at(3) });
+  ids.adm1 = await server.deps.store.logs.appendAdmin({ organizationId: w.orgId, projectId: w.projectId, environment: null, actor, action: "webhook.enabled", target: `workflow/${w.workflowId}`, details: {}, timestamp: at(0) });
+  ids.adm2 = await server.deps.store.logs.appendAdmin({ organizationId: w.orgId, projectId: w.projectId, environment: "production", actor: { id: w.user._id, email: w.user.email }, action: "workflow.published", target: `workflow/${w.workflowId}`, details: { version: 2 }, timestamp: at(1) });
+  ids.admOrg = await server.deps.store.logs.appendAdmin({ organizationId: w.orgId, projectId: null, environment: null, actor, action: "token.created", target: "token/x", details: {}, timestamp: at(2) });
+  ids.admOther = await server.deps.store.logs.appendAdmin({ organizationId: other.orgId, projectId: other.projectId, environment: null, actor, action: "webhook.enabled", target: "workflow/y", details: {}, timestamp: at(2) });
+  ids.adm3 = await server.deps.store.logs.appendAdmin({ organizationId: w.orgId, projectId: w.projectId, environment: null, actor, action: "api_token.created", target: "api_token/z", details: {}, timestamp: at(3) });
 });
 
 afterAll(async () => {
@@ -303,7 +302,7 @@ describe("tail-safety: holes and tombstones", () => {
     const cursor = start.body.nextCursor;
     // A slow writer: takes a number, inserts it 80 ms later; a fast one writes after it.
     const stream = activityStream(w.environmentId);
-    const slowSeq = await nextSeq(db, stream);
+    const slowSeq = await server.deps.store.counters.next(stream);
     const fast = await act(w, { action: "fast" });
     const slowInsert = new Promise<void>((r) => setTimeout(r, 80)).then(() =>
       db.activityLogs.insertOne({ _id: streamKey(stream, slowSeq), seq: slowSeq, timestamp: new Date(), projectId: w.projectId, environmentId: w.environmentId, environment: "production", rendering: null, user: { id: "u", email: "e" }, action: "slow", via: "api", collection: null, recordId: null, runId: null, details: {} }),
@@ -320,7 +319,7 @@ describe("tail-safety: holes and tombstones", () => {
     const c = apiClient(server.baseUrl, w.apiToken);
     const start = await c.get(base() + qs({ limit: 1000 }));
     const stream = activityStream(w.environmentId);
-    const lost = await nextSeq(db, stream); // a writer that stalls (or crashed)
+    const lost = await server.deps.store.counters.next(stream); // a writer that stalls (or crashed)
     const after = await act(w, { action: "after-hole" });
     const t = Date.now();
     const page = await c.get(base() + qs({ limit: 1000, cursor: start.body.nextCursor }));
@@ -333,7 +332,7 @@ describe("tail-safety: holes and tombstones", () => {
       .insertOne({ _id: streamKey(stream, lost), seq: lost, timestamp: new Date(), projectId: w.projectId, environmentId: w.environmentId, environment: "production", rendering: null, user: { id: "u", email: "e" }, action: "late", via: "api", collection: null, recordId: null, runId: null, details: {} })
       .then(() => null, (err) => err);
     expect(isDuplicateKey(late)).toBe(true);
-    // … and writeActivity's retry takes a new number, after the consumer's position.
+    // … and the writer's retry takes a new number, after the consumer's position.
     const retried = await act(w, { action: "late" });
     expect(retried).toBeGreaterThan(after);
     const next = await c.get(base() + qs({ limit: 1000, cursor: page.body.nextCursor }));

@@ -5,7 +5,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NoteService } from "../gen/runhook/v1/note_pb.js";
-import type { Database } from "../src/db/mongo.js";
+import type { Database } from "../src/store/index.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { createWorld, type World } from "./helpers/world.js";

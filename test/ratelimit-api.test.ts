@@ -1,7 +1,7 @@
 // Per-token rate limit of the public API: headers on every /v1 response, and one shared
 // count across instances (two server processes, limit 5 per minute).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, type Database } from "../src/db/mongo.js";
+import { connect, type Database } from "../src/store/index.js";
 import { apiClient } from "./helpers/api.js";
 import { spawnServer, startServer, testDbName, uriFor, type ChildServer, type TestServer } from "./helpers/server.js";
 import { addApiToken, createWorld, type World } from "./helpers/world.js";

@@ -14,11 +14,10 @@ import {
   type GetRunResponse,
   type WatchRunResponse,
 } from "../gen/runhook/v1/run_pb.js";
-import type { Database } from "../src/db/mongo.js";
-import { isDuplicateKey } from "../src/db/mongo.js";
+import { connect, createStore, isDuplicateKey, type Database } from "../src/store/index.js";
 import { packRecordId, recordFilter, unpackRecordId } from "../src/runs/records.js";
 import { RUN_QUEUED } from "../src/runs/model.js";
-import { startServer, type TestServer } from "./helpers/server.js";
+import { startServer, testDbName, uriFor, type TestServer } from "./helpers/server.js";
 import { addAppToken, addUser, createWorld } from "./helpers/world.js";
 import { queueRun, waitForRun } from "./helpers/runs.js";
 import { adminClient, local, postHook } from "./helpers/webhook.js";
@@ -245,53 +244,43 @@ describe("executors", () => {
   });
 });
 
-describe("work queue and recovery", () => {
-  it("executes a run whose queue entry is missing (the orphan sweep queues it)", async () => {
+describe("claiming and recovery", () => {
+  it("executes a QUEUED run stored by an instance that died before it could run it", async () => {
     const w = await createWorld(db, { steps: [{ type: "load_record" }] });
-    // As if the process died between the run insert and the queue insert, 3 s ago.
-    const q = await queueRun(db, w, "r1", { queueEntry: false, createdAt: new Date(Date.now() - 3000) });
-    expect(await db.runQueue.findOne({ _id: q._id })).toBeNull();
-    // The orphan sweep runs when executors start (a restarted instance), then every minute.
-    const other = await startServer({ dbName: server.dbName });
-    try {
-      const run = await waitForRun(db, q._id, undefined, 10_000);
-      expect(run.state).toBe("SUCCEEDED");
-      expect(run.steps[0]!.attempts).toBe(1);
-      // Its queue entry is dropped once claimed, its running_runs entry once finished.
-      const end = Date.now() + 3000;
-      while (((await db.runQueue.findOne({ _id: q._id })) || (await db.runningRuns.findOne({ _id: q._id }))) && Date.now() < end) await sleep(50);
-      expect(await db.runQueue.findOne({ _id: q._id })).toBeNull();
-      expect(await db.runningRuns.findOne({ _id: q._id })).toBeNull();
-    } finally {
-      await other.stop();
-    }
+    const q = await queueRun(db, w, "r1", { createdAt: new Date(Date.now() - 3000) });
+    // No event reached this instance's executors: the poll claims it from the database.
+    const run = await waitForRun(db, q._id, undefined, 10_000);
+    expect(run.state).toBe("SUCCEEDED");
+    expect(run.steps[0]!.attempts).toBe(1);
   });
 
-  it("re-queues a RUNNING run whose executor died (expired lease, on the running_runs list)", async () => {
+  it("resumes a RUNNING run whose executor died (expired lease)", async () => {
     const w = await createWorld(db, { steps: [{ type: "load_record" }] });
-    const q = await queueRun(db, w, "r1", { queueEntry: false });
-    // Claimed by an executor that died at once: RUNNING, lease expired, no queue entry.
-    await db.runs.updateOne({ _id: q._id }, { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "dead#1", expiresAt: new Date(Date.now() - 1000) } } });
-    await db.runningRuns.insertOne({ _id: q._id, at: new Date() });
-    // The lease sweep runs every max(poll, lease/3) (3.3 s with the default 10 s lease).
+    const q = await queueRun(db, w, "r1");
+    // Claimed by an executor that died at once: RUNNING, lease expired.
+    await db.runs.updateOne({ _id: q._id, state: "QUEUED" }, { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "dead#1", expiresAt: new Date(Date.now() - 1000) } } });
     const run = await waitForRun(db, q._id, undefined, 10_000);
     expect(run.state).toBe("SUCCEEDED");
     expect(run.lease).toBeNull();
   });
 
-  it("drops stale queue entries (finished or unknown runs) without touching the run", async () => {
-    const w = await createWorld(db, { steps: [{ type: "load_record" }] });
-    const done = await waitForRun(db, (await queueRun(db, w, "r1"))._id);
-    const ghost = crypto.randomUUID();
-    await db.runQueue.insertMany([
-      { _id: done._id, at: new Date() },
-      { _id: ghost, at: new Date() },
-    ]);
-    const end = Date.now() + 5000;
-    while ((await db.runQueue.countDocuments({ _id: { $in: [done._id, ghost] } })) > 0 && Date.now() < end) await sleep(50);
-    expect(await db.runQueue.countDocuments({ _id: { $in: [done._id, ghost] } })).toBe(0);
-    expect((await db.runs.findOne({ _id: done._id }))!.version).toBe(done.version);
-    expect(await db.runs.findOne({ _id: ghost })).toBeNull();
+  it("claims the oldest QUEUED run first, whatever the order they were stored in", async () => {
+    // On a database no executor polls, so that the claims below are the only ones.
+    const dbName = testDbName();
+    const quiet = await connect(uriFor(dbName), { dbName });
+    try {
+      const store = createStore(quiet);
+      const w = await createWorld(quiet, { steps: [{ type: "load_record" }] });
+      const newer = await queueRun(quiet, w, "r3", { createdAt: new Date(Date.now() - 30_000) });
+      const older = await queueRun(quiet, w, "r2", { createdAt: new Date(Date.now() - 60_000) });
+      const lease = () => ({ owner: "test#1", expiresAt: new Date(Date.now() + 10_000) });
+      expect((await store.runs.claimNext(lease(), new Date()))?._id).toBe(older._id);
+      expect((await store.runs.claimNext(lease(), new Date()))?._id).toBe(newer._id);
+      expect(await store.runs.claimNext(lease(), new Date())).toBeNull();
+    } finally {
+      await quiet.db.dropDatabase();
+      await quiet.close();
+    }
   });
 });
 
@@ -309,8 +298,8 @@ describe("end to end through the webhook route", () => {
     const second = await postHook(url, w.userToken, { record_id: "r1" });
     expect(second.status).toBe(409);
     expect(second.body).toEqual({ error: "a run of this workflow is already ongoing on this record", code: "already_exists", runId });
-    // The ongoing run is found through its hint, by primary key.
-    expect(await db.activeRuns.findOne({ _id: activeKey })).toMatchObject({ runId });
+    // The ongoing run is the one holding the (workflow, record) slot of the unique index.
+    expect(await db.runs.findOne({ activeKey })).toMatchObject({ _id: runId });
 
     // Follow it with the public API until it is finished.
     let version = "0";
@@ -330,19 +319,11 @@ describe("end to end through the webhook route", () => {
     const third = await postHook(url, w.userToken, { record_id: "r1" });
     expect(third.status).toBe(202);
     expect(third.body.runId).not.toBe(runId);
-    expect(await db.activeRuns.findOne({ _id: activeKey })).toMatchObject({ runId: third.body.runId });
-
-    // Without its hint (lost write), the 409 still names the ongoing run, and the hint is repaired.
-    await db.activeRuns.deleteOne({ _id: activeKey });
+    expect(await db.runs.findOne({ activeKey })).toMatchObject({ _id: third.body.runId });
+    // The finished run keeps its own id as activeKey, so the 409 names the new one.
     const fourth = await postHook(url, w.userToken, { record_id: "r1" });
     expect(fourth.status).toBe(409);
     expect(fourth.body.runId).toBe(third.body.runId);
-    expect(await db.activeRuns.findOne({ _id: activeKey })).toMatchObject({ runId: third.body.runId });
-    // A stale hint (naming a finished run) is not believed either.
-    await db.activeRuns.updateOne({ _id: activeKey }, { $set: { runId } });
-    const fifth = await postHook(url, w.userToken, { record_id: "r1" });
-    expect(fifth.status).toBe(409);
-    expect(fifth.body.runId).toBe(third.body.runId);
     expect((await waitForRun(db, third.body.runId!)).state).toBe("SUCCEEDED");
   });
 });

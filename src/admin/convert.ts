@@ -4,7 +4,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { WorkflowSchema, WebhookSchema } from "../../gen/runhook/v1/admin_pb.js";
 import type { Step, StepSchema } from "../../gen/runhook/v1/common_pb.js";
 import type { Config } from "../config.js";
-import type * as T from "../db/types.js";
+import type * as T from "../store/types.js";
 import { fail } from "../errors.js";
 import { signWebhookKey, webhookUrl } from "../trigger/keys.js";
 

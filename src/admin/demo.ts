@@ -7,8 +7,7 @@ import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import type { Deps } from "../deps.js";
 import { viaKey } from "../deps.js";
 import { hashToken } from "../auth/tokens.js";
-import { isDuplicateKey } from "../db/mongo.js";
-import { writeAdmin } from "../logs/writer.js";
+import { isDuplicateKey } from "../store/index.js";
 import type { Services } from "../services.js";
 import { keyOfUrl } from "../trigger/keys.js";
 import { DEFAULT_TOKEN_TTL_MS, issueAppToken } from "./service.js";
@@ -75,7 +74,7 @@ async function demoAdminToken(deps: Deps, services: Services): Promise<string> {
   const admin = await db.users.findOne({ email: DEMO.adminEmail });
   if (!admin) throw new Error(`the demo organization exists but its admin ${DEMO.adminEmail} does not`);
   const t = await issueAppToken(deps, admin, { name: "demo seed", ttlMs: DEFAULT_TOKEN_TTL_MS, sso: false });
-  await writeAdmin(db, {
+  await deps.store.logs.appendAdmin({
     organizationId: admin.organizationId,
     projectId: null,
     environment: null,

@@ -2,17 +2,15 @@
 import { randomUUID, timingSafeEqual, createHash } from "node:crypto";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { Collection } from "mongodb";
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import { projectRole, projectRoleId } from "../auth/access.js";
 import { isRole, type Role } from "../auth/roles.js";
 import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, authenticateApp, bearer, newToken, type AppPrincipal } from "../auth/tokens.js";
-import { isDuplicateKey } from "../db/mongo.js";
-import type * as T from "../db/types.js";
-import type { AppTokenDoc, UserDoc } from "../db/types.js";
+import { isDuplicateKey } from "../store/index.js";
+import type * as T from "../store/types.js";
+import type { AppTokenDoc, UserDoc } from "../store/types.js";
 import { authorization, type Deps } from "../deps.js";
 import { fail } from "../errors.js";
-import { writeAdmin } from "../logs/writer.js";
 import {
   apiTokenToProto,
   collectionToProto,
@@ -96,44 +94,13 @@ function roles(list: string[], field: string): Role[] {
   return out;
 }
 
-async function insertUnique<D extends { _id: string }>(coll: Collection<D>, doc: D, what: string): Promise<D> {
+async function insertUnique<D extends { _id: string }>(coll: { insertOne(doc: never): Promise<unknown> }, doc: D, what: string): Promise<D> {
   try {
     await coll.insertOne(doc as never);
     return doc;
   } catch (err) {
     if (isDuplicateKey(err)) throw fail.exists(`${what} already exists`);
     throw err;
-  }
-}
-
-const LOCK_MS = 10_000;
-
-/**
- * Serializes changes of one workflow document across instances with a lock document
- * (a unique insert). On MongoDB each change is already one atomic conditional update; the
- * lock also keeps them whole on servers without per-document atomicity (FerretDB loses one
- * of two concurrent updates of the same document).
- */
-async function withWorkflowLock<R>(deps: Deps, workflowId: string, fn: () => Promise<R>): Promise<R> {
-  const _id = `lock:workflow:${workflowId}`;
-  const deadline = Date.now() + LOCK_MS;
-  for (;;) {
-    const seq = Date.now() + LOCK_MS;
-    try {
-      await deps.db.counters.insertOne({ _id, seq });
-      break;
-    } catch (err) {
-      if (!isDuplicateKey(err)) throw err;
-      const held = await deps.db.counters.findOne({ _id });
-      if (held && held.seq < Date.now()) await deps.db.counters.deleteOne({ _id, seq: held.seq }); // abandoned by a crashed holder
-      else if (Date.now() > deadline) throw fail.precondition("the workflow is being changed concurrently; retry");
-      else await new Promise((r) => setTimeout(r, 10 + Math.random() * 20));
-    }
-  }
-  try {
-    return await fn();
-  } finally {
-    await deps.db.counters.deleteOne({ _id }).catch(() => {});
   }
 }
 
@@ -184,7 +151,7 @@ export function createAdminService(deps: Deps): ServiceImpl<typeof AdminService>
   }
 
   function log(p: AppPrincipal, action: string, target: string, details: Record<string, unknown>, scope: { projectId?: string; environment?: string | null } = {}) {
-    return writeAdmin(db, {
+    return deps.store.logs.appendAdmin({
       organizationId: p.user.organizationId,
       projectId: scope.projectId ?? null,
       environment: scope.environment ?? null,
@@ -228,8 +195,8 @@ export function createAdminService(deps: Deps): ServiceImpl<typeof AdminService>
     }
     const token = await issueAppToken(deps, admin, { name: "bootstrap", ttlMs: DEFAULT_TOKEN_TTL_MS, sso: false });
     const actor = { id: admin._id, email: admin.email };
-    await writeAdmin(db, { organizationId: org._id, projectId: null, environment: null, actor, action: "organization.created", target: `organization/${org._id}`, details: { name: org.name } });
-    await writeAdmin(db, { organizationId: org._id, projectId: null, environment: null, actor, action: "token.created", target: `token/${token.doc._id}`, details: { userId: admin._id, name: "bootstrap" } });
+    await deps.store.logs.appendAdmin({ organizationId: org._id, projectId: null, environment: null, actor, action: "organization.created", target: `organization/${org._id}`, details: { name: org.name } });
+    await deps.store.logs.appendAdmin({ organizationId: org._id, projectId: null, environment: null, actor, action: "token.created", target: `token/${token.doc._id}`, details: { userId: admin._id, name: "bootstrap" } });
     return { organization: { id: org._id, name: org.name }, admin: userToProto(admin), adminToken: token.plaintext };
   };
 
@@ -417,50 +384,44 @@ export function createAdminService(deps: Deps): ServiceImpl<typeof AdminService>
 
   impl.publishWorkflow = async (req, ctx) => {
     const p = await caller(ctx);
-    if (req.workflowId) await workflowOf(p, req.workflowId);
-    return withWorkflowLock(deps, req.workflowId, async () => {
-      const { workflow, project, environment } = await workflowOf(p, req.workflowId);
-      const collection = await db.collections.findOne({ _id: workflow.collectionId });
-      const steps = stepsFromProto(req.steps, collection?.primaryKey ?? []);
-      const triggerRoles = req.updateTriggerRoles ? roles(req.triggerRoles, "trigger_roles") : undefined;
-      let current = workflow;
-      for (let attempt = 0; ; attempt++) {
-        const n = current.versions.length;
-        const version: T.WorkflowVersionDoc = { version: n + 1, active: true, steps, publishedAt: new Date() };
-        // Conditional on the version count: two concurrent publishes cannot take one number.
-        const after = await db.workflows.findOneAndUpdate(
-          { _id: workflow._id, versions: { $size: n } },
-          { $push: { versions: version }, ...(triggerRoles ? { $set: { triggerRoles } } : {}) },
-          { returnDocument: "after" },
-        );
-        if (after) {
-          await log(p, "workflow.published", `workflow/${workflow._id}`, { version: version.version, steps: steps.map((s) => s.type), ...(triggerRoles ? { triggerRoles } : {}) }, { projectId: project._id, environment });
-          return { workflow: workflowToProto(config, after) };
-        }
-        const again = await db.workflows.findOne({ _id: workflow._id });
-        if (!again) throw fail.notFound(`workflow "${req.workflowId}" not found`);
-        if (attempt > 5) throw fail.precondition("the workflow is being published concurrently; retry");
-        current = again;
+    const { workflow, project, environment } = await workflowOf(p, req.workflowId);
+    const collection = await db.collections.findOne({ _id: workflow.collectionId });
+    const steps = stepsFromProto(req.steps, collection?.primaryKey ?? []);
+    const triggerRoles = req.updateTriggerRoles ? roles(req.triggerRoles, "trigger_roles") : undefined;
+    let current = workflow;
+    for (let attempt = 0; ; attempt++) {
+      const n = current.versions.length;
+      const version: T.WorkflowVersionDoc = { version: n + 1, active: true, steps, publishedAt: new Date() };
+      // Conditional on the version count: two concurrent publishes cannot take one number.
+      const after = await db.workflows.findOneAndUpdate(
+        { _id: workflow._id, versions: { $size: n } },
+        { $push: { versions: version }, ...(triggerRoles ? { $set: { triggerRoles } } : {}) },
+        { returnDocument: "after" },
+      );
+      if (after) {
+        await log(p, "workflow.published", `workflow/${workflow._id}`, { version: version.version, steps: steps.map((s) => s.type), ...(triggerRoles ? { triggerRoles } : {}) }, { projectId: project._id, environment });
+        return { workflow: workflowToProto(config, after) };
       }
-    });
+      const again = await db.workflows.findOne({ _id: workflow._id });
+      if (!again) throw fail.notFound(`workflow "${req.workflowId}" not found`);
+      if (attempt > 5) throw fail.precondition("the workflow is being published concurrently; retry");
+      current = again;
+    }
   };
 
   impl.deactivateWorkflowVersion = async (req, ctx) => {
     const p = await caller(ctx);
-    if (req.workflowId) await workflowOf(p, req.workflowId);
-    return withWorkflowLock(deps, req.workflowId, async () => {
-      const { workflow, project, environment } = await workflowOf(p, req.workflowId);
-      const idx = workflow.versions.findIndex((v) => v.version === req.version);
-      if (idx < 0) throw fail.notFound(`workflow "${req.workflowId}" has no version ${req.version}`);
-      const after = await db.workflows.findOneAndUpdate(
-        { _id: workflow._id, [`versions.${idx}.version`]: req.version },
-        { $set: { [`versions.${idx}.active`]: false } },
-        { returnDocument: "after" },
-      );
-      if (!after) throw fail.notFound(`workflow "${req.workflowId}" not found`);
-      if (workflow.versions[idx]!.active) await log(p, "workflow.deactivated", `workflow/${workflow._id}`, { version: req.version }, { projectId: project._id, environment });
-      return { workflow: workflowToProto(config, after) };
-    });
+    const { workflow, project, environment } = await workflowOf(p, req.workflowId);
+    const idx = workflow.versions.findIndex((v) => v.version === req.version);
+    if (idx < 0) throw fail.notFound(`workflow "${req.workflowId}" has no version ${req.version}`);
+    const after = await db.workflows.findOneAndUpdate(
+      { _id: workflow._id, [`versions.${idx}.version`]: req.version },
+      { $set: { [`versions.${idx}.active`]: false } },
+      { returnDocument: "after" },
+    );
+    if (!after) throw fail.notFound(`workflow "${req.workflowId}" not found`);
+    if (workflow.versions[idx]!.active) await log(p, "workflow.deactivated", `workflow/${workflow._id}`, { version: req.version }, { projectId: project._id, environment });
+    return { workflow: workflowToProto(config, after) };
   };
 
   impl.getWorkflow = async (req, ctx) => {
@@ -471,49 +432,37 @@ export function createAdminService(deps: Deps): ServiceImpl<typeof AdminService>
 
   impl.enableWebhook = async (req, ctx) => {
     const p = await caller(ctx);
-    if (req.workflowId) await workflowOf(p, req.workflowId);
-    return withWorkflowLock(deps, req.workflowId, async () => {
-      const { workflow, project, environment } = await workflowOf(p, req.workflowId);
-      const after = await updateWebhook(workflow._id, { $set: { "webhook.enabled": true, "webhook.everEnabled": true } });
-      await log(p, "webhook.enabled", `workflow/${workflow._id}`, { generation: after.webhook.generation, wasEnabled: workflow.webhook.enabled }, { projectId: project._id, environment });
-      return { webhook: webhookToProto(config, after) };
-    });
+    const { workflow, project, environment } = await workflowOf(p, req.workflowId);
+    const after = await updateWebhook(workflow._id, { $set: { "webhook.enabled": true, "webhook.everEnabled": true } });
+    await log(p, "webhook.enabled", `workflow/${workflow._id}`, { generation: after.webhook.generation, wasEnabled: workflow.webhook.enabled }, { projectId: project._id, environment });
+    return { webhook: webhookToProto(config, after) };
   };
 
   impl.disableWebhook = async (req, ctx) => {
     const p = await caller(ctx);
-    if (req.workflowId) await workflowOf(p, req.workflowId);
-    return withWorkflowLock(deps, req.workflowId, async () => {
-      const { workflow, project, environment } = await workflowOf(p, req.workflowId);
-      const after = await updateWebhook(workflow._id, { $set: { "webhook.enabled": false } });
-      await log(p, "webhook.disabled", `workflow/${workflow._id}`, { generation: after.webhook.generation, wasEnabled: workflow.webhook.enabled }, { projectId: project._id, environment });
-      return { webhook: webhookToProto(config, after) };
-    });
+    const { workflow, project, environment } = await workflowOf(p, req.workflowId);
+    const after = await updateWebhook(workflow._id, { $set: { "webhook.enabled": false } });
+    await log(p, "webhook.disabled", `workflow/${workflow._id}`, { generation: after.webhook.generation, wasEnabled: workflow.webhook.enabled }, { projectId: project._id, environment });
+    return { webhook: webhookToProto(config, after) };
   };
 
   impl.regenerateWebhook = async (req, ctx) => {
     const p = await caller(ctx);
-    if (req.workflowId) await workflowOf(p, req.workflowId);
-    return withWorkflowLock(deps, req.workflowId, async () => {
-      const { workflow, project, environment } = await workflowOf(p, req.workflowId);
-      const after = await updateWebhook(workflow._id, { $inc: { "webhook.generation": 1 } });
-      await log(p, "webhook.regenerated", `workflow/${workflow._id}`, { generation: after.webhook.generation }, { projectId: project._id, environment });
-      return { webhook: webhookToProto(config, after) };
-    });
+    const { workflow, project, environment } = await workflowOf(p, req.workflowId);
+    const after = await updateWebhook(workflow._id, { $inc: { "webhook.generation": 1 } });
+    await log(p, "webhook.regenerated", `workflow/${workflow._id}`, { generation: after.webhook.generation }, { projectId: project._id, environment });
+    return { webhook: webhookToProto(config, after) };
   };
 
   impl.setWebhookRateLimit = async (req, ctx) => {
     const p = await caller(ctx);
-    if (req.workflowId) await workflowOf(p, req.workflowId);
-    return withWorkflowLock(deps, req.workflowId, async () => {
-      const { workflow, project, environment } = await workflowOf(p, req.workflowId);
-      const limit = req.rateLimitPerMinute;
-      if (limit < 1 || limit > 100_000) throw fail.invalid("rate_limit_per_minute: must be 1 to 100000");
-      const before = await db.workflows.findOneAndUpdate({ _id: workflow._id }, { $set: { "webhook.rateLimitPerMinute": limit } }, { returnDocument: "before" });
-      if (!before) throw fail.notFound(`workflow "${req.workflowId}" not found`);
-      await log(p, "webhook.rate_limit.changed", `workflow/${workflow._id}`, { from: before.webhook.rateLimitPerMinute, to: limit }, { projectId: project._id, environment });
-      return { webhook: webhookToProto(config, { ...before, webhook: { ...before.webhook, rateLimitPerMinute: limit } }) };
-    });
+    const { workflow, project, environment } = await workflowOf(p, req.workflowId);
+    const limit = req.rateLimitPerMinute;
+    if (limit < 1 || limit > 100_000) throw fail.invalid("rate_limit_per_minute: must be 1 to 100000");
+    const before = await db.workflows.findOneAndUpdate({ _id: workflow._id }, { $set: { "webhook.rateLimitPerMinute": limit } }, { returnDocument: "before" });
+    if (!before) throw fail.notFound(`workflow "${req.workflowId}" not found`);
+    await log(p, "webhook.rate_limit.changed", `workflow/${workflow._id}`, { from: before.webhook.rateLimitPerMinute, to: limit }, { projectId: project._id, environment });
+    return { webhook: webhookToProto(config, { ...before, webhook: { ...before.webhook, rateLimitPerMinute: limit } }) };
   };
 
   impl.createApplicationToken = async (req, ctx) => {

@@ -1,6 +1,6 @@
 // Every permission rule, in one place; RPCs, REST and executors all call these.
-import type { Database } from "../db/mongo.js";
-import type { AppTokenDoc, ProjectDoc, RenderingDoc, UserDoc, WorkflowDoc } from "../db/types.js";
+import type { Database } from "../store/index.js";
+import type { AppTokenDoc, ProjectDoc, RenderingDoc, UserDoc, WorkflowDoc } from "../store/types.js";
 import { fail } from "../errors.js";
 import type { Role } from "./roles.js";
 

@@ -1,8 +1,8 @@
 // Where a public-API call acts: the project API token's project (named in the path) and,
 // for environment-scoped groups, one of its environments.
 import type { HandlerContext } from "@connectrpc/connect";
-import type { Database } from "../db/mongo.js";
-import type { EnvironmentDoc } from "../db/types.js";
+import type { Database } from "../store/index.js";
+import type { EnvironmentDoc } from "../store/types.js";
 import { authorization } from "../deps.js";
 import { fail } from "../errors.js";
 import { projectRole } from "./access.js";

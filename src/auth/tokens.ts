@@ -1,7 +1,7 @@
 // Bearer tokens: generated once, stored only as a sha256 hash, looked up by hash.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import type { Database } from "../db/mongo.js";
-import type { ApiTokenDoc, AppTokenDoc, ProjectDoc, UserDoc } from "../db/types.js";
+import type { Database } from "../store/index.js";
+import type { ApiTokenDoc, AppTokenDoc, ProjectDoc, UserDoc } from "../store/types.js";
 import { fail } from "../errors.js";
 
 export const APP_TOKEN_PREFIX = "rh_app_";

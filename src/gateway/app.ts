@@ -29,7 +29,7 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
     // sendError() sends at once, so the 413 status must be set here rather than after it.
     if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") return reply.code(413).send({ error: `request body larger than ${deps.config.bodyLimitBytes} bytes`, code: "resource_exhausted" });
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500 && !(err instanceof ConnectError)) {
-      return sendError(reply, new ConnectError(err.message, err.statusCode === 415 ? Code.InvalidArgument : Code.InvalidArgument));
+      return sendError(reply, new ConnectError(err.message, Code.InvalidArgument));
     }
     if (!(err instanceof ConnectError)) deps.logger.error({ err }, "unhandled error");
     return sendError(reply, err);
@@ -50,7 +50,7 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
     try {
-      await deps.db.db.command({ ping: 1 });
+      await deps.db.ping();
       return { status: "ready" };
     } catch {
       return reply.code(503).send({ error: "database unreachable", code: "unavailable" });

@@ -15,7 +15,6 @@ import { bearer, hashToken } from "../auth/tokens.js";
 import type { Deps } from "../deps.js";
 import { fail } from "../errors.js";
 import { MAX_LIMIT } from "../logs/cursor.js";
-import { hit } from "../ratelimit.js";
 import type { Services } from "../services.js";
 import { registerOpenApiRoute } from "./openapi.js";
 import { callUnary, protoJson, sendError, streamContext } from "./rest.js";
@@ -39,7 +38,7 @@ export function registerApiRateLimit(app: FastifyInstance, deps: Deps): void {
     const token = bearer(req.headers.authorization);
     const bucket = token ? `api:${hashToken(token)}` : `api-ip:${req.ip}`;
     const now = Date.now();
-    const d = await hit(deps.db, bucket, limit, now);
+    const d = await deps.store.rateLimits.hit(bucket, limit, now);
     const resetIn = Math.max(0, d.resetAt - Math.floor(now / 1000));
     reply.headers({
       "x-ratelimit-limit": String(d.limit),

@@ -8,7 +8,6 @@
 import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
-import type { Collection, Filter } from "mongodb";
 import {
   ActivityLogEntrySchema,
   AdminLogEntrySchema,
@@ -21,15 +20,13 @@ import {
   LogService,
 } from "../../gen/runhook/v1/log_pb.js";
 import { apiScope } from "../auth/api-scope.js";
-import type { ActivityLogDoc, AdminLogDoc } from "../db/types.js";
 import type { Deps } from "../deps.js";
+import type { Store } from "../store/index.js";
+import { activityStream, adminStream, isFiltered, type LogDocOf, type LogKind, type LogSelection } from "../store/logs.js";
+import type { ActivityLogDoc, AdminLogDoc } from "../store/types.js";
 import { bindingHash, cursorCodec, paging, type CursorCodec, type Paging } from "./cursor.js";
-import { createLogReader, type LogKind, type LogReader } from "./reader.js";
-import { activityStream, adminStream } from "./writer.js";
+import { createLogReader, type LogReader } from "./reader.js";
 
-type DocOf<K extends LogKind> = K extends "activity" ? ActivityLogDoc : AdminLogDoc;
-
-const EXPORT_BATCH = 1000;
 
 /** Makes stored details JSON-safe for google.protobuf.Struct (dates → RFC 3339, …). */
 export function toJsonValue(v: unknown): JsonValue {
@@ -82,14 +79,6 @@ export function adminEntry(d: AdminLogDoc): AdminLogEntry {
   });
 }
 
-function timeRange(p: Paging): Record<string, Date> | undefined {
-  if (!p.from && !p.to) return undefined;
-  const r: Record<string, Date> = {};
-  if (p.from) r.$gte = p.from;
-  if (p.to) r.$lt = p.to;
-  return r;
-}
-
 /**
  * What a cursor is bound to, besides the filters. `pos` names what the position counts:
  * sequence numbers within the scope's stream (cursors of the earlier global numbering
@@ -99,41 +88,30 @@ function pagingBinding(list: string, scope: string, p: Paging) {
   return { list, scope, pos: "stream-seq", order: p.order, from: p.from?.toISOString(), to: p.to?.toISOString() };
 }
 
-/** A list request resolved: its stream, the query for the indexed path and the cursor binding. */
-export interface LogQuery<T> {
+/** A list request resolved: its stream, its selection and the cursor binding. */
+export interface LogQuery {
   stream: string;
-  base: Filter<T>;
-  /** Attribute filters or a time range: served by an indexed query instead of walking the stream. */
-  filtered: boolean;
+  selection: LogSelection;
   hash: string;
 }
 
-function activityQuery(environmentId: string, f: ActivityLogFilter | undefined, p: Paging, list: string): LogQuery<ActivityLogDoc> {
-  const base: Record<string, unknown> = { environmentId };
-  if (f?.userId) base["user.id"] = f.userId;
-  if (f?.userEmail) base["user.email"] = f.userEmail;
-  if (f?.action) base.action = f.action;
-  if (f?.collection) base.collection = f.collection;
-  if (f?.recordId) base.recordId = f.recordId;
-  if (f?.runId) base.runId = f.runId;
-  const t = timeRange(p);
-  if (t) base.timestamp = t;
+function activityQuery(environmentId: string, f: ActivityLogFilter | undefined, p: Paging, list: string): LogQuery {
+  const selection: LogSelection = {
+    scopeId: environmentId,
+    userId: f?.userId, userEmail: f?.userEmail, action: f?.action, collection: f?.collection, recordId: f?.recordId, runId: f?.runId,
+    from: p.from, to: p.to,
+  };
   const hash = bindingHash({
     ...pagingBinding(list, environmentId, p),
     userId: f?.userId, userEmail: f?.userEmail, action: f?.action, collection: f?.collection, recordId: f?.recordId, runId: f?.runId,
   });
-  return { stream: activityStream(environmentId), base: base as Filter<ActivityLogDoc>, filtered: Object.keys(base).length > 1, hash };
+  return { stream: activityStream(environmentId), selection, hash };
 }
 
-function adminQuery(organizationId: string, projectId: string, f: AdminLogFilter | undefined, p: Paging, list: string): LogQuery<AdminLogDoc> {
-  const base: Record<string, unknown> = { projectId };
-  if (f?.userId) base["actor.id"] = f.userId;
-  if (f?.userEmail) base["actor.email"] = f.userEmail;
-  if (f?.action) base.action = f.action;
-  const t = timeRange(p);
-  if (t) base.timestamp = t;
+function adminQuery(organizationId: string, projectId: string, f: AdminLogFilter | undefined, p: Paging, list: string): LogQuery {
+  const selection: LogSelection = { scopeId: projectId, userId: f?.userId, userEmail: f?.userEmail, action: f?.action, from: p.from, to: p.to };
   const hash = bindingHash({ ...pagingBinding(list, projectId, p), userId: f?.userId, userEmail: f?.userEmail, action: f?.action });
-  return { stream: adminStream(organizationId, projectId), base: base as Filter<AdminLogDoc>, filtered: Object.keys(base).length > 1, hash };
+  return { stream: adminStream(organizationId, projectId), selection, hash };
 }
 
 export interface LogPage<T> {
@@ -142,122 +120,99 @@ export interface LogPage<T> {
   nextCursor: string | undefined;
 }
 
+/** Drops the look-ahead entry of a `limit + 1` read. */
+function page<T extends { seq: number }>(docs: T[], limit: number): { docs: T[]; hasMore: boolean } {
+  return docs.length > limit ? { docs: docs.slice(0, limit), hasMore: true } : { docs, hasMore: false };
+}
+
 /**
  * One page of a log. Ascending: entries after the cursor, never past an unresolved
- * position; descending: before it, starting at the watermark. The cursor position is
- * the sequence number within the stream.
+ * position; descending: before it, starting at the watermark. The cursor position is the
+ * sequence number within the stream.
  *
- * Without filters, ascending (and descending where `_id` lookups are indexed): a walk of
- * the stream — by `_id` point lookups where they are indexed (MongoDB; see
- * indexedPointReads), O(limit); on plain FerretDB by one `_id` range query per page (one
- * scan of the collection, which resolves the watermark at the same time). With filters:
- * a query on (scope, filter…, seq) bounded by the watermark: O(limit) on MongoDB through
- * its indexes; FerretDB scans the collection for it.
+ * Without filters, ascending: a forward walk of the stream (ranges below the watermark,
+ * position look-ups above it), O(limit). With filters: a query on (scope, filter…, seq)
+ * bounded by the watermark, O(limit) through the indexes. Descending: one range query
+ * below the watermark (every position there is resolved).
  */
-export async function readPage<K extends LogKind>(reader: LogReader, codec: CursorCodec, kind: K, q: LogQuery<DocOf<K>>, p: Paging): Promise<LogPage<DocOf<K>>> {
-  type T = DocOf<K>;
+export async function readPage<K extends LogKind>(store: Store, reader: LogReader, codec: CursorCodec, kind: K, q: LogQuery, p: Paging): Promise<LogPage<LogDocOf<K>>> {
+  const logs = store.logs;
   const pos = p.cursor ? codec.decode(p.cursor, q.hash) : undefined;
-  if (!q.filtered && (p.order === "asc" || reader.pointReads)) {
-    const docs: T[] = [];
-    let hasMore = false;
-    if (p.order === "asc") {
-      const after = pos ?? 0;
-      let last = after;
-      for await (const r of reader.forward(kind, q.stream, after, { batch: p.limit + 1 })) {
-        if (r.doc) {
-          if (docs.length === p.limit) {
-            hasMore = true;
-            break;
-          }
-          docs.push(r.doc);
-        }
-        last = r.seq;
-      }
-      // Caught up: every position up to `last` is resolved, so the cursor moves there.
-      return { docs, hasMore, nextCursor: codec.encode(last, q.hash) };
-    }
-    const before = pos ?? (await reader.advance(kind, q.stream)) + 1;
-    for await (const d of reader.backward(kind, q.stream, before)) {
-      if (docs.length === p.limit) {
-        hasMore = true;
-        break;
-      }
-      docs.push(d);
-    }
+  const filtered = isFiltered(q.selection);
+  if (p.order === "desc") {
+    const range = pos !== undefined ? { before: pos } : { upTo: await reader.advance(kind, q.stream) };
+    const read = filtered ? logs.select(kind, q.selection, range, -1, p.limit + 1) : logs.entries(kind, q.stream, range, -1, p.limit + 1);
+    const { docs, hasMore } = page(await read, p.limit);
     return { docs, hasMore, nextCursor: hasMore ? codec.encode(docs[docs.length - 1]!.seq, q.hash) : undefined };
   }
-
-  const coll = reader.collection(kind) as unknown as Collection<T>;
-  const dir = p.order === "asc" ? 1 : -1;
-  const run = (range: Record<string, number>, n: number) => coll.find({ ...q.base, seq: range } as Filter<T>).sort({ seq: dir }).limit(n).toArray() as Promise<T[]>;
-  if (p.order === "asc") {
-    const after = pos ?? 0;
-    // Serve from the stored watermark when that fills the page; advance only otherwise.
-    let wm = await reader.stored(kind, q.stream);
-    let docs = wm > after ? await run({ $gt: after, $lte: wm }, p.limit + 1) : [];
-    if (docs.length <= p.limit) {
-      const wm2 = await reader.advance(kind, q.stream);
-      const from = Math.max(wm, after);
-      if (wm2 > from) docs = docs.concat(await run({ $gt: from, $lte: wm2 }, p.limit + 1 - docs.length));
-      wm = Math.max(wm, wm2);
+  const after = pos ?? 0;
+  if (!filtered) {
+    const docs: LogDocOf<K>[] = [];
+    let hasMore = false;
+    let last = after;
+    for await (const r of reader.forward(kind, q.stream, after, { batch: p.limit + 1 })) {
+      if (r.doc) {
+        if (docs.length === p.limit) {
+          hasMore = true;
+          break;
+        }
+        docs.push(r.doc);
+      }
+      last = r.seq;
     }
-    const hasMore = docs.length > p.limit;
-    if (hasMore) docs = docs.slice(0, p.limit);
-    // Caught up: everything up to the watermark has been considered, so the cursor moves there.
-    const nextPos = hasMore ? docs[docs.length - 1]!.seq : Math.max(after, wm);
-    return { docs, hasMore, nextCursor: codec.encode(nextPos, q.hash) };
+    // Caught up: every position up to `last` is resolved, so the cursor moves there.
+    return { docs, hasMore, nextCursor: codec.encode(last, q.hash) };
   }
-  const range: Record<string, number> = pos !== undefined ? { $lt: pos } : { $lte: await reader.advance(kind, q.stream) };
-  let docs = await run(range, p.limit + 1);
-  const hasMore = docs.length > p.limit;
-  if (hasMore) docs = docs.slice(0, p.limit);
-  return { docs, hasMore, nextCursor: hasMore ? codec.encode(docs[docs.length - 1]!.seq, q.hash) : undefined };
+  // Serve from the stored watermark when that fills the page; advance only otherwise.
+  let wm = await reader.stored(q.stream);
+  let docs = wm > after ? await logs.select(kind, q.selection, { after, upTo: wm }, 1, p.limit + 1) : [];
+  if (docs.length <= p.limit) {
+    const wm2 = await reader.advance(kind, q.stream);
+    const from = Math.max(wm, after);
+    if (wm2 > from) docs = docs.concat(await logs.select(kind, q.selection, { after: from, upTo: wm2 }, 1, p.limit + 1 - docs.length));
+    wm = Math.max(wm, wm2);
+  }
+  const r = page(docs, p.limit);
+  // Caught up: everything up to the watermark has been considered, so the cursor moves there.
+  const nextPos = r.hasMore ? r.docs[r.docs.length - 1]!.seq : Math.max(after, wm);
+  return { ...r, nextCursor: codec.encode(nextPos, q.hash) };
 }
 
 /**
  * Every matching entry from the cursor up to the watermark as of the start, in one pass
- * and constant memory: the watermark advance, then one driver cursor over the query
- * sorted by seq. (Walking the stream by `_id` lookups instead was measured 3× slower on
- * FerretDB even with the lookups indexed: 853 vs 2,771 entries/s for 100,000 entries.)
+ * and constant memory: the watermark advance, then one indexed scan sorted by seq.
  */
-export async function* streamLog<K extends LogKind>(reader: LogReader, codec: CursorCodec, kind: K, q: LogQuery<DocOf<K>>, p: Paging): AsyncGenerator<DocOf<K>> {
-  type T = DocOf<K>;
+export async function* streamLog<K extends LogKind>(store: Store, reader: LogReader, codec: CursorCodec, kind: K, q: LogQuery, p: Paging): AsyncGenerator<LogDocOf<K>> {
   const pos = p.cursor ? codec.decode(p.cursor, q.hash) : undefined;
-  const coll = reader.collection(kind) as unknown as Collection<T>;
   const wm = await reader.advance(kind, q.stream);
-  const range = p.order === "asc" ? { $gt: pos ?? 0, $lte: wm } : pos !== undefined ? { $lt: pos } : { $lte: wm };
-  const cursor = coll.find({ ...q.base, seq: range } as Filter<T>).sort({ seq: p.order === "asc" ? 1 : -1 }).batchSize(EXPORT_BATCH);
-  try {
-    for await (const d of cursor) yield d as T;
-  } finally {
-    await cursor.close();
-  }
+  const range = p.order === "asc" ? { after: pos ?? 0, upTo: wm } : pos !== undefined ? { before: pos } : { upTo: wm };
+  yield* store.logs.scan(kind, q.selection, range, p.order === "asc" ? 1 : -1);
 }
 
 export function createLogService(deps: Deps, opts: { reader?: LogReader } = {}): ServiceImpl<typeof LogService> {
   const { db } = deps;
-  const reader = opts.reader ?? createLogReader(db);
+  const reader = opts.reader ?? createLogReader(deps.store);
   const codec = cursorCodec(deps.config);
   return {
     async listActivityLogs(req, ctx) {
       const p = paging(req.options);
       const scope = await apiScope(db, ctx, req.projectName, req.environmentName);
       const q = activityQuery(scope.environment!._id, req.filter, p, "activity");
-      const page = await readPage(reader, codec, "activity", q, p);
+      const page = await readPage(deps.store, reader, codec, "activity", q, p);
       return { activityLogs: page.docs.map(activityEntry), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
     async listAdminLogs(req, ctx) {
       const p = paging(req.options);
       const scope = await apiScope(db, ctx, req.projectName);
       const q = adminQuery(scope.project.organizationId, scope.project._id, req.filter, p, "admin");
-      const page = await readPage(reader, codec, "admin", q, p);
+      const page = await readPage(deps.store, reader, codec, "admin", q, p);
       return { adminLogs: page.docs.map(adminEntry), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
     async *exportActivityLogs(req, ctx) {
       const p = paging(req.options, { ignoreLimit: true });
       const scope = await apiScope(db, ctx, req.projectName, req.environmentName);
       const q = activityQuery(scope.environment!._id, req.filter, p, "activity");
-      for await (const d of streamLog(reader, codec, "activity", q, p)) {
+      for await (const d of streamLog(deps.store, reader, codec, "activity", q, p)) {
         yield create(ExportActivityLogsResponseSchema, { entry: activityEntry(d) });
       }
     },
@@ -265,7 +220,7 @@ export function createLogService(deps: Deps, opts: { reader?: LogReader } = {}):
       const p = paging(req.options, { ignoreLimit: true });
       const scope = await apiScope(db, ctx, req.projectName);
       const q = adminQuery(scope.project.organizationId, scope.project._id, req.filter, p, "admin");
-      for await (const d of streamLog(reader, codec, "admin", q, p)) {
+      for await (const d of streamLog(deps.store, reader, codec, "admin", q, p)) {
         yield create(ExportAdminLogsResponseSchema, { entry: adminEntry(d) });
       }
     },

@@ -5,15 +5,14 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { Filter } from "mongodb";
 import { NoteMessageSchema, NoteSchema, NoteService, type Note, type NoteMessage, type NoteScope } from "../../gen/runhook/v1/note_pb.js";
 import { apiScope, type ApiScope } from "../auth/api-scope.js";
-import type { NoteDoc, NoteMessageDoc, UserRefDoc } from "../db/types.js";
+import type { NoteScopeIds } from "../store/notes.js";
+import type { NoteDoc, NoteMessageDoc, UserRefDoc } from "../store/types.js";
 import { viaOf, type Deps } from "../deps.js";
 import { fail } from "../errors.js";
 import { bindingHash, cursorCodec, paging } from "../logs/cursor.js";
-import { writeActivity } from "../logs/writer.js";
-import { addNoteMessage, checkTitle, createNote, deleteNote, updateNote, type NoteScopeIds } from "./store.js";
+import { addNoteMessage, checkTitle, createNote, updateNote } from "./threads.js";
 
 export function noteMessage(m: NoteMessageDoc): NoteMessage {
   return create(NoteMessageSchema, { id: m.id, content: m.content, user: { id: m.user.id, email: m.user.email }, createdAt: timestampFromDate(m.createdAt) });
@@ -36,7 +35,7 @@ export function noteOf(d: NoteDoc): Note {
 const NOTE_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function createNoteService(deps: Deps): ServiceImpl<typeof NoteService> {
-  const { db } = deps;
+  const { db, store } = deps;
   const codec = cursorCodec(deps.config);
 
   async function scopeOf(ctx: HandlerContext, s: NoteScope | undefined): Promise<ApiScope & { ids: NoteScopeIds; author: UserRefDoc }> {
@@ -52,7 +51,7 @@ export function createNoteService(deps: Deps): ServiceImpl<typeof NoteService> {
   }
 
   function activity(ctx: HandlerContext, scope: ApiScope & { ids: NoteScopeIds; author: UserRefDoc }, action: string, note: Pick<NoteDoc, "_id" | "collection" | "recordId">, details: Record<string, unknown> = {}) {
-    return writeActivity(db, {
+    return store.logs.appendActivity({
       projectId: scope.ids.projectId,
       environmentId: scope.ids.environmentId,
       environment: scope.environment!.name,
@@ -76,14 +75,14 @@ export function createNoteService(deps: Deps): ServiceImpl<typeof NoteService> {
       checkTitle(req.title);
       const coll = await db.collections.findOne({ environmentId: scope.ids.environmentId, name: req.collection }, { projection: { _id: 1 } });
       if (!coll) throw fail.invalid(`unknown collection "${req.collection}" in this environment`);
-      const doc = await createNote(db, { ...scope.ids, collection: req.collection, recordId: req.recordId, title: req.title, content: req.content, user: scope.author });
+      const doc = await createNote(store, { ...scope.ids, collection: req.collection, recordId: req.recordId, title: req.title, content: req.content, user: scope.author });
       await activity(ctx, scope, "note.created", doc, { messageId: doc.messages[0]!.id, title: doc.title });
       return { note: noteOf(doc) };
     },
 
     async getNote(req, ctx) {
       const scope = await scopeOf(ctx, req.scope);
-      const doc = await db.notes.findOne({ _id: noteIdOf(req.noteId), ...scope.ids });
+      const doc = await store.notes.get(scope.ids, noteIdOf(req.noteId));
       if (!doc) throw fail.notFound("unknown note");
       return { note: noteOf(doc) };
     },
@@ -92,20 +91,15 @@ export function createNoteService(deps: Deps): ServiceImpl<typeof NoteService> {
       const p = paging(req.options);
       const scope = await scopeOf(ctx, req.scope);
       const f = req.filter;
-      const base: Record<string, unknown> = { environmentId: scope.ids.environmentId, projectId: scope.ids.projectId };
-      if (f?.collection) base.collection = f.collection;
-      if (f?.recordId) base.recordId = f.recordId;
-      if (f?.userId) base["user.id"] = f.userId;
-      if (f?.archived !== undefined) base.archivedAt = f.archived ? { $ne: null } : null;
-      if (p.from || p.to) base.createdAt = { ...(p.from ? { $gte: p.from } : {}), ...(p.to ? { $lt: p.to } : {}) };
+      const archived = f?.archived;
       const hash = bindingHash({
         list: "notes", scope: scope.ids.environmentId, order: p.order, from: p.from?.toISOString(), to: p.to?.toISOString(),
-        collection: f?.collection, recordId: f?.recordId, userId: f?.userId, archived: f?.archived === undefined ? undefined : String(f.archived),
+        collection: f?.collection, recordId: f?.recordId, userId: f?.userId, archived: archived === undefined ? undefined : String(archived),
       });
       const pos = p.cursor ? codec.decode(p.cursor, hash) : undefined;
       const asc = p.order === "asc";
-      if (pos !== undefined) base.seq = asc ? { $gt: pos } : { $lt: pos };
-      let docs = await db.notes.find(base as Filter<NoteDoc>).sort({ seq: asc ? 1 : -1 }).limit(p.limit + 1).toArray();
+      const selection = { ...scope.ids, collection: f?.collection, recordId: f?.recordId, userId: f?.userId, archived, from: p.from, to: p.to };
+      let docs = await store.notes.list(selection, pos, asc ? 1 : -1, p.limit + 1);
       const hasMore = docs.length > p.limit;
       if (hasMore) docs = docs.slice(0, p.limit);
       const last = docs[docs.length - 1]?.seq;
@@ -118,11 +112,11 @@ export function createNoteService(deps: Deps): ServiceImpl<typeof NoteService> {
       const scope = await scopeOf(ctx, req.scope);
       const noteId = noteIdOf(req.noteId);
       if (req.title === undefined && req.archived === undefined) {
-        const doc = await db.notes.findOne({ _id: noteId, ...scope.ids });
+        const doc = await store.notes.get(scope.ids, noteId);
         if (!doc) throw fail.notFound("unknown note");
         return { note: noteOf(doc) }; // nothing to change
       }
-      const doc = await updateNote(db, scope.ids, noteId, { title: req.title, archived: req.archived });
+      const doc = await updateNote(store, scope.ids, noteId, { title: req.title, archived: req.archived });
       if (!doc) throw fail.notFound("unknown note");
       const details: Record<string, unknown> = {};
       if (req.title !== undefined) details.title = req.title;
@@ -133,7 +127,7 @@ export function createNoteService(deps: Deps): ServiceImpl<typeof NoteService> {
 
     async deleteNote(req, ctx) {
       const scope = await scopeOf(ctx, req.scope);
-      const doc = await deleteNote(db, scope.ids, noteIdOf(req.noteId));
+      const doc = await store.notes.remove(scope.ids, noteIdOf(req.noteId));
       if (!doc) throw fail.notFound("unknown note");
       await activity(ctx, scope, "note.deleted", doc);
       return {};
@@ -142,7 +136,7 @@ export function createNoteService(deps: Deps): ServiceImpl<typeof NoteService> {
     async addNoteMessage(req, ctx) {
       const scope = await scopeOf(ctx, req.scope);
       if (!req.content) throw fail.invalid("content is required");
-      const r = await addNoteMessage(db, scope.ids, noteIdOf(req.noteId), req.content, scope.author);
+      const r = await addNoteMessage(store, scope.ids, noteIdOf(req.noteId), req.content, scope.author);
       if (!r) throw fail.notFound("unknown note");
       await activity(ctx, scope, "note.message.created", r.note, { messageId: r.message.id });
       return { message: noteMessage(r.message) };

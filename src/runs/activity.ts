@@ -1,24 +1,19 @@
 // Activity log entries about a run: attributed to the run's user (the token's user).
-import type { Database } from "../db/mongo.js";
-import type { ActivityLogDoc, RunDoc } from "../db/types.js";
-import { writeActivity } from "../logs/writer.js";
-
-export async function environmentName(db: Database, environmentId: string): Promise<string> {
-  const env = await db.environments.findOne({ _id: environmentId }, { projection: { name: 1 } });
-  return env?.name ?? "";
-}
+import type { Store } from "../store/index.js";
+import type { ActivityLogDoc, RunDoc } from "../store/types.js";
 
 export async function writeRunActivity(
-  db: Database,
+  store: Store,
   run: RunDoc,
   action: string,
   details: Record<string, unknown>,
   via: ActivityLogDoc["via"] = "workflow",
 ): Promise<void> {
-  await writeActivity(db, {
+  const env = await store.db.environments.findOne({ _id: run.environmentId }, { projection: { name: 1 } });
+  await store.logs.appendActivity({
     projectId: run.projectId,
     environmentId: run.environmentId,
-    environment: await environmentName(db, run.environmentId),
+    environment: env?.name ?? "",
     rendering: run.renderingId,
     user: { id: run.userId, email: run.userEmail },
     action,

@@ -4,7 +4,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 import type { RunSchema } from "../../gen/runhook/v1/run_pb.js";
 import { randomUUID } from "node:crypto";
-import type { RunDoc, RunState, StepDoc } from "../db/types.js";
+import type { RunDoc, RunState, StepDoc } from "../store/types.js";
 
 export const FINISHED_STATES: RunState[] = ["SUCCEEDED", "FAILED", "CANCELLED"];
 

@@ -8,11 +8,11 @@ import { RunService } from "../../gen/runhook/v1/run_pb.js";
 import { assertMayTrigger, renderingDenial } from "../auth/access.js";
 import { authenticateAny, type ApiPrincipal, type AppPrincipal } from "../auth/tokens.js";
 import { authorization, viaOf, type Deps } from "../deps.js";
-import { ONGOING_STATES, type RunDoc } from "../db/types.js";
+import type { RunDoc } from "../store/types.js";
 import { fail } from "../errors.js";
 import { writeRunActivity } from "./activity.js";
-import { updateRun } from "./cas.js";
 import { isFinished, isRunId, RUN_CANCELLED, RUN_CHANGED, runMessage } from "./model.js";
+import { runStateMachine } from "./state.js";
 import { RunWatcher } from "./watch.js";
 
 export const MAX_WAIT_SECONDS = 60;
@@ -20,8 +20,9 @@ export const MAX_WAIT_SECONDS = 60;
 const WATCH_RECHECK_MS = 60_000;
 
 export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {
-  const { db } = deps;
+  const { db, store } = deps;
   const watcher = new RunWatcher(deps);
+  const machine = runStateMachine(store);
 
   /** Throws PERMISSION_DENIED unless the principal may follow (or cancel) the run. */
   async function assertMayAccess(p: AppPrincipal | ApiPrincipal, run: RunDoc): Promise<void> {
@@ -48,7 +49,7 @@ export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {
     const principal = await authenticateAny(db, authorization(ctx));
     if (opts.cancel && principal.kind === "api") throw fail.denied("runs are cancelled with an application token, not a project API token");
     if (!isRunId(runId)) throw fail.invalid("run_id must be a UUID");
-    const run = await db.runs.findOne({ _id: runId.toLowerCase() });
+    const run = await store.runs.get(runId.toLowerCase());
     if (!run) throw fail.notFound(`run ${runId} not found`);
     await assertMayAccess(principal, run);
     return { principal, run };
@@ -61,7 +62,7 @@ export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {
       const known = Number(req.knownVersion);
       if (req.waitSeconds > 0 && run.version === known && !isFinished(run.state)) {
         const changed = await watcher.wait(run._id, known, Date.now() + req.waitSeconds * 1000, ctx.signal);
-        run = changed ?? (await db.runs.findOne({ _id: run._id })) ?? run;
+        run = changed ?? (await store.runs.get(run._id)) ?? run;
       }
       return { run: runMessage(run) };
     },
@@ -88,23 +89,16 @@ export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {
       // One conditional update from the version we read; retried if the run moved meanwhile.
       for (let attempt = 0; attempt < 20; attempt++) {
         if (isFinished(run.state)) throw fail.precondition(`run ${run._id} is already finished (${run.state})`);
-        const now = new Date();
-        const index = run.stepIndex < run.steps.length ? run.stepIndex : null;
-        const error = `cancelled by ${by.email}`;
-        const set: Record<string, unknown> = { state: "CANCELLED", error, finishedAt: now, updatedAt: now, lease: null, activeKey: run._id };
-        if (index !== null) {
-          set[`steps.${index}.state`] = "CANCELLED";
-          set[`steps.${index}.finishedAt`] = now;
-        }
-        const done = await updateRun(db, run._id, { version: run.version, state: ONGOING_STATES }, { $set: set, $inc: { version: 1 } });
+        const done = await machine.cancel(run, `cancelled by ${by.email}`);
         if (done) {
           deps.events.emit(RUN_CANCELLED, done._id);
           deps.events.emit(RUN_CHANGED, done._id);
           // Attributed to the run's user like every entry of the run; the canceller is in details.
-          await writeRunActivity(db, done, "workflow.run.cancelled", { cancelledBy: by, step: index }, viaOf(ctx));
+          const step = run.stepIndex < run.steps.length ? run.stepIndex : null;
+          await writeRunActivity(store, done, "workflow.run.cancelled", { cancelledBy: by, step }, viaOf(ctx));
           return { run: runMessage(done) };
         }
-        const fresh = await db.runs.findOne({ _id: run._id });
+        const fresh = await store.runs.get(run._id);
         if (!fresh) throw fail.notFound(`run ${run._id} not found`);
         run = fresh;
       }

@@ -2,12 +2,12 @@
 // that the run's user still exists and may read (or edit) the record through the run's
 // rendering, and that the record exists within the rendering's scope.
 import { ConnectError } from "@connectrpc/connect";
-import type { Collection, Document } from "mongodb";
 import type { DataAccess } from "../auth/access.js";
 import { collectionAccess } from "../auth/access.js";
 import type { Deps } from "../deps.js";
-import type { CollectionDoc, RunDoc, StepDoc, UserDoc } from "../db/types.js";
-import { createNote } from "../notes/store.js";
+import type { RecordDoc } from "../store/records.js";
+import type { CollectionDoc, EnvironmentDoc, RunDoc, StepDoc, UserDoc } from "../store/types.js";
+import { createNote } from "../notes/threads.js";
 import { writeRunActivity } from "./activity.js";
 import { recordFilter } from "./records.js";
 
@@ -16,10 +16,10 @@ export class StepFailure extends Error {}
 
 interface RecordContext {
   user: UserDoc;
+  environment: EnvironmentDoc;
   collection: CollectionDoc;
-  coll: Collection<Document>;
   filter: Record<string, unknown>;
-  record: Document;
+  record: RecordDoc;
   notFound(): StepFailure;
 }
 
@@ -44,10 +44,9 @@ export async function recordAs(deps: Deps, run: RunDoc, need: DataAccess): Promi
   if (!access.allowed) throw notFound(access.reason);
   const filter = recordFilter(collection.primaryKey, run.recordId, access.scope);
   if (!filter) throw notFound(`the id does not have the ${collection.primaryKey.length} part(s) of the collection's primary key`);
-  const coll = db.dataDb(environment.dataDatabase).collection(collection.name);
-  const record = await coll.findOne(filter);
+  const record = await deps.store.records.find(environment.dataDatabase, collection.name, filter);
   if (!record) throw notFound();
-  return { user, collection, coll, filter, record, notFound: () => notFound() };
+  return { user, environment, collection, filter, record, notFound: () => notFound() };
 }
 
 function sameValue(a: unknown, b: unknown): boolean {
@@ -73,17 +72,16 @@ export async function runDataStep(deps: Deps, run: RunDoc, step: Exclude<StepDoc
       for (const [field, value] of Object.entries(set)) if (!sameValue(ctx.record[field], value)) changed[field] = value;
       if (Object.keys(set).length > 0) {
         // The same filter as the read: a record that left the scope meanwhile is not written.
-        const res = await ctx.coll.updateOne(ctx.filter, { $set: set });
-        if (res.matchedCount === 0) throw ctx.notFound();
+        if (!(await deps.store.records.set(ctx.environment.dataDatabase, ctx.collection.name, ctx.filter, set))) throw ctx.notFound();
       }
-      await writeRunActivity(deps.db, run, "record.updated", { fields: changed });
+      await writeRunActivity(deps.store, run, "record.updated", { fields: changed });
       return { changed: Object.keys(changed) };
     }
     case "add_note": {
       const ctx = await recordAs(deps, run, "read");
       let noteId: string;
       try {
-        const note = await createNote(deps.db, {
+        const note = await createNote(deps.store, {
           projectId: run.projectId,
           environmentId: run.environmentId,
           collection: ctx.collection.name,
@@ -97,7 +95,7 @@ export async function runDataStep(deps: Deps, run: RunDoc, step: Exclude<StepDoc
         if (err instanceof ConnectError) throw new StepFailure(`add_note: ${err.rawMessage}`);
         throw err;
       }
-      await writeRunActivity(deps.db, run, "note.created", { noteId });
+      await writeRunActivity(deps.store, run, "note.created", { noteId });
       return { noteId };
     }
     default:

@@ -2,7 +2,7 @@
 // somebody is waiting on, in one query per tick, and wakes the waiters whose run changed.
 // Changes made on this instance (RUN_CHANGED events) are picked up without waiting for a tick.
 import type { Deps } from "../deps.js";
-import type { RunDoc } from "../db/types.js";
+import type { RunDoc } from "../store/types.js";
 import { isFinished, RUN_CHANGED } from "./model.js";
 
 export const WATCH_POLL_MS = 150;
@@ -73,8 +73,7 @@ export class RunWatcher {
         if (ids.length === 0) return;
         let runs: RunDoc[];
         try {
-          // By id, one query each: a bare {_id} is the only filter FerretDB serves from an index.
-          runs = (await Promise.all(ids.map((id) => this.deps.db.runs.findOne({ _id: id })))).filter((r): r is RunDoc => r !== null);
+          runs = await this.deps.store.runs.getMany(ids);
         } catch (err) {
           this.deps.logger.warn({ err }, "run watcher poll failed");
           return;

@@ -1,18 +1,14 @@
 // TriggerService and the one trigger function that the webhook route and the RPC share.
-// The checks run in exactly the order of CONTRACT §2; the first that fails answers.
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { OngoingRunSchema, TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
 import { assertMayTrigger } from "../auth/access.js";
 import { authenticateApp } from "../auth/tokens.js";
-import { isDuplicateKey } from "../db/mongo.js";
-import type { RunDoc, WorkflowVersionDoc } from "../db/types.js";
 import { authorization, viaOf, type Deps } from "../deps.js";
 import { fail, ONGOING_RUN_ID } from "../errors.js";
-import { writeActivity } from "../logs/writer.js";
-import { hit } from "../ratelimit.js";
-import { enqueueRun, findOngoingRunId, noteActiveRun } from "../runs/queue.js";
+import { newRunDoc, RUN_QUEUED } from "../runs/model.js";
+import { activityStream } from "../store/logs.js";
+import type { WorkflowVersionDoc } from "../store/types.js";
 import { keyOfUrl, verifyWebhookKey } from "./keys.js";
-import { activeKeyOf, newRunDoc } from "../runs/model.js";
 
 /** The request body as the route parsed it: the record id, or why the body is unusable. */
 export type TriggerBody = { recordId: unknown } | { bodyError: string };
@@ -51,17 +47,30 @@ function ongoingError(runId: string): ConnectError {
   ]);
 }
 
-/** Creates and queues a run (CONTRACT §2), returning its id; throws ConnectErrors for every refusal. */
+/**
+ * Creates and queues a run, returning its id; throws ConnectErrors for every refusal. The
+ * checks run in the contract's order and the first that fails answers; independent reads are
+ * started early, but a failure is only ever reported at its place in that order.
+ */
 export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ runId: string }> {
-  const { db } = deps;
+  const { db, store } = deps;
   // 1. The key: well-formed and signed.
   const key = verifyWebhookKey(deps.config, input.key);
   if (!key) throw fail.invalid("malformed or tampered webhook URL");
 
-  // The workflow is read while the token is checked (a read changes nothing); failures are
-  // still reported in the contract's order: the token's first.
+  // The workflow and what it names are read while the token is checked (reads change nothing).
   const workflowRead = db.workflows.findOne({ _id: key.workflowId });
-  workflowRead.catch(() => {}); // awaited below unless the token check throws first
+  const relatedRead = workflowRead.then((wf) =>
+    wf
+      ? Promise.all([
+          db.renderings.findOne({ _id: wf.renderingId }),
+          db.projects.findOne({ _id: wf.projectId }),
+          db.environments.findOne({ _id: wf.environmentId }),
+          db.collections.findOne({ _id: wf.collectionId }),
+        ])
+      : null,
+  );
+  relatedRead.catch(() => {}); // awaited below unless an earlier check throws first
 
   // 2. The token.
   const principal = await authenticateApp(db, input.authorization);
@@ -74,19 +83,14 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
   if (!workflow.webhook.enabled) throw fail.notFound("the webhook trigger is disabled");
   const version = latestActive(workflow.versions);
   if (!version) throw fail.notFound("no active workflow version for the rendering");
-  const [rendering, project, environment, collection] = await Promise.all([
-    db.renderings.findOne({ _id: workflow.renderingId }),
-    db.projects.findOne({ _id: workflow.projectId }),
-    db.environments.findOne({ _id: workflow.environmentId }),
-    db.collections.findOne({ _id: workflow.collectionId }),
-  ]);
+  const [rendering, project, environment, collection] = (await relatedRead) ?? [];
   if (!rendering || !project || !environment || !collection) throw fail.notFound("unknown webhook");
 
   // 4. The token's user may trigger this workflow.
   await assertMayTrigger(db, principal.user, principal.token, project, rendering, workflow);
 
   // 5. The webhook's rate limit.
-  const rate = await hit(db, `webhook:${workflow._id}`, workflow.webhook.rateLimitPerMinute);
+  const rate = await store.rateLimits.hit(`webhook:${workflow._id}`, workflow.webhook.rateLimitPerMinute);
   if (!rate.allowed) throw fail.throttled(rate.retryAfter, `rate limit of ${rate.limit} requests per minute exceeded for this webhook`);
 
   // 6. The body.
@@ -98,44 +102,41 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
   if (recordId.length > 1024) throw fail.invalid("record_id is longer than 1024 characters");
 
   // 7–8. One ongoing run per (workflow, record), by the unique index on activeKey. The
-  // ongoing run of a 409 is found through the active_runs hint, by primary key (runs/queue.ts).
-  const activeKey = activeKeyOf(workflow._id, recordId);
-  let run: RunDoc | undefined;
-  for (let attempt = 0; !run; attempt++) {
-    const doc = newRunDoc({
-      workflowId: workflow._id,
-      workflowVersion: version.version,
-      steps: version.steps,
-      renderingId: rendering._id,
-      projectId: project._id,
-      environmentId: environment._id,
-      collectionId: collection._id,
-      collection: collection.name,
-      recordId,
-      userId: principal.user._id,
-      userEmail: principal.user.email,
-      tokenId: principal.token._id,
-      via: input.via,
-    });
-    try {
-      await db.runs.insertOne(doc);
-      run = doc;
-    } catch (err) {
-      if (!isDuplicateKey(err)) throw err;
-      const ongoing = await findOngoingRunId(db, activeKey);
-      if (ongoing) throw ongoingError(ongoing);
-      // The ongoing run finished between the insert and the read: try again.
-      if (attempt >= 2) throw new ConnectError("the record's run changed state concurrently; retry", Code.Aborted);
-    }
+  // triggered entry takes its place in the activity log before the run is stored, so that
+  // no executor can log the run's outcome ahead of it; it is written once the run is.
+  const stream = activityStream(environment._id);
+  const seq = await store.counters.next(stream);
+  const run = newRunDoc({
+    workflowId: workflow._id,
+    workflowVersion: version.version,
+    steps: version.steps,
+    renderingId: rendering._id,
+    projectId: project._id,
+    environmentId: environment._id,
+    collectionId: collection._id,
+    collection: collection.name,
+    recordId,
+    userId: principal.user._id,
+    userEmail: principal.user.email,
+    tokenId: principal.token._id,
+    via: input.via,
+  });
+  let created;
+  try {
+    created = await store.runs.create(run);
+  } catch (err) {
+    void store.logs.tombstone("activity", stream, seq).catch(() => {});
+    throw err;
   }
-
-  // The triggered entry goes into the activity log before the run is queued for executors
-  // (so no executor can log the run's outcome ahead of it), next to the 409 hint. All of
-  // these follow the stored run: a failure here is logged, never turned into an error.
-  const stored = run;
-  await Promise.all([
-    noteActiveRun(db, activeKey, stored._id).catch((err: unknown) => deps.logger.warn({ err, runId: stored._id }, "could not record the ongoing run hint")),
-    writeActivity(db, {
+  if (!created.created) {
+    // No entry for a refused call: its position is resolved at once, so readers never wait for it.
+    void store.logs.tombstone("activity", stream, seq).catch((err: unknown) => deps.logger.warn({ err }, "could not release an activity log position"));
+    if (created.ongoingRunId) throw ongoingError(created.ongoingRunId);
+    throw new ConnectError("the record's run changed state concurrently; retry", Code.Aborted);
+  }
+  // The run is stored: a failure to log it is reported, never turned into an error.
+  await store.logs
+    .putActivity(seq, {
       projectId: project._id,
       environmentId: environment._id,
       environment: environment.name,
@@ -147,11 +148,9 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
       recordId,
       runId: run._id,
       details: { workflowId: workflow._id, workflowVersion: version.version, workflowName: workflow.name },
-    }).catch((err: unknown) => deps.logger.error({ err, runId: stored._id }, "could not write the workflow.run.triggered activity entry")),
-  ]);
-  // Without its queue entry the executors' sweep still finds the run.
-  await enqueueRun(db, stored._id, stored.createdAt).catch((err: unknown) => deps.logger.warn({ err, runId: stored._id }, "could not queue the run (the executors' sweep will)"));
-  deps.events.emit("run.queued", run._id);
+    })
+    .catch((err: unknown) => deps.logger.error({ err, runId: run._id }, "could not write the workflow.run.triggered activity entry"));
+  deps.events.emit(RUN_QUEUED, run._id);
   return { runId: run._id };
 }
 

@@ -1,10 +1,11 @@
-// Provides the database server for all tests: the embedded FerretDB, or MONGODB_URI when set.
+// Provides the database server for all tests: the embedded mongo-java-server (memory), or
+// MONGODB_URI when set (then the same suite runs on that server).
 import type { TestProject } from "vitest/node";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../../src/config.js";
-import { startEmbeddedDb } from "../../src/db/embedded.js";
+import { startEmbeddedServer } from "../../src/store/embedded.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -19,10 +20,10 @@ export default async function setup(project: TestProject) {
   }
   const dataDir = mkdtempSync(join(tmpdir(), "runhook-test-"));
   const config = loadConfig({ ...process.env, RUNHOOK_DATA_DIR: dataDir });
-  const db = await startEmbeddedDb({ dataDir, cacheDir: config.cacheDir, progress: (m) => console.log(`[test database] ${m}`) });
-  project.provide("mongoUri", db.uri);
+  const server = await startEmbeddedServer({ dataDir, cacheDir: config.cacheDir, persistent: false, progress: (m) => console.log(`[test database] ${m}`) });
+  project.provide("mongoUri", server.uri);
   return async () => {
-    await db.stop();
+    await server.stop();
     rmSync(dataDir, { recursive: true, force: true });
   };
 }

@@ -1,18 +1,18 @@
 // A separate writer process for the tailing test: LOOPS concurrent loops each append
-// COUNT activity entries through writeActivity (the real ordering protocol).
+// COUNT activity entries through the store (the real ordering protocol).
 // Env: MONGODB_URI (with the database in its path), COUNT, LOOPS, WRITER, PROJECT_ID, ENV_ID.
-import { connect } from "../../src/db/mongo.js";
-import { writeActivity } from "../../src/logs/writer.js";
+import { connect, createStore } from "../../src/store/index.js";
 
 const env = process.env;
 const db = await connect(env.MONGODB_URI!);
+const logs = createStore(db).logs;
 const count = Number(env.COUNT);
 const loops = Number(env.LOOPS ?? 1);
 const writer = env.WRITER ?? "w";
 await Promise.all(
   Array.from({ length: loops }, async (_, loop) => {
     for (let i = 0; i < count; i++) {
-      await writeActivity(db, {
+      await logs.appendActivity({
         projectId: env.PROJECT_ID!,
         environmentId: env.ENV_ID!,
         environment: "production",

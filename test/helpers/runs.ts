@@ -1,11 +1,9 @@
-// Inserts runs exactly as TriggerService stores them (QUEUED, steps pre-filled, then its
-// work-queue entry and ongoing-run hint), without going through the webhook, and waits for
-// runs to reach a state.
+// Inserts runs exactly as TriggerService stores them (newRunDoc: QUEUED, steps pre-filled),
+// without going through the webhook, and waits for runs to reach a state.
 import { randomUUID } from "node:crypto";
-import type { Database } from "../../src/db/mongo.js";
+import type { Database } from "../../src/store/index.js";
 import { newRunDoc } from "../../src/runs/model.js";
-import { enqueueRun, noteActiveRun } from "../../src/runs/queue.js";
-import type { RunDoc, RunState, StepDoc } from "../../src/db/types.js";
+import type { RunDoc, RunState, StepDoc } from "../../src/store/types.js";
 import type { World } from "./world.js";
 
 export interface QueueOpts {
@@ -20,8 +18,6 @@ export interface QueueOpts {
   createdAt?: Date;
   /** Use this version instead of reading it from the workflow (e.g. one that does not exist). */
   version?: { version: number; steps: StepDoc[] };
-  /** false: store the run only, as if the process died before queueing it (default true). */
-  queueEntry?: boolean;
 }
 
 export async function queueRun(db: Database, world: World, recordId: string, opts: QueueOpts = {}): Promise<RunDoc> {
@@ -52,8 +48,8 @@ export async function queueRun(db: Database, world: World, recordId: string, opt
     via: opts.via ?? "webhook",
     createdAt: now,
   });
+  // A plain insert, so that a second ongoing run on the record fails with the unique index's error.
   await db.runs.insertOne(run);
-  if (opts.queueEntry !== false) await Promise.all([enqueueRun(db, run._id, now), noteActiveRun(db, run.activeKey, run._id)]);
   return run;
 }
 

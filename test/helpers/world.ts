@@ -2,9 +2,9 @@
 // environment, team, rendering, collection with records, users with roles, a workflow
 // with its webhook enabled, and tokens. Returns the plaintext tokens.
 import { randomUUID } from "node:crypto";
-import type { Database } from "../../src/db/mongo.js";
+import type { Database } from "../../src/store/index.js";
 import type { Role } from "../../src/auth/roles.js";
-import type { StepDoc, UserDoc } from "../../src/db/types.js";
+import type { StepDoc, UserDoc } from "../../src/store/types.js";
 import { projectRoleId } from "../../src/auth/access.js";
 import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, newToken } from "../../src/auth/tokens.js";
 

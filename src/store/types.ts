@@ -162,18 +162,5 @@ export interface NoteDoc {
 }
 
 export interface CounterDoc { _id: string; seq: number }
-/** A fixed-window rate-limit counter (`${bucket}:${windowStart}`) or, on FerretDB, one taken slot of it (`…:${n}`). */
+/** A fixed-window rate-limit counter, `_id` = `${bucket}:${windowStart}`; removed once `expiresAt` has passed. */
 export interface RateLimitDoc { _id: string; count: number; expiresAt: Date }
-
-/** A short-lived write lock on one document (see db/atomic.ts); _id names the document. */
-export interface LockDoc { _id: string; token: string; expiresAt: Date }
-
-/**
- * A hint that run `_id` may be claimable (runs/queue.ts): inserted right after the run,
- * deleted once an executor claimed it or found it finished. The run stays the source of truth.
- */
-export interface RunQueueDoc { _id: string; at: Date }
-/** A hint naming the ongoing run of an activeKey (`_id`), confirmed against the run before use. */
-export interface ActiveRunDoc { _id: string; runId: string; at: Date }
-/** A hint that run `_id` is RUNNING (inserted at claim, dropped when it finishes): the lease sweep's list. */
-export interface RunningRunDoc { _id: string; at: Date }

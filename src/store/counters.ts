@@ -1,0 +1,37 @@
+// Named sequence counters: one document each, advanced by one atomic $inc.
+import type { Database } from "./connection.js";
+import { isDuplicateKey } from "./errors.js";
+
+export interface CounterStore {
+  /** Takes the next number of counter `name` (1, 2, 3, …): distinct across every instance. */
+  next(name: string): Promise<number>;
+  /** The highest number taken so far (0 before the first). */
+  current(name: string): Promise<number>;
+  /** A number kept under `name` that only ever rises (a watermark). */
+  raise(name: string, value: number): Promise<void>;
+}
+
+export function counterStore(d: Database): CounterStore {
+  /** Retries an upsert whose insert lost the race against a concurrent upsert of the same _id (then it updates). */
+  async function upsert<R>(op: () => Promise<R>): Promise<R> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await op();
+      } catch (err) {
+        if (!isDuplicateKey(err) || attempt >= 3) throw err;
+      }
+    }
+  }
+  return {
+    async next(name) {
+      const doc = await upsert(() => d.counters.findOneAndUpdate({ _id: name }, { $inc: { seq: 1 } }, { upsert: true, returnDocument: "after" }));
+      return doc!.seq;
+    },
+    async current(name) {
+      return (await d.counters.findOne({ _id: name }))?.seq ?? 0;
+    },
+    async raise(name, value) {
+      await upsert(() => d.counters.updateOne({ _id: name }, { $max: { seq: value } }, { upsert: true }));
+    },
+  };
+}

@@ -1,0 +1,28 @@
+// The store: the only code that talks to MongoDB. Services, routes and executors call its
+// verbs; `db` (the collection handles) remains for administration and for tests.
+import type { Database } from "./connection.js";
+import { counterStore, type CounterStore } from "./counters.js";
+import { logStore, type LogStore } from "./logs.js";
+import { noteStore, type NoteStore } from "./notes.js";
+import { rateLimitStore, type RateLimitStore } from "./rate-limits.js";
+import { recordStore, type RecordStore } from "./records.js";
+import { runStore, type RunStore } from "./runs.js";
+
+export interface Store {
+  db: Database;
+  runs: RunStore;
+  logs: LogStore;
+  notes: NoteStore;
+  counters: CounterStore;
+  rateLimits: RateLimitStore;
+  records: RecordStore;
+}
+
+export function createStore(db: Database): Store {
+  const counters = counterStore(db);
+  return { db, runs: runStore(db), logs: logStore(db, counters), notes: noteStore(db, counters), counters, rateLimits: rateLimitStore(db), records: recordStore(db) };
+}
+
+export { connect, databaseName, type Database } from "./connection.js";
+export { ensureIndexes, sweepExpired, SWEEP_EVERY_MS } from "./indexes.js";
+export { isDuplicateKey, isUnavailable } from "./errors.js";

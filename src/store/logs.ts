@@ -1,0 +1,187 @@
+// The activity and admin logs as stored: numbered streams of entries.
+//
+// Every log is split into independent streams — the activity log per environment
+// (`a:<environmentId>`), the admin log per project (`m:<projectId>`; entries without a project
+// go to `m:org:<organizationId>`, which no API lists). A stream's counter (`counters._id =
+// stream`) hands out its numbers, and entry n is stored under `_id` = `<stream>:<n, 12 digits>`
+// with n also in `seq`, so a position is found by `_id` and string order is number order.
+// The ordering protocol that makes tailing exact (holes, tombstones, watermarks) is in
+// src/logs/reader.ts; these are its primitives.
+import type { Collection, Filter } from "mongodb";
+import type { Database } from "./connection.js";
+import type { CounterStore } from "./counters.js";
+import { isDuplicateKey } from "./errors.js";
+import type { ActivityLogDoc, AdminLogDoc } from "./types.js";
+
+export type LogKind = "activity" | "admin";
+export type LogDocOf<K extends LogKind> = K extends "activity" ? ActivityLogDoc : AdminLogDoc;
+/** What every stored position has: an entry or a tombstone. */
+export interface Position { _id: string; seq: number; tomb?: true }
+
+/** Digits of the zero-padded sequence number in an entry's `_id` (string order = number order). */
+export const SEQ_DIGITS = 12;
+
+export function activityStream(environmentId: string): string {
+  return `a:${environmentId}`;
+}
+
+export function adminStream(organizationId: string, projectId: string | null): string {
+  return projectId ? `m:${projectId}` : `m:org:${organizationId}`;
+}
+
+/** The `_id` of the entry (or tombstone) at `seq` of `stream`. */
+export function streamKey(stream: string, seq: number): string {
+  return `${stream}:${String(seq).padStart(SEQ_DIGITS, "0")}`;
+}
+
+/** The counter holding a stream's watermark. */
+export function watermarkId(stream: string): string {
+  return `${stream}:watermark`;
+}
+
+export type NewActivity = Omit<ActivityLogDoc, "_id" | "seq" | "timestamp" | "tomb"> & { timestamp?: Date };
+export type NewAdminEntry = Omit<AdminLogDoc, "_id" | "seq" | "timestamp" | "tomb"> & { timestamp?: Date };
+
+/** Which entries of one stream a filtered page or an export selects (empty strings select all). */
+export interface LogSelection {
+  /** Activity: the environment; admin: the project. */
+  scopeId: string;
+  userId?: string;
+  userEmail?: string;
+  action?: string;
+  collection?: string;
+  recordId?: string;
+  runId?: string;
+  from?: Date;
+  to?: Date;
+}
+
+/** Whether a selection needs the query path (attribute filters or a time range). */
+export function isFiltered(s: LogSelection): boolean {
+  return Boolean(s.userId || s.userEmail || s.action || s.collection || s.recordId || s.runId || s.from || s.to);
+}
+
+export interface SeqRange {
+  after?: number;
+  before?: number;
+  upTo?: number;
+}
+
+export interface LogStore {
+  appendActivity(entry: NewActivity): Promise<number>;
+  /** Appends an entry at a number already taken from its stream's counter (see append); returns where it landed. */
+  putActivity(seq: number, entry: NewActivity): Promise<number>;
+  appendAdmin(entry: NewAdminEntry): Promise<number>;
+  /** The highest number taken in a stream so far. */
+  counter(stream: string): Promise<number>;
+  watermark(stream: string): Promise<number>;
+  raiseWatermark(stream: string, pos: number): Promise<void>;
+  /** What is stored at one position (entry or tombstone), or null. */
+  at(kind: LogKind, stream: string, seq: number, fields?: string[]): Promise<Position | null>;
+  /** Entries (no tombstones) of a stream with after < seq ≤ upTo (or < before), in `order`, at most `limit`. */
+  entries<K extends LogKind>(kind: K, stream: string, range: SeqRange, order: 1 | -1, limit: number): Promise<LogDocOf<K>[]>;
+  /** Puts a tombstone at a position nothing was stored at; false when something is there already. */
+  tombstone(kind: LogKind, stream: string, seq: number): Promise<boolean>;
+  /** Entries matching a selection within a range of its stream, by seq in `order`. */
+  select<K extends LogKind>(kind: K, s: LogSelection, range: SeqRange, order: 1 | -1, limit: number): Promise<LogDocOf<K>[]>;
+  /** The same as one stream read in batches (the NDJSON export), in constant memory. */
+  scan<K extends LogKind>(kind: K, s: LogSelection, range: SeqRange, order: 1 | -1): AsyncGenerator<LogDocOf<K>>;
+}
+
+function seqFilter(r: SeqRange): Record<string, number> {
+  const f: Record<string, number> = {};
+  if (r.after !== undefined) f.$gt = r.after;
+  if (r.upTo !== undefined) f.$lte = r.upTo;
+  if (r.before !== undefined) f.$lt = r.before;
+  return f;
+}
+
+function selectionFilter(kind: LogKind, s: LogSelection, r: SeqRange): Record<string, unknown> {
+  const f: Record<string, unknown> = kind === "activity" ? { environmentId: s.scopeId } : { projectId: s.scopeId };
+  const user = kind === "activity" ? "user" : "actor";
+  if (s.userId) f[`${user}.id`] = s.userId;
+  if (s.userEmail) f[`${user}.email`] = s.userEmail;
+  if (s.action) f.action = s.action;
+  if (kind === "activity") {
+    if (s.collection) f.collection = s.collection;
+    if (s.recordId) f.recordId = s.recordId;
+    if (s.runId) f.runId = s.runId;
+  }
+  if (s.from || s.to) f.timestamp = { ...(s.from ? { $gte: s.from } : {}), ...(s.to ? { $lt: s.to } : {}) };
+  f.seq = seqFilter(r);
+  return f;
+}
+
+/** A tombstone: null scope fields, so no project's or environment's query ever matches it. */
+function tombstoneDoc(kind: LogKind, stream: string, seq: number): Position {
+  const base = { _id: streamKey(stream, seq), seq, tomb: true as const, timestamp: new Date(), projectId: null, action: "", details: {} };
+  return kind === "activity"
+    ? ({ ...base, environmentId: null, environment: "", rendering: null, user: { id: "", email: "" }, via: "api", collection: null, recordId: null, runId: null } as Position)
+    : ({ ...base, organizationId: null, environment: null, actor: { id: "", email: "" }, target: "" } as Position);
+}
+
+export function logStore(d: Database, counters: CounterStore): LogStore {
+  const colls = { activity: d.activityLogs, admin: d.adminLogs } as unknown as Record<LogKind, Collection<Position>>;
+
+  /**
+   * Takes the stream's next number, then inserts the entry there. If a reader tombstoned
+   * that number meanwhile (the insert took longer than the readers' grace), the insert
+   * collides and the entry takes a new, higher number: it never lands behind a position a
+   * reader has passed.
+   */
+  async function append(kind: LogKind, stream: string, entry: object, taken?: number): Promise<number> {
+    for (let next = taken; ; next = undefined) {
+      const seq = next ?? (await counters.next(stream));
+      try {
+        await colls[kind].insertOne({ ...entry, _id: streamKey(stream, seq), seq } as Position);
+        return seq;
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
+      }
+    }
+  }
+
+  return {
+    appendActivity: (e) => append("activity", activityStream(e.environmentId), { timestamp: new Date(), ...e }),
+    putActivity: (seq, e) => append("activity", activityStream(e.environmentId), { timestamp: new Date(), ...e }, seq),
+    appendAdmin: (e) => append("admin", adminStream(e.organizationId, e.projectId), { timestamp: new Date(), ...e }),
+    counter: (stream) => counters.current(stream),
+    watermark: (stream) => counters.current(watermarkId(stream)),
+    raiseWatermark: (stream, pos) => counters.raise(watermarkId(stream), pos),
+    at(kind, stream, seq, fields) {
+      const projection = fields ? Object.fromEntries(fields.map((f) => [f, 1])) : undefined;
+      return colls[kind].findOne({ _id: streamKey(stream, seq) }, projection ? { projection } : {});
+    },
+    async entries(kind, stream, r, order, limit) {
+      const id: Record<string, string> = {};
+      if (r.after !== undefined) id.$gt = streamKey(stream, r.after);
+      if (r.upTo !== undefined) id.$lte = streamKey(stream, r.upTo);
+      if (r.before !== undefined) id.$lt = streamKey(stream, r.before);
+      if (id.$gt === undefined) id.$gt = streamKey(stream, 0);
+      if (id.$lte === undefined && id.$lt === undefined) id.$lt = `${stream};`; // just past the stream's keys
+      const docs = await colls[kind].find({ _id: id, tomb: { $exists: false } } as Filter<Position>).sort({ _id: order }).limit(limit).toArray();
+      return docs as unknown as LogDocOf<typeof kind>[];
+    },
+    async tombstone(kind, stream, seq) {
+      try {
+        await colls[kind].insertOne(tombstoneDoc(kind, stream, seq));
+        return true;
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
+        return false;
+      }
+    },
+    async select(kind, s, r, order, limit) {
+      const docs = await colls[kind].find(selectionFilter(kind, s, r) as Filter<Position>).sort({ seq: order }).limit(limit).toArray();
+      return docs as unknown as LogDocOf<typeof kind>[];
+    },
+    async *scan(kind, s, r, order) {
+      const cursor = colls[kind].find(selectionFilter(kind, s, r) as Filter<Position>).sort({ seq: order }).batchSize(1000);
+      try {
+        for await (const doc of cursor) yield doc as unknown as LogDocOf<typeof kind>;
+      } finally {
+        await cursor.close();
+      }
+    },
+  };
+}

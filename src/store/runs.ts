@@ -1,0 +1,91 @@
+// Runs as stored. Every change of a run is one conditional single-document update; the
+// unique index on `activeKey` allows one ongoing run per (workflow, record).
+import type { Database } from "./connection.js";
+import { isDuplicateKey } from "./errors.js";
+import type { RunDoc, RunState } from "./types.js";
+
+export interface Lease {
+  owner: string;
+  expiresAt: Date;
+}
+
+/** What a run must be for a transition to apply. */
+export interface RunCondition {
+  state?: RunState[];
+  leaseOwner?: string;
+  stepIndex?: number;
+  version?: number;
+}
+
+export type CreateOutcome = { created: true } | { created: false; ongoingRunId: string | null };
+
+export interface RunStore {
+  /**
+   * Stores a new QUEUED run, or names the ongoing run of its (workflow, record) when the
+   * unique index refuses it. `ongoingRunId` is null only when that run finished between the
+   * refusal and the look-up every time this tried.
+   */
+  create(run: RunDoc): Promise<CreateOutcome>;
+  get(id: string): Promise<RunDoc | null>;
+  /** The runs among `ids` (one query), in no particular order. */
+  getMany(ids: string[]): Promise<RunDoc[]>;
+  /**
+   * Claims one run for `lease`: the oldest QUEUED run (it becomes RUNNING), else the RUNNING
+   * run whose lease expired first (its executor died or let it go). Null when there is none.
+   */
+  claimNext(lease: Lease, now: Date): Promise<RunDoc | null>;
+  /**
+   * Sets `set` on run `id` if it meets `cond`, in one step, and returns the run after it (null
+   * when it does not meet it). `visible` changes bump `version`, which wakes followers.
+   */
+  transition(id: string, cond: RunCondition, set: Record<string, unknown>, opts?: { visible?: boolean }): Promise<RunDoc | null>;
+}
+
+function conditionFilter(id: string, c: RunCondition): Record<string, unknown> {
+  const f: Record<string, unknown> = { _id: id };
+  if (c.state) f.state = c.state.length === 1 ? c.state[0] : { $in: c.state };
+  if (c.leaseOwner !== undefined) f["lease.owner"] = c.leaseOwner;
+  if (c.stepIndex !== undefined) f.stepIndex = c.stepIndex;
+  if (c.version !== undefined) f.version = c.version;
+  return f;
+}
+
+/** Tries of an insert whose (workflow, record) slot frees between the refusal and the look-up. */
+const CREATE_TRIES = 3;
+
+export function runStore(d: Database): RunStore {
+  return {
+    async create(run) {
+      for (let attempt = 0; attempt < CREATE_TRIES; attempt++) {
+        try {
+          await d.runs.insertOne(run);
+          return { created: true };
+        } catch (err) {
+          if (!isDuplicateKey(err)) throw err;
+        }
+        const ongoing = await d.runs.findOne({ activeKey: run.activeKey }, { projection: { _id: 1 } });
+        if (ongoing) return { created: false, ongoingRunId: ongoing._id };
+      }
+      return { created: false, ongoingRunId: null };
+    },
+    get: (id) => d.runs.findOne({ _id: id }),
+    getMany: (ids) => d.runs.find({ _id: { $in: ids } }).toArray(),
+    async claimNext(lease, now) {
+      const queued = await d.runs.findOneAndUpdate(
+        { state: "QUEUED" },
+        { $set: { state: "RUNNING", lease, startedAt: now, updatedAt: now }, $inc: { version: 1 } },
+        { sort: { createdAt: 1 }, returnDocument: "after" },
+      );
+      if (queued) return queued;
+      return d.runs.findOneAndUpdate(
+        { state: "RUNNING", "lease.expiresAt": { $lt: now } },
+        { $set: { lease, updatedAt: now }, $inc: { version: 1 } },
+        { sort: { "lease.expiresAt": 1 }, returnDocument: "after" },
+      );
+    },
+    transition(id, cond, set, opts = {}) {
+      const update = opts.visible === false ? { $set: set } : { $set: set, $inc: { version: 1 } };
+      return d.runs.findOneAndUpdate(conditionFilter(id, cond), update, { returnDocument: "after" });
+    },
+  };
+}
