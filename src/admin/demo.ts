@@ -1,4 +1,4 @@
-// The demo of CONTRACT §5, built through the AdminService implementation (so every change
+// The demo world (what `runhook seed` prints), built through the AdminService implementation (so every change
 // is in the admin log). Idempotent: a second call reuses the demo world and only makes
 // fresh tokens.
 import { createContextValues, createHandlerContext, type HandlerContext } from "@connectrpc/connect";

@@ -35,7 +35,7 @@ export async function renderingDenial(
   return { reason: null, role };
 }
 
-/** SEED §5 rules 3–4: throws PERMISSION_DENIED unless the token's user may trigger the workflow. */
+/** Throws PERMISSION_DENIED unless the token's user may trigger the workflow. */
 export async function assertMayTrigger(
   db: Database,
   user: UserDoc,

@@ -1,4 +1,4 @@
-// Bearer tokens: generated once, stored only as a sha256 hash, looked up by hash.
+// Bearer tokens: generated once, stored only as a sha256 hash, found by the id they carry.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Database } from "../store/index.js";
 import type { ApiTokenDoc, AppTokenDoc, ProjectDoc, UserDoc } from "../store/types.js";
@@ -7,7 +7,7 @@ import { fail } from "../errors.js";
 export const APP_TOKEN_PREFIX = "rh_app_";
 export const API_TOKEN_PREFIX = "rh_api_";
 // `rh_app_<token id, 32 hex>_<secret, 43 base64url>`: the id lets a token be found by its
-// _id (the only lookup FerretDB answers from an index); only the hash of the whole
+// _id without an extra index on the hash; only the hash of the whole
 // plaintext is stored and compared.
 const TOKEN_SHAPE = /^rh_(app|api)_([0-9a-f]{32})_[A-Za-z0-9_-]{43}$/;
 

@@ -1,5 +1,5 @@
 // POST /hooks/{key}: the signed webhook URL. The body is kept raw and parsed by the trigger,
-// so that a bad body is reported only at its place in the check order (CONTRACT §2, step 6).
+// so that a bad body is reported only at its place in the check order (after the key, token, webhook, permission and rate-limit checks).
 // Neither the key nor the token is ever logged.
 import { ConnectError } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";

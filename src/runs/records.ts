@@ -1,4 +1,4 @@
-// Packed record ids (CONTRACT §1) and the filter that finds a record as a user sees it.
+// Packed record ids (key parts joined with `|`, `|` and `\` escaped with `\`) and the filter that finds a record as a user sees it.
 
 /**
  * Splits a packed record id into its key parts: parts are joined with `|`, and a

@@ -1,6 +1,6 @@
 // RunService: follow (GetRun with long-poll, WatchRun) and cancel runs.
 //
-// Access (CONTRACT §3): an application token of a user allowed to trigger the run's
+// Access: an application token of a user allowed to trigger the run's
 // workflow (assertMayTrigger), or a project API token of the run's project. CancelRun
 // takes application tokens only.
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";

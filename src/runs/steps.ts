@@ -1,4 +1,4 @@
-// The data steps of a workflow (CONTRACT §1). Each one re-checks, at the moment it runs,
+// The data steps of a workflow. Each one re-checks, at the moment it runs,
 // that the run's user still exists and may read (or edit) the record through the run's
 // rendering, and that the record exists within the rendering's scope.
 import { ConnectError } from "@connectrpc/connect";
