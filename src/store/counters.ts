@@ -24,8 +24,11 @@ export function counterStore(d: Database): CounterStore {
   }
   return {
     async next(name) {
-      const doc = await upsert(() => d.counters.findOneAndUpdate({ _id: name }, { $inc: { seq: 1 } }, { upsert: true, returnDocument: "after" }));
-      return doc!.seq;
+      // The value before the increment, plus one: exact on every server. (mongo-java-server
+      // serializes an "after" document once its lock is released, so a concurrent increment
+      // can show through it; a "before" document is a copy taken under the lock.)
+      const before = await upsert(() => d.counters.findOneAndUpdate({ _id: name }, { $inc: { seq: 1 } }, { upsert: true, returnDocument: "before" }));
+      return (before?.seq ?? 0) + 1;
     },
     async current(name) {
       return (await d.counters.findOne({ _id: name }))?.seq ?? 0;

@@ -30,8 +30,9 @@ export function rateLimitStore(d: Database): RateLimitStore {
       let count: number;
       for (let attempt = 0; ; attempt++) {
         try {
-          const doc = await d.rateLimits.findOneAndUpdate({ _id }, { $inc: { count: 1 }, $setOnInsert: { expiresAt: new Date(windowEnd) } }, { upsert: true, returnDocument: "after" });
-          count = doc!.count;
+          // "before" + 1, for the reason given in counters.ts.
+          const before = await d.rateLimits.findOneAndUpdate({ _id }, { $inc: { count: 1 }, $setOnInsert: { expiresAt: new Date(windowEnd) } }, { upsert: true, returnDocument: "before" });
+          count = (before?.count ?? 0) + 1;
           break;
         } catch (err) {
           if (!isDuplicateKey(err) || attempt >= 3) throw err;

@@ -1,0 +1,173 @@
+// The database semantics the store's design relies on, checked over the wire with the real
+// driver: single-document atomicity under concurrency, unique indexes, and the few server
+// features the store declares. A server that lacks them (FerretDB lost $inc updates and let
+// every conditional claim win) must fail here, before it fails subtly in production.
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connect, createStore } from "../src/store/index.js";
+import { testDbName, uriFor } from "./helpers/server.js";
+
+type Database = Awaited<ReturnType<typeof connect>>;
+type Counter = { _id: string; seq: number };
+type Job = { _id: string; state: string; owner?: string; createdAt?: Date; lease?: { owner: string } };
+
+const PIN_ADVICE = "keep the mongodb driver pinned (package.json) until the test server reports a wire version the new driver accepts";
+/** The driver's minimum and maximum wire versions, read from its source (not imported: only the store imports the driver). */
+const DRIVER_WIRE = (() => {
+  const file = join(dirname(createRequire(import.meta.url).resolve("mongodb")), "cmap/wire_protocol/constants.js");
+  const text = readFileSync(file, "utf8");
+  const num = (name: string) => Number(new RegExp(`${name} = (\\d+);`).exec(text)?.[1] ?? NaN);
+  return { min: num("MIN_SUPPORTED_WIRE_VERSION"), max: num("MAX_SUPPORTED_WIRE_VERSION"), file };
+})();
+
+const dbName = testDbName();
+let d: Database;
+
+const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+const codeOf = (err: unknown) => (err as { code?: unknown }).code;
+const jobs = (name: string) => d.db.collection<Job>(name);
+
+beforeAll(async () => {
+  d = await connect(uriFor(dbName)).catch((err: Error) => {
+    // The driver refuses a server whose wire version is below its minimum before any test runs.
+    throw /wire version/i.test(err.message) ? new Error(`${err.message} — ${PIN_ADVICE}`) : err;
+  });
+  // Open the whole pool first, so the concurrent cases below really overlap on the server
+  // instead of queueing behind connection set-up.
+  await Promise.all(range(50).map(() => d.db.command({ ping: 1 })));
+});
+
+afterAll(async () => {
+  await d?.db.dropDatabase();
+  await d?.close();
+});
+
+describe("single-document atomicity under concurrency", () => {
+  it("a conditional claim of one document has exactly one winner", async () => {
+    const c = jobs("claims");
+    const docs = range(5).map((i) => ({ _id: `job-${i}`, state: "QUEUED" }));
+    await c.insertMany(docs);
+    // 5 documents × 20 claimers, all at once.
+    const results = await Promise.all(
+      docs.flatMap((doc) => range(20).map((n) => c.findOneAndUpdate({ _id: doc._id, state: "QUEUED" }, { $set: { state: "RUNNING", owner: `w${n}` } }, { returnDocument: "after" }))),
+    );
+    for (const doc of docs) {
+      const winners = results.filter((r) => r?._id === doc._id);
+      expect(winners, doc._id).toHaveLength(1);
+      const stored = await c.findOne({ _id: doc._id });
+      expect(stored).toMatchObject({ state: "RUNNING", owner: winners[0]!.owner });
+    }
+  });
+
+  it("$inc loses no update", async () => {
+    const c = d.db.collection<Counter>("inc");
+    await c.insertOne({ _id: "n", seq: 0 });
+    await Promise.all(range(50).map(() => c.updateOne({ _id: "n" }, { $inc: { seq: 1 } })));
+    expect((await c.findOne({ _id: "n" }))?.seq).toBe(50);
+  });
+
+  it("a counter (store.counters.next: upserted $inc, the value before + 1) hands out distinct, gap-free numbers", async () => {
+    // "before" + 1, not the "after" document: mongo-java-server writes an "after" document to
+    // the wire once its lock is released, so a concurrent increment can show through it.
+    const counters = createStore(d).counters;
+    const first = await Promise.all(range(50).map(() => counters.next("seq")));
+    expect(first.sort((a, b) => a - b)).toEqual(range(50).map((i) => i + 1));
+    const more = await Promise.all(range(200).map(() => counters.next("seq")));
+    expect(more.sort((a, b) => a - b)).toEqual(range(200).map((i) => i + 51));
+    expect(await counters.current("seq")).toBe(250);
+  });
+
+  it("a unique index admits one of many concurrent inserts of one key; the rest fail with 11000", async () => {
+    const c = d.db.collection<{ activeKey: string; n: number }>("unique");
+    await c.createIndex({ activeKey: 1 }, { unique: true });
+    const results = await Promise.allSettled(range(50).map((n) => c.insertOne({ activeKey: "wf|rec", n })));
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+    const codes = results.flatMap((r) => (r.status === "rejected" ? [codeOf(r.reason)] : []));
+    expect(codes).toEqual(range(49).map(() => 11000));
+    expect(await c.countDocuments({ activeKey: "wf|rec" })).toBe(1);
+  });
+
+  it("sorted claims by concurrent claimers take distinct documents, oldest first", async () => {
+    const c = jobs("queue");
+    await c.createIndex({ state: 1, createdAt: 1 });
+    const t0 = Date.parse("2025-01-01T00:00:00Z");
+    // Inserted in scrambled order, so natural order cannot pass for the sort.
+    const docs = range(30).map((i) => ({ _id: `q${i}`, state: "QUEUED", createdAt: new Date(t0 + ((i * 7) % 30) * 1000) }));
+    await c.insertMany(docs);
+    const claimed = await Promise.all(
+      range(20).map((n) => c.findOneAndUpdate({ state: "QUEUED" }, { $set: { state: "RUNNING", owner: `w${n}` } }, { sort: { createdAt: 1 } })),
+    );
+    const ids = claimed.map((r) => r?._id);
+    expect(new Set(ids).size).toBe(20);
+    const oldest = [...docs].sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime()).slice(0, 20);
+    expect([...ids].sort()).toEqual(oldest.map((doc) => doc._id).sort());
+    expect(await c.countDocuments({ state: "QUEUED" })).toBe(10);
+  });
+
+  it("findOneAndDelete hands each document to exactly one caller", async () => {
+    const c = jobs("deletes");
+    await c.insertMany(range(10).map((i) => ({ _id: `del${i}`, state: "DONE" })));
+    const got = await Promise.all(range(30).map(() => c.findOneAndDelete({ state: "DONE" })));
+    const ids = got.flatMap((doc) => (doc ? [doc._id] : []));
+    expect(ids.sort()).toEqual(range(10).map((i) => `del${i}`).sort());
+    expect(await c.countDocuments({})).toBe(0);
+  });
+});
+
+describe("update operators the store uses", () => {
+  it("$max only raises, also when concurrent", async () => {
+    const c = d.db.collection<Counter>("max");
+    await c.insertOne({ _id: "w", seq: 5 });
+    await c.updateOne({ _id: "w" }, { $max: { seq: 3 } });
+    expect((await c.findOne({ _id: "w" }))?.seq).toBe(5);
+    const values = range(50).map((i) => (i * 17) % 50); // 0..49, scrambled
+    await Promise.all(values.map((v) => c.updateOne({ _id: "w" }, { $max: { seq: v } })));
+    expect((await c.findOne({ _id: "w" }))?.seq).toBe(49);
+  });
+
+  it("a condition on a nested field (lease.owner) matches only the owner", async () => {
+    const c = jobs("leases");
+    await c.insertOne({ _id: "run", state: "RUNNING", lease: { owner: "w3" } });
+    const results = await Promise.all(
+      range(10).map((n) => c.updateOne({ _id: "run", "lease.owner": `w${n}` }, { $set: { state: `renewed-by-w${n}` } })),
+    );
+    expect(results.map((r) => r.modifiedCount)).toEqual(range(10).map((n) => (n === 3 ? 1 : 0)));
+    expect((await c.findOne({ _id: "run" }))?.state).toBe("renewed-by-w3");
+  });
+
+  it("$push guarded by {'messages.199': {$exists: false}} stops at 200 under concurrency", async () => {
+    const c = d.db.collection<{ _id: string; messages: number[] }>("capped");
+    await c.insertOne({ _id: "t", messages: [] });
+    const results = await Promise.all(
+      range(250).map((i) => c.updateOne({ _id: "t", "messages.199": { $exists: false } }, { $push: { messages: i } })),
+    );
+    expect(results.reduce((sum, r) => sum + r.modifiedCount, 0)).toBe(200);
+    expect((await c.findOne({ _id: "t" }))?.messages).toHaveLength(200);
+  });
+});
+
+describe("server compatibility", () => {
+  it(`reports a wire version the pinned driver accepts (driver needs ${DRIVER_WIRE.min}..${DRIVER_WIRE.max})`, async () => {
+    expect(Number.isInteger(DRIVER_WIRE.min), `no MIN_SUPPORTED_WIRE_VERSION in ${DRIVER_WIRE.file}; ${PIN_ADVICE}`).toBe(true);
+    // mongo-java-server has no `hello`, only the legacy isMaster.
+    const admin = d.db.admin();
+    const reply = (await admin.command({ hello: 1 }).catch(() => admin.command({ isMaster: 1 }))) as { maxWireVersion?: number; minWireVersion?: number };
+    const { maxWireVersion = 0, minWireVersion = 0 } = reply;
+    expect(maxWireVersion, `server maxWireVersion ${maxWireVersion} < driver minimum ${DRIVER_WIRE.min}: ${PIN_ADVICE}`).toBeGreaterThanOrEqual(DRIVER_WIRE.min);
+    expect(minWireVersion, `server minWireVersion ${minWireVersion} > driver maximum ${DRIVER_WIRE.max}`).toBeLessThanOrEqual(DRIVER_WIRE.max);
+  });
+
+  it("declaring a TTL index is harmless (it may be accepted and never applied)", async () => {
+    const c = d.db.collection<{ _id: string; expiresAt: Date }>("ttl");
+    await expect(c.createIndex({ expiresAt: 1 }, { expireAfterSeconds: 0 })).resolves.toBe("expiresAt_1");
+    // Declaring it again at the next start-up must not fail either.
+    await expect(c.createIndex({ expiresAt: 1 }, { expireAfterSeconds: 0 })).resolves.toBe("expiresAt_1");
+    await c.insertOne({ _id: "live", expiresAt: new Date(Date.now() + 3_600_000) });
+    expect(await c.findOne({ _id: "live" })).not.toBeNull();
+    // Whether expired documents disappear is not relied on: the store sweeps them itself.
+    await c.deleteMany({ expiresAt: { $lt: new Date() } });
+    expect(await c.countDocuments({})).toBe(1);
+  });
+});
