@@ -25,6 +25,26 @@ export interface Config {
   bodyLimitBytes: number;
   webhookRateLimitPerMinute: number;
   apiRateLimitPerMinute: number;
+  /** Limits of the HTTP/1.1 gateway against slow or idle clients (README: Configuration). */
+  http: {
+    /** Complete request headers must arrive within this time (from the connection or the request start). */
+    headersTimeoutMs: number;
+    /** The complete request, headers and body, must arrive within this time (the answer may take longer). */
+    requestTimeoutMs: number;
+    /** An idle keep-alive connection is closed after this time. */
+    keepAliveTimeoutMs: number;
+  };
+  /** HTTP/2 limits of the native gRPC server. */
+  grpc: {
+    /** A session without open streams and without a complete frame for this long is closed (GOAWAY). */
+    idleTimeoutMs: number;
+    /** A stream's request (headers and message) must be received completely within this time. */
+    requestTimeoutMs: number;
+    /** SETTINGS_MAX_CONCURRENT_STREAMS announced to (and enforced on) each client connection. */
+    maxConcurrentStreams: number;
+    /** SETTINGS_MAX_HEADER_LIST_SIZE: the largest header block (metadata), uncompressed, accepted. */
+    maxHeaderListSize: number;
+  };
   executor: {
     enabled: boolean;
     concurrency: number;
@@ -104,6 +124,16 @@ function embeddedMode(env: NodeJS.ProcessEnv): Config["embedded"] {
   return raw;
 }
 
+/** The HTTP/1.1 timeouts; Node requires the headers timeout not to exceed the request timeout. */
+function httpLimits(env: NodeJS.ProcessEnv): Config["http"] {
+  const headersTimeoutMs = int(env, "RUNHOOK_HTTP_HEADERS_TIMEOUT_MS", 10_000, 100, 3_600_000);
+  const requestTimeoutMs = int(env, "RUNHOOK_HTTP_REQUEST_TIMEOUT_MS", 30_000, 100, 3_600_000);
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError(`RUNHOOK_HTTP_HEADERS_TIMEOUT_MS (${headersTimeoutMs}) must not be larger than RUNHOOK_HTTP_REQUEST_TIMEOUT_MS (${requestTimeoutMs})`);
+  }
+  return { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs: int(env, "RUNHOOK_HTTP_KEEP_ALIVE_TIMEOUT_MS", 72_000, 100, 3_600_000) };
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = resolve(env.RUNHOOK_DATA_DIR || ".data");
   const port = int(env, "PORT", 8080, 0, 65535);
@@ -133,6 +163,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bodyLimitBytes: int(env, "RUNHOOK_BODY_LIMIT_BYTES", 256 * 1024, 1024, 64 * 1024 * 1024),
     webhookRateLimitPerMinute: int(env, "RUNHOOK_WEBHOOK_RATE_LIMIT", 60, 1, 1_000_000),
     apiRateLimitPerMinute: int(env, "RUNHOOK_API_RATE_LIMIT", 600, 1, 1_000_000),
+    http: httpLimits(env),
+    grpc: {
+      idleTimeoutMs: int(env, "RUNHOOK_GRPC_IDLE_TIMEOUT_MS", 120_000, 100, 86_400_000),
+      requestTimeoutMs: int(env, "RUNHOOK_GRPC_REQUEST_TIMEOUT_MS", 30_000, 100, 3_600_000),
+      maxConcurrentStreams: int(env, "RUNHOOK_GRPC_MAX_CONCURRENT_STREAMS", 100, 1, 10_000),
+      maxHeaderListSize: int(env, "RUNHOOK_GRPC_MAX_HEADER_LIST_SIZE", 16 * 1024, 1024, 1024 * 1024),
+    },
     executor: {
       enabled: bool(env, "RUNHOOK_EXECUTOR", true),
       concurrency: int(env, "RUNHOOK_EXECUTOR_CONCURRENCY", 8, 1, 1000),

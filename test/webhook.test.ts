@@ -152,10 +152,17 @@ describe("webhook: success (202)", () => {
     expect((await db().runs.findOne({ _id: res2.body.runId! }))?.workflowVersion).toBe(1);
   });
 
-  it("accepts a body sent without a JSON content type", async () => {
+  it("accepts application/json with parameters, in any case, and no Content-Type at all; rejects other media types (400)", async () => {
     const h = await hook();
-    const res = await postHook(h.url, h.w.userToken, JSON.stringify({ record_id: "r1" }), { raw: true, contentType: "text/plain" });
-    expect(res.status).toBe(202);
+    const body = JSON.stringify({ record_id: "r1" });
+    expect((await postHook(h.url, h.w.userToken, body, { raw: true, contentType: "Application/JSON; Charset=UTF-8" })).status).toBe(202);
+    await finish((await db().runs.findOne({ workflowId: h.w.workflowId }))!._id);
+    // A byte body, so that fetch adds no Content-Type of its own (it would for a string).
+    const bare = await fetch(h.url, { method: "POST", headers: { authorization: `Bearer ${h.w.userToken}` }, body: Buffer.from(body) });
+    expect(bare.status).toBe(202);
+    const res = await postHook(h.url, h.w.userToken, JSON.stringify({ record_id: "r2" }), { raw: true, contentType: "text/plain" });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ error: 'Content-Type must be application/json, got "text/plain"', code: "invalid_argument" });
   });
 });
 

@@ -26,8 +26,8 @@ Start a run (202), then again within 5 s (409):
   curl -i -X POST '${out.webhookUrl}' -H 'Authorization: Bearer ${out.userToken}' -H 'Content-Type: application/json' -d '{"record_id":"${first}"}'
   curl -i -X POST '${out.webhookUrl}' -H 'Authorization: Bearer ${out.userToken}' -H 'Content-Type: application/json' -d '{"record_id":"${first}"}'
 
-Follow a run:
-  curl -s '${out.baseUrl}/v1/runs/<runId>?wait=30s' -H 'Authorization: Bearer ${out.userToken}'
+Follow a run (<runId> from the 202): answers once the run is finished, or after 60 s at most:
+  curl -s '${out.baseUrl}/v1/runs/<runId>?wait=60s' -H 'Authorization: Bearer ${out.userToken}'
 
 Activity logs:
   curl -s '${out.baseUrl}/v1/project/${out.projectName}/environment/${out.environmentName}/activity-logs?limit=10' -H 'Authorization: Bearer ${out.apiToken}'

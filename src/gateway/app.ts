@@ -1,6 +1,7 @@
 // The Fastify gateway: Connect / gRPC-Web for every service, the webhook route,
 // the /v1 REST API, health endpoints and the OpenAPI document.
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import type { Duplex } from "node:stream";
 import Fastify, { type FastifyInstance } from "fastify";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Deps } from "../deps.js";
@@ -11,14 +12,49 @@ import { registerWebhookRoutes } from "./webhook.js";
 import { registerApiRateLimit, registerV1Routes } from "./v1.js";
 import { registerRunRoutes } from "./runs.js";
 import { registerExtraConnectRoutes } from "./extra.js";
+import { acceptRawBodies } from "./body.js";
+
+/**
+ * Errors Node reports before a request reaches Fastify (request timeout, oversized headers,
+ * malformed HTTP): answered with the gateway's `{error, code}` body, then the connection closes.
+ */
+function clientError(deps: Deps, err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === "ECONNRESET" || socket.destroyed) return;
+  const [status, reason, code, message] =
+    err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? [408, "Request Timeout", "deadline_exceeded", "the request was not received in time"]
+      : err.code === "HPE_HEADER_OVERFLOW"
+        ? [431, "Request Header Fields Too Large", "resource_exhausted", "the request headers are too large"]
+        : [400, "Bad Request", "invalid_argument", "malformed HTTP request"];
+  deps.logger.debug({ code: err.code, status }, "client error");
+  const body = JSON.stringify({ error: message, code });
+  // Like Node's own handler: never write into a response already under way.
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
+  if (socket.writable && !inFlight?.headersSent) {
+    socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy();
+}
 
 export async function buildGateway(deps: Deps, services: Services): Promise<FastifyInstance> {
+  const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = deps.config.http;
   const app = Fastify({
     logger: false,
     bodyLimit: deps.config.bodyLimitBytes,
     return503OnClosing: true,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: true },
+    // Slow clients: the headers, then the whole request, must arrive in time (408 and the
+    // connection is closed otherwise); answers may take longer (long-polls, NDJSON exports).
+    // Node checks these deadlines every connectionsCheckingInterval, so it follows the shortest.
+    requestTimeout: requestTimeoutMs,
+    keepAliveTimeout: keepAliveTimeoutMs,
+    http: {
+      headersTimeout: headersTimeoutMs,
+      requestTimeout: requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(30_000, Math.max(50, Math.floor(headersTimeoutMs / 4))),
+    },
+    clientErrorHandler: (err: Error & { code?: string }, socket: Duplex) => clientError(deps, err, socket),
   });
 
   app.addHook("onResponse", async (req, reply) => {
@@ -60,7 +96,11 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
   // Per-token rate limit + headers on every /v1 response (root hook: covers /v1/runs too).
   registerApiRateLimit(app, deps);
   await app.register(async (scope) => registerWebhookRoutes(scope, deps, services));
-  await app.register(async (scope) => registerV1Routes(scope, deps, services));
-  await app.register(async (scope) => registerRunRoutes(scope, deps, services));
+  // The /v1 plugin: one body parser for all its routes (body.ts), then the routes.
+  await app.register(async (scope) => {
+    acceptRawBodies(scope);
+    await registerV1Routes(scope, deps, services);
+    await registerRunRoutes(scope, deps, services);
+  });
   return app;
 }

@@ -8,6 +8,8 @@ import { AddNoteMessageRequestSchema, CreateNoteRequestSchema, ListNotesResponse
 import { RunSchema } from "../../gen/runhook/v1/run_pb.js";
 import { TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
 import { DEFAULT_LIMIT, MAX_LIMIT } from "../logs/cursor.js";
+import { MAX_WAIT_SECONDS } from "../runs/service.js";
+import { MAX_JSON_DEPTH } from "./body.js";
 
 type Schema = Record<string, unknown>;
 
@@ -99,7 +101,7 @@ class SchemaBuilder {
 }
 
 const ERROR_STATUS: Record<number, string> = {
-  400: "Bad parameter or body, or a cursor issued for other filters",
+  400: `Bad parameter or body (not JSON, a Content-Type other than application/json, JSON nested deeper than ${MAX_JSON_DEPTH} levels), or a cursor issued for other filters`,
   401: "Missing, expired, revoked or invalid bearer token",
   403: "Token of another project (or its creator is no longer a project admin)",
   404: "Unknown environment, note or run",
@@ -141,6 +143,8 @@ export function buildOpenApi(opts: { serverUrl?: string; rateLimitPerMinute?: nu
     "RateLimit-Policy": { description: `IETF draft form, e.g. ${limit};w=60`, schema: { type: "string" } },
   };
   const json = (schema: Schema) => ({ "application/json": { schema } });
+  const BODY_NOTE = "Send `Content-Type: application/json` (parameters such as `; charset=utf-8` are fine, in any case; no Content-Type is read as JSON); any other media type is a 400.";
+  const jsonBody = (schema: Schema) => ({ required: true, description: BODY_NOTE, content: json(schema) });
   const errors = (codes: number[], headers?: Schema) =>
     Object.fromEntries(
       codes.map((c) => [
@@ -220,7 +224,7 @@ export function buildOpenApi(opts: { serverUrl?: string; rateLimitPerMinute?: nu
         summary: "Create a note with its first message",
         description: "The author is the admin who generated the token. content is HTML, sanitized with an allow-list, at most 64 KiB; title at most 500 characters. An unknown collection is a 400.",
         parameters: [projectName, environmentName],
-        requestBody: { required: true, content: json(ref("CreateNoteBody")) },
+        requestBody: jsonBody(ref("CreateNoteBody")),
         responses: { ...ok("The note", json(ref("Note")), "201"), ...apiErrors(413) },
       },
     },
@@ -237,7 +241,7 @@ export function buildOpenApi(opts: { serverUrl?: string; rateLimitPerMinute?: nu
         tags: ["Notes"],
         summary: "Change the title, archive or unarchive",
         parameters: [projectName, environmentName, noteId],
-        requestBody: { required: true, content: json(ref("UpdateNoteBody")) },
+        requestBody: jsonBody(ref("UpdateNoteBody")),
         responses: { ...ok("The note", json(ref("Note"))), ...apiErrors(413) },
       },
       delete: {
@@ -254,7 +258,7 @@ export function buildOpenApi(opts: { serverUrl?: string; rateLimitPerMinute?: nu
         tags: ["Notes"],
         summary: "Reply to a note",
         parameters: [projectName, environmentName, noteId],
-        requestBody: { required: true, content: json(ref("AddNoteMessageBody")) },
+        requestBody: jsonBody(ref("AddNoteMessageBody")),
         responses: { ...ok("The message", json(ref("NoteMessage")), "201"), ...apiErrors(413) },
       },
     },
@@ -263,8 +267,15 @@ export function buildOpenApi(opts: { serverUrl?: string; rateLimitPerMinute?: nu
         operationId: "getRun",
         tags: ["Runs"],
         summary: "Follow a run",
-        description: "Token: an application token of a user allowed to trigger the workflow, or a project API token of the run's project.",
-        parameters: [path("runId", "Run id (UUID) returned by the webhook")],
+        description:
+          "Token: an application token of a user allowed to trigger the workflow, or a project API token of the run's project. " +
+          "Without `wait` the run is answered at once. With `wait` and no `version` (or `version=0`) the answer comes once the run is finished (SUCCEEDED, FAILED or CANCELLED) or the wait is over, whichever is first. " +
+          "With `wait` and `version` it comes as soon as the run's version differs from it, the run is finished, or the wait is over (then with the same version). A finished run is always answered at once.",
+        parameters: [
+          path("runId", "Run id (UUID) returned by the webhook"),
+          query("wait", `Long-poll for at most this long: \`30s\`, \`30\` (seconds), \`1m\` or \`500ms\` (rounded up to whole seconds); at most ${MAX_WAIT_SECONDS}s`, { type: "string", pattern: "^[0-9]{1,6}(ms|s|m)?$" }),
+          query("version", "The run's `version` the caller already has: answer as soon as it changes. Absent or 0: wait until the run is finished", { type: "string", pattern: "^[0-9]{1,15}$" }),
+        ],
         responses: { ...ok("The run", json(ref("Run"))), ...apiErrors() },
       },
     },
@@ -273,6 +284,7 @@ export function buildOpenApi(opts: { serverUrl?: string; rateLimitPerMinute?: nu
         operationId: "cancelRun",
         tags: ["Runs"],
         summary: "Cancel an ongoing run",
+        description: "Takes no body: an empty one (or any) is accepted whatever its Content-Type. Application tokens only (a project API token is 403). A finished run is a 400 failed_precondition.",
         parameters: [path("runId", "Run id")],
         responses: { ...ok("The run", json(ref("Run"))), ...apiErrors(409) },
       },
@@ -282,15 +294,22 @@ export function buildOpenApi(opts: { serverUrl?: string; rateLimitPerMinute?: nu
         operationId: "triggerWebhook",
         tags: ["Webhook"],
         summary: "Start a workflow run on one record",
-        description: "The full URL is copied from the workflow's trigger settings; treat it as a credential. Asynchronous: answers once the run is queued.",
+        description:
+          "The full URL is copied from the workflow's trigger settings; treat it as a credential. Asynchronous: answers once the run is queued. " +
+          "Checks run in order (key 400, token 401, webhook 404/400, permission 403, rate limit 429, body 400, ongoing run 409); the first that fails answers. " +
+          `The body is checked at its place in that order: a Content-Type other than application/json (parameters such as \`; charset=utf-8\` are fine, in any case; none is read as JSON) is a 400 invalid_argument "Content-Type must be application/json, got …", like invalid JSON, JSON nested deeper than ${MAX_JSON_DEPTH} levels or a missing record_id. A body over the size limit is a 413 before any check.`,
         parameters: [path("key", "Signed webhook key (part of the webhook URL)")],
         security: [{ bearer: [] }],
-        requestBody: { required: true, content: json(ref("WebhookRequest")) },
+        requestBody: jsonBody(ref("WebhookRequest")),
         responses: {
           "202": { description: "Run created and queued", content: json(ref("WebhookAccepted")) },
-          ...errors([400, 401, 403, 404]),
+          "400": {
+            description: `Malformed, tampered or superseded URL; or a bad body: not JSON, not an object, record_id missing, not a string or empty, a Content-Type other than application/json, JSON nested deeper than ${MAX_JSON_DEPTH} levels`,
+            content: json(ref("Error")),
+          },
+          ...errors([401, 403, 404]),
           "409": { description: "A run of this workflow is already ongoing on this record", content: json(ref("Error")) },
-          ...errors([429]),
+          ...errors([413, 429]),
         },
       },
     },
@@ -317,7 +336,9 @@ export function buildOpenApi(opts: { serverUrl?: string; rateLimitPerMinute?: nu
     info: {
       title: "runhook",
       version: "1.0.0",
-      description: "Signed webhooks that start workflow runs on one record, and the public API (/v1) for activity logs, admin logs and notes. Every error answer has the body {error, code}.",
+      description:
+        "Signed webhooks that start workflow runs on one record, and the public API (/v1) for activity logs, admin logs and notes. Every error answer has the body {error, code}. " +
+        "Slow clients: request headers must arrive within RUNHOOK_HTTP_HEADERS_TIMEOUT_MS (10 s by default) and the whole request within RUNHOOK_HTTP_REQUEST_TIMEOUT_MS (30 s), otherwise the answer is 408 {error, code: deadline_exceeded} and the connection is closed; answers themselves (long-polls, exports) may take longer.",
     },
     ...(opts.serverUrl ? { servers: [{ url: opts.serverUrl }] } : {}),
     security: [{ bearer: [] }],

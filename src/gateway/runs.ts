@@ -1,6 +1,8 @@
-// Following and cancelling a run over REST (README: "Runs"):
-//   GET  /v1/runs/{runId}[?wait=30s&version=N]  → RunService.GetRun (long-poll with wait + version)
-//   POST /v1/runs/{runId}/cancel                → RunService.CancelRun
+// Following and cancelling a run over REST (README: "Following a run"):
+//   GET  /v1/runs/{runId}[?wait=30s[&version=N]]  → RunService.GetRun
+//        wait without version (or version=0): until the run is finished or the time is up;
+//        wait with version: until the version differs, the run is finished or the time is up
+//   POST /v1/runs/{runId}/cancel                  → RunService.CancelRun
 // Both answer the Run itself as ProtoJSON at the top level.
 import type { FastifyInstance } from "fastify";
 import { RunSchema, RunService } from "../../gen/runhook/v1/run_pb.js";
@@ -30,9 +32,7 @@ function single(q: Record<string, unknown>, name: string): string | undefined {
 export async function registerRunRoutes(app: FastifyInstance, _deps: Deps, services: Services): Promise<void> {
   const getRun = RunService.method.getRun;
   const cancelRun = RunService.method.cancelRun;
-  // POST …/cancel takes no body: accept (and ignore) an empty or any JSON body.
-  app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (_req, _body, done) => done(null, undefined));
+  // POST …/cancel takes no body: the /v1 plugin's parser (body.ts) accepts any, and it is never read.
 
   app.get<{ Params: { runId: string }; Querystring: Record<string, unknown> }>("/v1/runs/:runId", async (req, reply) => {
     try {

@@ -4,7 +4,9 @@
 //
 // Query strings are parsed strictly: an unknown parameter, a repeated one or a value that
 // does not parse is a 400 naming the parameter (a mistyped filter must not silently
-// return everything). Bodies are JSON objects; unknown body fields are ignored.
+// return everything). Bodies are JSON objects; unknown body fields are ignored. The /v1
+// plugin has one body parser (body.ts, acceptRawBodies): routes without a body accept an
+// empty one whatever its Content-Type, and only routes that take one parse it.
 import { Readable } from "node:stream";
 import { create, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
@@ -16,6 +18,7 @@ import type { Deps } from "../deps.js";
 import { fail } from "../errors.js";
 import { MAX_LIMIT } from "../logs/cursor.js";
 import type { Services } from "../services.js";
+import { jsonObjectBody } from "./body.js";
 import { registerOpenApiRoute } from "./openapi.js";
 import { callUnary, protoJson, sendError, streamContext } from "./rest.js";
 
@@ -34,7 +37,7 @@ const NDJSON_CHUNK = 64 * 1024;
 export function registerApiRateLimit(app: FastifyInstance, deps: Deps): void {
   const limit = deps.config.apiRateLimitPerMinute;
   app.addHook("onRequest", async (req, reply) => {
-    if (!(req.url === "/v1" || req.url.startsWith("/v1/") || req.url.startsWith("/v1?"))) return;
+    if (!isApiRequest(req)) return;
     const token = bearer(req.headers.authorization);
     const bucket = token ? `api:${hashToken(token)}` : `api-ip:${req.ip}`;
     const now = Date.now();
@@ -49,6 +52,35 @@ export function registerApiRateLimit(app: FastifyInstance, deps: Deps): void {
     });
     if (!d.allowed) return sendError(reply, fail.throttled(d.retryAfter, `rate limit of ${d.limit} requests per minute exceeded; retry after ${d.retryAfter} s`));
   });
+}
+
+const V1_PATH = /^\/v1(\/|$)/i;
+
+/**
+ * Whether a request is for the public API (/v1): decided by the route Fastify matched —
+ * the handler that will run — and never by the raw request target, which can spell the
+ * same route differently (`/%761/…`, `/v1/project/%70…`, a trailing slash, the absolute
+ * form `http://host/v1/…`). A request that matches no route is judged by its decoded path,
+ * so that 404s under /v1 also carry the headers and count.
+ */
+export function isApiRequest(req: FastifyRequest): boolean {
+  if (!req.is404) {
+    const route = req.routeOptions.url ?? "";
+    return route === "/v1" || route.startsWith("/v1/");
+  }
+  return V1_PATH.test(normalizedPath(req.url));
+}
+
+/** The path of a request target: without scheme and host, query, fragment or `;` parameters, percent-decoded, slashes collapsed. */
+function normalizedPath(target: string): string {
+  let p = target.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, "");
+  p = p.split(/[?#;]/, 1)[0]!;
+  try {
+    p = decodeURIComponent(p);
+  } catch {
+    /* malformed escapes: judge the raw path */
+  }
+  return p.replace(/\/+/g, "/");
 }
 
 // ---------------------------------------------------------------- parameters
@@ -96,12 +128,6 @@ function boolParam(q: Query, name: string): boolean | undefined {
   if (v === "true") return true;
   if (v === "false") return false;
   throw fail.invalid(`${name} must be "true" or "false", got "${v}"`);
-}
-
-function bodyObject(req: FastifyRequest): Record<string, unknown> {
-  const b = req.body;
-  if (b === null || typeof b !== "object" || Array.isArray(b)) throw fail.invalid("request body must be a JSON object");
-  return b as Record<string, unknown>;
 }
 
 function stringField(b: Record<string, unknown>, name: string): string | undefined {
@@ -217,7 +243,7 @@ export async function registerV1Routes(app: FastifyInstance, deps: Deps, service
   app.post<{ Params: EnvParams }>(`${ENV}/notes`, async (req, reply) => {
     try {
       queryOf(req, []);
-      const b = bodyObject(req);
+      const b = jsonObjectBody(req);
       const init = {
         scope: scopeOf(req.params),
         collection: stringField(b, "collection") ?? "",
@@ -245,7 +271,7 @@ export async function registerV1Routes(app: FastifyInstance, deps: Deps, service
   app.patch<{ Params: NoteParams }>(`${ENV}/notes/:noteId`, async (req, reply) => {
     try {
       queryOf(req, []);
-      const b = bodyObject(req);
+      const b = jsonObjectBody(req);
       const init = { scope: scopeOf(req.params), noteId: req.params.noteId, title: stringField(b, "title"), archived: boolField(b, "archived") };
       const out = await callUnary(NoteService, NoteService.method.updateNote, services.note.updateNote, init, req, reply, "api");
       return reply.send(protoJson(NoteSchema, out.note ?? create(NoteSchema)));
@@ -267,7 +293,7 @@ export async function registerV1Routes(app: FastifyInstance, deps: Deps, service
   app.post<{ Params: NoteParams }>(`${ENV}/notes/:noteId/messages`, async (req, reply) => {
     try {
       queryOf(req, []);
-      const b = bodyObject(req);
+      const b = jsonObjectBody(req);
       const init = { scope: scopeOf(req.params), noteId: req.params.noteId, content: stringField(b, "content") ?? "" };
       const out = await callUnary(NoteService, NoteService.method.addNoteMessage, services.note.addNoteMessage, init, req, reply, "api");
       return reply.code(201).send(protoJson(NoteMessageSchema, out.message ?? create(NoteMessageSchema)));

@@ -60,8 +60,19 @@ export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {
       if (req.waitSeconds > MAX_WAIT_SECONDS) throw fail.invalid(`wait_seconds must be between 0 and ${MAX_WAIT_SECONDS}`);
       let { run } = await authorize(ctx, req.runId);
       const known = Number(req.knownVersion);
-      if (req.waitSeconds > 0 && run.version === known && !isFinished(run.state)) {
-        const changed = await watcher.wait(run._id, known, Date.now() + req.waitSeconds * 1000, ctx.signal);
+      const deadline = Date.now() + req.waitSeconds * 1000;
+      if (req.waitSeconds > 0 && known === 0) {
+        // No known version: wait until the run is finished or the time is up.
+        while (!isFinished(run.state) && !ctx.signal.aborted) {
+          const changed = await watcher.wait(run._id, run.version, deadline, ctx.signal);
+          if (!changed) {
+            run = (await store.runs.get(run._id)) ?? run;
+            break;
+          }
+          run = changed;
+        }
+      } else if (req.waitSeconds > 0 && run.version === known && !isFinished(run.state)) {
+        const changed = await watcher.wait(run._id, known, deadline, ctx.signal);
         run = changed ?? (await store.runs.get(run._id)) ?? run;
       }
       return { run: runMessage(run) };

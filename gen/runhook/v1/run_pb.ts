@@ -233,14 +233,15 @@ export type GetRunRequest = Message<"runhook.v1.GetRunRequest"> & {
   runId: string;
 
   /**
-   * Long-poll: wait up to this many seconds (0 to 60) for a change.
+   * Long-poll: wait up to this many seconds (0 to 60); 0 answers at once.
    *
    * @generated from field: uint32 wait_seconds = 2;
    */
   waitSeconds: number;
 
   /**
-   * Long-poll: the version the caller already has.
+   * Long-poll: the version the caller already has (answer when it changes);
+   * 0 waits until the run is finished.
    *
    * @generated from field: uint64 known_version = 3;
    */
@@ -371,9 +372,11 @@ export const CancelRunResponseSchema: GenMessage<CancelRunResponse> = /*@__PURE_
  */
 export const RunService: GenService<{
   /**
-   * GetRun returns a run. With `wait_seconds` and `known_version` it long-polls:
-   * it answers as soon as the run's version differs from `known_version`, the
-   * run is finished, or the wait is over.
+   * GetRun returns a run. With `wait_seconds` it long-polls: with a
+   * `known_version` (not 0) it answers as soon as the run's version differs
+   * from it, the run is finished, or the wait is over; with `known_version` 0
+   * it answers once the run is finished or the wait is over. A finished run is
+   * answered at once.
    *
    * @generated from rpc runhook.v1.RunService.GetRun
    */
