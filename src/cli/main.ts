@@ -1,17 +1,20 @@
-// `runhook start | worker | seed [--json] | admin …`
-import { ConfigError, loadConfig } from "../config.js";
-import { createLogger } from "../logging.js";
-import { startRunhook } from "../main.js";
-import { seedDemo, seedDemoIfEmpty, type SeedOutput } from "../admin/demo.js";
-import { runAdminCommand, ADMIN_USAGE } from "./admin.js";
+// `runhook start | worker | seed [--json] | admin … | trigger | runs watch | logs tail`
+// The server's modules (configuration, database driver, services) are loaded only by the
+// commands that need them: the integrator commands (./integrator.ts) never load them.
+import type { SeedOutput } from "../admin/demo.js";
+import { INTEGRATOR_COMMANDS, INTEGRATOR_USAGE } from "./integrator.js";
 
-const USAGE = `usage: runhook <command>
+/** The usage text; the admin part is loaded with its module, only when the text is shown. */
+async function usage(): Promise<string> {
+  const { ADMIN_USAGE } = await import("./admin.js");
+  return `usage: runhook <command>
 
   start            start the service (HTTP gateway, gRPC, executors); seeds a demo on an empty database
   worker           run executors only, sharing work with other processes through MongoDB
   seed [--json]    create the demo organization, project, workflow and fresh tokens, and print them
-${ADMIN_USAGE}
+${ADMIN_USAGE}${INTEGRATOR_USAGE}
 Configuration comes from environment variables; see README.md.`;
+}
 
 function printDemo(out: SeedOutput): void {
   const [first] = out.recordIds;
@@ -38,15 +41,22 @@ Activity logs:
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (!command || command === "help" || command === "--help" || command === "-h") {
-    process.stdout.write(USAGE + "\n");
+    process.stdout.write((await usage()) + "\n");
     return command ? 0 : 2;
   }
-  if (command === "admin") return runAdminCommand(rest);
+  if (INTEGRATOR_COMMANDS.includes(command)) return (await import("./integrator.js")).runIntegratorCommand(command, rest);
+  if (command === "admin") return (await import("./admin.js")).runAdminCommand(rest);
   if (!["start", "worker", "seed"].includes(command)) {
-    process.stderr.write(`runhook: unknown command "${command}"\n\n${USAGE}\n`);
+    process.stderr.write(`runhook: unknown command "${command}"\n\n${await usage()}\n`);
     return 2;
   }
   const json = rest.includes("--json");
+  const [{ loadConfig }, { createLogger }, { startRunhook }, { seedDemo, seedDemoIfEmpty }] = await Promise.all([
+    import("../config.js"),
+    import("../logging.js"),
+    import("../main.js"),
+    import("../admin/demo.js"),
+  ]);
   const config = loadConfig();
   // With --json, stdout carries only the JSON object: logs go to stderr.
   const logger = createLogger(json ? "warn" : config.logLevel);
@@ -89,7 +99,7 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err) => {
-    process.stderr.write(`runhook: ${err instanceof ConfigError ? "configuration: " : ""}${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`runhook: ${err instanceof Error && err.constructor.name === "ConfigError" ? "configuration: " : ""}${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(1);
   },
 );

@@ -42,7 +42,7 @@ const STOP_KILL_MS = 5_000;
 
 // Small heap and stacks, a serial GC, no C2 warm-up burst: a test-and-dev database.
 // (Measured in bench/results/2026-11-23-embedded-backends.md.)
-const JVM_FLAGS = ["-Xss512k", "-Xms16m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=128m", "-XX:ReservedCodeCacheSize=64m", "-XX:-UsePerfData"];
+const JVM_FLAGS = ["-Xss512k", "-Xms16m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=128m", "-XX:ReservedCodeCacheSize=64m", "-XX:-UsePerfData"];
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -150,7 +150,7 @@ export async function ensureEmbeddedJar(cacheDir: string, progress: Progress): P
       renameSync(`${jar}.tmp`, jar);
     } catch (err) {
       const e = err as { stdout?: string; stderr?: string; message: string };
-      const out = `${e.stdout ?? ""}\n${e.stderr ?? ""}`.trim() || e.message;
+      const out = `${e.stdout ?? ""}\n${e.stderr ?? ""}`.replace(/\x1b\[[0-9;]*m/g, "").trim() || e.message;
       throw new Error(`building the embedded database (mongo-java-server) failed: ${out.slice(-2000)}`);
     } finally {
       clearInterval(ticker);

@@ -1,0 +1,44 @@
+// The integrator commands: `trigger`, `runs watch`, `logs tail`. They call the public REST API
+// with fetch, like any integrator; loaded without the server's modules (no database, no
+// configuration), so they start fast and touch nothing on disk but an explicit --cursor-file.
+import { EXIT } from "./common.js";
+import { runTail, TAIL_USAGE } from "./tail.js";
+import { runTrigger } from "./trigger.js";
+import { runWatch, WATCH_USAGE } from "./watch.js";
+
+export const INTEGRATOR_COMMANDS = ["trigger", "runs", "logs"];
+
+export const INTEGRATOR_USAGE = `
+  For integrators (public REST API; env RUNHOOK_URL, RUNHOOK_TOKEN; --help on each):
+    trigger <webhook-url> <record-id> [--json]   start a run on a record, print its runId
+    runs watch <runId>                           follow a run's steps until it finishes
+    logs tail --project P --environment E        print activity (or --admin: admin) log entries
+              [--cursor-file F] [filters]        as NDJSON, forever, resuming from F
+`;
+
+const RUNS_USAGE = `usage: runhook runs watch <runId> [--base-url URL] [--token TOKEN]   (runhook runs watch --help)`;
+const LOGS_USAGE = `usage: runhook logs tail --project P (--environment E | --admin) [filters] [--cursor-file F]   (runhook logs tail --help)`;
+
+function group(name: string, usage: string, sub: string | undefined, action: string, run: () => Promise<number>, full: string): Promise<number> {
+  if (sub === action) return run();
+  if (sub === undefined || sub === "--help" || sub === "-h" || sub === "help") {
+    process.stdout.write((sub ? full : usage) + "\n");
+    return Promise.resolve(sub ? EXIT.OK : EXIT.USAGE);
+  }
+  process.stderr.write(`runhook ${name}: unknown command "${sub}"\n${usage}\n`);
+  return Promise.resolve(EXIT.USAGE);
+}
+
+export function runIntegratorCommand(command: string, args: string[]): Promise<number> {
+  const [sub, ...rest] = args;
+  switch (command) {
+    case "trigger":
+      return runTrigger(args);
+    case "runs":
+      return group("runs", RUNS_USAGE, sub, "watch", () => runWatch(rest), WATCH_USAGE);
+    case "logs":
+      return group("logs", LOGS_USAGE, sub, "tail", () => runTail(rest), TAIL_USAGE);
+    default:
+      throw new Error(`not an integrator command: ${command}`);
+  }
+}

@@ -1,0 +1,251 @@
+// `runhook logs tail`: follows `nextCursor` (order=asc) of the activity log or the admin log
+// forever and prints every entry once, as one NDJSON line on stdout. The cursor is saved
+// atomically after every page and resumed from at start; 429 waits Retry-After, network
+// errors and 5xx back off exponentially with jitter; SIGINT/SIGTERM stop after the page in hand.
+import { once } from "node:events";
+import { open, readFile, rename, unlink } from "node:fs/promises";
+import { dirname } from "node:path";
+import {
+  CliError,
+  EXIT,
+  EXIT_CODES_HELP,
+  NetworkError,
+  backoffMs,
+  baseUrlOf,
+  errorBody,
+  errorMessage,
+  parse,
+  report,
+  request,
+  retryAfterMs,
+  seconds,
+  sleep,
+  statusExit,
+  str,
+  tokenOf,
+  UsageError,
+  type Answer,
+} from "./common.js";
+
+export const TAIL_USAGE = `usage: runhook logs tail --project P --environment E [filters] [--cursor-file F] [--limit N]
+                         [--interval SECONDS] [--base-url URL] [--token TOKEN]
+       runhook logs tail --project P --admin [--action A] [--user-id ID] [--user-email EMAIL] …
+
+Prints every entry of an environment's activity log (or, with --admin, of the project's admin
+log) once, oldest first, as one JSON object per line (NDJSON) on stdout, and keeps following
+new entries until stopped (Ctrl-C or SIGTERM, exit 0). Messages go to stderr.
+
+  --project P          project name
+  --environment E      environment name (activity log; not with --admin)
+  --admin              the project's admin log instead
+  --action A  --user-id ID  --user-email EMAIL            filters of both logs
+  --collection C  --record-id R  --run-id RUN              filters of the activity log
+  --cursor-file F      resume from the cursor saved in F, and save it there (atomically) after
+                       every page: a restarted tail continues where it stopped. Entries are
+                       printed before their page's cursor is saved, so a crash in between
+                       repeats at most that page; a stop by signal repeats nothing.
+                       The cursor is bound to the log and filters: change them → new file.
+  --limit N            page size, 1-1000 (default 1000)
+  --interval SECONDS   pause when caught up (default 1)
+  --base-url URL       the runhook server (default: $RUNHOOK_URL, else http://localhost:8080)
+  --token TOKEN        project API token (default: $RUNHOOK_TOKEN)
+
+429 waits Retry-After; network errors and 5xx are retried with exponential backoff and
+jitter (1 s, 2 s, 4 s … 60 s), forever. 400, 401, 403 and 404 stop with the reason.
+${EXIT_CODES_HELP}`;
+
+const FILTERS: Record<string, { param: string; admin: boolean }> = {
+  action: { param: "action", admin: true },
+  "user-id": { param: "userId", admin: true },
+  "user-email": { param: "userEmail", admin: true },
+  collection: { param: "collection", admin: false },
+  "record-id": { param: "recordId", admin: false },
+  "run-id": { param: "runId", admin: false },
+};
+
+/** The cursor saved in `file`; "" when there is none yet. */
+async function readCursor(file: string): Promise<string> {
+  try {
+    return (await readFile(file, "utf8")).trim();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return "";
+    throw new CliError(`cannot read the cursor file ${file}: ${(err as Error).message}`, EXIT.ERROR);
+  }
+}
+
+/** Writes a temporary file next to `file`, flushes it, and renames it over `file`. */
+export async function saveCursor(file: string, cursor: string): Promise<void> {
+  const tmp = `${file}.${process.pid}.tmp`;
+  try {
+    const fh = await open(tmp, "w", 0o600);
+    try {
+      await fh.writeFile(cursor + "\n");
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, file);
+  } catch (err) {
+    await unlink(tmp).catch(() => {});
+    throw new CliError(`cannot save the cursor to ${file}: ${(err as Error).message}`, EXIT.ERROR, `check that ${dirname(file)} exists and is writable`);
+  }
+  // Make the rename itself durable (best effort: not every platform can fsync a directory).
+  try {
+    const dir = await open(dirname(file), "r");
+    try {
+      await dir.sync();
+    } finally {
+      await dir.close();
+    }
+  } catch {
+    /* ignore */
+  }
+}
+
+function hintFor(a: Answer, ctx: { token: string; cursorFromFile: string | undefined; admin: boolean; project: string; environment?: string }): string | undefined {
+  const m = errorMessage(a);
+  switch (a.status) {
+    case 400:
+      if (/cursor/i.test(m) && ctx.cursorFromFile) return `the cursor saved in ${ctx.cursorFromFile} was issued for another log, other filters or an older runhook: delete the file (to start from the oldest entry) or use another --cursor-file`;
+      return "a filter value was refused; see the message";
+    case 401:
+      return ctx.token.startsWith("rh_app_")
+        ? "this is an application token (rh_app_…); the public API needs a project API token (rh_api_…), generated by a project admin under API access (runhook admin api-tokens create)"
+        : "the project API token is missing, unknown, expired or revoked: generate one under the project's API access (runhook admin api-tokens create)";
+    case 403:
+      return `the token does not belong to project "${ctx.project}" (check the name), or its creator is no longer an admin of the project`;
+    case 404:
+      return ctx.admin ? undefined : `project "${ctx.project}" has no environment "${ctx.environment}": check --environment`;
+    default:
+      return undefined;
+  }
+}
+
+export async function runTail(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const prefix = "runhook logs tail";
+  const stop = new AbortController();
+  let signals = 0;
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (++signals > 1) process.exit(EXIT.INTERRUPTED);
+    if (sig === "SIGINT" && process.stderr.isTTY) process.stderr.write("\n");
+    stop.abort();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  let stdoutBroken = false;
+  const onStdoutError = (err: NodeJS.ErrnoException) => {
+    stdoutBroken = true;
+    stop.abort();
+    if (err.code !== "EPIPE") process.stderr.write(`${prefix}: cannot write to stdout: ${err.message}\n`);
+  };
+  process.stdout.on("error", onStdoutError);
+  try {
+    const options = {
+      project: { type: "string" },
+      environment: { type: "string" },
+      admin: { type: "boolean" },
+      "cursor-file": { type: "string" },
+      limit: { type: "string" },
+      interval: { type: "string" },
+      "base-url": { type: "string" },
+      token: { type: "string" },
+      ...Object.fromEntries(Object.keys(FILTERS).map((k) => [k, { type: "string" }])),
+    } as const;
+    const { values, help } = parse(args, options, 0);
+    if (help) {
+      process.stdout.write(TAIL_USAGE + "\n");
+      return EXIT.OK;
+    }
+    const admin = values.admin === true;
+    const project = str(values, "project");
+    const environment = str(values, "environment");
+    if (!project) throw new UsageError("--project is required");
+    if (admin && environment !== undefined) throw new UsageError("--admin tails the project's admin log: drop --environment");
+    if (!admin && !environment) throw new UsageError("--environment is required (or --admin for the admin log)");
+    const query = new URLSearchParams({ order: "asc" });
+    for (const [flag, f] of Object.entries(FILTERS)) {
+      const v = str(values, flag);
+      if (v === undefined) continue;
+      if (admin && !f.admin) throw new UsageError(`--${flag} filters the activity log only (not with --admin)`);
+      query.set(f.param, v);
+    }
+    const limitRaw = str(values, "limit") ?? "1000";
+    if (!/^\d+$/.test(limitRaw) || Number(limitRaw) < 1 || Number(limitRaw) > 1000) throw new UsageError("--limit must be a whole number from 1 to 1000");
+    query.set("limit", limitRaw);
+    const intervalRaw = str(values, "interval") ?? "1";
+    const intervalMs = Number(intervalRaw) * 1000;
+    if (!/^\d+(\.\d+)?$/.test(intervalRaw) || intervalMs > 3_600_000) throw new UsageError("--interval must be a number of seconds (at most 3600)");
+    const cursorFile = str(values, "cursor-file");
+    const base = baseUrlOf(values, env);
+    const token = tokenOf(values, env, "a project API token");
+    const p = encodeURIComponent(project);
+    const url = admin ? `${base}/v1/project/${p}/admin-logs` : `${base}/v1/project/${p}/environment/${encodeURIComponent(environment!)}/activity-logs`;
+    const itemsKey = admin ? "adminLogs" : "activityLogs";
+
+    let cursor = cursorFile ? await readCursor(cursorFile) : "";
+    /** Set while the cursor in use is the one read from the file (for the 400 hint). */
+    let cursorFromFile = cursor ? cursorFile : undefined;
+    process.stderr.write(
+      `${prefix}: following the ${admin ? `admin log of project ${project}` : `activity log of ${project}/${environment}`} at ${base}, ${cursor ? `from the cursor in ${cursorFile}` : "from the oldest entry"}\n`,
+    );
+
+    let failures = 0;
+    const retry = async (why: string, waitMs: number) => {
+      process.stderr.write(`${prefix}: ${why}; retrying in ${seconds(waitMs)}\n`);
+      await sleep(waitMs, stop.signal);
+    };
+    while (!stop.signal.aborted) {
+      const q = new URLSearchParams(query);
+      if (cursor) q.set("cursor", cursor);
+      let a: Answer;
+      try {
+        a = await request("GET", `${url}?${q}`, { token, signal: stop.signal, timeoutMs: 120_000 });
+      } catch (err) {
+        if (stop.signal.aborted) break;
+        if (!(err instanceof NetworkError)) throw err;
+        await retry(err.message, backoffMs(++failures));
+        continue;
+      }
+      if (a.status === 200) {
+        const body = a.json as { hasMore?: boolean; nextCursor?: string } & Record<string, unknown>;
+        const items = body?.[itemsKey];
+        if (!Array.isArray(items)) throw new CliError(`unexpected answer: ${a.text.slice(0, 200)}`, EXIT.ERROR);
+        failures = 0;
+        if (items.length > 0) {
+          if (!process.stdout.write(items.map((e) => JSON.stringify(e)).join("\n") + "\n")) await Promise.race([once(process.stdout, "drain"), once(stop.signal, "abort")]);
+          if (stdoutBroken) break;
+        }
+        if (typeof body.nextCursor === "string" && body.nextCursor !== "" && body.nextCursor !== cursor) {
+          cursor = body.nextCursor;
+          cursorFromFile = undefined;
+          if (cursorFile) await saveCursor(cursorFile, cursor);
+        }
+        if (body.hasMore !== true) await sleep(intervalMs, stop.signal);
+        else if (a.headers.get("x-ratelimit-remaining") === "0") {
+          // The window is used up: wait for it to free rather than collect a 429.
+          const reset = Number(a.headers.get("x-ratelimit-reset")) * 1000;
+          if (Number.isFinite(reset) && reset > Date.now()) await sleep(Math.min(60_000, reset - Date.now() + Math.random() * 500), stop.signal);
+        }
+        continue;
+      }
+      if (a.status === 429) {
+        failures++;
+        const ra = retryAfterMs(a.headers);
+        await retry("rate limited (429)", ra !== undefined ? ra + Math.random() * 500 : backoffMs(failures));
+        continue;
+      }
+      if (a.status >= 500) {
+        await retry(`server error ${a.status}: ${errorMessage(a)}`, backoffMs(++failures));
+        continue;
+      }
+      throw new CliError(`${a.status} ${errorBody(a).code ?? ""}${errorBody(a).code ? ": " : ""}${errorMessage(a)}`, statusExit(a.status), hintFor(a, { token, cursorFromFile, admin, project, environment }));
+    }
+    return EXIT.OK;
+  } catch (err) {
+    return report(err, prefix, TAIL_USAGE);
+  } finally {
+    process.removeListener("SIGINT", onSignal);
+    process.removeListener("SIGTERM", onSignal);
+    process.stdout.removeListener("error", onStdoutError);
+  }
+}

@@ -1,0 +1,94 @@
+// `runhook trigger <webhook-url> <record-id>`: POST the webhook as any integrator does and
+// explain the answer. stdout carries only the run id (or, with --json, the raw answer body).
+import { CliError, EXIT, EXIT_CODES_HELP, NetworkError, errorBody, errorMessage, parse, report, request, retryAfterMs, seconds, statusExit, tokenOf, UsageError, type Answer } from "./common.js";
+
+export const TRIGGER_USAGE = `usage: runhook trigger <webhook-url> <record-id> [--token TOKEN] [--json]
+
+Starts a run of the webhook's workflow on one record (POST <webhook-url> {"record_id": …})
+and prints the new run's id. Follow it with: runhook runs watch <runId>
+
+  <webhook-url>    the URL from the workflow's trigger settings (a credential: never build it)
+  <record-id>      the record's primary key; composite keys packed as "a|b" ("\\|" for a literal |)
+  --token TOKEN    application token (default: $RUNHOOK_TOKEN); the run acts as its user
+  --json           print the raw answer body on stdout, also for errors
+
+On an error the message and its usual cause go to stderr: 409 names the run already ongoing
+on the record, 429 says how long to wait (Retry-After).
+${EXIT_CODES_HELP}`;
+
+const HINTS: Record<number, (a: Answer, token: string) => string> = {
+  400: (a) => {
+    const m = errorMessage(a);
+    if (/superseded|regenerated/i.test(m)) return "the webhook URL was regenerated and this one no longer works: copy the new URL from the workflow's trigger settings (runhook admin workflows get --workflow <id> prints webhook.url)";
+    if (/record_id|body|json/i.test(m)) return "the request body was refused: give a non-empty record id";
+    return "the webhook URL is malformed, truncated or was altered: copy it again, whole, from the workflow's trigger settings";
+  },
+  401: (_a, token) =>
+    token.startsWith("rh_api_")
+      ? "this is a project API token (rh_api_…); the webhook needs an application token (rh_app_…) from the user's account settings (runhook admin tokens create)"
+      : "the token is missing, unknown, expired or revoked: use a valid application token (account settings; runhook admin tokens create)",
+  403: () =>
+    "the token's user may not trigger this workflow: check that they belong to the organization, have a role on the project, are in the rendering's team (admins always are) and have a role allowed to trigger it; an SSO project needs a token generated in an SSO session",
+  404: (a) => {
+    const m = errorMessage(a);
+    if (/disabled/i.test(m)) return "the workflow's webhook trigger is disabled; an editor can enable it again (runhook admin webhook enable --workflow <id>) and the URL stays the same";
+    if (/active/i.test(m)) return "the workflow has no active version for this rendering: publish one (runhook admin workflows publish)";
+    return "no webhook answers at this URL: the workflow was deleted, or the URL belongs to another server";
+  },
+  413: () => "the request body is larger than the server accepts: use a shorter record id",
+};
+
+export async function runTrigger(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const prefix = "runhook trigger";
+  try {
+    const { values, positionals, help } = parse(args, { token: { type: "string" }, json: { type: "boolean" } }, 2);
+    if (help) {
+      process.stdout.write(TRIGGER_USAGE + "\n");
+      return EXIT.OK;
+    }
+    const [url, recordId] = positionals;
+    if (!url || recordId === undefined) throw new UsageError("give the webhook URL and the record id");
+    if (recordId === "") throw new UsageError("the record id must not be empty");
+    if (!/^https?:\/\//i.test(url)) throw new UsageError(`"${url}" is not an http(s) URL: copy the webhook URL from the workflow's trigger settings`);
+    const token = tokenOf(values, env, "an application token");
+    const json = values.json === true;
+
+    let a: Answer;
+    try {
+      a = await request("POST", url, { token, body: JSON.stringify({ record_id: recordId }), timeoutMs: 60_000 });
+    } catch (err) {
+      if (err instanceof NetworkError) throw new CliError(err.message, EXIT.UNAVAILABLE, "the run may or may not have been created; retrying is safe (you get 202, or 409 with the run already ongoing)");
+      throw err;
+    }
+    if (json) process.stdout.write(a.text + (a.text.endsWith("\n") ? "" : "\n"));
+
+    if (a.status === 202) {
+      const runId = (a.json as { runId?: unknown } | undefined)?.runId;
+      if (typeof runId !== "string") throw new CliError(`unexpected answer 202 ${a.text.slice(0, 200)}`, EXIT.ERROR);
+      if (!json) process.stdout.write(runId + "\n");
+      return EXIT.OK;
+    }
+    if (a.status === 409) {
+      const ongoing = errorBody(a).runId;
+      throw new CliError(
+        `a run of this workflow is already ongoing on record "${recordId}"${ongoing ? `: ${ongoing}` : ""}`,
+        EXIT.ALREADY_RUNNING,
+        ongoing
+          ? `nothing was started. Follow the ongoing run with: runhook runs watch ${ongoing}\ntrigger again once it has finished`
+          : "nothing was started; trigger again once the ongoing run has finished",
+      );
+    }
+    if (a.status === 429) {
+      const wait = retryAfterMs(a.headers);
+      throw new CliError(
+        `rate limited (429): ${wait !== undefined ? `retry in ${seconds(wait)} (Retry-After: ${a.headers.get("retry-after")})` : "retry later"}`,
+        EXIT.RATE_LIMITED,
+        "each webhook accepts a limited number of calls per minute (60 by default); a caller that waits Retry-After is accepted",
+      );
+    }
+    const hint = HINTS[a.status]?.(a, token) ?? (a.status >= 500 ? "a server error: retrying is safe (you get 202, or 409 with the run already ongoing)" : undefined);
+    throw new CliError(`${a.status} ${errorBody(a).code ?? ""}${errorBody(a).code ? ": " : ""}${errorMessage(a)}`, statusExit(a.status), hint);
+  } catch (err) {
+    return report(err, prefix, TRIGGER_USAGE);
+  }
+}
