@@ -23,6 +23,9 @@ export type Via = "grpc" | "webhook" | "api";
 /** How a call reached the service: native gRPC / Connect, the webhook route, or /v1 REST. */
 export const viaKey = createContextKey<Via>("grpc", { description: "entry point of the call" });
 
+/** The request id of the call (x-request-id, kept when well-formed, else made by the gateway). */
+export const requestIdKey = createContextKey<string>("", { description: "request id of the call" });
+
 export function viaOf(ctx: HandlerContext): Via {
   return ctx.values.get(viaKey);
 }

@@ -62,6 +62,7 @@ export function runMessage(r: RunDoc): MessageInitShape<typeof RunSchema> {
     finishedAt: ts(r.finishedAt),
     updatedAt: ts(r.updatedAt),
     version: BigInt(r.version),
+    requestId: r.requestId ?? "",
   };
 }
 
@@ -73,7 +74,7 @@ export function activeKeyOf(workflowId: string, recordId: string): string {
 /** What a new run is made from: the run's own fields, the version's steps, and an optional creation time. */
 export type NewRun = Pick<
   RunDoc,
-  "workflowId" | "workflowVersion" | "renderingId" | "projectId" | "environmentId" | "collectionId" | "collection" | "recordId" | "userId" | "userEmail" | "tokenId" | "via"
+  "workflowId" | "workflowVersion" | "renderingId" | "projectId" | "environmentId" | "collectionId" | "collection" | "recordId" | "userId" | "userEmail" | "tokenId" | "via" | "requestId"
 > & { steps: StepDoc[]; createdAt?: Date };
 
 /** A new QUEUED run, every step PENDING: the one shape TriggerService stores. */
@@ -94,6 +95,7 @@ export function newRunDoc(n: NewRun): RunDoc {
     userEmail: n.userEmail,
     tokenId: n.tokenId,
     via: n.via,
+    ...(n.requestId ? { requestId: n.requestId } : {}),
     state: "QUEUED",
     steps: n.steps.map((s) => ({ type: s.type, state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null })),
     stepIndex: 0,

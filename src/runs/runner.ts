@@ -39,7 +39,7 @@ export interface RunnerEnv {
 }
 
 /** Keeps the lease of a run alive; while `waiting`, also notices that the run is no longer ours. */
-function heartbeat(env: RunnerEnv, id: string, owner: string, onGone: () => void) {
+function heartbeat(env: RunnerEnv, log: Logger, id: string, owner: string, onGone: () => void) {
   let lastRenew = Date.now();
   let beat: Promise<void> = Promise.resolve();
   let beating = false;
@@ -58,7 +58,7 @@ function heartbeat(env: RunnerEnv, id: string, owner: string, onGone: () => void
     if (beating) return;
     beating = true;
     beat = tick()
-      .catch((err: unknown) => env.log.warn({ err, runId: id }, "lease renewal failed"))
+      .catch((err: unknown) => log.warn({ err }, "lease renewal failed"))
       .finally(() => (beating = false));
   }, Math.min(env.checkEveryMs, env.renewEveryMs));
   return {
@@ -74,8 +74,9 @@ function heartbeat(env: RunnerEnv, id: string, owner: string, onGone: () => void
 export async function runClaimed(env: RunnerEnv, run: RunDoc, owner: string, signal: AbortSignal, stopWith: (reason: StopReason) => void): Promise<void> {
   const { deps, machine } = env;
   const id = run._id;
-  const log = env.log.child({ runId: id });
-  const hb = heartbeat(env, id, owner, () => stopWith("gone"));
+  // Every log line about the run names it and the request that created it.
+  const log = env.log.child({ runId: id, ...(run.requestId ? { requestId: run.requestId } : {}) });
+  const hb = heartbeat(env, log, id, owner, () => stopWith("gone"));
   const changed = (res: RunDoc | null) => {
     if (res) {
       hb.state.renewed();
@@ -99,7 +100,7 @@ export async function runClaimed(env: RunnerEnv, run: RunDoc, owner: string, sig
     if (version.steps.length !== run.steps.length) return await fail(`the run's steps do not match version ${run.workflowVersion} of the workflow`, null);
     for (let i = run.stepIndex; i < version.steps.length; i++) {
       if (signal.aborted) return;
-      const outcome = await runStep(env, run, owner, i, version.steps[i]!, signal, hb.state, changed);
+      const outcome = await runStep(env, log, run, owner, i, version.steps[i]!, signal, hb.state, changed);
       if (outcome.kind === "failed") return await fail(outcome.error, i);
       if (outcome.kind === "stopped") return;
       if (outcome.kind === "finished") return await writeRunActivity(deps.store, run, "workflow.run.succeeded", {});
@@ -116,6 +117,7 @@ type StepOutcome = { kind: "next" } | { kind: "finished" } | { kind: "stopped" }
 
 async function runStep(
   env: RunnerEnv,
+  log: Logger,
   run: RunDoc,
   owner: string,
   i: number,
@@ -147,7 +149,7 @@ async function runStep(
     } catch (err) {
       if (err instanceof StepFailure) return { kind: "failed", error: err.message };
       if (isUnavailable(err)) throw err; // the lease expires; another attempt follows
-      env.log.error({ err, runId: run._id, step: i }, "step failed unexpectedly");
+      log.error({ err, step: i }, "step failed unexpectedly");
       return { kind: "failed", error: `step ${i} (${step.type}) failed: ${err instanceof Error ? err.message : String(err)}` };
     }
   }

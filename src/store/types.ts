@@ -90,6 +90,8 @@ export interface RunDoc {
   userEmail: string;
   tokenId: string;
   via: "webhook" | "grpc";
+  /** The request id of the call that created the run (absent on runs stored before it was kept). */
+  requestId?: string;
   state: RunState;
   steps: StepResultDoc[];
   /** Index of the step to run next. */

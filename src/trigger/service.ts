@@ -3,7 +3,7 @@ import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { OngoingRunSchema, TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
 import { assertMayTrigger } from "../auth/access.js";
 import { authenticateApp } from "../auth/tokens.js";
-import { authorization, viaOf, type Deps } from "../deps.js";
+import { authorization, requestIdKey, viaOf, type Deps } from "../deps.js";
 import { fail, ONGOING_RUN_ID } from "../errors.js";
 import { newRunDoc, RUN_QUEUED } from "../runs/model.js";
 import { activityStream } from "../store/logs.js";
@@ -18,6 +18,8 @@ export interface TriggerInput {
   authorization: string | null | undefined;
   body: TriggerBody;
   via: "webhook" | "grpc";
+  /** The call's request id, stored on the run (logs of its executor carry it). */
+  requestId?: string;
 }
 
 /** Parses a raw webhook body: a JSON object with a non-empty string `record_id` (other fields ignored). */
@@ -120,6 +122,7 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
     userEmail: principal.user.email,
     tokenId: principal.token._id,
     via: input.via,
+    requestId: input.requestId,
   });
   let created;
   try {
@@ -162,6 +165,7 @@ export function createTriggerService(deps: Deps): ServiceImpl<typeof TriggerServ
         authorization: authorization(ctx),
         body: { recordId: req.recordId },
         via: viaOf(ctx) === "webhook" ? "webhook" : "grpc",
+        requestId: ctx.values.get(requestIdKey),
       });
     },
   };
