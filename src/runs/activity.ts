@@ -9,7 +9,7 @@ export async function writeRunActivity(
   details: Record<string, unknown>,
   via: ActivityLogDoc["via"] = "workflow",
 ): Promise<void> {
-  const env = await store.db.environments.findOne({ _id: run.environmentId }, { projection: { name: 1 } });
+  const env = await store.immutable.environment(run.environmentId);
   await store.logs.appendActivity({
     projectId: run.projectId,
     environmentId: run.environmentId,

@@ -29,9 +29,9 @@ export async function recordAs(deps: Deps, run: RunDoc, need: DataAccess): Promi
   const [user, project, rendering, environment, collection] = await Promise.all([
     db.users.findOne({ _id: run.userId }),
     db.projects.findOne({ _id: run.projectId }),
-    db.renderings.findOne({ _id: run.renderingId }),
-    db.environments.findOne({ _id: run.environmentId }),
-    db.collections.findOne({ _id: run.collectionId }),
+    deps.store.immutable.rendering(run.renderingId),
+    deps.store.immutable.environment(run.environmentId),
+    deps.store.immutable.collection(run.collectionId),
   ]);
   if (!user) throw new StepFailure(`the run's user ${run.userEmail} no longer exists`);
   if (!project) throw new StepFailure("the run's project no longer exists");

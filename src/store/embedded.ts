@@ -4,6 +4,7 @@
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { join, relative } from "node:path";
 import { promisify } from "node:util";
 import { MongoClient } from "mongodb";
@@ -36,7 +37,7 @@ type Progress = (message: string) => void;
 export const EMBEDDED_SOURCE_DIR = join(import.meta.dirname, "..", "..", "embedded");
 const JAR_NAME = "runhook-embedded-mongo.jar";
 const JAVA_MIN = 17;
-const LOCK_STALE_MS = 20 * 60_000;
+const BUILD_LOCK_STALE_MS = 20 * 60_000;
 const START_TIMEOUT_MS = 30_000;
 const STOP_KILL_MS = 5_000;
 
@@ -110,31 +111,20 @@ export async function ensureEmbeddedJar(cacheDir: string, progress: Progress): P
   mkdirSync(dir, { recursive: true });
   // A directory lock: one process builds (test workers, `runhook start` and `runhook worker`
   // may all start at once); the others wait for the jar.
-  const lock = join(dir, "build.lock");
   let waitingSince = 0;
   let lastTick = 0;
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch {
-      if (existsSync(jar)) return jar;
-      const mtime = statSync(lock, { throwIfNoEntry: false })?.mtimeMs;
-      if (mtime !== undefined && Date.now() - mtime > LOCK_STALE_MS) {
-        rmSync(lock, { recursive: true, force: true }); // a builder that died
-        continue;
-      }
-      if (!waitingSince) {
-        waitingSince = lastTick = Date.now();
-        progress("waiting for another process to finish building the embedded database (mongo-java-server)…");
-      } else if (Date.now() - lastTick >= 10_000) {
-        lastTick = Date.now();
-        progress(`still waiting for the embedded database build (${Math.round((Date.now() - waitingSince) / 1000)} s)…`);
-      }
-      await sleep(1000);
+  const waiting = async () => {
+    if (existsSync(jar)) return jar;
+    if (!waitingSince) {
+      waitingSince = lastTick = Date.now();
+      progress("waiting for another process to finish building the embedded database (mongo-java-server)…");
+    } else if (Date.now() - lastTick >= 10_000) {
+      lastTick = Date.now();
+      progress(`still waiting for the embedded database build (${Math.round((Date.now() - waitingSince) / 1000)} s)…`);
     }
-  }
-  try {
+    return undefined;
+  };
+  return withDirLock(join(dir, "build.lock"), BUILD_LOCK_STALE_MS, 1000, waiting, async () => {
     if (existsSync(jar)) return jar;
     progress("building the embedded database (mongo-java-server) with Maven — first start only…");
     const started = Date.now();
@@ -146,8 +136,7 @@ export async function ensureEmbeddedJar(cacheDir: string, progress: Progress): P
       cpSync(join(EMBEDDED_SOURCE_DIR, "pom.xml"), join(build, "pom.xml"));
       cpSync(join(EMBEDDED_SOURCE_DIR, "src"), join(build, "src"), { recursive: true });
       await exec("mvn", ["-B", "-q", "-Dstyle.color=never", "-DskipTests", "package"], { cwd: build, maxBuffer: 64 << 20 });
-      renameSync(join(build, "target", JAR_NAME), `${jar}.tmp`);
-      renameSync(`${jar}.tmp`, jar);
+      renameSync(join(build, "target", JAR_NAME), jar); // atomic: waiters see all of it or nothing
     } catch (err) {
       const e = err as { stdout?: string; stderr?: string; message: string };
       const out = `${e.stdout ?? ""}\n${e.stderr ?? ""}`.replace(/\x1b\[[0-9;]*m/g, "").trim() || e.message;
@@ -158,9 +147,7 @@ export async function ensureEmbeddedJar(cacheDir: string, progress: Progress): P
     }
     progress(`embedded database built in ${Math.round((Date.now() - started) / 1000)} s (cached in ${dir})`);
     return jar;
-  } finally {
-    rmSync(lock, { recursive: true, force: true });
-  }
+  });
 }
 
 async function ping(uri: string, timeoutMs: number): Promise<boolean> {
@@ -275,28 +262,39 @@ function ownServer(child: ChildProcess, port: number, exited: Promise<void>, onS
   };
 }
 
-/** Takes `<dir>/start.lock` (its holder's pid inside), so that two processes never both start a server on one data dir. */
-async function withStartLock<T>(dir: string, fn: () => Promise<T>): Promise<T> {
-  const lock = join(dir, "start.lock");
-  const deadline = Date.now() + 2 * START_TIMEOUT_MS;
+/**
+ * Runs `fn` holding the directory lock `lock` (mkdir; the holder's host and pid inside).
+ * While another process holds it, `poll` runs every `pollMs` and its result, if any, is
+ * returned instead. A lock is broken when its holder (on this host) is gone, or after `staleMs`.
+ */
+async function withDirLock<T>(lock: string, staleMs: number, pollMs: number, poll: () => Promise<T | undefined>, fn: () => Promise<T>): Promise<T> {
+  const me = `${hostname()} ${process.pid}`;
   for (;;) {
     try {
       mkdirSync(lock);
-      writeFileSync(join(lock, "pid"), String(process.pid));
+      writeFileSync(join(lock, "holder"), me);
       break;
-    } catch {
-      let holder: number | undefined;
-      try {
-        holder = Number(readFileSync(join(lock, "pid"), "utf8").trim()) || undefined;
-      } catch {
-        holder = undefined; // just created, pid not written yet (or just removed)
-      }
-      const mtime = statSync(lock, { throwIfNoEntry: false })?.mtimeMs ?? Date.now();
-      const dead = holder !== undefined && !pidAlive(holder);
-      const noPidYet = holder === undefined && Date.now() - mtime > 5_000;
-      if (dead || noPidYet || Date.now() > deadline) rmSync(lock, { recursive: true, force: true });
-      else await sleep(200);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
     }
+    const found = await poll();
+    if (found !== undefined) return found;
+    const mtime = statSync(lock, { throwIfNoEntry: false })?.mtimeMs;
+    if (mtime === undefined) continue; // just released
+    let holder = "";
+    try {
+      holder = readFileSync(join(lock, "holder"), "utf8");
+    } catch {
+      // being created, or removed
+    }
+    const [host, pid] = holder.split(" ");
+    const dead = host === hostname() && pid !== undefined && !pidAlive(Number(pid));
+    const age = Date.now() - mtime;
+    if (dead || (!holder && age > 10_000) || age > staleMs) {
+      rmSync(lock, { recursive: true, force: true });
+      continue;
+    }
+    await sleep(pollMs);
   }
   try {
     return await fn();
@@ -324,7 +322,8 @@ export async function startEmbeddedServer(o: EmbeddedOptions): Promise<EmbeddedS
   if (joined) return joined;
   const jar = await ensureEmbeddedJar(o.cacheDir, o.progress);
   await requireJava(false);
-  return withStartLock(dir, async () => {
+  // One process starts the server for a data dir (H2 locks the file); the others join it.
+  return withDirLock(join(dir, "start.lock"), 2 * START_TIMEOUT_MS, 200, () => joinRunning(stateFile, o.progress), async () => {
     const again = await joinRunning(stateFile, o.progress);
     if (again) return again;
     const s = await spawnServer(jar, o.port ?? 0, join(dir, "runhook.mv"), o.javaOptions);

@@ -2,6 +2,7 @@
 // verbs; `db` (the collection handles) remains for administration and for tests.
 import type { Database } from "./connection.js";
 import { counterStore, type CounterStore } from "./counters.js";
+import { immutableStore, type ImmutableStore } from "./immutable.js";
 import { logStore, type LogStore } from "./logs.js";
 import { noteStore, type NoteStore } from "./notes.js";
 import { rateLimitStore, type RateLimitStore } from "./rate-limits.js";
@@ -16,11 +17,13 @@ export interface Store {
   counters: CounterStore;
   rateLimits: RateLimitStore;
   records: RecordStore;
+  /** Renderings, environments and collections: never changed once created, so cached. */
+  immutable: ImmutableStore;
 }
 
 export function createStore(db: Database): Store {
   const counters = counterStore(db);
-  return { db, runs: runStore(db), logs: logStore(db, counters), notes: noteStore(db, counters), counters, rateLimits: rateLimitStore(db), records: recordStore(db) };
+  return { db, runs: runStore(db), logs: logStore(db, counters), notes: noteStore(db, counters), counters, rateLimits: rateLimitStore(db), records: recordStore(db), immutable: immutableStore(db) };
 }
 
 export { connect, databaseName, type Database } from "./connection.js";

@@ -65,10 +65,10 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
   const relatedRead = workflowRead.then((wf) =>
     wf
       ? Promise.all([
-          db.renderings.findOne({ _id: wf.renderingId }),
+          store.immutable.rendering(wf.renderingId),
           db.projects.findOne({ _id: wf.projectId }),
-          db.environments.findOne({ _id: wf.environmentId }),
-          db.collections.findOne({ _id: wf.collectionId }),
+          store.immutable.environment(wf.environmentId),
+          store.immutable.collection(wf.collectionId),
         ])
       : null,
   );
