@@ -4,8 +4,10 @@
 import http2 from "node:http2";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { Deps } from "./deps.js";
-import { registerExtraConnectRoutes } from "./gateway/extra.js";
-import { registerServices, type Services } from "./services.js";
+import { createContextValues } from "@connectrpc/connect";
+import { clientAddressKey } from "./api-rate-limit.js";
+import { connectServerOptions } from "./grpc/router.js";
+import type { Services } from "./services.js";
 
 export interface GrpcServer {
   port: number;
@@ -14,14 +16,11 @@ export interface GrpcServer {
 
 export async function startGrpcServer(deps: Deps, services: Services, host: string, port: number): Promise<GrpcServer> {
   const handler = connectNodeAdapter({
-    routes: (router) => {
-      registerServices(router, services);
-      registerExtraConnectRoutes(router, deps);
-    },
+    ...connectServerOptions(deps, services),
+    contextValues: (req) => createContextValues().set(clientAddressKey, req.socket?.remoteAddress),
     grpc: true,
     grpcWeb: false,
     connect: false,
-    readMaxBytes: deps.config.bodyLimitBytes,
   });
   const { idleTimeoutMs, requestTimeoutMs, maxConcurrentStreams, maxHeaderListSize } = deps.config.grpc;
   const server = http2.createServer({ settings: { maxConcurrentStreams, maxHeaderListSize } }, handler);

@@ -3,15 +3,16 @@
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { Duplex } from "node:stream";
 import Fastify, { type FastifyInstance } from "fastify";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import type { Deps } from "../deps.js";
 import { redactUrl } from "../logging.js";
-import { registerServices, type Services } from "../services.js";
+import type { Services } from "../services.js";
 import { sendError } from "./rest.js";
 import { registerWebhookRoutes } from "./webhook.js";
 import { registerApiRateLimit, registerV1Routes } from "./v1.js";
 import { registerRunRoutes } from "./runs.js";
-import { registerExtraConnectRoutes } from "./extra.js";
+import { clientAddressKey } from "../api-rate-limit.js";
+import { connectServerOptions } from "../grpc/router.js";
 import { acceptRawBodies } from "./body.js";
 
 /**
@@ -75,10 +76,8 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
   // Connect's plugin replaces the JSON body parser, so it lives in its own scope.
   await app.register(async (scope) => {
     await scope.register(fastifyConnectPlugin, {
-      routes: (router) => {
-        registerServices(router, services);
-        registerExtraConnectRoutes(router, deps);
-      },
+      ...connectServerOptions(deps, services),
+      contextValues: (req) => createContextValues().set(clientAddressKey, req.ip),
       shutdownTimeoutMs: 5000,
     });
   });

@@ -2,6 +2,7 @@
 // Schemas are generated from the protobuf message descriptors (the REST bodies are the
 // ProtoJSON of those messages), so they cannot drift from the implementation.
 import { ScalarType, type DescField, type DescMessage } from "@bufbuild/protobuf";
+import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import type { FastifyInstance } from "fastify";
 import { ActivityLogEntrySchema, AdminLogEntrySchema, ListActivityLogsResponseSchema, ListAdminLogsResponseSchema } from "../../gen/runhook/v1/log_pb.js";
 import { AddNoteMessageRequestSchema, CreateNoteRequestSchema, ListNotesResponseSchema, NoteMessageSchema, NoteSchema, UpdateNoteRequestSchema } from "../../gen/runhook/v1/note_pb.js";
@@ -66,7 +67,7 @@ class SchemaBuilder {
     const name = nameOf(desc);
     if (!this.schemas[name]) {
       this.schemas[name] = {}; // placeholder against recursion
-      this.schemas[name] = this.object(desc);
+      this.schemas[name] = this.response(desc);
     }
     return ref(name);
   }
@@ -76,6 +77,16 @@ class SchemaBuilder {
     const properties: Record<string, Schema> = {};
     for (const f of desc.fields) if (!omit.includes(f.name)) properties[f.jsonName] = this.field(f);
     return { type: "object", properties };
+  }
+
+  /**
+   * The message as the gateway answers it (ProtoJSON with implicit defaults emitted): fields
+   * with implicit presence (plain scalars, enums, lists, maps) are always there; `optional`
+   * scalars, messages and oneof members only when set; nothing else.
+   */
+  response(desc: DescMessage): Schema {
+    const required = desc.fields.filter((f) => f.fieldKind === "list" || f.fieldKind === "map" || ((f.fieldKind === "scalar" || f.fieldKind === "enum") && !f.oneof && f.presence === FeatureSet_FieldPresence.IMPLICIT)).map((f) => f.jsonName);
+    return { ...this.object(desc), ...(required.length ? { required } : {}), additionalProperties: false };
   }
 
   field(f: DescField): Schema {
@@ -100,6 +111,36 @@ class SchemaBuilder {
   }
 }
 
+/**
+ * A JSON request body as the /v1 routes read it: required fields are non-empty strings; an
+ * optional field may also be null, which counts as absent (ProtoJSON); unknown fields are ignored.
+ */
+function requestBody(obj: Schema, required: string[]): Schema {
+  const properties = obj.properties as Record<string, Schema>;
+  for (const [name, p] of Object.entries(properties)) {
+    if (required.includes(name)) properties[name] = { ...p, minLength: 1 };
+    else if (typeof p.type === "string") properties[name] = { ...p, type: [p.type, "null"] };
+  }
+  return { ...obj, ...(required.length ? { required } : {}) };
+}
+
+/** RFC 3339 times as the list parameters take them (`from`, `to`), or "" for no bound. */
+const TIME_PARAM: Schema = {
+  anyOf: [
+    { type: "string", format: "date-time", pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-5][0-9](\\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})$" },
+    { type: "string", maxLength: 0 },
+  ],
+};
+
+/**
+ * `wait` of GET /v1/runs/{runId}: empty, or at most MAX_WAIT_SECONDS (60) as seconds (`30`,
+ * `30s`), milliseconds (`500ms`, rounded up) or minutes (`1m`), in at most 6 digits.
+ */
+const WAIT_PATTERN =
+  "^(" +
+  ["", "0{0,4}[0-9](s)?", "0{0,4}[1-5][0-9](s)?", "0{0,4}60(s)?", "0{0,5}[0-9]ms", "0{0,4}[1-9][0-9]ms", "0{0,3}[1-9][0-9]{2}ms", "0{0,2}[1-9][0-9]{3}ms", "0?[1-5][0-9]{4}ms", "0?60000ms", "0{0,5}[01]m"].join("|") +
+  ")$";
+
 const ERROR_STATUS: Record<number, string> = {
   400: `Bad parameter or body (not JSON, a Content-Type other than application/json, JSON nested deeper than ${MAX_JSON_DEPTH} levels), or a cursor issued for other filters`,
   401: "Missing, expired, revoked or invalid bearer token",
@@ -107,7 +148,7 @@ const ERROR_STATUS: Record<number, string> = {
   404: "Unknown environment, note or run",
   409: "Conflict",
   413: "Request body too large",
-  429: "Throttled; wait Retry-After seconds (apply exponential backoff)",
+  429: "Throttled (the token's budget is shared with its LogService and NoteService RPCs); wait Retry-After seconds (apply exponential backoff)",
 };
 
 export function buildOpenApi(opts: { serverUrl?: string; rateLimitPerMinute?: number } = {}): Schema {
@@ -122,17 +163,18 @@ export function buildOpenApi(opts: { serverUrl?: string; rateLimitPerMinute?: nu
       code: { type: "string", description: "Connect error code, e.g. not_found, invalid_argument, resource_exhausted" },
       runId: { type: "string", description: "The ongoing run (webhook 409 only)" },
     },
+    additionalProperties: false,
   };
-  schemas.CreateNoteBody = { ...b.object(CreateNoteRequestSchema, ["scope"]), required: ["collection", "recordId", "content"] };
-  schemas.UpdateNoteBody = b.object(UpdateNoteRequestSchema, ["scope", "note_id"]);
-  schemas.AddNoteMessageBody = { ...b.object(AddNoteMessageRequestSchema, ["scope", "note_id"]), required: ["content"] };
+  schemas.CreateNoteBody = requestBody(b.object(CreateNoteRequestSchema, ["scope"]), ["collection", "recordId", "content"]);
+  schemas.UpdateNoteBody = requestBody(b.object(UpdateNoteRequestSchema, ["scope", "note_id"]), []);
+  schemas.AddNoteMessageBody = requestBody(b.object(AddNoteMessageRequestSchema, ["scope", "note_id"]), ["content"]);
   schemas.WebhookRequest = {
     type: "object",
     required: ["record_id"],
-    properties: { record_id: { type: "string", minLength: 1, description: "Packed record id (composite keys joined with |)" } },
+    properties: { record_id: { type: "string", minLength: 1, maxLength: 1024, description: "Packed record id (composite keys joined with |), at most 1024 characters (Unicode code points; no lone surrogates)" } },
     additionalProperties: true,
   };
-  schemas.WebhookAccepted = b.object(TriggerRunResponseSchema);
+  schemas.WebhookAccepted = b.response(TriggerRunResponseSchema);
 
   const limit = opts.rateLimitPerMinute ?? 600;
   const rateHeaders = {
@@ -160,15 +202,18 @@ export function buildOpenApi(opts: { serverUrl?: string; rateLimitPerMinute?: nu
 
   const path = (name: string, description: string) => ({ name, in: "path", required: true, description, schema: { type: "string" } });
   const query = (name: string, description: string, schema: Schema = { type: "string" }) => ({ name, in: "query", required: false, description, schema });
+  const runIdParam = (description: string) => ({ name: "runId", in: "path", required: true, description, schema: { type: "string", format: "uuid" } });
   const projectName = path("projectName", "Project name");
   const environmentName = path("environmentName", "Environment name");
   const noteId = path("noteId", "Note id");
+  // An empty value (`order=`, `from=`…) is the same as leaving the parameter out, so every
+  // optional parameter but `limit` also admits "" (the schemas say exactly what the server takes).
   const listParams = [
     query("limit", `Page size, 1 to ${MAX_LIMIT} (default ${DEFAULT_LIMIT}); ignored by the NDJSON export`, { type: "integer", minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }),
     query("cursor", "Opaque cursor from a previous nextCursor; bound to the filters, order and time range it was issued with"),
-    query("order", "asc (default, oldest first) or desc", { type: "string", enum: ["asc", "desc"], default: "asc" }),
-    query("from", "Only entries at or after this RFC 3339 time", { type: "string", format: "date-time" }),
-    query("to", "Only entries before this RFC 3339 time", { type: "string", format: "date-time" }),
+    query("order", "asc (default, oldest first) or desc; empty: asc", { type: "string", enum: ["asc", "desc", ""], default: "asc" }),
+    query("from", "Only entries at or after this RFC 3339 time (at most 9 fractional digits); empty: no bound", TIME_PARAM),
+    query("to", "Only entries before this RFC 3339 time (at most 9 fractional digits); empty: no bound", TIME_PARAM),
   ];
   const apiErrors = (...extra: number[]) => errors([400, 401, 403, 404, ...extra, 429], rateHeaders);
   const ndjsonNote = "With `Accept: application/x-ndjson` the whole selection is streamed, one entry per line, with no page limit.";
@@ -214,7 +259,7 @@ export function buildOpenApi(opts: { serverUrl?: string; rateLimitPerMinute?: nu
           query("collection", "Only notes on this collection"),
           query("recordId", "Only notes on this packed record id"),
           query("userId", "Only notes by this author"),
-          query("archived", "true: only archived notes; false: only not archived", { type: "string", enum: ["true", "false"] }),
+          query("archived", "true: only archived notes; false: only not archived; empty: both", { type: "string", enum: ["true", "false", ""] }),
         ],
         responses: { ...ok("A page of notes", json(ref("ListNotesResponse"))), ...apiErrors() },
       },
@@ -272,9 +317,9 @@ export function buildOpenApi(opts: { serverUrl?: string; rateLimitPerMinute?: nu
           "Without `wait` the run is answered at once. With `wait` and no `version` (or `version=0`) the answer comes once the run is finished (SUCCEEDED, FAILED or CANCELLED) or the wait is over, whichever is first. " +
           "With `wait` and `version` it comes as soon as the run's version differs from it, the run is finished, or the wait is over (then with the same version). A finished run is always answered at once.",
         parameters: [
-          path("runId", "Run id (UUID) returned by the webhook"),
-          query("wait", `Long-poll for at most this long: \`30s\`, \`30\` (seconds), \`1m\` or \`500ms\` (rounded up to whole seconds); at most ${MAX_WAIT_SECONDS}s`, { type: "string", pattern: "^[0-9]{1,6}(ms|s|m)?$" }),
-          query("version", "The run's `version` the caller already has: answer as soon as it changes. Absent or 0: wait until the run is finished", { type: "string", pattern: "^[0-9]{1,15}$" }),
+          runIdParam("Run id (UUID) returned by the webhook"),
+          query("wait", `Long-poll for at most this long: \`30s\`, \`30\` (seconds), \`1m\` or \`500ms\` (rounded up to whole seconds); at most ${MAX_WAIT_SECONDS}s; empty: no wait`, { type: "string", pattern: WAIT_PATTERN }),
+          query("version", "The run's `version` the caller already has: answer as soon as it changes. Absent, empty or 0: wait until the run is finished", { type: "string", pattern: "^([0-9]{1,15})?$" }),
         ],
         responses: { ...ok("The run", json(ref("Run"))), ...apiErrors() },
       },
@@ -285,7 +330,7 @@ export function buildOpenApi(opts: { serverUrl?: string; rateLimitPerMinute?: nu
         tags: ["Runs"],
         summary: "Cancel an ongoing run",
         description: "Takes no body: an empty one (or any) is accepted whatever its Content-Type. Application tokens only (a project API token is 403). A finished run is a 400 failed_precondition.",
-        parameters: [path("runId", "Run id")],
+        parameters: [runIdParam("Run id")],
         responses: { ...ok("The run", json(ref("Run"))), ...apiErrors(409) },
       },
     },

@@ -15,7 +15,7 @@ import { MAX_WAIT_SECONDS } from "../runs/service.js";
 
 /** `30`, `30s`, `1m`, `500ms` (rounded up to whole seconds) → seconds; undefined when malformed. */
 export function parseWait(raw: string): number | undefined {
-  const m = /^(\d{1,6})(ms|s|m)?$/.exec(raw.trim());
+  const m = /^(\d{1,6})(ms|s|m)?$/.exec(raw);
   if (!m) return undefined;
   const n = Number(m[1]);
   const unit = m[2] ?? "s";

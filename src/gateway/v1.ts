@@ -13,7 +13,7 @@ import { timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ActivityLogEntrySchema, AdminLogEntrySchema, ListActivityLogsResponseSchema, ListAdminLogsResponseSchema, LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteMessageSchema, NoteSchema, ListNotesResponseSchema, NoteService } from "../../gen/runhook/v1/note_pb.js";
-import { bearer, hashToken } from "../auth/tokens.js";
+import { apiRateBucket, hitApiRateLimit } from "../api-rate-limit.js";
 import type { Deps } from "../deps.js";
 import { fail } from "../errors.js";
 import { MAX_LIMIT } from "../logs/cursor.js";
@@ -31,26 +31,16 @@ const NDJSON_CHUNK = 64 * 1024;
  * Per-token rate limit of the public API, on the root instance so that it covers every
  * route under /v1 (including /v1/runs). Keyed by the sha256 of the bearer token (by
  * client address without one); one shared fixed-window counter in MongoDB for all
- * instances. Every /v1 response carries the X-RateLimit-* headers and the IETF draft
- * `RateLimit` / `RateLimit-Policy` headers; over the limit → 429 with Retry-After.
+ * instances, the same one the LogService / NoteService RPCs count in (api-rate-limit.ts).
+ * Every /v1 response carries the X-RateLimit-* headers and the IETF draft `RateLimit` /
+ * `RateLimit-Policy` headers; over the limit → 429 with Retry-After.
  */
 export function registerApiRateLimit(app: FastifyInstance, deps: Deps): void {
-  const limit = deps.config.apiRateLimitPerMinute;
   app.addHook("onRequest", async (req, reply) => {
     if (!isApiRequest(req)) return;
-    const token = bearer(req.headers.authorization);
-    const bucket = token ? `api:${hashToken(token)}` : `api-ip:${req.ip}`;
-    const now = Date.now();
-    const d = await deps.store.rateLimits.hit(bucket, limit, now);
-    const resetIn = Math.max(0, d.resetAt - Math.floor(now / 1000));
-    reply.headers({
-      "x-ratelimit-limit": String(d.limit),
-      "x-ratelimit-remaining": String(d.remaining),
-      "x-ratelimit-reset": String(d.resetAt),
-      "ratelimit-policy": `${d.limit};w=60`,
-      ratelimit: `limit=${d.limit}, remaining=${d.remaining}, reset=${resetIn}`,
-    });
-    if (!d.allowed) return sendError(reply, fail.throttled(d.retryAfter, `rate limit of ${d.limit} requests per minute exceeded; retry after ${d.retryAfter} s`));
+    const { headers, error } = await hitApiRateLimit(deps, apiRateBucket(req.headers.authorization, req.ip));
+    reply.headers(headers);
+    if (error) return sendError(reply, error);
   });
 }
 
@@ -99,13 +89,33 @@ function queryOf(req: FastifyRequest, allowed: readonly string[]): Query {
   return out;
 }
 
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/;
+
+/**
+ * An RFC 3339 time, exactly as the OpenAPI document describes it (`format: date-time` with at
+ * most 9 fractional digits, no leap second): every field is range-checked, so `2025-02-30`
+ * or `24:00` is refused rather than rolled over as `Date` would.
+ */
+export function parseRfc3339(v: string): Date | undefined {
+  const m = RFC3339.exec(v);
+  if (!m) return undefined;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
+  const daysInMonth = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1] ?? 0;
+  const [offH, offM] = [Number(m[9] ?? 0), Number(m[10] ?? 0)];
+  if (day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59 || offH > 23 || offM > 59) return undefined;
+  // Date.UTC maps years 0–99 to 1900–1999: set the full year separately.
+  const d = new Date(Date.UTC(2000, month - 1, day, hour, minute, second, Math.floor(Number(`0${m[7] ?? ""}`) * 1000)));
+  d.setUTCFullYear(year);
+  const offsetMinutes = (m[8] === "-" ? -1 : 1) * (offH * 60 + offM);
+  return new Date(d.getTime() - offsetMinutes * 60_000);
+}
 
 function timeParam(q: Query, name: string): Timestamp | undefined {
   const v = q[name];
   if (v === undefined || v === "") return undefined;
-  const d = new Date(v);
-  if (!RFC3339.test(v) || Number.isNaN(d.getTime())) throw fail.invalid(`${name} must be an RFC 3339 time such as 2025-01-31T12:00:00Z, got "${v}"`);
+  const d = parseRfc3339(v);
+  if (!d) throw fail.invalid(`${name} must be an RFC 3339 time such as 2025-01-31T12:00:00Z, got "${v}"`);
   return timestampFromDate(d);
 }
 

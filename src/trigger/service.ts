@@ -101,7 +101,11 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
   if (recordId === undefined || recordId === null) throw fail.invalid("record_id is required");
   if (typeof recordId !== "string") throw fail.invalid("record_id must be a string");
   if (recordId === "") throw fail.invalid("record_id must not be empty");
-  if (recordId.length > 1024) throw fail.invalid("record_id is longer than 1024 characters");
+  // An unpaired UTF-16 surrogate (JSON "\ud800") cannot be stored: MongoDB's UTF-8 would turn it
+  // into U+FFFD, so two different ids would become one record and share one active-run slot.
+  if (/\p{Cs}/u.test(recordId)) throw fail.invalid("record_id must be valid Unicode text (it contains an unpaired surrogate)");
+  // Characters are Unicode code points (as JSON Schema counts them): the UTF-16 length is a quick upper bound.
+  if (recordId.length > 1024 && [...recordId].length > 1024) throw fail.invalid("record_id is longer than 1024 characters");
 
   // 7–8. One ongoing run per (workflow, record), by the unique index on activeKey. The
   // triggered entry takes its place in the activity log before the run is stored, so that

@@ -1,0 +1,24 @@
+// What both Connect servers (the Fastify gateway and the native gRPC server) serve, and how:
+// every service with the standard health and reflection services, the public API's
+// per-token rate limit on LogService / NoteService (shared with /v1 REST), the read limit,
+// and the depth guard that refuses deeply nested request messages before they are decoded.
+import type { ConnectRouter, ConnectRouterOptions } from "@connectrpc/connect";
+import { apiRateLimitInterceptor } from "../api-rate-limit.js";
+import type { Deps } from "../deps.js";
+import { registerExtraConnectRoutes } from "../gateway/extra.js";
+import { registerServices, type Services } from "../services.js";
+import { guardMessageDepth, messageDepthInterceptor } from "./message-depth.js";
+
+export function connectServerOptions(deps: Deps, services: Services): ConnectRouterOptions & { routes: (router: ConnectRouter) => void } {
+  const readMaxBytes = deps.config.bodyLimitBytes;
+  return {
+    routes: (router) => {
+      registerServices(router, services);
+      registerExtraConnectRoutes(router, deps);
+      guardMessageDepth(router, readMaxBytes);
+    },
+    // Counted first, like /v1 (the rate limit answers before anything about the request).
+    interceptors: [apiRateLimitInterceptor(deps), messageDepthInterceptor],
+    readMaxBytes,
+  };
+}
