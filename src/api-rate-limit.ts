@@ -1,17 +1,18 @@
 // The per-token rate limit of the public API, one budget for every way in: the /v1 REST
-// routes (a Fastify hook, gateway/v1.ts) and the LogService / NoteService RPCs over Connect,
+// routes (a Fastify hook, gateway/v1.ts) and the LogService, NoteService and RunService RPCs over Connect,
 // gRPC-Web and native gRPC (a Connect interceptor on both servers). All of them count in
 // the same store bucket, `api:<sha256 of the bearer token>` (`api-ip:<client address>`
 // without a token), so a token's calls share one fixed-window count whatever the protocol.
 import { ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import { LogService } from "../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../gen/runhook/v1/note_pb.js";
+import { RunService } from "../gen/runhook/v1/run_pb.js";
 import { bearer, hashToken } from "./auth/tokens.js";
 import type { Deps } from "./deps.js";
 import { fail } from "./errors.js";
 
 /** The RPC services of the public API (the groups /v1 serves over REST). */
-export const API_RATE_LIMITED_SERVICES: ReadonlySet<string> = new Set([LogService.typeName, NoteService.typeName]);
+export const API_RATE_LIMITED_SERVICES: ReadonlySet<string> = new Set([LogService.typeName, NoteService.typeName, RunService.typeName]);
 
 /** The caller's network address, set by each server (Fastify's `req.ip`, the HTTP/2 socket's peer). */
 export const clientAddressKey = createContextKey<string | undefined>(undefined, { description: "client address" });
@@ -45,10 +46,10 @@ export async function hitApiRateLimit(deps: Deps, bucket: string, now = Date.now
 }
 
 /**
- * The same limit for LogService and NoteService RPCs (Connect, gRPC-Web, native gRPC): over it
+ * The same limit for LogService, NoteService and RunService RPCs (Connect, gRPC-Web, native gRPC): over it
  * the call fails with RESOURCE_EXHAUSTED and `retry-after` metadata before the implementation
  * runs; every answer carries the rate-limit headers (as response headers, or in the error's
- * metadata). Other services (triggers, runs, administration) are not counted here.
+ * metadata). Other services (triggers, administration) are not counted here.
  */
 export function apiRateLimitInterceptor(deps: Deps): Interceptor {
   return (next) => async (req) => {

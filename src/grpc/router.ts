@@ -1,6 +1,6 @@
 // What both Connect servers (the Fastify gateway and the native gRPC server) serve, and how:
 // every service with the standard health and reflection services, the public API's
-// per-token rate limit on LogService / NoteService (shared with /v1 REST), the read limit,
+// per-token rate limit on LogService, NoteService and RunService (shared with /v1 REST), the read limit,
 // and the depth guard that refuses deeply nested request messages before they are decoded.
 import type { ConnectRouter, ConnectRouterOptions } from "@connectrpc/connect";
 import { apiRateLimitInterceptor } from "../api-rate-limit.js";
