@@ -1,21 +1,22 @@
-// `npm run bench [-- --quick] [-- --profile[=webhook|e2e|logs|all]] [-- --only=webhook,e2e,logs]`
+// `npm run bench [-- --quick] [-- --profile[=webhook|e2e|logs|all]] [-- --only=webhook,roundtrips,pickup,e2e,logs]`
 // Runs runhook as users do (separate `node bin/runhook.js start|worker` processes) on one
-// database server (the embedded FerretDB in a temp dir, or MONGODB_URI), loads it over
-// loopback, measures the raw-driver baseline of each scenario on the same database in the
-// same run, and writes bench/results/<date>.json and .md. The last line printed is one JSON
-// object with the headline figures (null for a scenario that could not run).
+// database server (the embedded mongo-java-server, memory backend, in a temp dir, or
+// MONGODB_URI), loads it over loopback, measures the raw-driver baseline of each scenario on
+// the same server in the same run, and writes bench/results/<date>.json and .md. The last line
+// printed is one JSON object with the headline figures (null for a scenario that could not run).
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, tmpdir, totalmem } from "node:os";
+import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
-import { loadConfig } from "../src/config.js";
-import { FERRETDB_VERSION, startEmbeddedDb, type EmbeddedDb } from "../src/db/embedded.js";
 import { newSigningKeys, type BenchContext } from "./lib/context.js";
-import { liveProcs, ROOT } from "./lib/procs.js";
+import { openBenchDatabase, type BenchDatabase } from "./lib/database.js";
+import { liveProcs, ROOT, rssMb, rssSampler } from "./lib/procs.js";
 import { formatSummary, profileFiles, summarize } from "./profile-summary.js";
 import { e2eScenario } from "./scenarios/e2e.js";
 import { logsScenario } from "./scenarios/logs.js";
+import { pickupScenario } from "./scenarios/pickup.js";
+import { roundTripsScenario } from "./scenarios/roundtrips.js";
 import { webhookScenario } from "./scenarios/webhook.js";
 import { headline, renderMarkdown, type BenchResults } from "./report.js";
 
@@ -32,7 +33,7 @@ const stamp = started.toISOString().slice(0, 19).replace(/:/g, "-") + (quick ? "
 const dataDir = mkdtempSync(join(tmpdir(), "runhook-bench-"));
 const resultsDir = join(ROOT, "bench/results");
 const profileDir = profile ? join(ROOT, "bench/profiles", stamp) : undefined;
-let embedded: EmbeddedDb | undefined;
+let database: BenchDatabase | undefined;
 const ctx: BenchContext = {
   quick,
   uri: "",
@@ -59,7 +60,7 @@ function cleanup(): Promise<void> {
   cleaning ??= (async () => {
     await Promise.allSettled(liveProcs().map((p) => p.stop()));
     for (const c of ctx.cleanups.splice(0).reverse()) await bounded(c(), 10_000);
-    await bounded(embedded?.stop() ?? Promise.resolve(), 10_000);
+    await bounded(database?.stop() ?? Promise.resolve(), 10_000);
     rmSync(dataDir, { recursive: true, force: true });
   })();
   return cleaning;
@@ -81,7 +82,6 @@ function git(...a: string[]): string {
   }
 }
 
-
 async function scenario<T>(name: string, fn: () => Promise<T>): Promise<T | { error: string } | null> {
   if (!wanted(name)) return null;
   ctx.log(`\n== ${name} ==`);
@@ -99,39 +99,41 @@ async function scenario<T>(name: string, fn: () => Promise<T>): Promise<T | { er
 
 async function main(): Promise<number> {
   const t0 = Date.now();
-  const env = { ...process.env, RUNHOOK_DATA_DIR: dataDir, RUNHOOK_SIGNING_KEYS: ctx.signingKeys, RUNHOOK_BOOTSTRAP_SECRET: "bench-bootstrap-secret-0123456789" };
-  const config = loadConfig(env);
-  let database: string;
-  if (process.env.MONGODB_URI) {
-    ctx.uri = process.env.MONGODB_URI;
-    database = `MONGODB_URI (${ctx.uri.replace(/\/\/[^@/]*@/, "//***@").replace(/\/[^/?]*(\?|$)/, "/$1")})`;
-  } else {
-    embedded = await startEmbeddedDb({ dataDir, cacheDir: config.cacheDir, progress: (m) => ctx.log(m) });
-    ctx.uri = embedded.uri;
-    database = `embedded FerretDB ${FERRETDB_VERSION} (SQLite) in a temp dir`;
-  }
-  ctx.log(`runhook bench${quick ? " --quick" : ""}: ${database}; ${cpus().length} CPUs; node ${process.version}`);
+  const loadAvgStart = loadavg();
+  database = await openBenchDatabase(dataDir, (m) => ctx.log(m));
+  ctx.uri = database.uri;
+  ctx.javaPid = database.javaPid;
+  ctx.log(`runhook bench${quick ? " --quick" : ""}: ${database.description}${ctx.javaPid ? ` (java pid ${ctx.javaPid})` : ""}; ${cpus().length} CPUs; load average ${loadAvgStart.map((x) => x.toFixed(2)).join(", ")}; node ${process.version}`);
+  const javaIdleMb = ctx.javaPid ? rssMb(ctx.javaPid) : null;
+  const javaSampler = ctx.javaPid ? rssSampler(ctx.javaPid, 500) : undefined;
 
   const results: BenchResults = {
     date: started.toISOString(),
     quick,
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "", memGb: Math.round(totalmem() / 2 ** 30), node: process.version, platform: process.platform },
-    database,
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "", memGb: Math.round(totalmem() / 2 ** 30), node: process.version, platform: process.platform, loadAvgStart },
+    database: database.description,
     commit: git("rev-parse", "--short", "HEAD"),
     dirty: git("status", "--porcelain").length > 0,
     webhook: null,
+    roundTrips: null,
+    pickup: null,
     e2e: null,
     logs: null,
+    javaRss: null,
   };
 
-  results.webhook = await scenario("webhook", () => webhookScenario(ctx, { concurrencies: [1, 16, 64], durationMs: quick ? 1000 : 10_000, conflictConcurrency: quick ? 4 : 64, breakdownIterations: quick ? 10 : 100 }));
+  results.webhook = await scenario("webhook", () => webhookScenario(ctx, { concurrencies: [1, 16, 64], durationMs: quick ? 3000 : 15_000, repeat: quick ? 1 : 2, conflictConcurrency: quick ? 16 : 64 }));
+  results.roundTrips = await scenario("roundtrips", () => roundTripsScenario(ctx, { calls: quick ? 20 : 100, runs: quick ? 5 : 20 }));
+  results.pickup = await scenario("pickup", () => pickupScenario(ctx, { runs: quick ? 50 : 200, historyRuns: quick ? 10_000 : 50_000 }));
   results.e2e = await scenario("e2e", () =>
     e2eScenario(ctx, quick
       ? { pacedRuns: 10, burstRuns: 40, triggerConcurrency: 16, rawDurationMs: 1500, probeTimeoutMs: 8000, finishTimeoutMs: 15_000 }
       : { pacedRuns: 200, burstRuns: 2000, triggerConcurrency: 16, rawDurationMs: 10_000, probeTimeoutMs: 15_000, finishTimeoutMs: 180_000 }),
   );
-  results.logs = await scenario("logs", () => logsScenario(ctx, { entries: quick ? 10_000 : 100_000, timeLimitMs: quick ? 20_000 : 180_000 }));
+  results.logs = await scenario("logs", () => logsScenario(ctx, { entries: quick ? 10_000 : 100_000, timeLimitMs: quick ? 30_000 : 180_000, tailEntries: 20_000, tailTimeLimitMs: quick ? 120_000 : 300_000 }));
 
+  if (ctx.javaPid) results.javaRss = { idleMb: javaIdleMb, endMb: rssMb(ctx.javaPid), peakMb: javaSampler!.stop() };
+  results.machine.loadAvgEnd = loadavg();
   await cleanup();
   results.durationS = Math.round((Date.now() - t0) / 1000);
 

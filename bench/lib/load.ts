@@ -23,6 +23,8 @@ export interface LoadStats {
   p99Ms: number | null;
   p999Ms: number | null;
   maxMs: number | null;
+  /** Every latency, ms, when asked for (keepSamples); for merging slices, not for the results file. */
+  samples?: number[];
 }
 
 export function percentile(sorted: ArrayLike<number>, p: number): number | null {
@@ -43,6 +45,10 @@ export interface LoadOptions {
   hardTimeoutMs?: number;
   /** The request; `i` is a process-wide unique sequence number. */
   fn: (i: number) => Promise<Outcome>;
+  /** Called once the warm-up is over, as the measured period starts. */
+  onMeasureStart?: () => void;
+  /** Return every latency in `samples` (see mergeStats). */
+  keepSamples?: boolean;
 }
 
 let seq = 0;
@@ -67,6 +73,7 @@ async function closedLoopInner(o: LoadOptions): Promise<LoadStats> {
       for (let k = 0; k < o.warmupPerWorker!; k++) await o.fn(seq++).catch(() => undefined);
     }));
   }
+  o.onMeasureStart?.();
   const lat: number[] = [];
   const other: Record<string, number> = {};
   let ok = 0;
@@ -99,6 +106,29 @@ async function closedLoopInner(o: LoadOptions): Promise<LoadStats> {
     other,
     durationMs: round(durationMs, 0),
     okPerSec: round((ok / durationMs) * 1000, 1),
+    p50Ms: percentile(sorted, 50),
+    p99Ms: percentile(sorted, 99),
+    p999Ms: percentile(sorted, 99.9),
+    maxMs: sorted.length ? round(sorted[sorted.length - 1]!) : null,
+    ...(o.keepSamples ? { samples: lat } : {}),
+  };
+}
+
+/** One LoadStats of several slices of the same load (made with keepSamples), as if it had run in one piece. */
+export function mergeStats(parts: LoadStats[]): LoadStats {
+  const lat = parts.flatMap((p) => p.samples ?? []);
+  const sorted = Float64Array.from(lat).sort();
+  const other: Record<string, number> = {};
+  for (const p of parts) for (const [k, v] of Object.entries(p.other)) other[k] = (other[k] ?? 0) + v;
+  const ok = parts.reduce((a, p) => a + p.ok, 0);
+  const durationMs = parts.reduce((a, p) => a + p.durationMs, 0);
+  return {
+    concurrency: parts[0]?.concurrency ?? 0,
+    requests: parts.reduce((a, p) => a + p.requests, 0),
+    ok,
+    other,
+    durationMs,
+    okPerSec: round((ok / Math.max(1, durationMs)) * 1000, 1),
     p50Ms: percentile(sorted, 50),
     p99Ms: percentile(sorted, 99),
     p999Ms: percentile(sorted, 99.9),

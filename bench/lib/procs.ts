@@ -1,5 +1,5 @@
 // Server and worker processes for the benchmark: `node bin/runhook.js start|worker`, spawned
-// the way users run them, with env like test/helpers/server.ts testEnv. Every child runs
+// the way users run them (ports 0, loopback; see context.ts serverEnv). Every child runs
 // under a small shell wrapper that SIGTERMs it when our stdin pipe closes, so no server
 // outlives the benchmark, even when the benchmark itself is killed.
 import { spawn, type ChildProcess } from "node:child_process";
@@ -145,6 +145,42 @@ export function rssSampler(pid: number, everyMs = 200): { stop(): number | null 
       const v = rssMb(pid);
       if (v !== null && (peak === null || v > peak)) peak = v;
       return peak;
+    },
+  };
+}
+
+const CLK_TCK = 100;
+
+/** CPU time (user + system) a process has used so far, in ms (/proc/<pid>/stat; 10 ms resolution), or null. */
+export function cpuMs(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK;
+  } catch {
+    return null;
+  }
+}
+
+/** CPU time this process has used so far, in ms. */
+export function selfCpuMs(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+}
+
+/** CPU time used during a phase by the load generator (this process) and by other processes, in ms. */
+export function cpuMeter(pids: Record<string, number | undefined>): { stop(): Record<string, number | null> } {
+  const self0 = selfCpuMs();
+  const start = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, pid ? cpuMs(pid) : null]));
+  return {
+    stop() {
+      const out: Record<string, number | null> = { loadGenerator: Math.round(selfCpuMs() - self0) };
+      for (const [k, pid] of Object.entries(pids)) {
+        const a = start[k];
+        const b = pid ? cpuMs(pid) : null;
+        out[k] = a == null || b == null ? null : Math.round(b - a);
+      }
+      return out;
     },
   };
 }

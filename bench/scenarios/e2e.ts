@@ -2,14 +2,16 @@
 // inside one server, in 1 worker process, in 2 worker processes. Figures come from the run
 // documents (createdAt, startedAt, finishedAt), so they do not depend on how we poll.
 import { Pool } from "undici";
-import type { Database } from "../../src/db/mongo.js";
-import type { RunDoc, StepDoc } from "../../src/db/types.js";
-import { benchWorld, openDb, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
+import { FINISHED_STATES } from "../../src/runs/model.js";
+import { runStateMachine } from "../../src/runs/state.js";
+import type { Store } from "../../src/store/index.js";
+import type { RunDoc, StepDoc } from "../../src/store/types.js";
+import { benchWorld, openStore, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
 import { closedLoop, ratio, round, sleep, summarize, type LoadStats } from "../lib/load.js";
 import { rssMb, rssSampler, type Proc } from "../lib/procs.js";
 import { runDocLike } from "./webhook.js";
 
-const FINISHED = ["SUCCEEDED", "FAILED", "CANCELLED"];
+const FINISHED: string[] = FINISHED_STATES;
 
 export interface E2eConfigResult {
   name: string;
@@ -21,6 +23,8 @@ export interface E2eConfigResult {
   /** A burst of runs: throughput from first createdAt to last finishedAt. */
   burst?: { runs: number; succeeded: number; failed: number; unfinished: number; runsPerSec: number | null; trigger: LoadStats; pickup: ReturnType<typeof summarize>; completion: ReturnType<typeof summarize>; vsRawLifecycle: number | null };
   rss?: { idleMb: number | null; endMb: number | null; peakMb: number | null };
+  /** The worker processes (executors only), the highest of them. */
+  workerRss?: { idleMb: number | null; peakMb: number | null };
 }
 
 export interface E2eResult {
@@ -38,17 +42,15 @@ export interface E2eOptions {
   finishTimeoutMs: number;
 }
 
-async function waitFinished(db: Database, ids: string[], timeoutMs: number): Promise<RunDoc[]> {
+/** The runs `ids` once all are finished (or the time is up), read through the store. */
+async function waitFinished(store: Store, ids: string[], timeoutMs: number): Promise<RunDoc[]> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    let done = 0;
-    for (let i = 0; i < ids.length; i += 1000) done += await db.runs.countDocuments({ _id: { $in: ids.slice(i, i + 1000) }, state: { $in: FINISHED as RunDoc["state"][] } });
-    if (done === ids.length || Date.now() > deadline) break;
+    const docs: RunDoc[] = [];
+    for (let i = 0; i < ids.length; i += 1000) docs.push(...(await store.runs.getMany(ids.slice(i, i + 1000))));
+    if (docs.every((d) => FINISHED.includes(d.state)) || Date.now() > deadline) return docs;
     await sleep(300);
   }
-  const docs: RunDoc[] = [];
-  for (let i = 0; i < ids.length; i += 1000) docs.push(...(await db.runs.find({ _id: { $in: ids.slice(i, i + 1000) } }).toArray()));
-  return docs;
 }
 
 const ms = (a: Date | null, b: Date | null) => (a && b ? a.getTime() - b.getTime() : null);
@@ -61,13 +63,13 @@ function latencies(docs: RunDoc[]) {
 }
 
 /** One run, to see whether any executor picks runs up at all. */
-async function probe(db: Database, pool: Pool, w: BenchWorld, recordId: string, timeoutMs: number): Promise<string | null> {
+async function probe(store: Store, pool: Pool, w: BenchWorld, recordId: string, timeoutMs: number): Promise<string | null> {
   const res = await pool.request({ path: w.hookPath, method: "POST", headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" }, body: JSON.stringify({ record_id: recordId }) });
   const body = (await res.body.json().catch(() => ({}))) as { runId?: string };
   if (res.statusCode !== 202 || !body.runId) return `webhook answered ${res.statusCode}`;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const run = await db.runs.findOne({ _id: body.runId });
+    const run = await store.runs.get(body.runId);
     if (run && FINISHED.includes(run.state)) return run.state === "SUCCEEDED" ? null : `the probe run ended ${run.state}: ${run.error}`;
     if (Date.now() > deadline) {
       return run?.state === "QUEUED"
@@ -78,13 +80,16 @@ async function probe(db: Database, pool: Pool, w: BenchWorld, recordId: string, 
   }
 }
 
-async function runConfig(ctx: BenchContext, db: Database, w: BenchWorld, name: string, procs: number, server: Proc, o: E2eOptions, nextRecord: () => string, rawRate: number | null): Promise<E2eConfigResult> {
+async function runConfig(ctx: BenchContext, store: Store, w: BenchWorld, name: string, procs: number, server: Proc, workers: Proc[], o: E2eOptions, nextRecord: () => string, rawRate: number | null): Promise<E2eConfigResult> {
   const res: E2eConfigResult = { name, executorProcesses: procs, available: false };
   const idleMb = rssMb(server.pid);
   const sampler = rssSampler(server.pid);
+  const maxOf = (v: (number | null)[]) => (v.some((x) => x !== null) ? Math.max(...v.filter((x): x is number => x !== null)) : null);
+  const workerIdle = maxOf(workers.map((p) => rssMb(p.pid)));
+  const workerSamplers = workers.map((p) => rssSampler(p.pid));
   const pool = new Pool(server.baseUrl!, { connections: o.triggerConcurrency, pipelining: 1 });
   try {
-    const reason = await probe(db, pool, w, nextRecord(), o.probeTimeoutMs);
+    const reason = await probe(store, pool, w, nextRecord(), o.probeTimeoutMs);
     if (reason) {
       res.reason = reason;
       ctx.log(`  ${name}: ${reason}`);
@@ -100,7 +105,7 @@ async function runConfig(ctx: BenchContext, db: Database, w: BenchWorld, name: s
       if (b.runId) pacedIds.push(b.runId);
       await sleep(20);
     }
-    const pacedDocs = await waitFinished(db, pacedIds, o.finishTimeoutMs);
+    const pacedDocs = await waitFinished(store, pacedIds, o.finishTimeoutMs);
     res.paced = { runs: pacedIds.length, succeeded: pacedDocs.filter((d) => d.state === "SUCCEEDED").length, ...latencies(pacedDocs) };
     ctx.log(`  ${name} paced: ${res.paced.succeeded}/${res.paced.runs} succeeded, pick-up p50 ${res.paced.pickup.p50Ms} p99 ${res.paced.pickup.p99Ms} ms, completion p50 ${res.paced.completion.p50Ms} p99 ${res.paced.completion.p99Ms} ms`);
 
@@ -117,16 +122,17 @@ async function runConfig(ctx: BenchContext, db: Database, w: BenchWorld, name: s
         return { ok: r.statusCode === 202, status: r.statusCode };
       },
     });
-    const docs = await waitFinished(db, burstIds, o.finishTimeoutMs);
+    const docs = await waitFinished(store, burstIds, o.finishTimeoutMs);
     const finished = docs.filter((d) => d.finishedAt);
     const first = Math.min(...docs.map((d) => d.createdAt.getTime()));
     const last = Math.max(...finished.map((d) => d.finishedAt!.getTime()));
     const runsPerSec = finished.length && last > first ? round((finished.length / (last - first)) * 1000, 1) : null;
     // Runs the executors did not finish in time would delay the next configuration's pick-ups: cancel them.
     if (finished.length < docs.length) {
-      const now = new Date();
+      const machine = runStateMachine(store);
       for (const d of docs.filter((x) => !x.finishedAt)) {
-        await db.runs.updateOne({ _id: d._id, state: { $in: ["QUEUED", "RUNNING"] } }, { $set: { state: "CANCELLED", finishedAt: now, activeKey: d._id, lease: null, error: "cancelled by the benchmark (did not finish in time)" } });
+        const cur = await store.runs.get(d._id);
+        if (cur && !FINISHED.includes(cur.state)) await machine.cancel(cur, "cancelled by the benchmark (did not finish in time)");
       }
     }
     res.burst = {
@@ -144,17 +150,18 @@ async function runConfig(ctx: BenchContext, db: Database, w: BenchWorld, name: s
   } finally {
     await pool.close();
     res.rss = { idleMb, endMb: rssMb(server.pid), peakMb: sampler.stop() };
+    if (workers.length) res.workerRss = { idleMb: workerIdle, peakMb: maxOf(workerSamplers.map((s) => s.stop())) };
   }
 }
 
 /** The least a run costs through the raw driver: insert, claim, read the record, update it, finish. */
 async function rawLifecycle(ctx: BenchContext, o: E2eOptions, records: number): Promise<LoadStats> {
-  const raw = await openDb(ctx, `${ctx.runTag}_e2e_raw`);
-  const w = await benchWorld(ctx, raw);
-  const data = raw.dataDb(w.dataDatabase).collection<{ id: string; status: string }>(w.collection);
+  const raw = await openStore(ctx, `${ctx.runTag}_e2e_raw`);
   // As many records as the runhook world has (no index on `id` in either: runhook creates none on data collections).
   const N = records;
-  for (let b = 0; b < N; b += 5000) await data.insertMany(Array.from({ length: Math.min(5000, N - b) }, (_, k) => ({ id: `x${b + k}`, status: "new" })));
+  const w = await benchWorld(ctx, raw, { records: Array.from({ length: N }, (_, k) => ({ id: `x${k}`, status: "new" })) });
+  const data = raw.db.dataDb(w.dataDatabase).collection<{ id: string; status: string }>(w.collection);
+  const runs = raw.db.runs;
   const steps: StepDoc[] = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }];
   return closedLoop({
     concurrency: 8,
@@ -163,13 +170,13 @@ async function rawLifecycle(ctx: BenchContext, o: E2eOptions, records: number): 
     fn: async (i) => {
       const rec = `x${i % N}`;
       const doc = runDocLike(w, `${rec}-${i}`, steps);
-      await raw.runs.insertOne(doc);
-      const claimed = await raw.runs.findOneAndUpdate({ _id: doc._id, state: "QUEUED" }, { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "raw", expiresAt: new Date(Date.now() + 10_000) } } });
+      await runs.insertOne(doc);
+      const claimed = await runs.findOneAndUpdate({ _id: doc._id, state: "QUEUED" }, { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "raw", expiresAt: new Date(Date.now() + 10_000) } } });
       if (!claimed) return { ok: false, status: "claim-lost" };
       const r = await data.findOne({ id: rec });
       if (!r) return { ok: false, status: "record-missing" };
       await data.updateOne({ id: rec }, { $set: { status: "done" } });
-      await raw.runs.updateOne({ _id: doc._id }, { $set: { state: "SUCCEEDED", finishedAt: new Date(), activeKey: doc._id, lease: null } });
+      await runs.updateOne({ _id: doc._id }, { $set: { state: "SUCCEEDED", finishedAt: new Date(), activeKey: doc._id, lease: null } });
       return { ok: true, status: "ok" };
     },
   });
@@ -177,11 +184,12 @@ async function rawLifecycle(ctx: BenchContext, o: E2eOptions, records: number): 
 
 export async function e2eScenario(ctx: BenchContext, o: E2eOptions): Promise<E2eResult> {
   const dbName = `${ctx.runTag}_e2e`;
-  const db = await openDb(ctx, dbName);
-  const w = await benchWorld(ctx, db, { steps: [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }] });
+  const store = await openStore(ctx, dbName);
   const total = 3 * (o.pacedRuns + o.burstRuns + 2);
-  const data = db.dataDb(w.dataDatabase).collection(w.collection);
-  for (let b = 0; b < total; b += 5000) await data.insertMany(Array.from({ length: Math.min(5000, total - b) }, (_, k) => ({ id: `e${b + k}`, status: "new", region: "eu" })));
+  const w = await benchWorld(ctx, store, {
+    steps: [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }],
+    records: Array.from({ length: total }, (_, k) => ({ id: `e${k}`, status: "new", region: "eu" })),
+  });
   let next = 0;
   const nextRecord = () => `e${next++ % total}`;
 
@@ -196,7 +204,7 @@ export async function e2eScenario(ctx: BenchContext, o: E2eOptions): Promise<E2e
     // One instance: executors inside the server (in-process pick-up of its own runs).
     procs.push(await spawnFor(ctx, "e2e", "start", dbName, { RUNHOOK_EXECUTOR: "true" }));
     await sleep(500);
-    const one = await runConfig(ctx, db, w, "server with executors", 1, procs[0]!, o, nextRecord, rawStats.okPerSec);
+    const one = await runConfig(ctx, store, w, "server with executors", 1, procs[0]!, [], o, nextRecord, rawStats.okPerSec);
     configs.push(one);
     await stopAll();
     if (!one.available) {
@@ -208,10 +216,11 @@ export async function e2eScenario(ctx: BenchContext, o: E2eOptions): Promise<E2e
     const [server, w1] = await Promise.all([spawnFor(ctx, "e2e", "start", dbName, { RUNHOOK_EXECUTOR: "false" }), spawnFor(ctx, "e2e", "worker", dbName)]);
     procs.push(server, w1);
     await sleep(500);
-    configs.push(await runConfig(ctx, db, w, "server + 1 worker", 1, server, o, nextRecord, rawStats.okPerSec));
-    procs.push(await spawnFor(ctx, "e2e", "worker", dbName));
+    configs.push(await runConfig(ctx, store, w, "server + 1 worker", 1, server, [w1], o, nextRecord, rawStats.okPerSec));
+    const w2 = await spawnFor(ctx, "e2e", "worker", dbName);
+    procs.push(w2);
     await sleep(500);
-    configs.push(await runConfig(ctx, db, w, "server + 2 workers", 2, server, o, nextRecord, rawStats.okPerSec));
+    configs.push(await runConfig(ctx, store, w, "server + 2 workers", 2, server, [w1, w2], o, nextRecord, rawStats.okPerSec));
   } finally {
     await stopAll();
   }

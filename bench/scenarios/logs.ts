@@ -1,13 +1,21 @@
-// Scenario 3: reading activity logs over the public REST API — paging with limit=1000
-// following nextCursor, and the NDJSON export — against a raw driver cursor scan of the
-// same range (find({environmentId}).sort({seq: 1})).
+// Scenario 3: reading activity logs over the public REST API.
+// - Paging: GET …/activity-logs?limit=1000 following nextCursor, on entries appended through
+//   the store (store.logs.appendActivity). The first pass finds every position above the
+//   stream's watermark (nothing has read the stream yet) and raises it; a second pass reads
+//   below the watermark (range reads). Then the NDJSON export. All against one raw driver
+//   cursor over the same entries (find({environmentId}).sort({seq: 1})).
+// - Tail: 4 writers (2 processes × 2 loops, bench/lib/log-writer.ts) append 20,000 entries
+//   through the store while a consumer polls nextCursor; the time until it has received every
+//   entry, exactly once and in each writer's order.
+import { spawn } from "node:child_process";
+import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { Pool } from "undici";
-import type { ActivityLogDoc } from "../../src/db/types.js";
-import { activityStream, streamKey } from "../../src/logs/writer.js";
-import { benchWorld, openDb, spawnFor, type BenchContext } from "../lib/context.js";
-import { ratio, round } from "../lib/load.js";
-import { rssMb, rssSampler } from "../lib/procs.js";
+import type { Store } from "../../src/store/index.js";
+import { activityStream, type NewActivity } from "../../src/store/logs.js";
+import { benchWorld, openStore, spawnFor, uriFor, type BenchContext, type BenchWorld } from "../lib/context.js";
+import { ratio, round, sleep } from "../lib/load.js";
+import { ROOT, rssMb, rssSampler } from "../lib/procs.js";
 
 export interface RateFigure {
   entries: number;
@@ -17,127 +25,269 @@ export interface RateFigure {
   partial?: boolean;
 }
 
+export type PagingFigure = RateFigure & { pages: number; pageP50Ms: number | null; pageMaxMs: number | null };
+
+export interface TailResult {
+  writers: number;
+  processes: number;
+  entries: number;
+  received: number;
+  /** From the writers' start until the consumer had every entry (or the time limit). */
+  ms: number;
+  /** The slowest writer process's own time. */
+  writersMs: number | null;
+  polls: number;
+  duplicates: number;
+  outOfOrder: number;
+  tombstones: number;
+  partial: boolean;
+  error?: string;
+}
+
 export interface LogsResult {
   entries: number;
-  insertMs: number;
+  /** The fixture: entries appended through the store, 32 in flight. */
+  append: RateFigure;
   available: boolean;
   reason?: string;
   rawScan: RateFigure;
-  /** Raw driver, paged by an indexed query: seq > last, limit 1000 (informational; the API walks `_id`s when unfiltered). */
+  /** Raw driver, paged by `_id` ranges of 1000 (the shape of an unfiltered page below the watermark). */
   rawPaged: RateFigure & { pages: number };
-  paging?: RateFigure & { pages: number; pageP50Ms: number | null; pageMaxMs: number | null };
+  /** First pass: positions above the watermark, found one by one (32 look-ups in flight). */
+  paging?: PagingFigure;
+  /** Second pass: below the watermark the first pass raised, range reads. */
+  pagingAgain?: PagingFigure;
   export?: RateFigure;
   pagingVsRawScan: number | null;
+  pagingAgainVsRawScan: number | null;
   exportVsRawScan: number | null;
+  tail?: TailResult;
   rss?: { idleMb: number | null; endMb: number | null; peakMb: number | null };
 }
 
 const fig = (entries: number, ms: number, partial = false): RateFigure => ({ entries, ms: round(ms, 0), entriesPerSec: round((entries / Math.max(ms, 1)) * 1000, 0), ...(partial ? { partial } : {}) });
 
-export async function logsScenario(ctx: BenchContext, o: { entries: number; timeLimitMs: number }): Promise<LogsResult> {
+function activityPath(w: BenchWorld): string {
+  return `/v1/project/${encodeURIComponent(w.projectName)}/environment/${encodeURIComponent(w.environmentName)}/activity-logs`;
+}
+
+interface Page {
+  status: number;
+  text: string;
+  body: { activityLogs?: { id: string; details?: { w?: string; i?: number } }[]; hasMore?: boolean; nextCursor?: string };
+}
+
+async function getPage(pool: Pool, w: BenchWorld, cursor: string, limit = 1000): Promise<Page> {
+  const r = await pool.request({ path: `${activityPath(w)}?limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`, method: "GET", headers: { authorization: `Bearer ${w.apiToken}` } });
+  const text = await r.body.text();
+  let body: Page["body"] = {};
+  try {
+    body = JSON.parse(text) as Page["body"];
+  } catch {
+    /* reported by the caller */
+  }
+  return { status: r.statusCode, text, body };
+}
+
+/** Pages through the whole log; null and a reason when the API does not answer pages. */
+async function pageAll(pool: Pool, w: BenchWorld, expected: number, timeLimitMs: number): Promise<{ fig: PagingFigure } | { reason: string }> {
+  const t = performance.now();
+  let count = 0;
+  let pages = 0;
+  let cursor = "";
+  let partial = false;
+  const pageMs: number[] = [];
+  const maxPages = Math.ceil(expected / 1000) + 5;
+  for (;;) {
+    const p0 = performance.now();
+    const p = await getPage(pool, w, cursor);
+    pageMs.push(performance.now() - p0);
+    if (p.status !== 200 || !Array.isArray(p.body.activityLogs)) return { reason: `activity-logs API: GET answered ${p.status} ${p.text.slice(0, 200)}` };
+    count += p.body.activityLogs.length;
+    pages++;
+    if (!p.body.hasMore) break;
+    if (!p.body.nextCursor) return { reason: "activity-logs API: hasMore without nextCursor" };
+    cursor = p.body.nextCursor;
+    if (pages >= maxPages || performance.now() - t > timeLimitMs) {
+      partial = true;
+      break;
+    }
+  }
+  const sorted = pageMs.sort((a, b) => a - b);
+  return { fig: { ...fig(count, performance.now() - t, partial), pages, pageP50Ms: round(sorted[Math.floor(sorted.length / 2)] ?? 0), pageMaxMs: round(sorted[sorted.length - 1] ?? 0) } };
+}
+
+function entry(w: BenchWorld, n: number): NewActivity {
+  return {
+    projectId: w.projectId,
+    environmentId: w.environmentId,
+    environment: w.environmentName,
+    rendering: w.renderingId,
+    user: { id: w.admin.id, email: w.admin.email },
+    action: "record.updated",
+    via: "workflow",
+    collection: w.collection,
+    recordId: `r${n % 5000}`,
+    runId: null,
+    details: { field: "status", value: "done" },
+  };
+}
+
+function writerProcess(uri: string, w: BenchWorld, name: string, count: number, loops: number): { done: Promise<number>; kill(): void } {
+  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bench/lib/log-writer.ts")], {
+    cwd: ROOT,
+    env: { ...process.env, MONGODB_URI: uri, COUNT: String(count), LOOPS: String(loops), WRITER: name, PROJECT_ID: w.projectId, ENV_ID: w.environmentId },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+  const done = new Promise<number>((resolve, reject) =>
+    child.once("exit", (code) => {
+      if (code !== 0) return reject(new Error(`writer ${name} exited ${code}: ${out.slice(-2000)}`));
+      const m = /"ms":(\d+)/.exec(out);
+      resolve(m ? Number(m[1]) : NaN);
+    }),
+  );
+  return { done, kill: () => child.kill("SIGKILL") };
+}
+
+async function tail(ctx: BenchContext, dbName: string, store: Store, pool: Pool, w: BenchWorld, o: { entries: number; timeLimitMs: number }): Promise<TailResult> {
+  const PROCESSES = 2;
+  const LOOPS = 2;
+  const perLoop = Math.ceil(o.entries / (PROCESSES * LOOPS));
+  const total = perLoop * PROCESSES * LOOPS;
+  const res: TailResult = { writers: PROCESSES * LOOPS, processes: PROCESSES, entries: total, received: 0, ms: 0, writersMs: null, polls: 0, duplicates: 0, outOfOrder: 0, tombstones: 0, partial: false };
+  const first = await getPage(pool, w, "", 1);
+  let cursor = first.body.nextCursor ?? "";
+  if (first.status !== 200 || !cursor) throw new Error(`tail: the first page answered ${first.status} ${first.text.slice(0, 200)}`);
+  const t0 = performance.now();
+  const writers = Array.from({ length: PROCESSES }, (_, i) => writerProcess(uriFor(ctx.uri, dbName), w, `p${i}`, perLoop, LOOPS));
+  let writersDone = false;
+  const all = Promise.all(writers.map((x) => x.done)).finally(() => (writersDone = true));
+  all.catch(() => {});
+  const seen = new Set<string>();
+  const nextI = new Map<string, number>();
+  let lastId = 0;
+  try {
+    for (;;) {
+      const doneBefore = writersDone;
+      const p = await getPage(pool, w, cursor);
+      res.polls++;
+      if (p.status !== 200 || !p.body.nextCursor) throw new Error(`tail: a page answered ${p.status} ${p.text.slice(0, 200)}`);
+      cursor = p.body.nextCursor;
+      for (const e of p.body.activityLogs ?? []) {
+        const id = Number(e.id);
+        if (id <= lastId) res.outOfOrder++;
+        lastId = id;
+        const key = `${e.details?.w}:${e.details?.i}`;
+        if (seen.has(key)) res.duplicates++;
+        seen.add(key);
+        if (e.details?.i !== (nextI.get(e.details?.w ?? "") ?? 0)) res.outOfOrder++;
+        nextI.set(e.details?.w ?? "", (e.details?.i ?? 0) + 1);
+      }
+      res.received = seen.size;
+      if (doneBefore && !p.body.hasMore) break;
+      if (performance.now() - t0 > o.timeLimitMs) {
+        res.partial = true;
+        break;
+      }
+      if (!p.body.hasMore) await sleep(100); // caught up: poll again shortly
+    }
+    res.ms = round(performance.now() - t0, 0);
+    const times = await all;
+    res.writersMs = Math.max(...times);
+  } catch (err) {
+    res.ms = round(performance.now() - t0, 0);
+    res.error = err instanceof Error ? err.message : String(err);
+    for (const x of writers) x.kill();
+  }
+  const stream = activityStream(w.environmentId);
+  res.tombstones = await store.db.activityLogs.countDocuments({ _id: { $gt: `${stream}:`, $lt: `${stream};` }, tomb: true });
+  return res;
+}
+
+export async function logsScenario(ctx: BenchContext, o: { entries: number; timeLimitMs: number; tailEntries: number; tailTimeLimitMs: number }): Promise<LogsResult> {
   const dbName = `${ctx.runTag}_logs`;
-  const db = await openDb(ctx, dbName);
-  const w = await benchWorld(ctx, db);
+  const store = await openStore(ctx, dbName);
+  const w = await benchWorld(ctx, store);
   const serverP = spawnFor(ctx, "logs", "start", dbName, { RUNHOOK_EXECUTOR: "false", RUNHOOK_API_RATE_LIMIT: "1000000" });
   serverP.catch(() => undefined);
 
+  // The entries, appended through the store: 32 appends in flight.
   let t = performance.now();
-  const base = Date.now() - o.entries;
-  const stream = activityStream(w.environmentId);
-  for (let b = 0; b < o.entries; b += 10_000) {
-    const docs: ActivityLogDoc[] = [];
-    for (let k = 1; k <= Math.min(10_000, o.entries - b); k++) {
-      const n = b + k;
-      docs.push({ _id: streamKey(stream, n), seq: n, timestamp: new Date(base + n), projectId: w.projectId, environmentId: w.environmentId, environment: w.environmentName, rendering: w.renderingId, user: { id: w.admin._id, email: w.admin.email }, action: "record.updated", via: "workflow", collection: w.collection, recordId: `r${n % 5000}`, runId: null, details: { field: "status", value: "done" } });
-    }
-    await db.activityLogs.insertMany(docs, { ordered: false });
-  }
-  // The counter only, no watermark: the API resolves the positions itself as it reads them.
-  await db.counters.updateOne({ _id: stream }, { $set: { seq: o.entries } }, { upsert: true });
-  const insertMs = round(performance.now() - t, 0);
-  ctx.log(`  inserted ${o.entries} entries in ${insertMs} ms`);
-
-  // Raw driver: one cursor over the range.
-  t = performance.now();
   let n = 0;
-  for await (const _ of db.activityLogs.find({ environmentId: w.environmentId }).sort({ seq: 1 }).batchSize(1000)) n++;
-  const rawScan = fig(n, performance.now() - t);
+  await Promise.all(Array.from({ length: 32 }, async () => {
+    while (n < o.entries) await store.logs.appendActivity(entry(w, ++n));
+  }));
+  const append = fig(o.entries, performance.now() - t);
+  ctx.log(`  appended ${o.entries} entries through the store (32 in flight): ${append.entriesPerSec}/s`);
+
+  // Raw driver: one cursor over the entries.
+  t = performance.now();
+  let k = 0;
+  for await (const _ of store.db.activityLogs.find({ environmentId: w.environmentId }).sort({ seq: 1 }).batchSize(1000)) k++;
+  const rawScan = fig(k, performance.now() - t);
   ctx.log(`  raw cursor scan: ${rawScan.entries} entries, ${rawScan.entriesPerSec}/s`);
 
-  // Raw driver, paged the way an API page is read (informational: the cost of paging itself).
+  // Raw driver, paged by `_id` ranges the way an unfiltered page below the watermark is read.
   t = performance.now();
-  let last = 0;
+  const stream = activityStream(w.environmentId);
+  let last = `${stream}:`;
   let pagedN = 0;
   let rawPages = 0;
   let partial = false;
   for (;;) {
-    const page = await db.activityLogs.find({ environmentId: w.environmentId, seq: { $gt: last } }).sort({ seq: 1 }).limit(1000).toArray();
+    const page = await store.db.activityLogs.find({ _id: { $gt: last, $lt: `${stream};` } }).sort({ _id: 1 }).limit(1000).toArray();
     rawPages++;
     pagedN += page.length;
     if (page.length < 1000) break;
-    last = page[page.length - 1]!.seq;
-    if (performance.now() - t > o.timeLimitMs) { partial = true; break; }
+    last = page[page.length - 1]!._id;
+    if (performance.now() - t > o.timeLimitMs) {
+      partial = true;
+      break;
+    }
   }
   const rawPaged = { ...fig(pagedN, performance.now() - t, partial), pages: rawPages };
-  ctx.log(`  raw paged (limit 1000): ${rawPaged.entries} entries, ${rawPaged.entriesPerSec}/s${partial ? " (time limit)" : ""}`);
+  ctx.log(`  raw paged by _id (limit 1000): ${rawPaged.entries} entries, ${rawPaged.entriesPerSec}/s${partial ? " (time limit)" : ""}`);
 
-  const res: LogsResult = { entries: o.entries, insertMs, available: false, rawScan, rawPaged, pagingVsRawScan: null, exportVsRawScan: null };
+  const res: LogsResult = { entries: o.entries, append, available: false, rawScan, rawPaged, pagingVsRawScan: null, pagingAgainVsRawScan: null, exportVsRawScan: null };
   const server = await serverP;
   const idleMb = rssMb(server.pid);
   const sampler = rssSampler(server.pid);
   const pool = new Pool(server.baseUrl!, { connections: 1, pipelining: 1, bodyTimeout: 300_000, headersTimeout: 300_000 });
-  const path = `/v1/project/${encodeURIComponent(w.projectName)}/environment/${encodeURIComponent(w.environmentName)}/activity-logs`;
-  const headers = { authorization: `Bearer ${w.apiToken}` };
   try {
-    // Paging: limit=1000, following nextCursor until hasMore is false.
-    t = performance.now();
-    let count = 0;
-    let pages = 0;
-    let cursor = "";
-    const pageMs: number[] = [];
-    partial = false;
-    const maxPages = Math.ceil(o.entries / 1000) + 5;
-    for (;;) {
-      const p0 = performance.now();
-      const r = await pool.request({ path: `${path}?limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`, method: "GET", headers });
-      const text = await r.body.text();
-      pageMs.push(performance.now() - p0);
-      let body: { activityLogs?: unknown[]; hasMore?: boolean; nextCursor?: string } = {};
-      try {
-        body = JSON.parse(text);
-      } catch { /* reported below */ }
-      if (r.statusCode !== 200 || !Array.isArray(body.activityLogs)) {
-        res.reason = `activity-logs API not available yet: GET answered ${r.statusCode} ${text.slice(0, 200)}`;
-        ctx.log(`  ${res.reason}`);
-        return res;
-      }
-      count += body.activityLogs.length;
-      pages++;
-      if (!body.hasMore) break;
-      if (!body.nextCursor) {
-        res.reason = "activity-logs API: hasMore without nextCursor";
-        return res;
-      }
-      cursor = body.nextCursor;
-      if (pages >= maxPages || performance.now() - t > o.timeLimitMs) { partial = true; break; }
+    const first = await pageAll(pool, w, o.entries, o.timeLimitMs);
+    if ("reason" in first) {
+      res.reason = first.reason;
+      ctx.log(`  ${res.reason}`);
+      return res;
     }
-    const sortedPages = pageMs.sort((a, b) => a - b);
-    res.paging = { ...fig(count, performance.now() - t, partial), pages, pageP50Ms: round(sortedPages[Math.floor(sortedPages.length / 2)] ?? 0), pageMaxMs: round(sortedPages[sortedPages.length - 1] ?? 0) };
     res.available = true;
-    res.pagingVsRawScan = ratio(res.paging.entriesPerSec, rawScan.entriesPerSec);
-    ctx.log(`  REST paging: ${count} entries in ${pages} pages, ${res.paging.entriesPerSec}/s (page p50 ${res.paging.pageP50Ms} ms, max ${res.paging.pageMaxMs} ms)${partial ? " (time limit)" : ""}`);
-    if (count !== o.entries && !partial) ctx.log(`  WARNING: paging returned ${count} entries, expected ${o.entries}`);
+    res.paging = first.fig;
+    res.pagingVsRawScan = ratio(first.fig.entriesPerSec, rawScan.entriesPerSec);
+    ctx.log(`  REST paging, first pass: ${first.fig.entries} entries in ${first.fig.pages} pages, ${first.fig.entriesPerSec}/s (page p50 ${first.fig.pageP50Ms} ms, max ${first.fig.pageMaxMs} ms)${first.fig.partial ? " (time limit)" : ""}`);
+    if (first.fig.entries !== o.entries && !first.fig.partial) ctx.log(`  WARNING: paging returned ${first.fig.entries} entries, expected ${o.entries}`);
+    const again = await pageAll(pool, w, o.entries, o.timeLimitMs);
+    if ("fig" in again) {
+      res.pagingAgain = again.fig;
+      res.pagingAgainVsRawScan = ratio(again.fig.entriesPerSec, rawScan.entriesPerSec);
+      ctx.log(`  REST paging, again: ${again.fig.entries} entries, ${again.fig.entriesPerSec}/s (page p50 ${again.fig.pageP50Ms} ms, max ${again.fig.pageMaxMs} ms)`);
+    }
 
     // NDJSON export of the same selection.
     t = performance.now();
-    const r = await pool.request({ path, method: "GET", headers: { ...headers, accept: "application/x-ndjson" } });
+    const r = await pool.request({ path: activityPath(w), method: "GET", headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" } });
     const ctype = String(r.headers["content-type"] ?? "");
     let lines = 0;
     partial = false;
     if (r.statusCode === 200 && ctype.includes("ndjson")) {
       for await (const chunk of r.body as AsyncIterable<Buffer>) {
         for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, i + 1)) lines++;
-        if (performance.now() - t > o.timeLimitMs) { partial = true; break; }
+        if (performance.now() - t > o.timeLimitMs) {
+          partial = true;
+          break;
+        }
       }
       if (partial) r.body.destroy();
       res.export = fig(lines, performance.now() - t, partial);
@@ -147,6 +297,12 @@ export async function logsScenario(ctx: BenchContext, o: { entries: number; time
       await r.body.dump();
       ctx.log(`  NDJSON export not available: ${r.statusCode} ${ctype}`);
     }
+
+    // Tail: a new tenant (its own, empty stream) on the same server.
+    const tw = await benchWorld(ctx, store);
+    res.tail = await tail(ctx, dbName, store, pool, tw, { entries: o.tailEntries, timeLimitMs: o.tailTimeLimitMs });
+    const tl = res.tail;
+    ctx.log(`  tail: ${tl.received}/${tl.entries} entries from ${tl.writers} writers in ${tl.processes} processes in ${tl.ms} ms (writers done in ${tl.writersMs} ms), ${tl.polls} polls, ${tl.tombstones} tombstones, ${tl.duplicates} duplicates, ${tl.outOfOrder} out of order${tl.partial ? " (time limit)" : ""}${tl.error ? `; ${tl.error}` : ""}`);
     return res;
   } finally {
     await pool.close().catch(() => undefined);

@@ -1,0 +1,36 @@
+// A writer process of the log tail scenario: LOOPS concurrent loops, each appending COUNT
+// activity entries one after the other through the store (the real ordering protocol).
+// Env: MONGODB_URI (the database in its path), COUNT, LOOPS, WRITER, PROJECT_ID, ENV_ID.
+// Prints one JSON line {writer, entries, ms} when done.
+import { performance } from "node:perf_hooks";
+import { connect, createStore } from "../../src/store/index.js";
+
+const env = process.env;
+const db = await connect(env.MONGODB_URI!);
+const logs = createStore(db).logs;
+const count = Number(env.COUNT);
+const loops = Number(env.LOOPS ?? 1);
+const writer = env.WRITER ?? "w";
+const t0 = performance.now();
+await Promise.all(
+  Array.from({ length: loops }, async (_, loop) => {
+    for (let i = 0; i < count; i++) {
+      await logs.appendActivity({
+        projectId: env.PROJECT_ID!,
+        environmentId: env.ENV_ID!,
+        environment: "production",
+        rendering: null,
+        user: { id: "writer", email: "writer@bench.example" },
+        action: "bench.tail",
+        via: "api",
+        collection: null,
+        recordId: null,
+        runId: null,
+        details: { w: `${writer}.${loop}`, i },
+      });
+    }
+  }),
+);
+const ms = Math.round(performance.now() - t0);
+await db.close();
+process.stdout.write(JSON.stringify({ writer, entries: count * loops, ms }) + "\n");
