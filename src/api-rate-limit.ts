@@ -42,6 +42,7 @@ export async function hitApiRateLimit(deps: Deps, bucket: string, now = Date.now
     ratelimit: `limit=${d.limit}, remaining=${d.remaining}, reset=${resetIn}`,
   };
   if (d.allowed) return { headers };
+  deps.metrics.rateLimitRefusals.inc({ bucket: "api" });
   return { headers, error: fail.throttled(d.retryAfter, `rate limit of ${d.limit} requests per minute exceeded; retry after ${d.retryAfter} s`) };
 }
 

@@ -51,6 +51,8 @@ export interface Config {
     pollIntervalMs: number;
     leaseMs: number;
   };
+  /** Port of GET /metrics (Prometheus): a number (0: any free port), "off", or unset (main.ts decides). */
+  metricsPort: number | "off" | undefined;
   /** Seeds the demo data on an empty database at `start`. */
   demo: boolean;
 }
@@ -118,6 +120,14 @@ function localSecrets(dataDir: string): LocalSecrets {
   return secrets;
 }
 
+/** METRICS_PORT: a port number, or `off`; unset leaves the choice to the mode (main.ts). */
+function metricsPort(env: NodeJS.ProcessEnv): Config["metricsPort"] {
+  const raw = env.METRICS_PORT;
+  if (raw === undefined || raw === "") return undefined;
+  if (raw === "off") return "off";
+  return int(env, "METRICS_PORT", 0, 0, 65535);
+}
+
 function embeddedMode(env: NodeJS.ProcessEnv): Config["embedded"] {
   const raw = env.RUNHOOK_EMBEDDED || "file";
   if (raw !== "file" && raw !== "memory") throw new ConfigError(`RUNHOOK_EMBEDDED must be "file" or "memory", got "${raw}"`);
@@ -176,6 +186,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       pollIntervalMs: int(env, "RUNHOOK_EXECUTOR_POLL_MS", 500, 10, 60_000),
       leaseMs: int(env, "RUNHOOK_EXECUTOR_LEASE_MS", 10_000, 1000, 600_000),
     },
+    metricsPort: metricsPort(env),
     demo: bool(env, "RUNHOOK_DEMO", true),
   };
 }

@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import type { Config } from "./config.js";
 import type { Database, Store } from "./store/index.js";
 import type { HealthStatus } from "./grpc/health.js";
+import type { Metrics } from "./metrics.js";
 
 export interface Deps {
   /** Collection handles: administration and tests. Everything else uses `store`'s verbs. */
@@ -16,6 +17,8 @@ export interface Deps {
   events: EventEmitter;
   /** Serving status reported by grpc.health.v1 on both servers. */
   health: HealthStatus;
+  /** Prometheus metrics of this instance (served on METRICS_PORT when set). */
+  metrics: Metrics;
 }
 
 export type Via = "grpc" | "webhook" | "api";

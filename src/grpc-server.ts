@@ -3,8 +3,9 @@
 // SETTINGS, an idle timeout for sessions and a deadline for receiving each stream's request.
 import http2 from "node:http2";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import type { Deps } from "./deps.js";
+import { requestIdKey, type Deps } from "./deps.js";
 import { createContextValues } from "@connectrpc/connect";
+import { REQUEST_ID_HEADER, requestIdOf } from "./request-id.js";
 import { clientAddressKey } from "./api-rate-limit.js";
 import { connectServerOptions } from "./grpc/router.js";
 import type { Services } from "./services.js";
@@ -17,7 +18,7 @@ export interface GrpcServer {
 export async function startGrpcServer(deps: Deps, services: Services, host: string, port: number): Promise<GrpcServer> {
   const handler = connectNodeAdapter({
     ...connectServerOptions(deps, services),
-    contextValues: (req) => createContextValues().set(clientAddressKey, req.socket?.remoteAddress),
+    contextValues: (req) => createContextValues().set(clientAddressKey, req.socket?.remoteAddress).set(requestIdKey, requestIdOf(req.headers[REQUEST_ID_HEADER])),
     grpc: true,
     grpcWeb: false,
     connect: false,

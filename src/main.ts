@@ -11,10 +11,23 @@ import { startGrpcServer, type GrpcServer } from "./grpc-server.js";
 import { startExecutors, type Executors } from "./runs/executor.js";
 import { createServices, SERVICE_DESCS, type Services } from "./services.js";
 import { createHealthStatus } from "./grpc/health.js";
+import { createMetrics, startMetricsServer, type MetricsServer } from "./metrics.js";
+
+/** Where a server on the embedded database (the demo) serves its metrics unless METRICS_PORT says otherwise. */
+export const DEMO_METRICS_PORT = 9464;
+
+/** Metrics are served where METRICS_PORT says; without it, only by a server on the embedded database. */
+function metricsPortFor(config: Config, mode: StartOptions["mode"]): number | undefined {
+  if (config.metricsPort === "off") return undefined;
+  if (config.metricsPort !== undefined) return config.metricsPort;
+  return mode === "server" && !config.mongodbUri ? DEMO_METRICS_PORT : undefined;
+}
 
 export interface Runhook {
   deps: Deps;
   services: Services;
+  /** Port of GET /metrics, when served. */
+  metricsPort?: number;
   /** Base URL of the HTTP gateway (absent for a worker). */
   baseUrl?: string;
   /** host:port of the native gRPC server (absent for a worker). */
@@ -51,16 +64,29 @@ export async function openDatabase(config: Config, logger: Logger, dbName?: stri
   }
 }
 
+/** What every service is built from, on an open database. */
+export function createDeps(db: Database, config: Config, logger: Logger): Deps {
+  const store = createStore(db);
+  const metrics = createMetrics(async () => {
+    const q = await store.runs.queueStats();
+    return { depth: q.depth, oldestAgeSeconds: q.oldest ? (Date.now() - q.oldest.getTime()) / 1000 : 0 };
+  });
+  db.onCommandFailed((command) => metrics.dbErrors.inc({ command }));
+  const events = new EventEmitter();
+  events.setMaxListeners(0);
+  return { db, store, config, logger, events, health: createHealthStatus({ services: [...SERVICE_DESCS] }), metrics };
+}
+
 export async function startRunhook(config: Config, opts: StartOptions): Promise<Runhook> {
   const { logger } = opts;
   const { db, embedded } = await openDatabase(config, logger, opts.dbName);
-  const deps: Deps = { db, store: createStore(db), config, logger, events: new EventEmitter(), health: createHealthStatus({ services: [...SERVICE_DESCS] }) };
-  deps.events.setMaxListeners(0);
+  const deps = createDeps(db, config, logger);
   const services = createServices(deps);
 
   let gateway: FastifyInstance | undefined;
   let grpc: GrpcServer | undefined;
   let executors: Executors | undefined;
+  let metricsServer: MetricsServer | undefined;
   // What MongoDB's TTL index does, for servers that accept it without applying it.
   const sweeper = setInterval(() => void sweepExpired(db).catch((err) => logger.warn({ err }, "sweeping expired rate-limit windows failed")), SWEEP_EVERY_MS);
   sweeper.unref();
@@ -69,7 +95,7 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
     clearInterval(sweeper);
     deps.health.shutdown();
     // Stop accepting, let requests in flight finish, then the executors, then the database.
-    await Promise.allSettled([gateway?.close(), grpc?.close()]);
+    await Promise.allSettled([gateway?.close(), grpc?.close(), metricsServer?.close()]);
     await executors?.stop();
     await db.close().catch(() => {});
     await embedded?.stop();
@@ -90,7 +116,12 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
       logger.info({ http: port, grpc: grpc.port }, "runhook listening");
     }
     if (opts.mode === "worker" || (opts.mode === "server" && config.executor.enabled)) executors = startExecutors(deps);
-    return { deps, services, baseUrl, grpcAddr, stop };
+    const metricsPort = metricsPortFor(config, opts.mode);
+    if (metricsPort !== undefined) {
+      metricsServer = await startMetricsServer(deps.metrics.registry, config.host, metricsPort);
+      logger.info({ metrics: metricsServer.port }, "metrics at /metrics");
+    }
+    return { deps, services, baseUrl, grpcAddr, metricsPort: metricsServer?.port, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -2,6 +2,7 @@
 // port (METRICS_PORT) so that they never share the public gateway.
 import { createServer, type Server } from "node:http";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { RunDoc } from "./store/types.js";
 
 /** How long a queue sample is reused: the gauges are read cheaply, not per scrape burst. */
 const QUEUE_SAMPLE_MS = 5_000;
@@ -53,6 +54,22 @@ export function createMetrics(sampleQueue: () => Promise<QueueSample>) {
         this.set((await queue()).oldestAgeSeconds);
       },
     }),
+  };
+}
+
+/** What the run state machine tells the metrics (runs/state.ts RunHooks). */
+export function runMetrics(m: Metrics) {
+  return {
+    claimed(run: RunDoc) {
+      if (run.startedAt) m.pickupSeconds.observe(Math.max(0, run.startedAt.getTime() - run.createdAt.getTime()) / 1000);
+    },
+    takenOver() {
+      m.leaseTakeovers.inc();
+    },
+    finished(run: RunDoc) {
+      m.runsFinished.inc({ state: run.state });
+      if (run.finishedAt) m.runSeconds.observe({ state: run.state }, Math.max(0, run.finishedAt.getTime() - run.createdAt.getTime()) / 1000);
+    },
   };
 }
 

@@ -274,8 +274,8 @@ describe("claiming and recovery", () => {
       const newer = await queueRun(quiet, w, "r3", { createdAt: new Date(Date.now() - 30_000) });
       const older = await queueRun(quiet, w, "r2", { createdAt: new Date(Date.now() - 60_000) });
       const lease = () => ({ owner: "test#1", expiresAt: new Date(Date.now() + 10_000) });
-      expect((await store.runs.claimNext(lease(), new Date()))?._id).toBe(older._id);
-      expect((await store.runs.claimNext(lease(), new Date()))?._id).toBe(newer._id);
+      expect((await store.runs.claimNext(lease(), new Date()))?.run._id).toBe(older._id);
+      expect((await store.runs.claimNext(lease(), new Date()))?.run._id).toBe(newer._id);
       expect(await store.runs.claimNext(lease(), new Date())).toBeNull();
     } finally {
       await quiet.db.dropDatabase();

@@ -1,7 +1,6 @@
 // What every scenario shares: the database server, env for the runhook processes, and the
 // fixtures, which are made through the AdminService (in process, on the scenario's own
 // database) the way an operator makes them, not written into the collections by hand.
-import { EventEmitter } from "node:events";
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,9 +10,9 @@ import { createContextValues, createHandlerContext, type HandlerContext } from "
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import { loadConfig, type Config } from "../../src/config.js";
 import { viaKey, type Deps } from "../../src/deps.js";
-import { createHealthStatus } from "../../src/grpc/health.js";
 import { createLogger } from "../../src/logging.js";
-import { createServices, SERVICE_DESCS, type Services } from "../../src/services.js";
+import { createDeps } from "../../src/main.js";
+import { createServices, type Services } from "../../src/services.js";
 import { connect, createStore, ensureIndexes, type Store } from "../../src/store/index.js";
 import type { StepDoc } from "../../src/store/types.js";
 import { keyOfUrl } from "../../src/trigger/keys.js";
@@ -130,7 +129,7 @@ function stepToProto(s: StepDoc) {
 /** Deps of an in-process service set on `store` (no servers): what the AdminService needs. */
 export function servicesOn(ctx: BenchContext, store: Store): { deps: Deps; services: Services } {
   const config = serverConfig(ctx, store.db.name);
-  const deps: Deps = { db: store.db, store, config, logger: createLogger("silent"), events: new EventEmitter(), health: createHealthStatus({ services: [...SERVICE_DESCS] }) };
+  const deps = createDeps(store.db, config, createLogger("silent"));
   return { deps, services: createServices(deps) };
 }
 

@@ -4,11 +4,12 @@ import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { Duplex } from "node:stream";
 import Fastify, { type FastifyInstance } from "fastify";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
-import type { Deps } from "../deps.js";
+import { requestIdKey, type Deps } from "../deps.js";
 import { redactUrl } from "../logging.js";
 import type { Services } from "../services.js";
 import { sendError } from "./rest.js";
-import { registerWebhookRoutes } from "./webhook.js";
+import { registerWebhookRoutes, WEBHOOK_ROUTE } from "./webhook.js";
+import { REQUEST_ID_HEADER, requestIdOf } from "../request-id.js";
 import { registerApiRateLimit, registerV1Routes } from "./v1.js";
 import { registerRunRoutes } from "./runs.js";
 import { clientAddressKey } from "../api-rate-limit.js";
@@ -56,10 +57,20 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
       connectionsCheckingInterval: Math.min(30_000, Math.max(50, Math.floor(headersTimeoutMs / 4))),
     },
     clientErrorHandler: (err: Error & { code?: string }, socket: Duplex) => clientError(deps, err, socket),
+    // The caller's x-request-id when well-formed, else a new one; echoed on every answer.
+    requestIdHeader: false,
+    genReqId: (req) => requestIdOf(req.headers[REQUEST_ID_HEADER]),
   });
 
+  app.addHook("onRequest", async (req, reply) => {
+    reply.header(REQUEST_ID_HEADER, req.id);
+  });
   app.addHook("onResponse", async (req, reply) => {
-    deps.logger.info({ method: req.method, url: redactUrl(req.url), status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, "request");
+    const route = req.routeOptions.url ?? "unmatched";
+    const status = reply.statusCode;
+    deps.metrics.httpDuration.observe({ method: req.method, route, status }, reply.elapsedTime / 1000);
+    if (route === WEBHOOK_ROUTE) deps.metrics.webhookAnswers.inc({ status });
+    deps.logger.info({ method: req.method, url: redactUrl(req.url), status, ms: Math.round(reply.elapsedTime), requestId: req.id }, "request");
   });
 
   app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, _req, reply) => {
@@ -77,7 +88,7 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
   await app.register(async (scope) => {
     await scope.register(fastifyConnectPlugin, {
       ...connectServerOptions(deps, services),
-      contextValues: (req) => createContextValues().set(clientAddressKey, req.ip),
+      contextValues: (req) => createContextValues().set(clientAddressKey, req.ip).set(requestIdKey, req.id),
       shutdownTimeoutMs: 5000,
     });
   });

@@ -5,7 +5,7 @@ import { create, toJson, type DescMessage, type MessageInitShape, type MessageSh
 import type { DescMethodServerStreaming, DescMethodUnary, DescService } from "@bufbuild/protobuf";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { createContextValues } from "@connectrpc/connect";
-import { viaKey, type Via } from "../deps.js";
+import { requestIdKey, viaKey, type Via } from "../deps.js";
 import { toHttpError } from "../errors.js";
 
 export function handlerContext(service: DescService, method: DescService["methods"][number], req: FastifyRequest, via: Via): HandlerContext {
@@ -23,7 +23,7 @@ export function handlerContext(service: DescService, method: DescService["method
     url: req.url,
     requestHeader: headers,
     requestSignal: abort.signal,
-    contextValues: createContextValues().set(viaKey, via),
+    contextValues: createContextValues().set(viaKey, via).set(requestIdKey, req.id),
   });
 }
 

@@ -18,19 +18,23 @@ function webhookBody(raw: unknown, contentType: string | undefined): TriggerBody
   return reason ? { bodyError: reason } : parseWebhookBody(text);
 }
 
+/** The webhook's route template (metrics count its answers by status). */
+export const WEBHOOK_ROUTE = "/hooks/*";
+
 export async function registerWebhookRoutes(app: FastifyInstance, deps: Deps, _services: Services): Promise<void> {
   // Any content type (or none): keep the raw text; Fastify's bodyLimit still answers 413 first.
   acceptRawBodies(app);
 
   // A wildcard, not `:key`: a key of any length (or with extra segments) is a malformed key (400),
   // not an unknown route (Fastify's maxParamLength would answer 404 for long ones).
-  app.post<{ Params: { "*": string } }>("/hooks/*", async (req, reply) => {
+  app.post<{ Params: { "*": string } }>(WEBHOOK_ROUTE, async (req, reply) => {
     try {
       const out = await triggerRun(deps, {
         key: req.params["*"],
         authorization: req.headers.authorization,
         body: webhookBody(req.body, req.headers["content-type"]),
         via: "webhook",
+        requestId: req.id,
       });
       return reply.code(202).send({ runId: out.runId });
     } catch (err) {

@@ -8,6 +8,7 @@ import type { Deps } from "../deps.js";
 import { registerExtraConnectRoutes } from "../gateway/extra.js";
 import { registerServices, type Services } from "../services.js";
 import { guardMessageDepth, messageDepthInterceptor } from "./message-depth.js";
+import { observeInterceptor } from "./observe.js";
 
 export function connectServerOptions(deps: Deps, services: Services): ConnectRouterOptions & { routes: (router: ConnectRouter) => void } {
   const readMaxBytes = deps.config.bodyLimitBytes;
@@ -17,8 +18,9 @@ export function connectServerOptions(deps: Deps, services: Services): ConnectRou
       registerExtraConnectRoutes(router, deps);
       guardMessageDepth(router, readMaxBytes);
     },
-    // Counted first, like /v1 (the rate limit answers before anything about the request).
-    interceptors: [apiRateLimitInterceptor(deps), messageDepthInterceptor],
+    // Observed first (every answer gets its request id and is counted); then the rate limit,
+    // like /v1 (it answers before anything about the request).
+    interceptors: [observeInterceptor(deps), apiRateLimitInterceptor(deps), messageDepthInterceptor],
     readMaxBytes,
   };
 }

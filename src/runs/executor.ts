@@ -16,6 +16,7 @@ import type { RunDoc } from "../store/types.js";
 import { RUN_CANCELLED, RUN_QUEUED } from "./model.js";
 import { runClaimed, type RunnerEnv, type StopReason } from "./runner.js";
 import { runStateMachine } from "./state.js";
+import { runMetrics } from "../metrics.js";
 
 export interface Executors {
   /** This process's executor id (lease owners are `<id>#<n>`). */
@@ -34,7 +35,7 @@ export function startExecutors(deps: Deps): Executors {
   const executorId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const renewEveryMs = Math.max(100, Math.floor(leaseMs / 3));
   const log = logger.child({ executor: executorId });
-  const machine = runStateMachine(deps.store);
+  const machine = runStateMachine(deps.store, runMetrics(deps.metrics));
   const env: RunnerEnv = { deps, machine, executorId, leaseMs, renewEveryMs, checkEveryMs: pollIntervalMs, log };
   const active = new Map<string, ActiveRun>();
   let claimSeq = 0;
@@ -48,9 +49,15 @@ export function startExecutors(deps: Deps): Executors {
 
   let pumping = false;
   let pumpAgain = false;
-  /** Claims runs while there are free slots and claimable runs. */
-  async function pump(): Promise<void> {
+  let pumpTakeovers = false;
+  /**
+   * Claims runs while there are free slots and claimable runs. Runs whose lease expired are
+   * looked for on the poll (`takeovers`); a queued-run event or a freed slot looks for QUEUED
+   * runs only, so that finishing a run costs no search for expired leases.
+   */
+  async function pump(takeovers = false): Promise<void> {
     if (stopping) return;
+    pumpTakeovers ||= takeovers;
     if (pumping) {
       pumpAgain = true;
       return;
@@ -59,10 +66,12 @@ export function startExecutors(deps: Deps): Executors {
     try {
       do {
         pumpAgain = false;
+        const queuedOnly = !pumpTakeovers;
+        pumpTakeovers = false;
         while (!stopping && active.size < concurrency) {
-          const run = await machine.claimNext(newLease());
-          if (!run) break;
-          start(run);
+          const claim = await machine.claimNext(newLease(), { queuedOnly });
+          if (!claim) break;
+          start(claim.run);
         }
       } while (pumpAgain && !stopping && active.size < concurrency);
     } catch (err) {
@@ -102,8 +111,8 @@ export function startExecutors(deps: Deps): Executors {
   const onCancelled = (id: string) => stopRun(id, "gone");
   events.on(RUN_QUEUED, onQueued);
   events.on(RUN_CANCELLED, onCancelled);
-  const poller = setInterval(() => void pump(), pollIntervalMs);
-  void pump();
+  const poller = setInterval(() => void pump(true), pollIntervalMs);
+  void pump(true);
   log.info({ concurrency, pollIntervalMs, leaseMs }, "executors started");
 
   return {

@@ -13,6 +13,7 @@ import { fail } from "../errors.js";
 import { writeRunActivity } from "./activity.js";
 import { isFinished, isRunId, RUN_CANCELLED, RUN_CHANGED, runMessage } from "./model.js";
 import { runStateMachine } from "./state.js";
+import { runMetrics } from "../metrics.js";
 import { RunWatcher } from "./watch.js";
 
 export const MAX_WAIT_SECONDS = 60;
@@ -22,7 +23,7 @@ const WATCH_RECHECK_MS = 60_000;
 export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {
   const { db, store } = deps;
   const watcher = new RunWatcher(deps);
-  const machine = runStateMachine(store);
+  const machine = runStateMachine(store, runMetrics(deps.metrics));
 
   /** Throws PERMISSION_DENIED unless the principal may follow (or cancel) the run. */
   async function assertMayAccess(p: AppPrincipal | ApiPrincipal, run: RunDoc): Promise<void> {

@@ -5,7 +5,7 @@
 //   QUEUED ──claim──▶ RUNNING ──finish──▶ SUCCEEDED | FAILED
 //      └────────────── cancel ─────────────▶ CANCELLED (from either ongoing state)
 import type { Store } from "../store/index.js";
-import type { Lease, RunCondition } from "../store/runs.js";
+import type { Claim, Lease, RunCondition } from "../store/runs.js";
 import { ONGOING_STATES, type RunDoc, type StepState } from "../store/types.js";
 
 export type FinalState = "SUCCEEDED" | "FAILED" | "CANCELLED";
@@ -20,8 +20,8 @@ function stepFields(index: number, fields: Record<string, unknown>): Record<stri
 }
 
 export interface RunStateMachine {
-  /** QUEUED → RUNNING (or a RUNNING run whose lease expired) for a new lease. */
-  claimNext(lease: Lease): Promise<RunDoc | null>;
+  /** QUEUED → RUNNING (or, unless `queuedOnly`, a RUNNING run whose lease expired) for a new lease. */
+  claimNext(lease: Lease, opts?: { queuedOnly?: boolean }): Promise<Claim | null>;
   /** Extends the owner's lease (not a visible change). */
   renew(id: string, owner: string, until: Date): Promise<RunDoc | null>;
   /** Lets another executor take the run at once: the owner gives up its lease. */
@@ -36,11 +36,29 @@ export interface RunStateMachine {
   cancel(run: RunDoc, error: string): Promise<RunDoc | null>;
 }
 
-export function runStateMachine(store: Store): RunStateMachine {
+/** Told about transitions as they happen (metrics). */
+export interface RunHooks {
+  claimed?(run: RunDoc): void;
+  takenOver?(run: RunDoc): void;
+  finished?(run: RunDoc): void;
+}
+
+export function runStateMachine(store: Store, hooks: RunHooks = {}): RunStateMachine {
   const { runs } = store;
+  const finished = (run: RunDoc | null) => {
+    if (run && hooks.finished) hooks.finished(run);
+    return run;
+  };
   const owned = (owner: string, extra: RunCondition = {}): RunCondition => ({ state: ["RUNNING"], leaseOwner: owner, ...extra });
   return {
-    claimNext: (lease) => runs.claimNext(lease, new Date()),
+    async claimNext(lease, opts) {
+      const claim = await runs.claimNext(lease, new Date(), opts);
+      if (claim) {
+        if (claim.takeover) hooks.takenOver?.(claim.run);
+        else hooks.claimed?.(claim.run);
+      }
+      return claim;
+    },
     renew: (id, owner, until) => runs.transition(id, owned(owner), { "lease.expiresAt": until }, { visible: false }),
     // A new owner name, so that a renewal still in flight cannot extend the lease again.
     release: (id, owner) => runs.transition(id, owned(owner), { lease: { owner: `${owner}/released`, expiresAt: new Date(0) } }, { visible: false }),
@@ -52,19 +70,20 @@ export function runStateMachine(store: Store): RunStateMachine {
       const now = new Date();
       const set: Record<string, unknown> = { ...stepFields(index, { state: "SUCCEEDED" satisfies StepState, finishedAt: now, output }), stepIndex: index + 1, updatedAt: now };
       Object.assign(set, last ? finishing(id, "SUCCEEDED", "", now) : { "lease.expiresAt": leaseUntil });
-      return runs.transition(id, owned(owner, { stepIndex: index }), set);
+      const run = runs.transition(id, owned(owner, { stepIndex: index }), set);
+      return last ? run.then(finished) : run;
     },
     finish(id, owner, state, error, failedStep) {
       const now = new Date();
       const set = finishing(id, state, error, now);
       if (failedStep !== null) Object.assign(set, stepFields(failedStep, { state: "FAILED" satisfies StepState, error, finishedAt: now }));
-      return runs.transition(id, owned(owner), set);
+      return runs.transition(id, owned(owner), set).then(finished);
     },
     cancel(run, error) {
       const now = new Date();
       const set = finishing(run._id, "CANCELLED", error, now);
       if (run.stepIndex < run.steps.length) Object.assign(set, stepFields(run.stepIndex, { state: "CANCELLED" satisfies StepState, finishedAt: now }));
-      return runs.transition(run._id, { version: run.version, state: ONGOING_STATES }, set);
+      return runs.transition(run._id, { version: run.version, state: ONGOING_STATES }, set).then(finished);
     },
   };
 }

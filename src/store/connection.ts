@@ -26,6 +26,8 @@ export interface Database {
   rateLimits: Collection<T.RateLimitDoc>;
   /** The database holding an environment's records. */
   dataDb(name: string): Db;
+  /** Calls `listener` with the command's name whenever a command fails (not for a unique index's refusal, which is an answer). */
+  onCommandFailed(listener: (command: string) => void): void;
   /** Resolves when the server answers a ping. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -45,7 +47,7 @@ export interface ConnectOptions {
 }
 
 export async function connect(uri: string, opts: ConnectOptions = {}): Promise<Database> {
-  const client = new MongoClient(uri, { maxPoolSize: 50, serverSelectionTimeoutMS: opts.serverSelectionTimeoutMs ?? 10_000 });
+  const client = new MongoClient(uri, { maxPoolSize: 50, serverSelectionTimeoutMS: opts.serverSelectionTimeoutMs ?? 10_000, monitorCommands: true });
   await client.connect();
   const name = opts.dbName ?? databaseName(uri);
   const db = client.db(name);
@@ -72,6 +74,11 @@ export async function connect(uri: string, opts: ConnectOptions = {}): Promise<D
     counters: db.collection("counters"),
     rateLimits: db.collection("rate_limits"),
     dataDb: (dataName) => client.db(dataName),
+    onCommandFailed: (listener) => {
+      client.on("commandFailed", (e) => {
+        if ((e.failure as { code?: unknown }).code !== 11000) listener(e.commandName);
+      });
+    },
     ping: async () => {
       await db.command({ ping: 1 });
     },

@@ -17,6 +17,12 @@ export interface RunCondition {
   version?: number;
 }
 
+export interface Claim {
+  run: RunDoc;
+  /** The run was RUNNING under an expired lease, not QUEUED. */
+  takeover: boolean;
+}
+
 export type CreateOutcome = { created: true } | { created: false; ongoingRunId: string | null };
 
 export interface RunStore {
@@ -30,15 +36,18 @@ export interface RunStore {
   /** The runs among `ids` (one query), in no particular order. */
   getMany(ids: string[]): Promise<RunDoc[]>;
   /**
-   * Claims one run for `lease`: the oldest QUEUED run (it becomes RUNNING), else the RUNNING
-   * run whose lease expired first (its executor died or let it go). Null when there is none.
+   * Claims one run for `lease`: the oldest QUEUED run (it becomes RUNNING), else — unless
+   * `queuedOnly` — the RUNNING run whose lease expired first (its executor died or let it
+   * go: a takeover). Null when there is none.
    */
-  claimNext(lease: Lease, now: Date): Promise<RunDoc | null>;
+  claimNext(lease: Lease, now: Date, opts?: { queuedOnly?: boolean }): Promise<Claim | null>;
   /**
    * Sets `set` on run `id` if it meets `cond`, in one step, and returns the run after it (null
    * when it does not meet it). `visible` changes bump `version`, which wakes followers.
    */
   transition(id: string, cond: RunCondition, set: Record<string, unknown>, opts?: { visible?: boolean }): Promise<RunDoc | null>;
+  /** How many runs are QUEUED, and when the oldest of them was created (for metrics). */
+  queueStats(): Promise<{ depth: number; oldest: Date | null }>;
 }
 
 function conditionFilter(id: string, c: RunCondition): Record<string, unknown> {
@@ -70,18 +79,27 @@ export function runStore(d: Database): RunStore {
     },
     get: (id) => d.runs.findOne({ _id: id }),
     getMany: (ids) => d.runs.find({ _id: { $in: ids } }).toArray(),
-    async claimNext(lease, now) {
+    async claimNext(lease, now, opts = {}) {
       const queued = await d.runs.findOneAndUpdate(
         { state: "QUEUED" },
         { $set: { state: "RUNNING", lease, startedAt: now, updatedAt: now }, $inc: { version: 1 } },
         { sort: { createdAt: 1 }, returnDocument: "after" },
       );
-      if (queued) return queued;
-      return d.runs.findOneAndUpdate(
+      if (queued) return { run: queued, takeover: false };
+      if (opts.queuedOnly) return null;
+      const expired = await d.runs.findOneAndUpdate(
         { state: "RUNNING", "lease.expiresAt": { $lt: now } },
         { $set: { lease, updatedAt: now }, $inc: { version: 1 } },
         { sort: { "lease.expiresAt": 1 }, returnDocument: "after" },
       );
+      return expired && { run: expired, takeover: true };
+    },
+    async queueStats() {
+      const [depth, oldest] = await Promise.all([
+        d.runs.countDocuments({ state: "QUEUED" }),
+        d.runs.findOne({ state: "QUEUED" }, { sort: { createdAt: 1 }, projection: { createdAt: 1 } }),
+      ]);
+      return { depth, oldest: oldest?.createdAt ?? null };
     },
     transition(id, cond, set, opts = {}) {
       const update = opts.visible === false ? { $set: set } : { $set: set, $inc: { version: 1 } };

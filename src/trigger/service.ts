@@ -93,7 +93,10 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
 
   // 5. The webhook's rate limit.
   const rate = await store.rateLimits.hit(`webhook:${workflow._id}`, workflow.webhook.rateLimitPerMinute);
-  if (!rate.allowed) throw fail.throttled(rate.retryAfter, `rate limit of ${rate.limit} requests per minute exceeded for this webhook`);
+  if (!rate.allowed) {
+    deps.metrics.rateLimitRefusals.inc({ bucket: "webhook" });
+    throw fail.throttled(rate.retryAfter, `rate limit of ${rate.limit} requests per minute exceeded for this webhook`);
+  }
 
   // 6. The body.
   if ("bodyError" in input.body) throw fail.invalid(input.body.bodyError);
@@ -157,6 +160,7 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
       details: { workflowId: workflow._id, workflowVersion: version.version, workflowName: workflow.name },
     })
     .catch((err: unknown) => deps.logger.error({ err, runId: run._id }, "could not write the workflow.run.triggered activity entry"));
+  deps.metrics.runsCreated.inc();
   deps.events.emit(RUN_QUEUED, run._id);
   return { runId: run._id };
 }

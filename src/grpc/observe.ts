@@ -1,0 +1,36 @@
+// What every RPC on both Connect servers gets: its request id echoed (a response header, or
+// error metadata), one access-log line, and its count by protocol, method and outcome.
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { requestIdKey, type Deps } from "../deps.js";
+import { codeName } from "../errors.js";
+import { REQUEST_ID_HEADER } from "../request-id.js";
+
+function protocolOf(contentType: string | null): string {
+  if (!contentType) return "unknown";
+  if (contentType.startsWith("application/grpc-web")) return "grpc-web";
+  if (contentType.startsWith("application/grpc")) return "grpc";
+  return "connect";
+}
+
+export function observeInterceptor(deps: Deps): Interceptor {
+  return (next) => async (req) => {
+    const started = performance.now();
+    const requestId = req.contextValues.get(requestIdKey);
+    const labels = { protocol: protocolOf(req.header.get("content-type")), service: req.service.typeName, method: req.method.name };
+    const done = (code: Code | 0) => {
+      const name = code === 0 ? "ok" : codeName(code);
+      deps.metrics.rpcCalls.inc({ ...labels, code: name });
+      deps.logger.info({ rpc: `${labels.service}/${labels.method}`, protocol: labels.protocol, code: name, ms: Math.round(performance.now() - started), requestId }, "rpc");
+    };
+    try {
+      const res = await next(req);
+      res.header.set(REQUEST_ID_HEADER, requestId);
+      done(0);
+      return res;
+    } catch (err) {
+      if (err instanceof ConnectError) err.metadata.set(REQUEST_ID_HEADER, requestId);
+      done(err instanceof ConnectError ? err.code : Code.Internal);
+      throw err;
+    }
+  };
+}
