@@ -13,15 +13,14 @@
 // - above the counter: not taken yet — the end of the stream for now.
 //
 // The watermark of a stream is the highest number W such that every position ≤ W is
-// resolved. It is stored per stream (only raised) and shared by every instance. Below it a
-// walk reads entries with range queries; above it, position by position.
+// resolved. It is stored per stream (only raised) and shared by every instance. A walk reads
+// ranges: entries below the watermark, every stored position (entries and tombstones) above
+// it, where the numbers missing from a range are the holes.
 import type { Store } from "../store/index.js";
 import type { LogDocOf, LogKind, Position } from "../store/logs.js";
 
 /** How long a hole may stay open before a reader fills it with a tombstone. */
 export const DEFAULT_HOLE_GRACE_MS = 200;
-/** Position look-ups in flight per walk above the watermark. */
-export const LOOKUP_WINDOW = 32;
 const RECHECK_MS = 25;
 const MAX_TRACKED_HOLES = 10_000;
 
@@ -34,7 +33,7 @@ export interface Resolved<T> {
 export interface WalkOptions {
   /** Stop after this number (default: follow the counter as it grows). */
   until?: number;
-  /** Entries read per range query below the watermark (the caller's page size + 1). */
+  /** Positions read per range query (the caller's page size + 1). */
   batch?: number;
 }
 
@@ -124,34 +123,24 @@ export function createLogReader(store: Store, opts: { holeGraceMs?: number } = {
           yield { seq: floor, doc: null };
         }
       }
-      // Above it, position by position, a window of look-ups in flight.
+      // Above it, a batch of positions at a time: one range read; the numbers missing from
+      // it are holes, resolved in order (they wait out one grace together).
       let top = top0;
-      /** The highest number found present: an entry there means every number below it was taken. */
-      let maxSeen = pos;
-      const queue: { seq: number; p: Promise<Position | null> }[] = [];
-      let next = pos + 1;
-      const issue = (seq: number) => {
-        const p = logs.at(kind, stream, seq).then((d) => {
-          if (d) maxSeen = Math.max(maxSeen, seq);
-          else if (seq <= Math.max(top, maxSeen)) noteHole(stream, seq);
-          return d;
-        });
-        p.catch(() => undefined); // awaited in order below; a walk given up early must not leave an unhandled rejection
-        queue.push({ seq, p });
-      };
       for (;;) {
-        while (queue.length < LOOKUP_WINDOW && next <= top) issue(next++);
-        if (queue.length === 0) {
+        if (pos >= top) {
           if (bounded) return;
           // The counter may have moved on since the walk began.
           top = Math.max(top, await logs.counter(stream));
-          if (next > top) return; // not taken yet: the end of the stream for now
-          continue;
+          if (pos >= top) return; // not taken yet: the end of the stream for now
         }
-        const { seq, p } = queue.shift()!;
-        const doc = (await p) ?? (await fill(kind, stream, seq));
-        pos = seq;
-        yield { seq, doc: doc && !doc.tomb ? doc : null };
+        const end = Math.min(top, pos + batch);
+        const found = new Map((await logs.positions(kind, stream, pos, end)).map((d) => [d.seq, d]));
+        for (let n = pos + 1; n <= end; n++) if (!found.has(n)) noteHole(stream, n);
+        for (let n = pos + 1; n <= end; n++) {
+          const doc = found.get(n) ?? (await fill(kind, stream, n));
+          pos = n;
+          yield { seq: n, doc: doc && !doc.tomb ? doc : null };
+        }
       }
     } finally {
       await commit(stream, after, pos);

@@ -41,8 +41,9 @@ const BUILD_LOCK_STALE_MS = 20 * 60_000;
 const START_TIMEOUT_MS = 30_000;
 const STOP_KILL_MS = 5_000;
 
-// Small heap and stacks, a serial GC, no C2 warm-up burst: a test-and-dev database.
-// (Measured in bench/results/2026-11-23-embedded-backends.md.)
+// A test-and-dev database: a heap that starts small and may grow to 1 GB (the memory backend keeps
+// every document on it; H2 only its 32 MB page cache), small thread stacks, the serial GC (no GC
+// threads). ~52 MB RSS idle: bench/results/2026-11-23-embedded-backends.md.
 const JVM_FLAGS = ["-Xss512k", "-Xms16m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=128m", "-XX:ReservedCodeCacheSize=64m", "-XX:-UsePerfData"];
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -306,7 +307,8 @@ async function withDirLock<T>(lock: string, staleMs: number, pollMs: number, pol
 /**
  * Starts mongo-java-server: in memory (its own server), or persistent with its file under
  * `<dataDir>/mongo/`, joining the one another local runhook process (a `runhook worker`,
- * say) already runs for that data dir.
+ * say) already runs for that data dir (then `port` is that server's, whatever `o.port` asked,
+ * and stop() does nothing).
  */
 export async function startEmbeddedServer(o: EmbeddedOptions): Promise<EmbeddedServer> {
   if (!o.persistent) {

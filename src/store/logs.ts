@@ -80,12 +80,24 @@ export interface LogStore {
   at(kind: LogKind, stream: string, seq: number, fields?: string[]): Promise<Position | null>;
   /** Entries (no tombstones) of a stream with after < seq ≤ upTo (or < before), in `order`, at most `limit`. */
   entries<K extends LogKind>(kind: K, stream: string, range: SeqRange, order: 1 | -1, limit: number): Promise<LogDocOf<K>[]>;
+  /** What is stored at the positions after < seq ≤ upTo, entries and tombstones, in order. */
+  positions(kind: LogKind, stream: string, after: number, upTo: number): Promise<Position[]>;
   /** Puts a tombstone at a position nothing was stored at; false when something is there already. */
   tombstone(kind: LogKind, stream: string, seq: number): Promise<boolean>;
   /** Entries matching a selection within a range of its stream, by seq in `order`. */
   select<K extends LogKind>(kind: K, s: LogSelection, range: SeqRange, order: 1 | -1, limit: number): Promise<LogDocOf<K>[]>;
   /** The same as one stream read in batches (the NDJSON export), in constant memory. */
   scan<K extends LogKind>(kind: K, s: LogSelection, range: SeqRange, order: 1 | -1): AsyncGenerator<LogDocOf<K>>;
+}
+
+/** The `_id` range of a stream's positions within `r` (the whole stream where `r` leaves a side open). */
+function keyRange(stream: string, r: SeqRange): Record<string, string> {
+  const id: Record<string, string> = {};
+  id.$gt = streamKey(stream, r.after ?? 0);
+  if (r.upTo !== undefined) id.$lte = streamKey(stream, r.upTo);
+  else if (r.before !== undefined) id.$lt = streamKey(stream, r.before);
+  else id.$lt = `${stream};`; // just past the stream's keys
+  return id;
 }
 
 function seqFilter(r: SeqRange): Record<string, number> {
@@ -153,14 +165,11 @@ export function logStore(d: Database, counters: CounterStore): LogStore {
       return colls[kind].findOne({ _id: streamKey(stream, seq) }, projection ? { projection } : {});
     },
     async entries(kind, stream, r, order, limit) {
-      const id: Record<string, string> = {};
-      if (r.after !== undefined) id.$gt = streamKey(stream, r.after);
-      if (r.upTo !== undefined) id.$lte = streamKey(stream, r.upTo);
-      if (r.before !== undefined) id.$lt = streamKey(stream, r.before);
-      if (id.$gt === undefined) id.$gt = streamKey(stream, 0);
-      if (id.$lte === undefined && id.$lt === undefined) id.$lt = `${stream};`; // just past the stream's keys
-      const docs = await colls[kind].find({ _id: id, tomb: { $exists: false } } as Filter<Position>).sort({ _id: order }).limit(limit).toArray();
+      const docs = await colls[kind].find({ _id: keyRange(stream, r), tomb: { $exists: false } } as Filter<Position>).sort({ _id: order }).limit(limit).toArray();
       return docs as unknown as LogDocOf<typeof kind>[];
+    },
+    positions(kind, stream, after, upTo) {
+      return colls[kind].find({ _id: keyRange(stream, { after, upTo }) } as Filter<Position>).sort({ _id: 1 }).toArray();
     },
     async tombstone(kind, stream, seq) {
       try {
