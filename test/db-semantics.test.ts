@@ -1,7 +1,8 @@
 // The database semantics the store's design relies on, checked over the wire with the real
 // driver: single-document atomicity under concurrency, unique indexes, and the few server
-// features the store declares. A server that lacks them (FerretDB lost $inc updates and let
-// every conditional claim win) must fail here, before it fails subtly in production.
+// features the store declares. A server that lacks them (one that loses concurrent $inc
+// updates or lets every conditional claim win) must fail here, before it fails subtly in
+// production.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
