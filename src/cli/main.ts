@@ -16,8 +16,9 @@ ${ADMIN_USAGE}${INTEGRATOR_USAGE}
 Configuration comes from environment variables; see README.md.`;
 }
 
-function printDemo(out: SeedOutput): void {
+function printDemo(out: SeedOutput, metricsPort?: number): void {
   const [first] = out.recordIds;
+  const metrics = metricsPort === undefined ? "" : `Metrics (Prometheus):\n  curl -s 'http://127.0.0.1:${metricsPort}/metrics'\n\n`;
   process.stdout.write(`
 runhook demo is ready
   project ${out.projectName}, environment ${out.environmentName}, collection ${out.collection}
@@ -35,7 +36,11 @@ Follow a run (<runId> from the 202): answers once the run is finished, or after 
 Activity logs:
   curl -s '${out.baseUrl}/v1/project/${out.projectName}/environment/${out.environmentName}/activity-logs?limit=10' -H 'Authorization: Bearer ${out.apiToken}'
 
-`);
+The same from the command line:
+  export RUNHOOK_TOKEN='${out.userToken}' RUNHOOK_URL='${out.baseUrl}'
+  npx runhook runs watch "$(npx runhook trigger '${out.webhookUrl}' ${first})"
+
+${metrics}`);
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -74,7 +79,7 @@ async function main(argv: string[]): Promise<number> {
   const rh = await startRunhook(config, { mode: command === "worker" ? "worker" : "server", logger });
   if (command === "start" && config.demo) {
     const demo = await seedDemoIfEmpty(rh.deps, rh.services);
-    if (demo) printDemo(demo);
+    if (demo) printDemo(demo, rh.metricsPort);
   }
   await new Promise<void>((resolve) => {
     let stopping = false;
