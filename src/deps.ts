@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import type { Config } from "./config.js";
 import type { Database, Store } from "./store/index.js";
 import type { HealthStatus } from "./grpc/health.js";
+import type { DatabaseMonitor } from "./db-monitor.js";
 
 export interface Deps {
   /** Collection handles: administration and tests. Everything else uses `store`'s verbs. */
@@ -16,6 +17,8 @@ export interface Deps {
   events: EventEmitter;
   /** Serving status reported by grpc.health.v1 on both servers. */
   health: HealthStatus;
+  /** Whether the database answers (a ping a second): /readyz, the health status, executors. */
+  dbMonitor: DatabaseMonitor;
 }
 
 export type Via = "grpc" | "webhook" | "api";

@@ -5,7 +5,7 @@ import http2 from "node:http2";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { Deps } from "./deps.js";
 import { registerExtraConnectRoutes } from "./gateway/extra.js";
-import { registerServices, type Services } from "./services.js";
+import { registerServices, serverInterceptors, type Services } from "./services.js";
 
 export interface GrpcServer {
   port: number;
@@ -22,6 +22,7 @@ export async function startGrpcServer(deps: Deps, services: Services, host: stri
     grpcWeb: false,
     connect: false,
     readMaxBytes: deps.config.bodyLimitBytes,
+    interceptors: serverInterceptors(deps),
   });
   const { idleTimeoutMs, requestTimeoutMs, maxConcurrentStreams, maxHeaderListSize } = deps.config.grpc;
   const server = http2.createServer({ settings: { maxConcurrentStreams, maxHeaderListSize } }, handler);

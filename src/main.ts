@@ -3,14 +3,20 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { FastifyInstance } from "fastify";
 import type { Config } from "./config.js";
-import { connect, createStore, ensureIndexes, sweepExpired, SWEEP_EVERY_MS, type Database } from "./store/index.js";
+import { connect, createStore, ensureIndexes, isUnavailable, sweepExpired, SWEEP_EVERY_MS, type Database } from "./store/index.js";
 import { startEmbeddedServer, type EmbeddedServer } from "./store/embedded.js";
 import type { Deps } from "./deps.js";
 import { buildGateway } from "./gateway/app.js";
 import { startGrpcServer, type GrpcServer } from "./grpc-server.js";
 import { startExecutors, type Executors } from "./runs/executor.js";
 import { createServices, SERVICE_DESCS, type Services } from "./services.js";
-import { createHealthStatus } from "./grpc/health.js";
+import { createHealthStatus, ServingStatus } from "./grpc/health.js";
+import { monitorDatabase } from "./db-monitor.js";
+
+/** How often the database is pinged to know whether it is reachable (health, /readyz). */
+export const DB_CHECK_EVERY_MS = 1000;
+/** A ping slower than this (or than RUNHOOK_DB_TIMEOUT_MS, if shorter) counts as the database being unreachable. */
+const DB_CHECK_TIMEOUT_MS = 2000;
 
 export interface Runhook {
   deps: Deps;
@@ -42,7 +48,11 @@ export async function openDatabase(config: Config, logger: Logger, dbName?: stri
     uri = embedded.uri;
   }
   try {
-    const db = await connect(uri, { dbName });
+    const db = await connect(uri, {
+      dbName,
+      timeoutMs: config.dbTimeoutMs,
+      onReplaced: ({ stuckMs }) => logger.warn({ stuckMs }, "the database driver's server monitor was stuck: reconnected with a new client"),
+    });
     await ensureIndexes(db);
     return { db, embedded };
   } catch (err) {
@@ -54,20 +64,36 @@ export async function openDatabase(config: Config, logger: Logger, dbName?: stri
 export async function startRunhook(config: Config, opts: StartOptions): Promise<Runhook> {
   const { logger } = opts;
   const { db, embedded } = await openDatabase(config, logger, opts.dbName);
-  const deps: Deps = { db, store: createStore(db), config, logger, events: new EventEmitter(), health: createHealthStatus({ services: [...SERVICE_DESCS] }) };
+  const dbMonitor = monitorDatabase(() => db.ping(), { intervalMs: DB_CHECK_EVERY_MS, timeoutMs: Math.min(config.dbTimeoutMs, DB_CHECK_TIMEOUT_MS) });
+  const deps: Deps = { db, store: createStore(db), config, logger, events: new EventEmitter(), health: createHealthStatus({ services: [...SERVICE_DESCS] }), dbMonitor };
   deps.events.setMaxListeners(0);
   const services = createServices(deps);
+  // Every service needs the database: all of them follow it (a shutdown keeps NOT_SERVING).
+  let downSince = 0;
+  dbMonitor.onChange((up, why) => {
+    if (up) {
+      logger.info({ downMs: Date.now() - downSince }, "database reachable again: serving");
+    } else {
+      downSince = Date.now();
+      logger.warn({ err: why }, "database unreachable: calls answer 503 unavailable and health is NOT_SERVING until it is back");
+    }
+    deps.health.setAll(up ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+  });
 
   let gateway: FastifyInstance | undefined;
   let grpc: GrpcServer | undefined;
   let executors: Executors | undefined;
   // What MongoDB's TTL index does, for servers that accept it without applying it.
-  const sweeper = setInterval(() => void sweepExpired(db).catch((err) => logger.warn({ err }, "sweeping expired rate-limit windows failed")), SWEEP_EVERY_MS);
+  const sweeper = setInterval(
+    () => void sweepExpired(db).catch((err: unknown) => !isUnavailable(err) && logger.warn({ err }, "sweeping expired rate-limit windows failed")),
+    SWEEP_EVERY_MS,
+  );
   sweeper.unref();
 
   const stop = async () => {
     clearInterval(sweeper);
     deps.health.shutdown();
+    dbMonitor.stop();
     // Stop accepting, let requests in flight finish, then the executors, then the database.
     await Promise.allSettled([gateway?.close(), grpc?.close()]);
     await executors?.stop();

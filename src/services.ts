@@ -1,5 +1,5 @@
 // Builds every service implementation once and registers it on a Connect router.
-import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
+import type { ConnectRouter, Interceptor, ServiceImpl } from "@connectrpc/connect";
 import { AdminService } from "../gen/runhook/v1/admin_pb.js";
 import { LogService } from "../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../gen/runhook/v1/note_pb.js";
@@ -7,6 +7,7 @@ import { RunService } from "../gen/runhook/v1/run_pb.js";
 import { TriggerService } from "../gen/runhook/v1/trigger_pb.js";
 import { createAdminService } from "./admin/service.js";
 import type { Deps } from "./deps.js";
+import { errorInterceptor } from "./errors.js";
 import { createLogService } from "./logs/service.js";
 import { createNoteService } from "./notes/service.js";
 import { createRunService } from "./runs/service.js";
@@ -38,4 +39,13 @@ export function registerServices(router: ConnectRouter, s: Services): void {
   router.service(LogService, s.log);
   router.service(NoteService, s.note);
   router.service(AdminService, s.admin);
+}
+
+/**
+ * The interceptors of every router the services are registered on (gateway: Connect and
+ * gRPC-Web; native gRPC): errors go out as src/errors.ts toConnectError makes them — the
+ * database unreachable as UNAVAILABLE with `retry-after` metadata, bugs as INTERNAL (logged).
+ */
+export function serverInterceptors(deps: Deps): Interceptor[] {
+  return [errorInterceptor((err, procedure) => deps.logger.error({ err, procedure }, "unhandled error in an RPC"))];
 }

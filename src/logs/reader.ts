@@ -15,7 +15,7 @@
 // The watermark of a stream is the highest number W such that every position ≤ W is
 // resolved. It is stored per stream (only raised) and shared by every instance. Below it a
 // walk reads entries with range queries; above it, position by position.
-import type { Store } from "../store/index.js";
+import { isUnavailable, type Store } from "../store/index.js";
 import type { LogDocOf, LogKind, Position } from "../store/logs.js";
 
 /** How long a hole may stay open before a reader fills it with a tombstone. */
@@ -110,6 +110,7 @@ export function createLogReader(store: Store, opts: { holeGraceMs?: number } = {
     const bounded = o.until !== undefined;
     const batch = o.batch ?? 1000;
     let pos = after;
+    let unreachable = false;
     try {
       // Below the watermark every position is resolved: read the entries in ranges.
       const floor = bounded ? Math.min(wm, top0) : wm;
@@ -153,8 +154,13 @@ export function createLogReader(store: Store, opts: { holeGraceMs?: number } = {
         pos = seq;
         yield { seq, doc: doc && !doc.tomb ? doc : null };
       }
+    } catch (err) {
+      // Cut by a database outage: the progress is kept for a later walk rather than waiting
+      // for the database a second time before the caller hears of it.
+      if (isUnavailable(err)) unreachable = true;
+      throw err;
     } finally {
-      await commit(stream, after, pos);
+      if (!unreachable) await commit(stream, after, pos);
     }
   }
 

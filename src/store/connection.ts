@@ -2,9 +2,10 @@
 import { MongoClient, type Collection, type Db } from "mongodb";
 import type * as T from "./types.js";
 
+/** Collection handles are getters: after a reconnection (see connect()) they name the new client's. */
 export interface Database {
-  client: MongoClient;
-  db: Db;
+  readonly client: MongoClient;
+  readonly db: Db;
   name: string;
   organizations: Collection<T.OrganizationDoc>;
   users: Collection<T.UserDoc>;
@@ -40,41 +41,205 @@ export function databaseName(uri: string): string {
 
 export interface ConnectOptions {
   dbName?: string;
-  /** How long an operation waits for a reachable server before it fails (driver's serverSelectionTimeoutMS). */
-  serverSelectionTimeoutMs?: number;
+  /**
+   * How long an operation waits for a reachable server before it fails: the driver's
+   * serverSelectionTimeoutMS (RUNHOOK_DB_TIMEOUT_MS). A URI that sets it keeps its own value.
+   */
+  timeoutMs?: number;
+  /** Told when the client was replaced because the driver's server monitor was stuck (see below). */
+  onReplaced?: (info: { stuckMs: number }) => void;
 }
 
-export async function connect(uri: string, opts: ConnectOptions = {}): Promise<Database> {
-  const client = new MongoClient(uri, { maxPoolSize: 50, serverSelectionTimeoutMS: opts.serverSelectionTimeoutMs ?? 10_000 });
-  await client.connect();
-  const name = opts.dbName ?? databaseName(uri);
+export const DEFAULT_DB_TIMEOUT_MS = 3000;
+
+/**
+ * A heartbeat of the driver's server monitor (polling, not awaited) still running after this
+ * long, for a server the driver does not know, means the monitor is stuck (see connect()).
+ */
+export const STUCK_HEARTBEAT_MS = 2000;
+const WATCHDOG_EVERY_MS = 1000;
+/** At most one replacement in this time (a member that stays unreachable must not make clients churn). */
+const REPLACE_AT_MOST_EVERY_MS = 10_000;
+/** Server types the driver can send writes to: while one of them is known, the client works. */
+const WRITABLE = new Set(["Standalone", "RSPrimary", "Mongos", "LoadBalancer"]);
+
+function handles(client: MongoClient, name: string) {
   const db = client.db(name);
   return {
     client,
     db,
-    name,
-    organizations: db.collection("organizations"),
-    users: db.collection("users"),
-    projects: db.collection("projects"),
-    projectRoles: db.collection("project_roles"),
-    environments: db.collection("environments"),
-    teams: db.collection("teams"),
-    renderings: db.collection("renderings"),
-    collections: db.collection("collections"),
-    permissions: db.collection("permissions"),
-    workflows: db.collection("workflows"),
-    appTokens: db.collection("app_tokens"),
-    apiTokens: db.collection("api_tokens"),
-    runs: db.collection("runs"),
-    activityLogs: db.collection("activity_logs"),
-    adminLogs: db.collection("admin_logs"),
-    notes: db.collection("notes"),
-    counters: db.collection("counters"),
-    rateLimits: db.collection("rate_limits"),
-    dataDb: (dataName) => client.db(dataName),
-    ping: async () => {
-      await db.command({ ping: 1 });
+    organizations: db.collection<T.OrganizationDoc>("organizations"),
+    users: db.collection<T.UserDoc>("users"),
+    projects: db.collection<T.ProjectDoc>("projects"),
+    projectRoles: db.collection<T.ProjectRoleDoc>("project_roles"),
+    environments: db.collection<T.EnvironmentDoc>("environments"),
+    teams: db.collection<T.TeamDoc>("teams"),
+    renderings: db.collection<T.RenderingDoc>("renderings"),
+    collections: db.collection<T.CollectionDoc>("collections"),
+    permissions: db.collection<T.PermissionDoc>("permissions"),
+    workflows: db.collection<T.WorkflowDoc>("workflows"),
+    appTokens: db.collection<T.AppTokenDoc>("app_tokens"),
+    apiTokens: db.collection<T.ApiTokenDoc>("api_tokens"),
+    runs: db.collection<T.RunDoc>("runs"),
+    activityLogs: db.collection<T.ActivityLogDoc>("activity_logs"),
+    adminLogs: db.collection<T.AdminLogDoc>("admin_logs"),
+    notes: db.collection<T.NoteDoc>("notes"),
+    counters: db.collection<T.CounterDoc>("counters"),
+    rateLimits: db.collection<T.RateLimitDoc>("rate_limits"),
+  };
+}
+type Handles = ReturnType<typeof handles>;
+
+/**
+ * Connects, and keeps the connection usable across database outages.
+ *
+ * The driver's server monitor can get stuck for good when the server goes away: seen with
+ * mongodb 6.20 against a stopped and restarted server (test/db-outage.test.ts, in about one
+ * run out of five), a heartbeat started while the server was closing its connections never
+ * ended — no success, no failure, not even after connectTimeoutMS — and the monitor never
+ * checked again: the server stayed Unknown and every operation failed server selection long
+ * after the database was back. So the store watches the monitor's public heartbeat events:
+ * when a (polling) heartbeat has run for over STUCK_HEARTBEAT_MS for a server the driver has
+ * as Unknown, and no writable server is known, it opens a new client with the same options
+ * and, once that one reaches the database, uses it instead (collection handles are read
+ * through getters, so every later call goes to the new client) and closes the old one, which
+ * fails the operations still waiting on it for a server. A database that is really down is
+ * never replaced (the new client cannot connect), and a client at most every 10 s.
+ */
+export async function connect(uri: string, opts: ConnectOptions = {}): Promise<Database> {
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_DB_TIMEOUT_MS;
+  // Options given here win over the URI's: leave an operator's own choice in the URI alone.
+  const inUri = /[?&]serverSelectionTimeoutMS=/i.test(uri);
+  const options = { maxPoolSize: 50, ...(inUri ? {} : { serverSelectionTimeoutMS: timeoutMs }) };
+  const name = opts.dbName ?? databaseName(uri);
+
+  /** What a client's monitor reports, per server address: since when a polling heartbeat has been running; the server's type. */
+  interface Monitoring {
+    heartbeats: Map<string, number>;
+    types: Map<string, string>;
+  }
+  const watch = (c: MongoClient): Monitoring => {
+    const m: Monitoring = { heartbeats: new Map(), types: new Map() };
+    c.on("serverHeartbeatStarted", (e) => e.awaited || m.heartbeats.set(e.connectionId, Date.now()));
+    c.on("serverHeartbeatSucceeded", (e) => m.heartbeats.delete(e.connectionId));
+    c.on("serverHeartbeatFailed", (e) => m.heartbeats.delete(e.connectionId));
+    c.on("serverDescriptionChanged", (e) => m.types.set(e.address, e.newDescription.type));
+    c.on("serverClosed", (e) => {
+      m.heartbeats.delete(e.address);
+      m.types.delete(e.address);
+    });
+    return m;
+  };
+  const first = new MongoClient(uri, options);
+  let monitoring = watch(first);
+  await first.connect();
+  let h: Handles = handles(first, name);
+  let closed = false;
+
+  let replacing = false;
+  let replacedAt = 0;
+  const watchdog = setInterval(() => {
+    const now = Date.now();
+    if (replacing || closed || now - replacedAt < REPLACE_AT_MOST_EVERY_MS) return;
+    if ([...monitoring.types.values()].some((t) => WRITABLE.has(t))) return;
+    // A server the driver does not know (any more) whose heartbeat has been running too long.
+    const stuck = [...monitoring.heartbeats].filter(([address, since]) => now - since > STUCK_HEARTBEAT_MS && (monitoring.types.get(address) ?? "Unknown") === "Unknown");
+    if (stuck.length === 0) return;
+    const stuckSince = Math.min(...stuck.map(([, since]) => since));
+    replacing = true;
+    const fresh = new MongoClient(uri, options);
+    const freshMonitoring = watch(fresh);
+    void fresh
+      .connect()
+      .then(
+        () => {
+          if (closed) return void fresh.close().catch(() => {});
+          const old = h.client;
+          old.removeAllListeners();
+          monitoring = freshMonitoring;
+          h = handles(fresh, name);
+          replacedAt = Date.now();
+          // It knows no server: nothing runs on it, and what waits for one fails at once (as
+          // unavailable), so that runners and claims retry on the new client.
+          void old.close().catch(() => {});
+          opts.onReplaced?.({ stuckMs: now - stuckSince });
+        },
+        () => void fresh.close().catch(() => {}), // still unreachable: try again at a later tick
+      )
+      .finally(() => (replacing = false));
+  }, WATCHDOG_EVERY_MS);
+  watchdog.unref();
+
+  return {
+    get client() {
+      return h.client;
     },
-    close: () => client.close(),
+    get db() {
+      return h.db;
+    },
+    name,
+    get organizations() {
+      return h.organizations;
+    },
+    get users() {
+      return h.users;
+    },
+    get projects() {
+      return h.projects;
+    },
+    get projectRoles() {
+      return h.projectRoles;
+    },
+    get environments() {
+      return h.environments;
+    },
+    get teams() {
+      return h.teams;
+    },
+    get renderings() {
+      return h.renderings;
+    },
+    get collections() {
+      return h.collections;
+    },
+    get permissions() {
+      return h.permissions;
+    },
+    get workflows() {
+      return h.workflows;
+    },
+    get appTokens() {
+      return h.appTokens;
+    },
+    get apiTokens() {
+      return h.apiTokens;
+    },
+    get runs() {
+      return h.runs;
+    },
+    get activityLogs() {
+      return h.activityLogs;
+    },
+    get adminLogs() {
+      return h.adminLogs;
+    },
+    get notes() {
+      return h.notes;
+    },
+    get counters() {
+      return h.counters;
+    },
+    get rateLimits() {
+      return h.rateLimits;
+    },
+    dataDb: (dataName) => h.client.db(dataName),
+    ping: async () => {
+      await h.db.command({ ping: 1 });
+    },
+    close: async () => {
+      closed = true;
+      clearInterval(watchdog);
+      await h.client.close();
+    },
   };
 }

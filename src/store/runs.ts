@@ -30,8 +30,10 @@ export interface RunStore {
   /** The runs among `ids` (one query), in no particular order. */
   getMany(ids: string[]): Promise<RunDoc[]>;
   /**
-   * Claims one run for `lease`: the oldest QUEUED run (it becomes RUNNING), else the RUNNING
-   * run whose lease expired first (its executor died or let it go). Null when there is none.
+   * Claims one run for `lease`: the RUNNING run whose lease expired first (its executor died
+   * or let it go), else the oldest QUEUED run (it becomes RUNNING). Runs already under way come
+   * first, so that a steady stream of new runs never keeps a dead executor's runs waiting
+   * beyond lease + poll. Null when there is none.
    */
   claimNext(lease: Lease, now: Date): Promise<RunDoc | null>;
   /**
@@ -71,16 +73,17 @@ export function runStore(d: Database): RunStore {
     get: (id) => d.runs.findOne({ _id: id }),
     getMany: (ids) => d.runs.find({ _id: { $in: ids } }).toArray(),
     async claimNext(lease, now) {
-      const queued = await d.runs.findOneAndUpdate(
-        { state: "QUEUED" },
-        { $set: { state: "RUNNING", lease, startedAt: now, updatedAt: now }, $inc: { version: 1 } },
-        { sort: { createdAt: 1 }, returnDocument: "after" },
-      );
-      if (queued) return queued;
-      return d.runs.findOneAndUpdate(
+      const expired = await d.runs.findOneAndUpdate(
         { state: "RUNNING", "lease.expiresAt": { $lt: now } },
         { $set: { lease, updatedAt: now }, $inc: { version: 1 } },
         { sort: { "lease.expiresAt": 1 }, returnDocument: "after" },
+      );
+      if (expired) return expired;
+      const at = new Date(Math.max(now.getTime(), Date.now())); // the first query took some time
+      return d.runs.findOneAndUpdate(
+        { state: "QUEUED" },
+        { $set: { state: "RUNNING", lease, startedAt: at, updatedAt: at }, $inc: { version: 1 } },
+        { sort: { createdAt: 1 }, returnDocument: "after" },
       );
     },
     transition(id, cond, set, opts = {}) {
