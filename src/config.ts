@@ -9,6 +9,11 @@ export interface Config {
   host: string;
   /** Set when the operator points the service at a real MongoDB. */
   mongodbUri: string | undefined;
+  /**
+   * How long a database operation waits for a reachable server before it fails (the driver's
+   * serverSelectionTimeoutMS): during an outage calls answer 503 `unavailable` after this.
+   */
+  dbTimeoutMs: number;
   /** Root of local state (embedded database files, generated secrets). */
   dataDir: string;
   /** Where the embedded database server is built and cached between runs. */
@@ -162,6 +167,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     grpcPort: int(env, "GRPC_PORT", 50051, 0, 65535),
     host,
     mongodbUri,
+    dbTimeoutMs: int(env, "RUNHOOK_DB_TIMEOUT_MS", 3000, 100, 600_000),
     dataDir,
     cacheDir: resolve(env.RUNHOOK_CACHE_DIR || join(env.HOME || dataDir, ".cache", "runhook")),
     embedded: embeddedMode(env),

@@ -6,6 +6,7 @@ import type { Config } from "./config.js";
 import type { Database, Store } from "./store/index.js";
 import type { HealthStatus } from "./grpc/health.js";
 import type { Metrics } from "./metrics.js";
+import type { DatabaseMonitor } from "./db-monitor.js";
 
 export interface Deps {
   /** Collection handles: administration and tests. Everything else uses `store`'s verbs. */
@@ -19,6 +20,8 @@ export interface Deps {
   health: HealthStatus;
   /** Prometheus metrics of this instance (served on METRICS_PORT when set). */
   metrics: Metrics;
+  /** Whether the database answers (a ping a second): /readyz, the health status, executors. */
+  dbMonitor: DatabaseMonitor;
 }
 
 export type Via = "grpc" | "webhook" | "api";

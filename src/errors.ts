@@ -1,5 +1,8 @@
-// The one table that maps Connect codes to HTTP statuses and error bodies.
-import { Code, ConnectError } from "@connectrpc/connect";
+// The one table that maps Connect codes to HTTP statuses and error bodies, and the one
+// mapping of anything a handler throws to the ConnectError its caller sees (REST, webhook,
+// Connect, gRPC-Web and native gRPC alike).
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { isUnavailable } from "./store/errors.js";
 
 const STATUS: Record<Code, number> = {
   [Code.Canceled]: 499,
@@ -40,6 +43,9 @@ export function codeOfHttpStatus(status: number): Code {
 export const RETRY_AFTER = "retry-after";
 export const ONGOING_RUN_ID = "runhook-ongoing-run-id";
 
+/** Retry-After (seconds) of a 503 `unavailable` while the database cannot be reached. */
+export const UNAVAILABLE_RETRY_AFTER_S = 5;
+
 export const fail = {
   invalid: (msg: string) => new ConnectError(msg, Code.InvalidArgument),
   unauthenticated: (msg = "missing, expired or invalid bearer token") => new ConnectError(msg, Code.Unauthenticated),
@@ -49,7 +55,60 @@ export const fail = {
   precondition: (msg: string) => new ConnectError(msg, Code.FailedPrecondition),
   throttled: (retryAfterSeconds: number, msg = "rate limit exceeded") =>
     new ConnectError(msg, Code.ResourceExhausted, { [RETRY_AFTER]: String(retryAfterSeconds) }),
+  unavailable: (msg = "the database is unavailable; retry later", cause?: unknown) =>
+    new ConnectError(msg, Code.Unavailable, { [RETRY_AFTER]: String(UNAVAILABLE_RETRY_AFTER_S) }, undefined, cause),
 };
+
+/**
+ * What a caller is told about anything a handler threw: a ConnectError as it is; the database
+ * being unreachable (store/errors.ts isUnavailable) as UNAVAILABLE (503) with Retry-After;
+ * anything else is a bug of ours, reported as INTERNAL without its message.
+ */
+export function toConnectError(err: unknown): ConnectError {
+  if (err instanceof ConnectError) return err;
+  if (isUnavailable(err)) return fail.unavailable(undefined, err);
+  return new ConnectError("internal error", Code.Internal, undefined, undefined, err);
+}
+
+/** Whether toConnectError(err) reports a bug (worth an error log) rather than a refusal or an outage. */
+export function isInternal(err: unknown): boolean {
+  return !(err instanceof ConnectError) && !isUnavailable(err);
+}
+
+/**
+ * The server interceptor of every Connect router (gateway and native gRPC): errors of unary
+ * calls and of streams, at any point, go out as toConnectError makes them; bugs are reported
+ * to `onInternal` first.
+ */
+export function errorInterceptor(onInternal: (err: unknown, procedure: string) => void): Interceptor {
+  const map = (err: unknown, procedure: string): ConnectError => {
+    // Connect's own translation of a client's cancellation (AbortError) is kept.
+    if (err instanceof Error && (err.name === "AbortError" || err.name === "TimeoutError")) return ConnectError.from(err);
+    if (isInternal(err)) onInternal(err, procedure);
+    return toConnectError(err);
+  };
+  return (next) => async (req) => {
+    const procedure = `${req.service.typeName}/${req.method.name}`;
+    let res;
+    try {
+      res = await next(req);
+    } catch (err) {
+      throw map(err, procedure);
+    }
+    if (!res.stream) return res;
+    const messages = res.message;
+    return {
+      ...res,
+      message: (async function* () {
+        try {
+          yield* messages;
+        } catch (err) {
+          throw map(err, procedure);
+        }
+      })(),
+    };
+  };
+}
 
 export interface HttpError {
   status: number;
@@ -59,8 +118,8 @@ export interface HttpError {
 
 /** Turns anything thrown by a handler into the gateway's error answer. */
 export function toHttpError(err: unknown): HttpError {
-  // Anything that is not a ConnectError is a bug of ours: report `internal`, never its message.
-  const ce = err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal, undefined, undefined, err);
+  // Anything that is neither a ConnectError nor an outage is a bug of ours: `internal`, never its message.
+  const ce = toConnectError(err);
   const headers: Record<string, string> = {};
   const retryAfter = ce.metadata.get(RETRY_AFTER);
   if (retryAfter) headers["retry-after"] = retryAfter;

@@ -3,14 +3,15 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { FastifyInstance } from "fastify";
 import type { Config } from "./config.js";
-import { connect, createStore, ensureIndexes, sweepExpired, SWEEP_EVERY_MS, type Database } from "./store/index.js";
+import { connect, createStore, ensureIndexes, isUnavailable, sweepExpired, SWEEP_EVERY_MS, type Database } from "./store/index.js";
 import { startEmbeddedServer, type EmbeddedServer } from "./store/embedded.js";
 import type { Deps } from "./deps.js";
 import { buildGateway } from "./gateway/app.js";
 import { startGrpcServer, type GrpcServer } from "./grpc-server.js";
 import { startExecutors, type Executors } from "./runs/executor.js";
 import { createServices, SERVICE_DESCS, type Services } from "./services.js";
-import { createHealthStatus } from "./grpc/health.js";
+import { createHealthStatus, ServingStatus } from "./grpc/health.js";
+import { monitorDatabase } from "./db-monitor.js";
 import { createMetrics, startMetricsServer, type MetricsServer } from "./metrics.js";
 
 /** Where a server on the embedded database (the demo) serves its metrics unless METRICS_PORT says otherwise. */
@@ -22,6 +23,11 @@ function metricsPortFor(config: Config, mode: StartOptions["mode"]): number | un
   if (config.metricsPort !== undefined) return config.metricsPort;
   return mode === "server" && !config.mongodbUri ? DEMO_METRICS_PORT : undefined;
 }
+
+/** How often the database is pinged to know whether it is reachable (health, /readyz). */
+export const DB_CHECK_EVERY_MS = 1000;
+/** A ping slower than this (or than RUNHOOK_DB_TIMEOUT_MS, if shorter) counts as the database being unreachable. */
+const DB_CHECK_TIMEOUT_MS = 2000;
 
 export interface Runhook {
   deps: Deps;
@@ -55,7 +61,11 @@ export async function openDatabase(config: Config, logger: Logger, dbName?: stri
     uri = embedded.uri;
   }
   try {
-    const db = await connect(uri, { dbName });
+    const db = await connect(uri, {
+      dbName,
+      timeoutMs: config.dbTimeoutMs,
+      onReplaced: ({ stuckMs }) => logger.warn({ stuckMs }, "the database driver's server monitor was stuck: reconnected with a new client"),
+    });
     await ensureIndexes(db);
     return { db, embedded };
   } catch (err) {
@@ -74,26 +84,43 @@ export function createDeps(db: Database, config: Config, logger: Logger): Deps {
   db.onCommandFailed((command) => metrics.dbErrors.inc({ command }));
   const events = new EventEmitter();
   events.setMaxListeners(0);
-  return { db, store, config, logger, events, health: createHealthStatus({ services: [...SERVICE_DESCS] }), metrics };
+  const dbMonitor = monitorDatabase(() => db.ping(), { intervalMs: DB_CHECK_EVERY_MS, timeoutMs: Math.min(config.dbTimeoutMs, DB_CHECK_TIMEOUT_MS) });
+  return { db, store, config, logger, events, health: createHealthStatus({ services: [...SERVICE_DESCS] }), metrics, dbMonitor };
 }
 
 export async function startRunhook(config: Config, opts: StartOptions): Promise<Runhook> {
   const { logger } = opts;
   const { db, embedded } = await openDatabase(config, logger, opts.dbName);
   const deps = createDeps(db, config, logger);
+  const { dbMonitor } = deps;
   const services = createServices(deps);
+  // Every service needs the database: all of them follow it (a shutdown keeps NOT_SERVING).
+  let downSince = 0;
+  dbMonitor.onChange((up, why) => {
+    if (up) {
+      logger.info({ downMs: Date.now() - downSince }, "database reachable again: serving");
+    } else {
+      downSince = Date.now();
+      logger.warn({ err: why }, "database unreachable: calls answer 503 unavailable and health is NOT_SERVING until it is back");
+    }
+    deps.health.setAll(up ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+  });
 
   let gateway: FastifyInstance | undefined;
   let grpc: GrpcServer | undefined;
   let executors: Executors | undefined;
   let metricsServer: MetricsServer | undefined;
   // What MongoDB's TTL index does, for servers that accept it without applying it.
-  const sweeper = setInterval(() => void sweepExpired(db).catch((err) => logger.warn({ err }, "sweeping expired rate-limit windows failed")), SWEEP_EVERY_MS);
+  const sweeper = setInterval(
+    () => void sweepExpired(db).catch((err: unknown) => !isUnavailable(err) && logger.warn({ err }, "sweeping expired rate-limit windows failed")),
+    SWEEP_EVERY_MS,
+  );
   sweeper.unref();
 
   const stop = async () => {
     clearInterval(sweeper);
     deps.health.shutdown();
+    dbMonitor.stop();
     // Stop accepting, let requests in flight finish, then the executors, then the database.
     await Promise.allSettled([gateway?.close(), grpc?.close(), metricsServer?.close()]);
     await executors?.stop();

@@ -1,8 +1,9 @@
 // The one Connect-code ↔ HTTP-status table, in both directions, for every status SEED §7
 // and CONTRACT §3 name.
 import { Code, ConnectError } from "@connectrpc/connect";
+import { MongoNetworkError, MongoServerError } from "mongodb";
 import { describe, expect, it } from "vitest";
-import { codeName, codeOfHttpStatus, fail, httpStatusOf, ONGOING_RUN_ID, toHttpError } from "../src/errors.js";
+import { codeName, codeOfHttpStatus, fail, httpStatusOf, ONGOING_RUN_ID, toConnectError, toHttpError } from "../src/errors.js";
 
 const SPEC: [number, Code, string][] = [
   [400, Code.InvalidArgument, "invalid_argument"],
@@ -37,5 +38,17 @@ describe("error table", () => {
     const e = toHttpError(new Error("connection string mongodb://secret@host"));
     expect(e.status).toBe(500);
     expect(e.body).toEqual({ error: "internal error", code: "internal" });
+  });
+
+  it("answers an unreachable database with 503 unavailable and Retry-After, the same error for every entry point", () => {
+    const epipe = Object.assign(new Error("This socket has been ended by the other party"), { code: "EPIPE" });
+    const shuttingDown = new MongoServerError({ message: "interrupted at shutdown", code: 11600 });
+    for (const err of [new MongoNetworkError("connection 7 to 127.0.0.1:27017 closed"), epipe, shuttingDown]) {
+      expect(toHttpError(err)).toEqual({ status: 503, headers: { "retry-after": "5" }, body: { error: "the database is unavailable; retry later", code: "unavailable" } });
+      const ce = toConnectError(err);
+      expect([ce.code, ce.metadata.get("retry-after")]).toEqual([Code.Unavailable, "5"]);
+    }
+    // A server error that is not about reachability stays a bug of ours.
+    expect(toHttpError(new MongoServerError({ message: "bad", code: 2 })).status).toBe(500);
   });
 });

@@ -282,6 +282,25 @@ describe("claiming and recovery", () => {
       await quiet.close();
     }
   });
+
+  it("takes over a run whose lease expired before claiming queued runs, so new runs never keep it waiting", async () => {
+    const dbName = testDbName();
+    const quiet = await connect(uriFor(dbName), { dbName });
+    try {
+      const store = createStore(quiet);
+      const w = await createWorld(quiet, { steps: [{ type: "load_record" }] });
+      const queued = await queueRun(quiet, w, "r2", { createdAt: new Date(Date.now() - 60_000) });
+      const orphan = await queueRun(quiet, w, "r3", { createdAt: new Date(Date.now() - 1000) });
+      await quiet.runs.updateOne({ _id: orphan._id }, { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "dead#1", expiresAt: new Date(Date.now() - 1) } } });
+      const lease = () => ({ owner: "test#1", expiresAt: new Date(Date.now() + 10_000) });
+      expect(await store.runs.claimNext(lease(), new Date())).toMatchObject({ run: { _id: orphan._id }, takeover: true });
+      expect(await store.runs.claimNext(lease(), new Date())).toMatchObject({ run: { _id: queued._id }, takeover: false });
+      expect(await store.runs.claimNext(lease(), new Date())).toBeNull();
+    } finally {
+      await quiet.db.dropDatabase();
+      await quiet.close();
+    }
+  });
 });
 
 describe("end to end through the webhook route", () => {

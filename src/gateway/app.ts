@@ -4,6 +4,7 @@ import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { Duplex } from "node:stream";
 import Fastify, { type FastifyInstance } from "fastify";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
+import { fail, isInternal } from "../errors.js";
 import { requestIdKey, type Deps } from "../deps.js";
 import { redactUrl } from "../logging.js";
 import type { Services } from "../services.js";
@@ -79,7 +80,7 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500 && !(err instanceof ConnectError)) {
       return sendError(reply, new ConnectError(err.message, Code.InvalidArgument));
     }
-    if (!(err instanceof ConnectError)) deps.logger.error({ err }, "unhandled error");
+    if (isInternal(err)) deps.logger.error({ err }, "unhandled error");
     return sendError(reply, err);
   });
   app.setNotFoundHandler((req, reply) => sendError(reply, new ConnectError(`no route for ${req.method} ${redactUrl(req.url)}`, Code.NotFound)));
@@ -94,13 +95,11 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
   });
 
   app.get("/healthz", async () => ({ status: "ok" }));
+  // Ready while the database answers (src/db-monitor.ts: a ping a second, so probes cost it nothing).
   app.get("/readyz", async (_req, reply) => {
-    try {
-      await deps.db.ping();
-      return { status: "ready" };
-    } catch {
-      return reply.code(503).send({ error: "database unreachable", code: "unavailable" });
-    }
+    if (deps.health.shuttingDown) return reply.code(503).send({ error: "shutting down", code: "unavailable" });
+    if (!deps.dbMonitor.up) return sendError(reply, fail.unavailable("database unreachable"));
+    return { status: "ready" };
   });
 
   // Per-token rate limit + headers on every /v1 response (root hook: covers /v1/runs too).

@@ -3,13 +3,13 @@
 // parameters) or none, and JSON nested too deeply — is reported only at its place in the
 // check order (after the key, token, webhook, permission and rate-limit checks), as 400
 // invalid_argument. Neither the key nor the token is ever logged.
-import { ConnectError } from "@connectrpc/connect";
 import type { FastifyInstance } from "fastify";
 import type { Deps } from "../deps.js";
 import type { Services } from "../services.js";
 import { parseWebhookBody, triggerRun, type TriggerBody } from "../trigger/service.js";
 import { acceptRawBodies, contentTypeError, depthError, RawBody } from "./body.js";
 import { sendError } from "./rest.js";
+import { isInternal } from "../errors.js";
 
 /** The body as the trigger sees it: the record id, or why the body is unusable (reported at step 6). */
 function webhookBody(raw: unknown, contentType: string | undefined): TriggerBody {
@@ -38,7 +38,7 @@ export async function registerWebhookRoutes(app: FastifyInstance, deps: Deps, _s
       });
       return reply.code(202).send({ runId: out.runId });
     } catch (err) {
-      if (!(err instanceof ConnectError)) deps.logger.error({ err }, "webhook trigger failed");
+      if (isInternal(err)) deps.logger.error({ err }, "webhook trigger failed");
       return sendError(reply, err);
     }
   });

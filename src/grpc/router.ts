@@ -9,6 +9,7 @@ import { registerExtraConnectRoutes } from "../gateway/extra.js";
 import { registerServices, type Services } from "../services.js";
 import { guardMessageDepth, messageDepthInterceptor } from "./message-depth.js";
 import { observeInterceptor } from "./observe.js";
+import { errorInterceptor } from "../errors.js";
 
 export function connectServerOptions(deps: Deps, services: Services): ConnectRouterOptions & { routes: (router: ConnectRouter) => void } {
   const readMaxBytes = deps.config.bodyLimitBytes;
@@ -18,9 +19,15 @@ export function connectServerOptions(deps: Deps, services: Services): ConnectRou
       registerExtraConnectRoutes(router, deps);
       guardMessageDepth(router, readMaxBytes);
     },
-    // Observed first (every answer gets its request id and is counted); then the rate limit,
-    // like /v1 (it answers before anything about the request).
-    interceptors: [observeInterceptor(deps), apiRateLimitInterceptor(deps), messageDepthInterceptor],
+    // Observed first (every answer gets its request id and is counted); then errors go out as
+    // toConnectError makes them (the database unreachable: UNAVAILABLE with retry-after; bugs:
+    // INTERNAL, logged); then the rate limit, like /v1 (it answers before anything else).
+    interceptors: [
+      observeInterceptor(deps),
+      errorInterceptor((err, procedure) => deps.logger.error({ err, procedure }, "unhandled error in an RPC")),
+      apiRateLimitInterceptor(deps),
+      messageDepthInterceptor,
+    ],
     readMaxBytes,
   };
 }

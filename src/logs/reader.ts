@@ -16,7 +16,7 @@
 // resolved. It is stored per stream (only raised) and shared by every instance. A walk reads
 // ranges: entries below the watermark, every stored position (entries and tombstones) above
 // it, where the numbers missing from a range are the holes.
-import type { Store } from "../store/index.js";
+import { isUnavailable, type Store } from "../store/index.js";
 import type { LogDocOf, LogKind, Position } from "../store/logs.js";
 
 /** How long a hole may stay open before a reader fills it with a tombstone. */
@@ -109,6 +109,7 @@ export function createLogReader(store: Store, opts: { holeGraceMs?: number } = {
     const bounded = o.until !== undefined;
     const batch = o.batch ?? 1000;
     let pos = after;
+    let unreachable = false;
     try {
       // Below the watermark every position is resolved: read the entries in ranges.
       const floor = bounded ? Math.min(wm, top0) : wm;
@@ -142,8 +143,13 @@ export function createLogReader(store: Store, opts: { holeGraceMs?: number } = {
           yield { seq: n, doc: doc && !doc.tomb ? doc : null };
         }
       }
+    } catch (err) {
+      // Cut by a database outage: the progress is kept for a later walk rather than waiting
+      // for the database a second time before the caller hears of it.
+      if (isUnavailable(err)) unreachable = true;
+      throw err;
     } finally {
-      await commit(stream, after, pos);
+      if (!unreachable) await commit(stream, after, pos);
     }
   }
 

@@ -1,7 +1,7 @@
 // Executors: claim runs through MongoDB alone and run them (runs/runner.ts).
 //
-// Claiming is one sorted findOneAndUpdate (store.runs.claimNext): the oldest QUEUED run, or
-// a RUNNING run whose lease expired (its executor died, or let it go while stopping). The
+// Claiming is one sorted findOneAndUpdate (store.runs.claimNext): a RUNNING run whose lease
+// expired (its executor died, or let it go while stopping), or else the oldest QUEUED run. The
 // lease owner is unique per claim (`<executor id>#<n>`), so even a re-claim by the same
 // process invalidates the old holder. Any number of processes can claim from one database.
 //
@@ -9,10 +9,18 @@
 // queued elsewhere, and runs whose lease expired, within pollIntervalMs. A freed slot
 // claims the next run at once. Stopping: claiming stops, waits end and their runs are
 // released for another executor to resume at once; a data step in flight finishes first.
+//
+// Database outages. Claims, renewals and a run's writes fail while the database cannot be
+// reached; executors log the outage once, and its end, as the database monitor
+// (src/db-monitor.ts) sees them — not every failed poll. Claiming goes on at every poll (each
+// claim waits at most RUNHOOK_DB_TIMEOUT_MS for the database), and at once when the monitor
+// sees the database back. A runner that lost the database mid-run keeps its run and resumes it
+// as soon as the database answers (runner.ts), if it is still its own.
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 import type { Deps } from "../deps.js";
 import type { RunDoc } from "../store/types.js";
+import { isUnavailable } from "../store/index.js";
 import { RUN_CANCELLED, RUN_QUEUED } from "./model.js";
 import { runClaimed, type RunnerEnv, type StopReason } from "./runner.js";
 import { runStateMachine } from "./state.js";
@@ -36,7 +44,8 @@ export function startExecutors(deps: Deps): Executors {
   const renewEveryMs = Math.max(100, Math.floor(leaseMs / 3));
   const log = logger.child({ executor: executorId });
   const machine = runStateMachine(deps.store, runMetrics(deps.metrics));
-  const env: RunnerEnv = { deps, machine, executorId, leaseMs, renewEveryMs, checkEveryMs: pollIntervalMs, log };
+  const stopped = new AbortController();
+  const env: RunnerEnv = { deps, machine, executorId, leaseMs, renewEveryMs, checkEveryMs: pollIntervalMs, log, stopping: stopped.signal };
   const active = new Map<string, ActiveRun>();
   let claimSeq = 0;
   let stopping = false;
@@ -75,7 +84,9 @@ export function startExecutors(deps: Deps): Executors {
         }
       } while (pumpAgain && !stopping && active.size < concurrency);
     } catch (err) {
-      if (!stopping) log.warn({ err }, "claiming runs failed");
+      if (stopping) return;
+      if (isUnavailable(err)) log.debug({ err }, "claiming runs failed: the database is unreachable");
+      else log.warn({ err }, "claiming runs failed");
     } finally {
       pumping = false;
     }
@@ -100,7 +111,7 @@ export function startExecutors(deps: Deps): Executors {
     const entry: ActiveRun = { abort, done: Promise.resolve() };
     active.set(run._id, entry);
     entry.done = runClaimed(env, run, owner, abort.signal, (reason) => stopRun(run._id, reason))
-      .catch((err: unknown) => log.error({ err, runId: run._id }, "executor failed on a run"))
+      .catch((err: unknown) => (isUnavailable(err) ? log.debug({ err, runId: run._id }, "run left to another executor: the database is unreachable") : log.error({ err, runId: run._id }, "executor failed on a run")))
       .finally(() => {
         active.delete(run._id);
         void pump();
@@ -111,6 +122,17 @@ export function startExecutors(deps: Deps): Executors {
   const onCancelled = (id: string) => stopRun(id, "gone");
   events.on(RUN_QUEUED, onQueued);
   events.on(RUN_CANCELLED, onCancelled);
+  // The outage, once, and its end; claims at once when the database is back.
+  let downSince = 0;
+  const offDb = deps.dbMonitor.onChange((up, why) => {
+    if (!up) {
+      downSince = Date.now();
+      log.warn({ err: why }, "database unreachable: executors pause claiming, and resume their runs once it is back");
+      return;
+    }
+    log.info({ downMs: Date.now() - downSince }, "database reachable again: executors claim and run again");
+    void pump(true);
+  });
   const poller = setInterval(() => void pump(true), pollIntervalMs);
   void pump(true);
   log.info({ concurrency, pollIntervalMs, leaseMs }, "executors started");
@@ -120,9 +142,11 @@ export function startExecutors(deps: Deps): Executors {
     async stop() {
       if (stopping) return;
       stopping = true;
+      stopped.abort();
       clearInterval(poller);
       events.off(RUN_QUEUED, onQueued);
       events.off(RUN_CANCELLED, onCancelled);
+      offDb();
       // Waits end now and leave their run to another executor; a data step in flight
       // finishes, then its run is released. Bounded: a lease left behind simply expires.
       for (const a of active.values()) a.abort.abort("stopping" satisfies StopReason);

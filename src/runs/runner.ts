@@ -8,6 +8,14 @@
 // executors at once. Data steps are exactly-once without crashes and at-least-once across a
 // crash in the middle of one; a step started MAX_ATTEMPTS times without finishing fails the
 // run, so no run stays ongoing forever.
+//
+// A database outage mid-run (any read or write failing as unavailable) does not end the run:
+// the runner keeps its place (and its run, which no other executor can claim before the
+// lease expires), re-reads the run as soon as the database answers again and, if the run is
+// still its own, goes on from the step the database says it is at — a step whose end was
+// written before the outage is not run again, one that was cut off runs again (a new
+// attempt). If the lease expired meanwhile and another executor took the run, the re-read
+// shows it and the runner lets go. Activity entries are written once the database is back.
 import type { Logger } from "pino";
 import type { Deps } from "../deps.js";
 import { isUnavailable } from "../store/index.js";
@@ -26,6 +34,9 @@ export const MAX_WAIT_STEP_SECONDS = 86_400;
 /** Why a runner was told to stop: the process is stopping (hand the run over), or the run is no longer ours. */
 export type StopReason = "stopping" | "gone";
 
+/** How long a runner waits between two re-reads of its run while the database is unreachable (each waits up to RUNHOOK_DB_TIMEOUT_MS). */
+export const OUTAGE_RETRY_MS = 250;
+
 export interface RunnerEnv {
   deps: Deps;
   machine: RunStateMachine;
@@ -36,6 +47,8 @@ export interface RunnerEnv {
   /** While a step waits, the run is re-read this often, to notice a cancellation made elsewhere. */
   checkEveryMs: number;
   log: Logger;
+  /** Aborted when the executors stop (whatever happens to single runs). */
+  stopping: AbortSignal;
 }
 
 /** Keeps the lease of a run alive; while `waiting`, also notices that the run is no longer ours. */
@@ -58,7 +71,7 @@ function heartbeat(env: RunnerEnv, log: Logger, id: string, owner: string, onGon
     if (beating) return;
     beating = true;
     beat = tick()
-      .catch((err: unknown) => log.warn({ err }, "lease renewal failed"))
+      .catch((err: unknown) => (isUnavailable(err) ? log.debug({ err }, "lease renewal failed: the database is unreachable") : log.warn({ err }, "lease renewal failed")))
       .finally(() => (beating = false));
   }, Math.min(env.checkEveryMs, env.renewEveryMs));
   return {
@@ -71,11 +84,26 @@ function heartbeat(env: RunnerEnv, log: Logger, id: string, owner: string, onGon
   };
 }
 
-export async function runClaimed(env: RunnerEnv, run: RunDoc, owner: string, signal: AbortSignal, stopWith: (reason: StopReason) => void): Promise<void> {
+/**
+ * Runs `op` until it does not fail for want of the database: after such a failure, waits
+ * OUTAGE_RETRY_MS and tries again. Undefined when `signal` aborts first.
+ */
+async function whenReachable<T>(env: RunnerEnv, signal: AbortSignal, op: () => Promise<T>): Promise<{ value: T } | undefined> {
+  for (;;) {
+    try {
+      return { value: await op() };
+    } catch (err) {
+      if (!isUnavailable(err)) throw err;
+    }
+    if (!(await sleepUnlessAborted(OUTAGE_RETRY_MS, signal))) return undefined;
+  }
+}
+
+export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string, signal: AbortSignal, stopWith: (reason: StopReason) => void): Promise<void> {
   const { deps, machine } = env;
-  const id = run._id;
+  const id = claimed._id;
   // Every log line about the run names it and the request that created it.
-  const log = env.log.child({ runId: id, ...(run.requestId ? { requestId: run.requestId } : {}) });
+  const log = env.log.child({ runId: id, ...(claimed.requestId ? { requestId: claimed.requestId } : {}) });
   const hb = heartbeat(env, log, id, owner, () => stopWith("gone"));
   const changed = (res: RunDoc | null) => {
     if (res) {
@@ -84,15 +112,22 @@ export async function runClaimed(env: RunnerEnv, run: RunDoc, owner: string, sig
     }
     return res;
   };
+  /** An activity entry about the run's end, already written: logged, waiting out an outage if need be. */
+  const activity = async (action: string, details: Record<string, unknown>) => {
+    await hb.stop(); // the run is finished: no lease left to keep (and no "gone" to stop this)
+    const done = await whenReachable(env, env.stopping, () => writeRunActivity(deps.store, claimed, action, details));
+    if (!done) log.warn({ action }, "activity entry not written: the database was unreachable until the executor stopped");
+  };
   const fail = async (error: string, step: number | null) => {
     if (!changed(await machine.finish(id, owner, "FAILED", error, step))) return;
     log.info({ error, step }, "run failed");
-    await writeRunActivity(deps.store, run, "workflow.run.failed", { error, step });
+    await activity("workflow.run.failed", { error, step });
   };
   const succeed = async () => {
-    if (changed(await machine.finish(id, owner, "SUCCEEDED", "", null))) await writeRunActivity(deps.store, run, "workflow.run.succeeded", {});
+    if (changed(await machine.finish(id, owner, "SUCCEEDED", "", null))) await activity("workflow.run.succeeded", {});
   };
-  try {
+  /** The run from where `run` (as last read) stands, until it is finished or no longer ours. */
+  const execute = async (run: RunDoc): Promise<void> => {
     const wf = await deps.db.workflows.findOne({ _id: run.workflowId }, { projection: { versions: 1 } });
     const version = wf?.versions.find((v) => v.version === run.workflowVersion);
     if (!wf) return await fail("the workflow no longer exists", null);
@@ -103,10 +138,26 @@ export async function runClaimed(env: RunnerEnv, run: RunDoc, owner: string, sig
       const outcome = await runStep(env, log, run, owner, i, version.steps[i]!, signal, hb.state, changed);
       if (outcome.kind === "failed") return await fail(outcome.error, i);
       if (outcome.kind === "stopped") return;
-      if (outcome.kind === "finished") return await writeRunActivity(deps.store, run, "workflow.run.succeeded", {});
+      if (outcome.kind === "finished") return await activity("workflow.run.succeeded", {});
     }
     // stepIndex at or past the end: nothing left to run (a zero-step workflow).
     await succeed();
+  };
+  try {
+    let run = claimed;
+    for (;;) {
+      try {
+        return await execute(run);
+      } catch (err) {
+        if (!isUnavailable(err) || signal.aborted) throw err;
+        log.debug({ err, step: run.stepIndex }, "database unreachable mid-run: resuming once it is back");
+      }
+      // Where the run stands now, by the database: still ours and RUNNING, or let go.
+      const now = await whenReachable(env, signal, () => deps.store.runs.get(id));
+      const cur = now?.value;
+      if (!cur || cur.state !== "RUNNING" || cur.lease?.owner !== owner) return;
+      run = cur;
+    }
   } finally {
     await hb.stop();
     if (signal.reason === "stopping") await machine.release(id, owner).catch((err: unknown) => log.warn({ err }, "could not release the run"));

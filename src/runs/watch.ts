@@ -3,6 +3,7 @@
 // Changes made on this instance (RUN_CHANGED events) are picked up without waiting for a tick.
 import type { Deps } from "../deps.js";
 import type { RunDoc } from "../store/types.js";
+import { isUnavailable } from "../store/index.js";
 import { isFinished, RUN_CHANGED } from "./model.js";
 
 export const WATCH_POLL_MS = 150;
@@ -75,7 +76,8 @@ export class RunWatcher {
         try {
           runs = await this.deps.store.runs.getMany(ids);
         } catch (err) {
-          this.deps.logger.warn({ err }, "run watcher poll failed");
+          // An outage is logged once, by the database monitor (main.ts); waiters keep waiting.
+          if (!isUnavailable(err)) this.deps.logger.warn({ err }, "run watcher poll failed");
           return;
         }
         for (const run of runs) {

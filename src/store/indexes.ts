@@ -21,7 +21,7 @@ export async function ensureIndexes(d: Database): Promise<void> {
     // the run is ongoing and the run's own id once it is finished. The 409 answer finds the
     // ongoing run by it.
     d.runs.createIndex({ activeKey: 1 }, { unique: true }),
-    // Claiming: the oldest QUEUED run, then RUNNING runs whose lease expired.
+    // Claiming: RUNNING runs whose lease expired, then the oldest QUEUED run.
     d.runs.createIndex({ state: 1, createdAt: 1 }),
     d.runs.createIndex({ state: 1, "lease.expiresAt": 1 }),
     // Logs: unfiltered pages are `_id` (stream key) lookups and ranges; filtered pages, time

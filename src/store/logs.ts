@@ -133,7 +133,15 @@ function tombstoneDoc(kind: LogKind, stream: string, seq: number): Position {
 }
 
 export function logStore(d: Database, counters: CounterStore): LogStore {
-  const colls = { activity: d.activityLogs, admin: d.adminLogs } as unknown as Record<LogKind, Collection<Position>>;
+  // Read at each use: the handles change if the store reconnects (connection.ts).
+  const colls = {
+    get activity() {
+      return d.activityLogs as unknown as Collection<Position>;
+    },
+    get admin() {
+      return d.adminLogs as unknown as Collection<Position>;
+    },
+  } as Record<LogKind, Collection<Position>>;
 
   /**
    * Takes the stream's next number, then inserts the entry there. If a reader tombstoned

@@ -36,9 +36,10 @@ export interface RunStore {
   /** The runs among `ids` (one query), in no particular order. */
   getMany(ids: string[]): Promise<RunDoc[]>;
   /**
-   * Claims one run for `lease`: the oldest QUEUED run (it becomes RUNNING), else — unless
-   * `queuedOnly` — the RUNNING run whose lease expired first (its executor died or let it
-   * go: a takeover). Null when there is none.
+   * Claims one run for `lease`: unless `queuedOnly`, the RUNNING run whose lease expired first
+   * (its executor died or let it go: a takeover), else the oldest QUEUED run (it becomes
+   * RUNNING). Runs already under way come first, so that a steady stream of new runs never
+   * keeps a dead executor's runs waiting beyond lease + poll. Null when there is none.
    */
   claimNext(lease: Lease, now: Date, opts?: { queuedOnly?: boolean }): Promise<Claim | null>;
   /**
@@ -80,19 +81,21 @@ export function runStore(d: Database): RunStore {
     get: (id) => d.runs.findOne({ _id: id }),
     getMany: (ids) => d.runs.find({ _id: { $in: ids } }).toArray(),
     async claimNext(lease, now, opts = {}) {
+      if (!opts.queuedOnly) {
+        const expired = await d.runs.findOneAndUpdate(
+          { state: "RUNNING", "lease.expiresAt": { $lt: now } },
+          { $set: { lease, updatedAt: now }, $inc: { version: 1 } },
+          { sort: { "lease.expiresAt": 1 }, returnDocument: "after" },
+        );
+        if (expired) return { run: expired, takeover: true };
+      }
+      const at = new Date(Math.max(now.getTime(), Date.now())); // a first query took some time
       const queued = await d.runs.findOneAndUpdate(
         { state: "QUEUED" },
-        { $set: { state: "RUNNING", lease, startedAt: now, updatedAt: now }, $inc: { version: 1 } },
+        { $set: { state: "RUNNING", lease, startedAt: at, updatedAt: at }, $inc: { version: 1 } },
         { sort: { createdAt: 1 }, returnDocument: "after" },
       );
-      if (queued) return { run: queued, takeover: false };
-      if (opts.queuedOnly) return null;
-      const expired = await d.runs.findOneAndUpdate(
-        { state: "RUNNING", "lease.expiresAt": { $lt: now } },
-        { $set: { lease, updatedAt: now }, $inc: { version: 1 } },
-        { sort: { "lease.expiresAt": 1 }, returnDocument: "after" },
-      );
-      return expired && { run: expired, takeover: true };
+      return queued && { run: queued, takeover: false };
     },
     async queueStats() {
       const [depth, oldest] = await Promise.all([

@@ -58,10 +58,12 @@ export async function grpcUnary<I extends DescMessage, O extends DescMessage>(
   output: O,
   req: unknown,
   token?: string,
+  opts: { deadlineMs?: number } = {},
 ): Promise<GrpcResult<MessageShape<O>>> {
   const client = new grpc.Client(addr, grpc.credentials.createInsecure());
   const md = new grpc.Metadata();
   if (token) md.set("authorization", `Bearer ${token}`);
+  const callOptions: grpc.CallOptions = opts.deadlineMs ? { deadline: Date.now() + opts.deadlineMs } : {};
   try {
     return await new Promise((resolve) =>
       client.makeUnaryRequest(
@@ -70,6 +72,7 @@ export async function grpcUnary<I extends DescMessage, O extends DescMessage>(
         (b: Buffer) => fromBinary(output, b),
         req as never,
         md,
+        callOptions,
         (err, value) => resolve(err ? { error: err } : { value: value as MessageShape<O> }),
       ),
     );
@@ -78,8 +81,8 @@ export async function grpcUnary<I extends DescMessage, O extends DescMessage>(
   }
 }
 
-export function grpcTrigger(addr: string, webhookUrl: string, recordId: string, token?: string) {
-  return grpcUnary(addr, "/runhook.v1.TriggerService/TriggerRun", TriggerRunRequestSchema, TriggerRunResponseSchema, { webhookUrl, recordId }, token);
+export function grpcTrigger(addr: string, webhookUrl: string, recordId: string, token?: string, opts: { deadlineMs?: number } = {}) {
+  return grpcUnary(addr, "/runhook.v1.TriggerService/TriggerRun", TriggerRunRequestSchema, TriggerRunResponseSchema, { webhookUrl, recordId }, token, opts);
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
