@@ -1,4 +1,5 @@
 // `npm run bench [-- --quick] [-- --profile[=webhook|e2e|logs|all]] [-- --only=webhook,roundtrips,pickup,e2e,logs]`
+// `npm run bench -- --soak 10m [--soak-rate=N] [--soak-workers=N] [--soak-window=60s]`: soak mode only (scenarios/soak.ts).
 // Runs runhook as users do (separate `node bin/runhook.js start|worker` processes) on one
 // database server (the embedded mongo-java-server, memory backend, in a temp dir, or
 // MONGODB_URI), loads it over loopback, measures the raw-driver baseline of each scenario on
@@ -11,6 +12,7 @@ import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { newSigningKeys, type BenchContext } from "./lib/context.js";
 import { openBenchDatabase, type BenchDatabase } from "./lib/database.js";
+import { round } from "./lib/load.js";
 import { liveProcs, ROOT, rssMb, rssSampler } from "./lib/procs.js";
 import { formatSummary, profileFiles, summarize } from "./profile-summary.js";
 import { e2eScenario } from "./scenarios/e2e.js";
@@ -18,6 +20,7 @@ import { logsScenario } from "./scenarios/logs.js";
 import { pickupScenario } from "./scenarios/pickup.js";
 import { roundTripsScenario } from "./scenarios/roundtrips.js";
 import { webhookScenario } from "./scenarios/webhook.js";
+import { parseDuration, renderSoakMarkdown, soakScenario } from "./scenarios/soak.js";
 import { headline, renderMarkdown, type BenchResults } from "./report.js";
 
 const args = process.argv.slice(2);
@@ -27,9 +30,30 @@ const profile = profileArg ? (profileArg.split("=")[1] ?? "all") : undefined;
 const onlyArg = args.find((a) => a.startsWith("--only="));
 const only = onlyArg ? new Set(onlyArg.slice("--only=".length).split(",")) : undefined;
 const wanted = (s: string) => !only || only.has(s);
+/** `--soak 10m` or `--soak=10m`, and its options; exits with a usage error when malformed. */
+function soakArgs() {
+  const i = args.findIndex((a) => a === "--soak" || a.startsWith("--soak="));
+  if (i < 0) return undefined;
+  const opt = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  const raw = args[i]!.includes("=") ? args[i]!.slice("--soak=".length) : args[i + 1];
+  const durationMs = parseDuration(raw);
+  const windowMs = parseDuration(opt("soak-window") ?? "60s");
+  const rate = opt("soak-rate");
+  const workers = Number(opt("soak-workers") ?? 1);
+  const bad = (m: string): never => {
+    process.stderr.write(`${m}\nusage: npm run bench -- --soak <duration: 90s, 3m, 10m, 1h> [--soak-rate=<req/s>] [--soak-workers=<0..4>] [--soak-window=<duration>]\n`);
+    process.exit(2);
+  };
+  if (!durationMs || durationMs < 10_000) bad(`--soak needs a duration of at least 10s with a unit (ms, s, m, h), got ${JSON.stringify(raw ?? "")}`);
+  if (!windowMs || windowMs < 5000) bad("--soak-window must be a duration of at least 5s");
+  if (rate !== undefined && !(Number(rate) > 0)) bad(`--soak-rate must be a positive number of requests a second, got ${JSON.stringify(rate)}`);
+  if (!Number.isInteger(workers) || workers < 0 || workers > 4) bad("--soak-workers must be 0 to 4");
+  return { durationMs: durationMs!, windowMs: windowMs!, workers, ratePerSec: rate === undefined ? undefined : Number(rate), share: 0.5, capacityMs: 10_000, capacityConcurrency: 16, records: 2000 };
+}
+const soak = soakArgs();
 
 const started = new Date();
-const stamp = started.toISOString().slice(0, 19).replace(/:/g, "-") + (quick ? "-quick" : "");
+const stamp = started.toISOString().slice(0, 19).replace(/:/g, "-") + (soak ? "-soak" : quick ? "-quick" : "");
 const dataDir = mkdtempSync(join(tmpdir(), "runhook-bench-"));
 const resultsDir = join(ROOT, "bench/results");
 const profileDir = profile ? join(ROOT, "bench/profiles", stamp) : undefined;
@@ -97,12 +121,45 @@ async function scenario<T>(name: string, fn: () => Promise<T>): Promise<T | { er
   }
 }
 
+function uptime(): string {
+  try {
+    return execFileSync("uptime", { encoding: "utf8" }).trim();
+  } catch {
+    return `load average: ${loadavg().map((x) => x.toFixed(2)).join(", ")}`;
+  }
+}
+
+/** Soak mode: only the soak, written to bench/results/<date>-soak.{md,json}. */
+async function soakMain(o: NonNullable<typeof soak>): Promise<number> {
+  const t0 = Date.now();
+  const uptimeStart = uptime();
+  const loadAvgStart = loadavg();
+  ctx.log(`runhook bench --soak ${o.durationMs / 1000}s: ${database!.description}${ctx.javaPid ? ` (java pid ${ctx.javaPid})` : ""}; ${cpus().length} CPUs; node ${process.version}; ${uptimeStart}`);
+  ctx.log("\n== soak ==");
+  const r = await soakScenario(ctx, o);
+  const uptimeEnd = uptime();
+  const loadAvgEnd = loadavg();
+  await cleanup();
+  const meta = { date: started.toISOString(), database: database!.description, commit: git("rev-parse", "--short", "HEAD"), dirty: git("status", "--porcelain").length > 0, loadAvgStart, loadAvgEnd, cpus: cpus().length, node: process.version, uptimeStart, uptimeEnd };
+  const md = renderSoakMarkdown(r, meta);
+  mkdirSync(resultsDir, { recursive: true });
+  writeFileSync(join(resultsDir, `${stamp}.json`), JSON.stringify({ ...meta, machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "", memGb: Math.round(totalmem() / 2 ** 30), platform: process.platform }, durationS: Math.round((Date.now() - t0) / 1000), ...r }, null, 2) + "\n");
+  writeFileSync(join(resultsDir, `${stamp}.md`), md);
+  ctx.log("\n" + md);
+  ctx.log(`(written bench/results/${stamp}.json and .md; ${Math.round((Date.now() - t0) / 1000)} s)`);
+  const serverSlope = r.verdict.rss.find((x) => x.process === "server")?.slopeMbPerMin ?? null;
+  const worstP99 = r.verdict.p99.reduce<number | null>((a, p) => (p.judged && p.ratio !== null && (a === null || p.ratio > a) ? p.ratio : a), null);
+  process.stdout.write(JSON.stringify({ soakS: o.durationMs / 1000, targetPerSec: r.targetPerSec, capacityPerSec: r.capacity?.capacityPerSec ?? null, acceptedPerSec: round(r.totals.accepted / Math.max(1, r.totals.elapsedS), 1), errors: r.totals.errors, rssFlat: r.verdict.rssFlat, serverSlopeMbPerMin: serverSlope, p99Stable: r.verdict.p99Stable, worstP99Ratio: worstP99 }) + "\n");
+  return 0;
+}
+
 async function main(): Promise<number> {
   const t0 = Date.now();
   const loadAvgStart = loadavg();
   database = await openBenchDatabase(dataDir, (m) => ctx.log(m));
   ctx.uri = database.uri;
   ctx.javaPid = database.javaPid;
+  if (soak) return soakMain(soak);
   ctx.log(`runhook bench${quick ? " --quick" : ""}: ${database.description}${ctx.javaPid ? ` (java pid ${ctx.javaPid})` : ""}; ${cpus().length} CPUs; load average ${loadAvgStart.map((x) => x.toFixed(2)).join(", ")}; node ${process.version}`);
   const javaIdleMb = ctx.javaPid ? rssMb(ctx.javaPid) : null;
   const javaSampler = ctx.javaPid ? rssSampler(ctx.javaPid, 500) : undefined;

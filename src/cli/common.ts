@@ -2,6 +2,7 @@
 // exit codes, HTTP over the built-in fetch, Retry-After and backoff. These commands use the
 // public REST API exactly as any integrator does: nothing here (or in what it imports) may
 // reach the database, `mongodb` or the server's configuration (src/config.ts).
+import { sleep as plainSleep, sleepUnlessAborted } from "../sleep.js";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 
 /** Exit codes of the integrator commands (README: "Command line for integrators"). */
@@ -159,17 +160,9 @@ export function backoffMs(attempt: number, baseMs = 1000, capMs = 60_000): numbe
 }
 
 /** Resolves after `ms`, or at once when `signal` fires (without throwing). */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
+/** Waits `ms`, or less when `signal` aborts. */
+export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  await (signal ? sleepUnlessAborted(ms, signal) : plainSleep(ms));
 }
 
 export function seconds(ms: number): string {

@@ -18,6 +18,7 @@
 // it, where the numbers missing from a range are the holes.
 import { isUnavailable, type Store } from "../store/index.js";
 import type { LogDocOf, LogKind, Position } from "../store/logs.js";
+import { sleep } from "../sleep.js";
 
 /** How long a hole may stay open before a reader fills it with a tombstone. */
 export const DEFAULT_HOLE_GRACE_MS = 200;
@@ -50,7 +51,6 @@ export interface LogReader {
   forward<K extends LogKind>(kind: K, stream: string, after: number, opts?: WalkOptions): AsyncGenerator<Resolved<LogDocOf<K>>>;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export function createLogReader(store: Store, opts: { holeGraceMs?: number } = {}): LogReader {
   const logs = store.logs;

@@ -8,6 +8,7 @@ import { hostname } from "node:os";
 import { join, relative } from "node:path";
 import { promisify } from "node:util";
 import { MongoClient } from "mongodb";
+import { sleep } from "../sleep.js";
 
 const exec = promisify(execFile);
 
@@ -46,7 +47,6 @@ const STOP_KILL_MS = 5_000;
 // threads). ~52 MB RSS idle: bench/results/2026-11-23-embedded-backends.md.
 const JVM_FLAGS = ["-Xss512k", "-Xms16m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=128m", "-XX:ReservedCodeCacheSize=64m", "-XX:-UsePerfData"];
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function noDatabaseError(detail: string, needMaven: boolean): Error {
   const what = needMaven ? "Java 17+ and Maven" : "Java 17+";
