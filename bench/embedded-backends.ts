@@ -13,6 +13,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, wr
 import { homedir, loadavg, cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { MongoClient, type Collection } from "mongodb";
+import { newRunDoc } from "../src/runs/model.js";
 import { ensureEmbeddedJar, startEmbeddedServer, type EmbeddedServer } from "../src/store/embedded.js";
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
@@ -90,37 +91,24 @@ const fileMb = (dataDir: string) => {
   return st ? Math.round((st.size / 1048576) * 10) / 10 : NaN;
 };
 
-/** A document shaped like runhook's runs (src/runs/model.ts newRunDoc). */
+/** A run as the trigger stores it (newRunDoc), three steps, on a fresh (workflow, record). */
 function runDoc() {
-  const now = new Date();
-  const workflowId = randomUUID();
-  const recordId = randomUUID();
-  return {
-    _id: randomUUID(),
-    activeKey: `${workflowId}:${recordId}`,
-    workflowId,
+  const step = { type: "load_record" } as const;
+  return newRunDoc({
+    workflowId: randomUUID(),
     workflowVersion: 3,
+    steps: [step, step, step],
     renderingId: randomUUID(),
     projectId: randomUUID(),
     environmentId: randomUUID(),
     collectionId: randomUUID(),
     collection: "customers",
-    recordId,
+    recordId: randomUUID(),
     userId: randomUUID(),
     userEmail: "someone@example.com",
     tokenId: randomUUID(),
-    via: "WEBHOOK",
-    state: "QUEUED",
-    steps: [0, 1, 2].map(() => ({ type: "HTTP", state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null })),
-    stepIndex: 0,
-    error: "",
-    lease: null,
-    createdAt: now,
-    startedAt: null,
-    finishedAt: null,
-    updatedAt: now,
-    version: 1,
-  };
+    via: "webhook",
+  });
 }
 async function runsCollection(client: MongoClient, db: string, name = "runs"): Promise<Collection<any>> {
   const c = client.db(db).collection<any>(name);
