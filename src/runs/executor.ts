@@ -60,9 +60,10 @@ export function startExecutors(deps: Deps): Executors {
   let pumpAgain = false;
   let pumpTakeovers = false;
   /**
-   * Claims runs while there are free slots and claimable runs. Runs whose lease expired are
-   * looked for on the poll (`takeovers`); a queued-run event or a freed slot looks for QUEUED
-   * runs only, so that finishing a run costs no search for expired leases.
+   * Claims runs while there are free slots and claimable runs. With `takeovers` (the poll, a
+   * freed slot) runs whose lease expired come first, so that busy executors with a queue still
+   * take over a dead executor's runs at their next free slot; a queued-run event looks for
+   * QUEUED runs only (it has one to claim).
    */
   async function pump(takeovers = false): Promise<void> {
     if (stopping) return;
@@ -114,7 +115,7 @@ export function startExecutors(deps: Deps): Executors {
       .catch((err: unknown) => (isUnavailable(err) ? log.debug({ err, runId: run._id }, "run left to another executor: the database is unreachable") : log.error({ err, runId: run._id }, "executor failed on a run")))
       .finally(() => {
         active.delete(run._id);
-        void pump();
+        void pump(true);
       });
   }
 
