@@ -5,12 +5,10 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { create, type DescMessage } from "@bufbuild/protobuf";
-import { createContextValues, createHandlerContext, type HandlerContext } from "@connectrpc/connect";
-import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import { loadConfig, type Config } from "../../src/config.js";
-import { viaKey, type Deps } from "../../src/deps.js";
+import type { Deps } from "../../src/deps.js";
 import { createLogger } from "../../src/logging.js";
+import { callAdmin } from "../../src/admin/demo.js";
 import { createDeps } from "../../src/main.js";
 import { createServices, type Services } from "../../src/services.js";
 import { connect, createStore, ensureIndexes, type Store } from "../../src/store/index.js";
@@ -137,18 +135,7 @@ type R = Record<string, any>; // eslint-disable-line @typescript-eslint/no-expli
 
 /** Calls one AdminService method in process, with `token` as the bearer (the operator secret for Bootstrap). */
 async function adminCall(services: Services, method: keyof Services["admin"], token: string, init: R): Promise<R> {
-  const desc = AdminService.methods.find((m) => m.localName === method)!;
-  const ctx: HandlerContext = createHandlerContext({
-    service: AdminService,
-    method: desc,
-    protocolName: "internal",
-    requestMethod: "POST",
-    url: `/runhook.v1.AdminService/${desc.name}`,
-    requestHeader: new Headers({ authorization: `Bearer ${token}` }),
-    contextValues: createContextValues().set(viaKey, "api"),
-  });
-  const fn = services.admin[method] as unknown as (req: unknown, ctx: HandlerContext) => Promise<R>;
-  return fn(create(desc.input as DescMessage, init as never), ctx);
+  return (await callAdmin(services.admin, method, token, init as never)) as unknown as R;
 }
 
 export interface WorldOptions {

@@ -4,7 +4,7 @@
 //   stream's watermark (nothing has read the stream yet) and raises it; a second pass reads
 //   below the watermark (range reads). Then the NDJSON export. All against one raw driver
 //   cursor over the same entries (find({environmentId}).sort({seq: 1})).
-// - Tail: 4 writers (2 processes × 2 loops, bench/lib/log-writer.ts) append 20,000 entries
+// - Tail: 4 writers (2 processes × 2 loops, scripts/append-activity.ts) append 20,000 entries
 //   through the store while a consumer polls nextCursor; the time until it has received every
 //   entry, exactly once and in each writer's order.
 import { spawn } from "node:child_process";
@@ -134,7 +134,7 @@ function entry(w: BenchWorld, n: number): NewActivity {
 }
 
 function writerProcess(uri: string, w: BenchWorld, name: string, count: number, loops: number): { done: Promise<number>; kill(): void } {
-  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "bench/lib/log-writer.ts")], {
+  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "scripts/append-activity.ts")], {
     cwd: ROOT,
     env: { ...process.env, MONGODB_URI: uri, COUNT: String(count), LOOPS: String(loops), WRITER: name, PROJECT_ID: w.projectId, ENV_ID: w.environmentId },
     stdio: ["ignore", "pipe", "pipe"],

@@ -54,8 +54,8 @@ function ctxFor(method: keyof Admin, token: string): HandlerContext {
   });
 }
 
-/** Calls one AdminService method in process, as the holder of `token`. */
-async function call<I extends DescMessage, O extends DescMessage>(admin: Admin, method: keyof Admin, token: string, init: MessageInitShape<I>): Promise<MessageShape<O>> {
+/** Calls one AdminService method in process, as the holder of `token` (the demo and the benchmarks' fixtures). */
+export async function callAdmin<I extends DescMessage, O extends DescMessage>(admin: Admin, method: keyof Admin, token: string, init: MessageInitShape<I>): Promise<MessageShape<O>> {
   const desc = AdminService.methods.find((m) => m.localName === method)!;
   const fn = admin[method] as unknown as (req: unknown, ctx: HandlerContext) => Promise<unknown>;
   const out = await fn(create(desc.input, init as never), ctxFor(method, token));
@@ -66,7 +66,7 @@ async function call<I extends DescMessage, O extends DescMessage>(admin: Admin, 
 async function demoAdminToken(deps: Deps, services: Services): Promise<string> {
   const { db } = deps;
   try {
-    const res = await call(services.admin, "bootstrap", deps.config.bootstrapSecret, { organizationName: DEMO.organization, adminEmail: DEMO.adminEmail, adminName: "Demo Admin" });
+    const res = await callAdmin(services.admin, "bootstrap", deps.config.bootstrapSecret, { organizationName: DEMO.organization, adminEmail: DEMO.adminEmail, adminName: "Demo Admin" });
     return (res as unknown as { adminToken: string }).adminToken;
   } catch (err) {
     if ((err as { code?: number }).code !== 6 /* already exists */) throw err;
@@ -109,7 +109,7 @@ export async function seedDemo(deps: Deps, services: Services): Promise<SeedOutp
   const admin = (await db.users.findOne({ email: DEMO.adminEmail }))!;
   const orgId = admin.organizationId;
   type R = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-  const c = (method: keyof Admin, init: R) => call(a, method, adminToken, init as never) as Promise<R>;
+  const c = (method: keyof Admin, init: R) => callAdmin(a, method, adminToken, init as never) as Promise<R>;
 
   const project = await ensure(
     () => db.projects.findOne({ organizationId: orgId, name: DEMO.project }),

@@ -1,9 +1,10 @@
-// A writer process of the log tail scenario: LOOPS concurrent loops, each appending COUNT
-// activity entries one after the other through the store (the real ordering protocol).
-// Env: MONGODB_URI (the database in its path), COUNT, LOOPS, WRITER, PROJECT_ID, ENV_ID.
+// A writer process for the tailing test and the log benchmark: LOOPS concurrent loops, each
+// appending COUNT activity entries one after the other through the store (the real ordering
+// protocol). Env: MONGODB_URI (the database in its path), COUNT, LOOPS, WRITER, PROJECT_ID,
+// ENV_ID.
 // Prints one JSON line {writer, entries, ms} when done.
 import { performance } from "node:perf_hooks";
-import { connect, createStore } from "../../src/store/index.js";
+import { connect, createStore } from "../src/store/index.js";
 
 const env = process.env;
 const db = await connect(env.MONGODB_URI!);
@@ -20,8 +21,8 @@ await Promise.all(
         environmentId: env.ENV_ID!,
         environment: "production",
         rendering: null,
-        user: { id: "writer", email: "writer@bench.example" },
-        action: "bench.tail",
+        user: { id: "writer", email: "writer@example.test" },
+        action: "tail",
         via: "api",
         collection: null,
         recordId: null,
