@@ -13,7 +13,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, wr
 import { homedir, loadavg, cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { MongoClient, type Collection } from "mongodb";
-import { newRunDoc } from "../src/runs/model.js";
+import { newRunDoc } from "../src/domain/runs/model.js";
 import { ensureEmbeddedJar, startEmbeddedServer, type EmbeddedServer } from "../src/store/embedded.js";
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];

@@ -4,7 +4,7 @@ import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { Config } from "./config.js";
 import type { Database, Store } from "./store/index.js";
-import type { HealthStatus } from "./grpc/health.js";
+import type { HealthStatus } from "./api/health.js";
 import type { Metrics } from "./metrics.js";
 import type { DatabaseMonitor } from "./db-monitor.js";
 

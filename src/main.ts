@@ -6,11 +6,11 @@ import type { Config } from "./config.js";
 import { connect, createStore, ensureIndexes, isUnavailable, sweepExpired, SWEEP_EVERY_MS, type Database } from "./store/index.js";
 import { startEmbeddedServer, type EmbeddedServer } from "./store/embedded.js";
 import type { Deps } from "./deps.js";
-import { buildGateway } from "./gateway/app.js";
-import { startGrpcServer, type GrpcServer } from "./grpc-server.js";
-import { startExecutors, type Executors } from "./runs/executor.js";
-import { createServices, SERVICE_DESCS, type Services } from "./services.js";
-import { createHealthStatus, ServingStatus } from "./grpc/health.js";
+import { buildGateway } from "./http/app.js";
+import { startGrpcServer, type GrpcServer } from "./http/grpc-server.js";
+import { startExecutors, type Executors } from "./worker/executor.js";
+import { createServices, SERVICE_DESCS, type Services } from "./api/services.js";
+import { createHealthStatus, ServingStatus } from "./api/health.js";
 import { monitorDatabase } from "./db-monitor.js";
 import { createMetrics, startMetricsServer, type MetricsServer } from "./metrics.js";
 

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { SeedOutput } from "../src/admin/demo.js";
+import type { SeedOutput } from "../src/cli/demo.js";
 import { apiClient } from "./helpers/api.js";
 import { ROOT, seed, startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, local, UUID_RE } from "./helpers/webhook.js";

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminService, PublishWorkflowRequestSchema } from "../gen/runhook/v1/admin_pb.js";
 import { ListActivityLogsRequestSchema, ListActivityLogsResponseSchema, LogService } from "../gen/runhook/v1/log_pb.js";
 import { ListNotesRequestSchema, ListNotesResponseSchema, NoteService } from "../gen/runhook/v1/note_pb.js";
-import { binaryTooDeep, MAX_MESSAGE_DEPTH } from "../src/grpc/message-depth.js";
+import { binaryTooDeep, MAX_MESSAGE_DEPTH } from "../src/api/message-depth.js";
 import { apiClient } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow, grpcUnary } from "./helpers/webhook.js";

@@ -15,8 +15,8 @@ import {
   type WatchRunResponse,
 } from "../gen/runhook/v1/run_pb.js";
 import { connect, createStore, isDuplicateKey, type Database } from "../src/store/index.js";
-import { packRecordId, recordFilter, unpackRecordId } from "../src/runs/records.js";
-import { RUN_QUEUED } from "../src/runs/model.js";
+import { packRecordId, recordFilter, unpackRecordId } from "../src/domain/runs/records.js";
+import { RUN_QUEUED } from "../src/domain/runs/model.js";
 import { startServer, testDbName, uriFor, type TestServer } from "./helpers/server.js";
 import { addAppToken, addUser, createWorld } from "./helpers/world.js";
 import { queueRun, waitForRun } from "./helpers/runs.js";

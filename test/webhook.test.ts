@@ -6,7 +6,7 @@ import { createClient, ConnectError, Code } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { TriggerService, OngoingRunSchema } from "../gen/runhook/v1/trigger_pb.js";
 import type { StepDoc } from "../src/store/types.js";
-import { signWebhookKey, verifyWebhookKey } from "../src/trigger/keys.js";
+import { signWebhookKey, verifyWebhookKey } from "../src/domain/webhook-keys.js";
 import { spawnServer, startServer, type ChildServer, type TestServer } from "./helpers/server.js";
 import { addAppToken, addUser, createWorld, type World } from "./helpers/world.js";
 import { adminClient, awaitFreshWindow, grpcTrigger, local, postHook, sleep, UUID_RE } from "./helpers/webhook.js";

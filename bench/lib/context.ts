@@ -8,12 +8,12 @@ import { join } from "node:path";
 import { loadConfig, type Config } from "../../src/config.js";
 import type { Deps } from "../../src/deps.js";
 import { createLogger } from "../../src/logging.js";
-import { callAdmin } from "../../src/admin/demo.js";
+import { callAdmin } from "../../src/cli/demo.js";
 import { createDeps } from "../../src/main.js";
-import { createServices, type Services } from "../../src/services.js";
+import { createServices, type Services } from "../../src/api/services.js";
 import { connect, createStore, ensureIndexes, type Store } from "../../src/store/index.js";
 import type { StepDoc } from "../../src/store/types.js";
-import { keyOfUrl } from "../../src/trigger/keys.js";
+import { keyOfUrl } from "../../src/domain/webhook-keys.js";
 import { spawnRunhook, type Proc } from "./procs.js";
 
 export interface BenchContext {

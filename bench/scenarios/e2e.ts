@@ -2,8 +2,8 @@
 // inside one server, in 1 worker process, in 2 worker processes. Figures come from the run
 // documents (createdAt, startedAt, finishedAt), so they do not depend on how we poll.
 import { Pool } from "undici";
-import { FINISHED_STATES } from "../../src/runs/model.js";
-import { runStateMachine } from "../../src/runs/state.js";
+import { FINISHED_STATES } from "../../src/domain/runs/model.js";
+import { runStateMachine } from "../../src/domain/runs/state.js";
 import type { Store } from "../../src/store/index.js";
 import type { RunDoc, StepDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";

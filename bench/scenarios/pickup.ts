@@ -5,7 +5,7 @@
 //   same instance: then the `run.queued` event on the worker's own instance, as the trigger
 //     emits it: claimed at once;
 //   other instance: no event, as if another instance had queued it: found by the poll.
-import { newRunDoc, RUN_QUEUED } from "../../src/runs/model.js";
+import { newRunDoc, RUN_QUEUED } from "../../src/domain/runs/model.js";
 import { createLogger } from "../../src/logging.js";
 import { startRunhook } from "../../src/main.js";
 import type { RunDoc } from "../../src/store/types.js";

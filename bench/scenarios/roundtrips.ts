@@ -7,7 +7,7 @@ import { performance } from "node:perf_hooks";
 import { Pool } from "undici";
 import { createLogger } from "../../src/logging.js";
 import { startRunhook } from "../../src/main.js";
-import { newRunDoc, RUN_QUEUED } from "../../src/runs/model.js";
+import { newRunDoc, RUN_QUEUED } from "../../src/domain/runs/model.js";
 import { label, recordCommands, stagesOf, type Command } from "../lib/commands.js";
 import { benchWorld, openStore, serverConfig, uriFor, type BenchContext } from "../lib/context.js";
 import { round, sleep, summarize } from "../lib/load.js";

@@ -8,7 +8,7 @@ import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Pool } from "undici";
 import { TriggerRunRequestSchema, TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
-import { newRunDoc } from "../../src/runs/model.js";
+import { newRunDoc } from "../../src/domain/runs/model.js";
 import { isDuplicateKey, type Store } from "../../src/store/index.js";
 import type { RunDoc, StepDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";

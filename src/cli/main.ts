@@ -1,7 +1,7 @@
 // `runhook start | worker | seed [--json] | admin … | trigger | runs watch | logs tail`
 // The server's modules (configuration, database driver, services) are loaded only by the
 // commands that need them: the integrator commands (./integrator.ts) never load them.
-import type { SeedOutput } from "../admin/demo.js";
+import type { SeedOutput } from "./demo.js";
 import { INTEGRATOR_COMMANDS, INTEGRATOR_USAGE } from "./integrator.js";
 
 /** The usage text; the admin part is loaded with its module, only when the text is shown. */
@@ -60,7 +60,7 @@ async function main(argv: string[]): Promise<number> {
     import("../config.js"),
     import("../logging.js"),
     import("../main.js"),
-    import("../admin/demo.js"),
+    import("./demo.js"),
   ]);
   const config = loadConfig();
   // With --json, stdout carries only the JSON object: logs go to stderr.

@@ -1,5 +1,5 @@
 // Shapes of the documents runhook stores. Ids are UUID strings unless noted.
-import type { Role } from "../auth/roles.js";
+import type { Role } from "../domain/auth/roles.js";
 
 export interface OrganizationDoc { _id: string; name: string; createdAt: Date }
 export interface UserDoc { _id: string; organizationId: string; email: string; name: string; organizationAdmin: boolean; createdAt: Date }

@@ -2,7 +2,7 @@
 // without going through the webhook, and waits for runs to reach a state.
 import { randomUUID } from "node:crypto";
 import type { Database } from "../../src/store/index.js";
-import { newRunDoc } from "../../src/runs/model.js";
+import { newRunDoc } from "../../src/domain/runs/model.js";
 import type { RunDoc, RunState, StepDoc } from "../../src/store/types.js";
 import type { World } from "./world.js";
 

@@ -9,7 +9,7 @@ import { inject } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/logging.js";
 import { startRunhook, type Runhook } from "../../src/main.js";
-import { seedDemo, type SeedOutput } from "../../src/admin/demo.js";
+import { seedDemo, type SeedOutput } from "../../src/cli/demo.js";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
 export const BOOTSTRAP_SECRET = "test-bootstrap-secret-0123456789";

@@ -3,10 +3,10 @@
 // with its webhook enabled, and tokens. Returns the plaintext tokens.
 import { randomUUID } from "node:crypto";
 import type { Database } from "../../src/store/index.js";
-import type { Role } from "../../src/auth/roles.js";
+import type { Role } from "../../src/domain/auth/roles.js";
 import type { StepDoc, UserDoc } from "../../src/store/types.js";
-import { projectRoleId } from "../../src/auth/access.js";
-import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, newToken } from "../../src/auth/tokens.js";
+import { projectRoleId } from "../../src/domain/auth/access.js";
+import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, newToken } from "../../src/domain/auth/tokens.js";
 
 export interface World {
   orgId: string;

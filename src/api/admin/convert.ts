@@ -1,0 +1,127 @@
+// Documents ↔ AdminService messages, and validation of workflow steps.
+import type { JsonObject, JsonValue, MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { WorkflowSchema, WebhookSchema } from "../../../gen/runhook/v1/admin_pb.js";
+import type { Step, StepSchema } from "../../../gen/runhook/v1/common_pb.js";
+import type { Config } from "../../config.js";
+import type * as T from "../../store/types.js";
+import { fail } from "../../errors.js";
+import { signWebhookKey, webhookUrl } from "../../domain/webhook-keys.js";
+
+export const MAX_STEPS = 100;
+export const MAX_WAIT_SECONDS = 86_400;
+export const MAX_NOTE_BYTES = 64 * 1024;
+const FIELD = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+
+/** A field name usable as a key part, a scope key or an update target. */
+export function isFieldName(s: string): boolean {
+  return FIELD.test(s);
+}
+
+function assertNoOperators(value: JsonValue, where: string): void {
+  if (Array.isArray(value)) value.forEach((v) => assertNoOperators(v, where));
+  else if (value && typeof value === "object") {
+    for (const [k, v] of Object.entries(value)) {
+      if (k.startsWith("$") || k.includes(".") || k.includes("\0")) throw fail.invalid(`${where}: field name "${k}" may not start with '$' or contain '.'`);
+      assertNoOperators(v as JsonValue, where);
+    }
+  }
+}
+
+/** Proto steps → documents, validated against the collection's primary key. */
+export function stepsFromProto(steps: Step[], primaryKey: string[]): T.StepDoc[] {
+  if (steps.length === 0) throw fail.invalid("steps: a workflow needs at least one step");
+  if (steps.length > MAX_STEPS) throw fail.invalid(`steps: at most ${MAX_STEPS} steps`);
+  return steps.map((s, i): T.StepDoc => {
+    const at = `steps[${i}]`;
+    switch (s.kind.case) {
+      case "loadRecord":
+        return { type: "load_record" };
+      case "wait": {
+        const n = s.kind.value.seconds;
+        if (n > MAX_WAIT_SECONDS) throw fail.invalid(`${at}.wait.seconds: must be 0 to ${MAX_WAIT_SECONDS}`);
+        return { type: "wait", seconds: n };
+      }
+      case "updateRecord": {
+        const set = (s.kind.value.set ?? {}) as JsonObject;
+        const fields = Object.keys(set);
+        if (fields.length === 0) throw fail.invalid(`${at}.update_record.set: must name at least one field`);
+        for (const f of fields) {
+          if (!isFieldName(f)) throw fail.invalid(`${at}.update_record.set: "${f}" is not a valid field name (letters, digits, '_')`);
+          if (f === "_id" || primaryKey.includes(f)) throw fail.invalid(`${at}.update_record.set: "${f}" is a primary key field and cannot be set`);
+          assertNoOperators(set[f] as JsonValue, `${at}.update_record.set.${f}`);
+        }
+        return { type: "update_record", set: { ...set } };
+      }
+      case "addNote": {
+        const { content, title } = s.kind.value;
+        if (content.trim() === "") throw fail.invalid(`${at}.add_note.content: must not be empty`);
+        if (Buffer.byteLength(content) > MAX_NOTE_BYTES) throw fail.invalid(`${at}.add_note.content: at most 64 KiB`);
+        if (title.length > 200) throw fail.invalid(`${at}.add_note.title: at most 200 characters`);
+        return { type: "add_note", content, title };
+      }
+      default:
+        throw fail.invalid(`${at}: no step kind set (load_record, update_record, add_note or wait)`);
+    }
+  });
+}
+
+export function stepToProto(s: T.StepDoc): MessageInitShape<typeof StepSchema> {
+  switch (s.type) {
+    case "load_record":
+      return { kind: { case: "loadRecord", value: {} } };
+    case "wait":
+      return { kind: { case: "wait", value: { seconds: s.seconds } } };
+    case "update_record":
+      return { kind: { case: "updateRecord", value: { set: s.set as JsonObject } } };
+    case "add_note":
+      return { kind: { case: "addNote", value: { content: s.content, title: s.title } } };
+  }
+}
+
+export function webhookToProto(config: Config, w: T.WorkflowDoc): MessageInitShape<typeof WebhookSchema> {
+  const key = w.webhook.everEnabled ? signWebhookKey(config, { workflowId: w._id, renderingId: w.renderingId, generation: w.webhook.generation }) : "";
+  return {
+    enabled: w.webhook.enabled,
+    url: key ? webhookUrl(config, key) : "",
+    rateLimitPerMinute: w.webhook.rateLimitPerMinute,
+    generation: w.webhook.generation,
+  };
+}
+
+export function workflowToProto(config: Config, w: T.WorkflowDoc): MessageInitShape<typeof WorkflowSchema> {
+  return {
+    id: w._id,
+    renderingId: w.renderingId,
+    collectionId: w.collectionId,
+    name: w.name,
+    triggerRoles: w.triggerRoles,
+    versions: w.versions.map((v) => ({ version: v.version, active: v.active, steps: v.steps.map(stepToProto), publishedAt: timestampFromDate(v.publishedAt) })),
+    webhook: webhookToProto(config, w),
+  };
+}
+
+export const projectToProto = (p: T.ProjectDoc) => ({ id: p._id, organizationId: p.organizationId, name: p.name, requiresSso: p.requiresSso });
+export const environmentToProto = (e: T.EnvironmentDoc) => ({ id: e._id, projectId: e.projectId, name: e.name, dataDatabase: e.dataDatabase });
+export const teamToProto = (t: T.TeamDoc) => ({ id: t._id, projectId: t.projectId, name: t.name, memberIds: t.memberIds });
+export const renderingToProto = (r: T.RenderingDoc) => ({ id: r._id, projectId: r.projectId, teamId: r.teamId, environmentId: r.environmentId });
+export const collectionToProto = (c: T.CollectionDoc) => ({ id: c._id, environmentId: c.environmentId, name: c.name, primaryKey: c.primaryKey });
+export const permissionToProto = (p: T.PermissionDoc) => ({
+  renderingId: p.renderingId,
+  collectionId: p.collectionId,
+  readRoles: p.readRoles,
+  editRoles: p.editRoles,
+  scope: p.scope as JsonObject,
+});
+
+export function apiTokenToProto(t: T.ApiTokenDoc, user: { _id: string; email: string }) {
+  return {
+    id: t._id,
+    projectId: t.projectId,
+    user: { id: user._id, email: user.email },
+    name: t.name,
+    expiresAt: timestampFromDate(t.expiresAt),
+    revokedAt: t.revokedAt ? timestampFromDate(t.revokedAt) : undefined,
+    createdAt: timestampFromDate(t.createdAt),
+  };
+}

@@ -1,0 +1,33 @@
+// What both Connect servers (the Fastify gateway and the native gRPC server) serve, and how:
+// every service with the standard health and reflection services, the public API's
+// per-token rate limit on LogService, NoteService and RunService (shared with /v1 REST), the read limit,
+// and the depth guard that refuses deeply nested request messages before they are decoded.
+import type { ConnectRouter, ConnectRouterOptions } from "@connectrpc/connect";
+import { apiRateLimitInterceptor } from "./rate-limit.js";
+import type { Deps } from "../deps.js";
+import { registerExtraConnectRoutes } from "./extra.js";
+import { registerServices, type Services } from "./services.js";
+import { guardMessageDepth, messageDepthInterceptor } from "./message-depth.js";
+import { observeInterceptor } from "./observe.js";
+import { errorInterceptor } from "../errors.js";
+
+export function connectServerOptions(deps: Deps, services: Services): ConnectRouterOptions & { routes: (router: ConnectRouter) => void } {
+  const readMaxBytes = deps.config.bodyLimitBytes;
+  return {
+    routes: (router) => {
+      registerServices(router, services);
+      registerExtraConnectRoutes(router, deps);
+      guardMessageDepth(router, readMaxBytes);
+    },
+    // Observed first (every answer gets its request id and is counted); then errors go out as
+    // toConnectError makes them (the database unreachable: UNAVAILABLE with retry-after; bugs:
+    // INTERNAL, logged); then the rate limit, like /v1 (it answers before anything else).
+    interceptors: [
+      observeInterceptor(deps),
+      errorInterceptor((err, procedure) => deps.logger.error({ err, procedure }, "unhandled error in an RPC")),
+      apiRateLimitInterceptor(deps),
+      messageDepthInterceptor,
+    ],
+    readMaxBytes,
+  };
+}

@@ -1,0 +1,203 @@
+// The demo world (what `runhook seed` prints), built through the AdminService implementation (so every change
+// is in the admin log). Idempotent: a second call reuses the demo world and only makes
+// fresh tokens.
+import { createContextValues, createHandlerContext, type HandlerContext } from "@connectrpc/connect";
+import { create, type DescMessage, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
+import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
+import type { Deps } from "../deps.js";
+import { viaKey } from "../deps.js";
+import { hashToken } from "../domain/auth/tokens.js";
+import { isDuplicateKey } from "../store/index.js";
+import type { Services } from "../api/services.js";
+import { keyOfUrl } from "../domain/webhook-keys.js";
+import { DEFAULT_TOKEN_TTL_MS, issueAppToken } from "../api/admin/service.js";
+
+export interface SeedOutput {
+  baseUrl: string;
+  projectName: string;
+  environmentName: string;
+  collection: string;
+  recordIds: string[];
+  webhookUrl: string;
+  userToken: string;
+  apiToken: string;
+}
+
+const DEMO = {
+  organization: "demo",
+  adminEmail: "admin@demo.example",
+  userEmail: "user@demo.example",
+  project: "demo",
+  environment: "production",
+  team: "operations",
+  collection: "orders",
+  workflow: "process-order",
+  records: [
+    { id: "1001", customer: "Ada Lovelace", total: 120.5, status: "new" },
+    { id: "1002", customer: "Grace Hopper", total: 75, status: "new" },
+    { id: "1003", customer: "Alan Turing", total: 310.25, status: "new" },
+  ],
+};
+
+type Admin = Services["admin"];
+
+function ctxFor(method: keyof Admin, token: string): HandlerContext {
+  const desc = AdminService.methods.find((m) => m.localName === method)!;
+  return createHandlerContext({
+    service: AdminService,
+    method: desc,
+    protocolName: "internal",
+    requestMethod: "POST",
+    url: `/runhook.v1.AdminService/${desc.name}`,
+    requestHeader: new Headers({ authorization: `Bearer ${token}` }),
+    contextValues: createContextValues().set(viaKey, "api"),
+  });
+}
+
+/** Calls one AdminService method in process, as the holder of `token` (the demo and the benchmarks' fixtures). */
+export async function callAdmin<I extends DescMessage, O extends DescMessage>(admin: Admin, method: keyof Admin, token: string, init: MessageInitShape<I>): Promise<MessageShape<O>> {
+  const desc = AdminService.methods.find((m) => m.localName === method)!;
+  const fn = admin[method] as unknown as (req: unknown, ctx: HandlerContext) => Promise<unknown>;
+  const out = await fn(create(desc.input, init as never), ctxFor(method, token));
+  return create(desc.output, out as never) as unknown as MessageShape<O>;
+}
+
+/** The demo organization's admin and a fresh application token for them (logged). */
+async function demoAdminToken(deps: Deps, services: Services): Promise<string> {
+  const { db } = deps;
+  try {
+    const res = await callAdmin(services.admin, "bootstrap", deps.config.bootstrapSecret, { organizationName: DEMO.organization, adminEmail: DEMO.adminEmail, adminName: "Demo Admin" });
+    return (res as unknown as { adminToken: string }).adminToken;
+  } catch (err) {
+    if ((err as { code?: number }).code !== 6 /* already exists */) throw err;
+  }
+  const admin = await db.users.findOne({ email: DEMO.adminEmail });
+  if (!admin) throw new Error(`the demo organization exists but its admin ${DEMO.adminEmail} does not`);
+  const t = await issueAppToken(deps, admin, { name: "demo seed", ttlMs: DEFAULT_TOKEN_TTL_MS, sso: false });
+  await deps.store.logs.appendAdmin({
+    organizationId: admin.organizationId,
+    projectId: null,
+    environment: null,
+    actor: { id: admin._id, email: admin.email },
+    action: "token.created",
+    target: `token/${t.doc._id}`,
+    details: { userId: admin._id, name: "demo seed" },
+  });
+  return t.plaintext;
+}
+
+/** Finds by `find`, else creates by `make` (tolerating a concurrent creator). */
+async function ensure<T>(find: () => Promise<T | null>, make: () => Promise<T>): Promise<T> {
+  const found = await find();
+  if (found) return found;
+  try {
+    return await make();
+  } catch (err) {
+    const code = (err as { code?: number }).code;
+    if (code !== 6 && !isDuplicateKey(err)) throw err;
+    const again = await find();
+    if (!again) throw err;
+    return again;
+  }
+}
+
+/** Creates the demo world (fresh tokens each call) and returns what a user needs. */
+export async function seedDemo(deps: Deps, services: Services): Promise<SeedOutput> {
+  const { db } = deps;
+  const a = services.admin;
+  const adminToken = await demoAdminToken(deps, services);
+  const admin = (await db.users.findOne({ email: DEMO.adminEmail }))!;
+  const orgId = admin.organizationId;
+  type R = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  const c = (method: keyof Admin, init: R) => callAdmin(a, method, adminToken, init as never) as Promise<R>;
+
+  const project = await ensure(
+    () => db.projects.findOne({ organizationId: orgId, name: DEMO.project }),
+    async () => (await c("createProject", { name: DEMO.project })).project,
+  );
+  const projectId: string = project._id ?? project.id;
+  const environment = await ensure(
+    () => db.environments.findOne({ projectId, name: DEMO.environment }),
+    async () => (await c("createEnvironment", { projectId, name: DEMO.environment })).environment,
+  );
+  const environmentId: string = environment._id ?? environment.id;
+  const dataDatabase: string = environment.dataDatabase;
+  const team = await ensure(
+    () => db.teams.findOne({ projectId, name: DEMO.team }),
+    async () => (await c("createTeam", { projectId, name: DEMO.team })).team,
+  );
+  const teamId: string = team._id ?? team.id;
+  const rendering = await ensure(
+    () => db.renderings.findOne({ teamId, environmentId }),
+    async () => (await c("createRendering", { teamId, environmentId })).rendering,
+  );
+  const renderingId: string = rendering._id ?? rendering.id;
+  const collection = await ensure(
+    () => db.collections.findOne({ environmentId, name: DEMO.collection }),
+    async () => (await c("createCollection", { environmentId, name: DEMO.collection, primaryKey: ["id"] })).collection,
+  );
+  const collectionId: string = collection._id ?? collection.id;
+  const user = await ensure(
+    () => db.users.findOne({ email: DEMO.userEmail }),
+    async () => (await c("createUser", { email: DEMO.userEmail, name: "Demo User" })).user,
+  );
+  const userId: string = user._id ?? user.id;
+  if ((await db.projectRoles.countDocuments({ projectId, userId: admin._id })) === 0) await c("setProjectRole", { projectId, userId: admin._id, role: "admin" });
+  if ((await db.projectRoles.countDocuments({ projectId, userId })) === 0) await c("setProjectRole", { projectId, userId, role: "user" });
+  const members = (await db.teams.findOne({ _id: teamId }))?.memberIds ?? [];
+  for (const id of [admin._id, userId]) if (!members.includes(id)) await c("setTeamMember", { teamId, userId: id, member: true });
+  if (!(await db.permissions.findOne({ _id: `${renderingId}:${collectionId}` }))) {
+    await c("setCollectionPermission", { permission: { renderingId, collectionId, readRoles: ["admin", "editor", "user"], editRoles: ["admin", "editor", "user"], scope: {} } });
+  }
+  const workflow = await ensure(
+    () => db.workflows.findOne({ renderingId, name: DEMO.workflow }),
+    async () =>
+      (
+        await c("createWorkflow", {
+          renderingId,
+          collectionId,
+          name: DEMO.workflow,
+          steps: [
+            { kind: { case: "loadRecord", value: {} } },
+            { kind: { case: "wait", value: { seconds: 5 } } },
+            { kind: { case: "updateRecord", value: { set: { status: "processed" } } } },
+            { kind: { case: "addNote", value: { title: "Processed", content: "<p>Processed by the <b>process-order</b> workflow.</p>" } } },
+          ],
+        })
+      ).workflow,
+  );
+  const workflowId: string = workflow._id ?? workflow.id;
+  const webhook = (await c("enableWebhook", { workflowId })).webhook;
+
+  const records = db.dataDb(dataDatabase).collection(DEMO.collection);
+  for (const r of DEMO.records) {
+    await records.updateOne({ id: r.id }, { $setOnInsert: { ...r } }, { upsert: true }).catch((err) => {
+      if (!isDuplicateKey(err)) throw err;
+    });
+  }
+
+  const userToken = (await c("createApplicationToken", { userId, name: "demo webhook" })).plaintext as string;
+  const apiToken = (await c("createApiToken", { projectId, name: "demo public API" })).plaintext as string;
+  // The admin token existed only to build the demo.
+  const seedToken = await db.appTokens.findOne({ hash: hashToken(adminToken) });
+  if (seedToken) await c("revokeApplicationToken", { tokenId: seedToken._id });
+
+  // `seed` runs without a listening gateway (port 0): name the configured public URL, or the default port.
+  const baseUrl = deps.config.publicBaseUrl.replace(/:0$/, ":8080");
+  return {
+    baseUrl,
+    projectName: DEMO.project,
+    environmentName: DEMO.environment,
+    collection: DEMO.collection,
+    recordIds: DEMO.records.map((r) => r.id),
+    webhookUrl: `${baseUrl}/hooks/${keyOfUrl(webhook.url as string)}`,
+    userToken,
+    apiToken,
+  };
+}
+
+/** On an empty database, seeds the demo and returns it; otherwise null. */
+export async function seedDemoIfEmpty(deps: Deps, services: Services): Promise<SeedOutput | null> {
+  if ((await deps.db.organizations.countDocuments({}, { limit: 1 })) > 0) return null;
+  return seedDemo(deps, services);
+}

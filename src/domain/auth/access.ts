@@ -1,0 +1,73 @@
+// Every permission rule, in one place; RPCs, REST and executors all call these.
+import type { Database } from "../../store/index.js";
+import type { AppTokenDoc, ProjectDoc, RenderingDoc, UserDoc, WorkflowDoc } from "../../store/types.js";
+import { fail } from "../../errors.js";
+import type { Role } from "./roles.js";
+
+/** A user's role on a project is stored under this _id, so reading it is one _id lookup. */
+export function projectRoleId(projectId: string, userId: string): string {
+  return `${projectId}:${userId}`;
+}
+
+export async function projectRole(db: Database, userId: string, projectId: string): Promise<Role | null> {
+  const doc = await db.projectRoles.findOne({ _id: projectRoleId(projectId, userId) });
+  return doc?.role ?? null;
+}
+
+/**
+ * Why `user` may not act in `rendering`, or null when it may: the user must belong to the
+ * project's organization, have a role on the project, and be in the rendering's team
+ * (project admins see every rendering).
+ */
+export async function renderingDenial(
+  db: Database,
+  user: UserDoc,
+  project: ProjectDoc,
+  rendering: RenderingDoc,
+): Promise<{ reason: string; role: null } | { reason: null; role: Role }> {
+  if (user.organizationId !== project.organizationId) return { reason: "the token's user is not in the organization", role: null };
+  const [role, team] = await Promise.all([
+    projectRole(db, user._id, project._id),
+    db.teams.findOne({ _id: rendering.teamId }, { projection: { memberIds: 1 } }),
+  ]);
+  if (!role) return { reason: "the token's user has no role on the project", role: null };
+  if (role !== "admin" && !team?.memberIds.includes(user._id)) return { reason: "the token's user has no access to the rendering", role: null };
+  return { reason: null, role };
+}
+
+/** Throws PERMISSION_DENIED unless the token's user may trigger the workflow. */
+export async function assertMayTrigger(
+  db: Database,
+  user: UserDoc,
+  token: AppTokenDoc,
+  project: ProjectDoc,
+  rendering: RenderingDoc,
+  workflow: WorkflowDoc,
+): Promise<Role> {
+  const r = await renderingDenial(db, user, project, rendering);
+  if (r.reason !== null) throw fail.denied(r.reason);
+  if (workflow.triggerRoles.length > 0 && !workflow.triggerRoles.includes(r.role)) {
+    throw fail.denied(`the role "${r.role}" may not trigger this workflow`);
+  }
+  if (project.requiresSso && !token.sso) throw fail.denied("the project requires a token generated in an SSO session");
+  return r.role;
+}
+
+export type DataAccess = "read" | "edit";
+
+/**
+ * What a user may see of a collection through a rendering: the scope filter, or the
+ * reason it is denied. Data steps call this at the moment they run.
+ */
+export async function collectionAccess(
+  db: Database,
+  q: { user: UserDoc; project: ProjectDoc; rendering: RenderingDoc; collectionId: string; need: DataAccess },
+): Promise<{ allowed: true; scope: Record<string, unknown> } | { allowed: false; reason: string }> {
+  const r = await renderingDenial(db, q.user, q.project, q.rendering);
+  if (r.reason !== null) return { allowed: false, reason: r.reason };
+  const perm = await db.permissions.findOne({ _id: `${q.rendering._id}:${q.collectionId}` });
+  if (!perm) return { allowed: false, reason: "the rendering has no permission on the collection" };
+  const ok = q.need === "edit" ? perm.editRoles.includes(r.role) : perm.readRoles.includes(r.role) || perm.editRoles.includes(r.role);
+  if (!ok) return { allowed: false, reason: `the role "${r.role}" may not ${q.need} records of this collection` };
+  return { allowed: true, scope: perm.scope ?? {} };
+}

@@ -1,0 +1,82 @@
+// Bearer tokens: generated once, stored only as a sha256 hash, found by the id they carry.
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import type { Database } from "../../store/index.js";
+import type { ApiTokenDoc, AppTokenDoc, ProjectDoc, UserDoc } from "../../store/types.js";
+import { fail } from "../../errors.js";
+
+export const APP_TOKEN_PREFIX = "rh_app_";
+export const API_TOKEN_PREFIX = "rh_api_";
+// `rh_app_<token id, 32 hex>_<secret, 43 base64url>`: the id lets a token be found by its
+// _id without an extra index on the hash; only the hash of the whole
+// plaintext is stored and compared.
+const TOKEN_SHAPE = /^rh_(app|api)_([0-9a-f]{32})_[A-Za-z0-9_-]{43}$/;
+
+/** A new token for the document `id` (a UUID): its plaintext (shown once) and hash (stored). */
+export function newToken(prefix: string, id: string): { plaintext: string; hash: string } {
+  const plaintext = `${prefix}${id.replace(/-/g, "")}_${randomBytes(32).toString("base64url")}`;
+  return { plaintext, hash: hashToken(plaintext) };
+}
+
+/** The token document id carried by a well-formed plaintext of the given prefix. */
+function tokenId(plaintext: string | undefined, prefix: string): string | undefined {
+  if (!plaintext?.startsWith(prefix)) return undefined;
+  const hex = TOKEN_SHAPE.exec(plaintext)?.[2];
+  return hex && `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+export function hashToken(plaintext: string): string {
+  return createHash("sha256").update(plaintext).digest("hex");
+}
+
+/** Extracts the token from `Bearer <token>`; undefined when absent or malformed. */
+export function bearer(header: string | null | undefined): string | undefined {
+  if (!header) return undefined;
+  const m = /^Bearer[ ]+(\S+)\s*$/i.exec(header);
+  return m?.[1];
+}
+
+function sameHash(a: string, b: string): boolean {
+  const x = Buffer.from(a, "hex");
+  const y = Buffer.from(b, "hex");
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+function usable(doc: { hash: string; revokedAt: Date | null; expiresAt: Date }, hash: string, now: Date): boolean {
+  return sameHash(doc.hash, hash) && doc.revokedAt === null && doc.expiresAt.getTime() > now.getTime();
+}
+
+export interface AppPrincipal { kind: "app"; token: AppTokenDoc; user: UserDoc }
+export interface ApiPrincipal { kind: "api"; token: ApiTokenDoc; user: UserDoc; project: ProjectDoc }
+
+/** The application token's principal, read fresh on every call (revocation is immediate). */
+export async function authenticateApp(db: Database, header: string | null | undefined, now = new Date()): Promise<AppPrincipal> {
+  const plaintext = bearer(header);
+  const id = tokenId(plaintext, APP_TOKEN_PREFIX);
+  if (!id) throw fail.unauthenticated();
+  const hash = hashToken(plaintext!);
+  const token = await db.appTokens.findOne({ _id: id });
+  if (!token || !usable(token, hash, now)) throw fail.unauthenticated();
+  const user = await db.users.findOne({ _id: token.userId });
+  if (!user) throw fail.unauthenticated();
+  return { kind: "app", token, user };
+}
+
+/** The project API token's principal; its creator must still be an admin of the project. */
+export async function authenticateApi(db: Database, header: string | null | undefined, now = new Date()): Promise<ApiPrincipal> {
+  const plaintext = bearer(header);
+  const id = tokenId(plaintext, API_TOKEN_PREFIX);
+  if (!id) throw fail.unauthenticated();
+  const hash = hashToken(plaintext!);
+  const token = await db.apiTokens.findOne({ _id: id });
+  if (!token || !usable(token, hash, now)) throw fail.unauthenticated();
+  const [user, project] = await Promise.all([db.users.findOne({ _id: token.userId }), db.projects.findOne({ _id: token.projectId })]);
+  if (!user || !project) throw fail.unauthenticated();
+  return { kind: "api", token, user, project };
+}
+
+/** Either kind of token, chosen by its prefix. */
+export async function authenticateAny(db: Database, header: string | null | undefined): Promise<AppPrincipal | ApiPrincipal> {
+  const plaintext = bearer(header);
+  if (plaintext?.startsWith(API_TOKEN_PREFIX)) return authenticateApi(db, header);
+  return authenticateApp(db, header);
+}

@@ -1,0 +1,107 @@
+// The one cursor format of every list (activity logs, admin logs, notes), and the
+// validation of the paging parameters they share.
+//
+// A cursor is opaque base64url: a 16-byte HMAC followed by a small JSON payload
+// `{v, k, p, h}` — format version, signing key id, position (the sequence number of
+// the last entry considered) and a hash of everything the cursor is bound to (list,
+// scope, filters, order, from/to). The HMAC uses a key derived from the server's
+// signing key, so a cursor cannot be forged or edited; a cursor used with other
+// filters than it was issued with is INVALID_ARGUMENT.
+import { createHash, createHmac, timingSafeEqual } from "node:crypto";
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Config } from "../../config.js";
+import { fail } from "../../errors.js";
+
+export const DEFAULT_LIMIT = 100;
+export const MAX_LIMIT = 1000;
+const MAC_BYTES = 16;
+const MAX_CURSOR_CHARS = 512;
+
+export type Order = "asc" | "desc";
+
+/** The paging parameters of a list request, validated. */
+export interface Paging {
+  limit: number;
+  order: Order;
+  from: Date | undefined;
+  to: Date | undefined;
+  /** Raw cursor, checked by `openCursor` against the binding hash. */
+  cursor: string;
+}
+
+interface ListOptionsLike {
+  limit: number;
+  cursor: string;
+  order: string;
+  fromTime?: Timestamp;
+  toTime?: Timestamp;
+}
+
+function toDate(ts: Timestamp | undefined, name: string): Date | undefined {
+  if (!ts) return undefined;
+  const d = timestampDate(ts);
+  if (Number.isNaN(d.getTime())) throw fail.invalid(`${name} is not a valid time`);
+  return d;
+}
+
+/** Validates ListOptions (the same rules for gRPC and REST callers). */
+export function paging(o: ListOptionsLike | undefined, opts: { ignoreLimit?: boolean } = {}): Paging {
+  const limit = opts.ignoreLimit ? MAX_LIMIT : o?.limit || DEFAULT_LIMIT;
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw fail.invalid(`limit must be between 1 and ${MAX_LIMIT}`);
+  const order = o?.order || "asc";
+  if (order !== "asc" && order !== "desc") throw fail.invalid(`order must be "asc" or "desc"`);
+  const from = toDate(o?.fromTime, "from");
+  const to = toDate(o?.toTime, "to");
+  if (from && to && from.getTime() > to.getTime()) throw fail.invalid("from must not be after to");
+  return { limit, order, from, to, cursor: o?.cursor ?? "" };
+}
+
+/** A stable hash of what a cursor is bound to: list kind, scope, filters, order, time range. */
+export function bindingHash(binding: Record<string, string | boolean | number | undefined | null>): string {
+  const norm = Object.keys(binding)
+    .sort()
+    .filter((k) => binding[k] !== undefined && binding[k] !== null && binding[k] !== "")
+    .map((k) => [k, binding[k]]);
+  return createHash("sha256").update(JSON.stringify(norm)).digest("base64url").slice(0, 22);
+}
+
+export interface CursorCodec {
+  encode(pos: number, hash: string): string;
+  /** The position carried by `cursor`; INVALID_ARGUMENT when forged, malformed or bound to other filters. */
+  decode(cursor: string, hash: string): number;
+}
+
+function derive(secret: Buffer): Buffer {
+  return createHmac("sha256", secret).update("runhook list cursor v1").digest();
+}
+
+export function cursorCodec(config: Pick<Config, "signingKeys" | "signingKeyId">): CursorCodec {
+  const keys = new Map<string, Buffer>();
+  for (const [kid, secret] of config.signingKeys) keys.set(kid, derive(secret));
+  const kid = config.signingKeyId;
+  const mac = (key: Buffer, payload: Buffer) => createHmac("sha256", key).update(payload).digest().subarray(0, MAC_BYTES);
+  return {
+    encode(pos, hash) {
+      const payload = Buffer.from(JSON.stringify({ v: 1, k: kid, p: pos, h: hash }));
+      return Buffer.concat([mac(keys.get(kid)!, payload), payload]).toString("base64url");
+    },
+    decode(cursor, hash) {
+      const bad = () => fail.invalid("cursor is malformed or was not issued by this server");
+      if (cursor.length > MAX_CURSOR_CHARS || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw bad();
+      const raw = Buffer.from(cursor, "base64url");
+      if (raw.length <= MAC_BYTES) throw bad();
+      const payload = raw.subarray(MAC_BYTES);
+      let p: { v?: unknown; k?: unknown; p?: unknown; h?: unknown };
+      try {
+        p = JSON.parse(payload.toString("utf8")) as typeof p;
+      } catch {
+        throw bad();
+      }
+      const key = typeof p.k === "string" ? keys.get(p.k) : undefined;
+      if (!key || p.v !== 1 || !timingSafeEqual(mac(key, payload), raw.subarray(0, MAC_BYTES))) throw bad();
+      if (typeof p.p !== "number" || !Number.isSafeInteger(p.p) || p.p < 0) throw bad();
+      if (p.h !== hash) throw fail.invalid("cursor was issued for other filters, order or time range; start again without a cursor");
+      return p.p;
+    },
+  };
+}

@@ -1,0 +1,176 @@
+// Reading the activity and admin logs: the reader side of the ordering protocol that makes
+// tailing exact across any number of writing instances.
+//
+// A writer takes the next number of its stream (an atomic $inc), then inserts its entry at
+// that number (src/store/logs.ts). Between the two, the number is a *hole*: taken, not yet
+// visible. A position is *resolved* when an entry or a tombstone is stored there: nothing
+// can ever be inserted there again. Walking forward, a missing number is
+// - at most the stream's counter: a hole. The reader re-checks it for a short grace period
+//   (measured from when this process first saw it missing), then inserts a tombstone there.
+//   If the writer's insert was first, the tombstone collides and the entry stays; otherwise
+//   the writer's insert collides and it takes a new number above the counter. Either way
+//   the position is resolved, and a walk never passes an unresolved position;
+// - above the counter: not taken yet — the end of the stream for now.
+//
+// The watermark of a stream is the highest number W such that every position ≤ W is
+// resolved. It is stored per stream (only raised) and shared by every instance. A walk reads
+// ranges: entries below the watermark, every stored position (entries and tombstones) above
+// it, where the numbers missing from a range are the holes.
+import { isUnavailable, type Store } from "../../store/index.js";
+import type { LogDocOf, LogKind, Position } from "../../store/logs.js";
+import { sleep } from "../../sleep.js";
+
+/** How long a hole may stay open before a reader fills it with a tombstone. */
+export const DEFAULT_HOLE_GRACE_MS = 200;
+const RECHECK_MS = 25;
+const MAX_TRACKED_HOLES = 10_000;
+
+/** One resolved stretch of a forward walk ending at `seq`: the entry there, or null (tombstone, or a stretch without entries). */
+export interface Resolved<T> {
+  seq: number;
+  doc: T | null;
+}
+
+export interface WalkOptions {
+  /** Stop after this number (default: follow the counter as it grows). */
+  until?: number;
+  /** Positions read per range query (the caller's page size + 1). */
+  batch?: number;
+}
+
+export interface LogReader {
+  /** The watermark of a stream as last stored (cheap: one read). */
+  stored(stream: string): Promise<number>;
+  /** Advances a stream's watermark up to its counter as of now (may wait up to the grace for holes). */
+  advance(kind: LogKind, stream: string): Promise<number>;
+  /**
+   * Walks a stream forward from after `after`, resolving every position in order (waiting
+   * for or tombstoning holes), until the end of the stream (or `until`). Raises the stored
+   * watermark to the last position the caller consumed.
+   */
+  forward<K extends LogKind>(kind: K, stream: string, after: number, opts?: WalkOptions): AsyncGenerator<Resolved<LogDocOf<K>>>;
+}
+
+
+export function createLogReader(store: Store, opts: { holeGraceMs?: number } = {}): LogReader {
+  const logs = store.logs;
+  const grace = opts.holeGraceMs ?? DEFAULT_HOLE_GRACE_MS;
+  /** Per stream: the highest watermark this process knows of. */
+  const known = new Map<string, number>();
+  const inflight = new Map<string, Promise<number>>();
+  /** `${stream}#${seq}` → when this process first saw the (taken) number missing. */
+  const holeSeen = new Map<string, number>();
+
+  async function stored(stream: string): Promise<number> {
+    const wm = Math.max(known.get(stream) ?? 0, await logs.watermark(stream));
+    known.set(stream, wm);
+    return wm;
+  }
+
+  function noteHole(stream: string, seq: number): void {
+    const key = `${stream}#${seq}`;
+    if (!holeSeen.has(key) && holeSeen.size < MAX_TRACKED_HOLES) holeSeen.set(key, Date.now());
+  }
+
+  /** Resolves the hole at `seq`: waits for its entry until the grace has passed, then tombstones it. Returns what is there. */
+  async function fill(kind: LogKind, stream: string, seq: number): Promise<Position | null> {
+    const key = `${stream}#${seq}`;
+    const first = holeSeen.get(key) ?? Date.now();
+    holeSeen.set(key, first);
+    try {
+      for (;;) {
+        const left = first + grace - Date.now();
+        if (left <= 0) break;
+        await sleep(Math.min(RECHECK_MS, left));
+        const d = await logs.at(kind, stream, seq);
+        if (d) return d;
+      }
+      if (await logs.tombstone(kind, stream, seq)) return null;
+      return logs.at(kind, stream, seq); // the entry (or another reader's tombstone) is there
+    } finally {
+      holeSeen.delete(key);
+    }
+  }
+
+  /** Raises the stored watermark to `pos` when the walk that resolved (after, pos] started at or below it. */
+  async function commit(stream: string, after: number, pos: number): Promise<void> {
+    const k = known.get(stream) ?? 0;
+    if (pos <= k || after > k) return;
+    known.set(stream, pos);
+    await logs.raiseWatermark(stream, pos);
+    if (holeSeen.size > 0) {
+      const prefix = `${stream}#`;
+      for (const key of holeSeen.keys()) if (key.startsWith(prefix) && Number(key.slice(prefix.length)) <= pos) holeSeen.delete(key);
+    }
+  }
+
+  async function* forward(kind: LogKind, stream: string, after: number, o: WalkOptions = {}): AsyncGenerator<Resolved<Position>> {
+    const [wm, top0] = await Promise.all([stored(stream), o.until !== undefined ? Promise.resolve(o.until) : logs.counter(stream)]);
+    const bounded = o.until !== undefined;
+    const batch = o.batch ?? 1000;
+    let pos = after;
+    let unreachable = false;
+    try {
+      // Below the watermark every position is resolved: read the entries in ranges.
+      const floor = bounded ? Math.min(wm, top0) : wm;
+      while (pos < floor) {
+        const docs = await logs.entries(kind, stream, { after: pos, upTo: floor }, 1, batch);
+        for (const d of docs) {
+          pos = d.seq;
+          yield { seq: d.seq, doc: d };
+        }
+        if (docs.length < batch && pos < floor) {
+          pos = floor;
+          yield { seq: floor, doc: null };
+        }
+      }
+      // Above it, a batch of positions at a time: one range read; the numbers missing from
+      // it are holes, resolved in order (they wait out one grace together).
+      let top = top0;
+      for (;;) {
+        if (pos >= top) {
+          if (bounded) return;
+          // The counter may have moved on since the walk began.
+          top = Math.max(top, await logs.counter(stream));
+          if (pos >= top) return; // not taken yet: the end of the stream for now
+        }
+        const end = Math.min(top, pos + batch);
+        const found = new Map((await logs.positions(kind, stream, pos, end)).map((d) => [d.seq, d]));
+        for (let n = pos + 1; n <= end; n++) if (!found.has(n)) noteHole(stream, n);
+        for (let n = pos + 1; n <= end; n++) {
+          const doc = found.get(n) ?? (await fill(kind, stream, n));
+          pos = n;
+          yield { seq: n, doc: doc && !doc.tomb ? doc : null };
+        }
+      }
+    } catch (err) {
+      // Cut by a database outage: the progress is kept for a later walk rather than waiting
+      // for the database a second time before the caller hears of it.
+      if (isUnavailable(err)) unreachable = true;
+      throw err;
+    } finally {
+      if (!unreachable) await commit(stream, after, pos);
+    }
+  }
+
+  async function doAdvance(kind: LogKind, stream: string): Promise<number> {
+    const [start, top] = await Promise.all([stored(stream), logs.counter(stream)]);
+    let wm = start;
+    for await (const r of forward(kind, stream, start, { until: top })) wm = r.seq;
+    return Math.max(known.get(stream) ?? 0, wm);
+  }
+
+  return {
+    stored,
+    advance(kind, stream) {
+      // One advance at a time per stream in this process; concurrent callers share it.
+      let p = inflight.get(stream);
+      if (!p) {
+        p = doAdvance(kind, stream).finally(() => inflight.delete(stream));
+        inflight.set(stream, p);
+      }
+      return p;
+    },
+    forward: forward as LogReader["forward"],
+  };
+}

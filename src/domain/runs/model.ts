@@ -1,0 +1,110 @@
+// Run documents as the API shows them, and the run state helpers shared by the service
+// and the executors.
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
+import type { RunSchema } from "../../../gen/runhook/v1/run_pb.js";
+import { randomUUID } from "node:crypto";
+import type { RunDoc, RunState, StepDoc } from "../../store/types.js";
+
+export const FINISHED_STATES: RunState[] = ["SUCCEEDED", "FAILED", "CANCELLED"];
+
+export function isFinished(state: RunState): boolean {
+  return FINISHED_STATES.includes(state);
+}
+
+/** In-process signals about runs (on deps.events). */
+export const RUN_QUEUED = "run.queued";
+/** A run changed on this instance (runId): followers re-read it at once. */
+export const RUN_CHANGED = "run.changed";
+/** A run was cancelled on this instance (runId): a local executor working on it stops at once. */
+export const RUN_CANCELLED = "run.cancelled";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function isRunId(id: string): boolean {
+  return UUID.test(id);
+}
+
+function ts(d: Date | null | undefined) {
+  return d ? timestampFromDate(d) : undefined;
+}
+
+/** JSON-safe copy of a step output (dates become RFC 3339 strings). */
+function jsonOutput(o: Record<string, unknown> | null): JsonObject | undefined {
+  return o ? (JSON.parse(JSON.stringify(o)) as JsonObject) : undefined;
+}
+
+export function runMessage(r: RunDoc): MessageInitShape<typeof RunSchema> {
+  return {
+    id: r._id,
+    workflowId: r.workflowId,
+    workflowVersion: r.workflowVersion,
+    renderingId: r.renderingId,
+    projectId: r.projectId,
+    environmentId: r.environmentId,
+    collection: r.collection,
+    recordId: r.recordId,
+    user: { id: r.userId, email: r.userEmail },
+    via: r.via,
+    state: r.state,
+    steps: r.steps.map((s, index) => ({
+      index,
+      type: s.type,
+      state: s.state,
+      startedAt: ts(s.startedAt),
+      finishedAt: ts(s.finishedAt),
+      error: s.error,
+      output: jsonOutput(s.output),
+    })),
+    error: r.error,
+    createdAt: ts(r.createdAt),
+    startedAt: ts(r.startedAt),
+    finishedAt: ts(r.finishedAt),
+    updatedAt: ts(r.updatedAt),
+    version: BigInt(r.version),
+    requestId: r.requestId ?? "",
+  };
+}
+
+/** The value of `activeKey` while a run of `workflowId` on `recordId` is ongoing. */
+export function activeKeyOf(workflowId: string, recordId: string): string {
+  return `${workflowId}|${recordId}`;
+}
+
+/** What a new run is made from: the run's own fields, the version's steps, and an optional creation time. */
+export type NewRun = Pick<
+  RunDoc,
+  "workflowId" | "workflowVersion" | "renderingId" | "projectId" | "environmentId" | "collectionId" | "collection" | "recordId" | "userId" | "userEmail" | "tokenId" | "via" | "requestId"
+> & { steps: StepDoc[]; createdAt?: Date };
+
+/** A new QUEUED run, every step PENDING: the one shape TriggerService stores. */
+export function newRunDoc(n: NewRun): RunDoc {
+  const now = n.createdAt ?? new Date();
+  return {
+    _id: randomUUID(),
+    activeKey: activeKeyOf(n.workflowId, n.recordId),
+    workflowId: n.workflowId,
+    workflowVersion: n.workflowVersion,
+    renderingId: n.renderingId,
+    projectId: n.projectId,
+    environmentId: n.environmentId,
+    collectionId: n.collectionId,
+    collection: n.collection,
+    recordId: n.recordId,
+    userId: n.userId,
+    userEmail: n.userEmail,
+    tokenId: n.tokenId,
+    via: n.via,
+    ...(n.requestId ? { requestId: n.requestId } : {}),
+    state: "QUEUED",
+    steps: n.steps.map((s) => ({ type: s.type, state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null })),
+    stepIndex: 0,
+    error: "",
+    lease: null,
+    createdAt: now,
+    startedAt: null,
+    finishedAt: null,
+    updatedAt: now,
+    version: 1,
+  };
+}

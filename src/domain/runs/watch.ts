@@ -1,0 +1,93 @@
+// Following runs without change streams: one poller per process re-reads every run that
+// somebody is waiting on, in one query per tick, and wakes the waiters whose run changed.
+// Changes made on this instance (RUN_CHANGED events) are picked up without waiting for a tick.
+import type { Deps } from "../../deps.js";
+import type { RunDoc } from "../../store/types.js";
+import { isUnavailable } from "../../store/index.js";
+import { isFinished, RUN_CHANGED } from "./model.js";
+
+export const WATCH_POLL_MS = 150;
+
+interface Waiter {
+  known: number;
+  resolve(run: RunDoc | null): void;
+}
+
+export class RunWatcher {
+  private readonly waiters = new Map<string, Set<Waiter>>();
+  private timer: NodeJS.Timeout | undefined;
+  private polling = false;
+  private again = false;
+
+  constructor(
+    private readonly deps: Deps,
+    private readonly intervalMs = WATCH_POLL_MS,
+  ) {
+    deps.events.on(RUN_CHANGED, (id: string) => {
+      if (this.waiters.has(id)) void this.poll();
+    });
+  }
+
+  /**
+   * Resolves with the run as soon as its version differs from `known` or it is finished,
+   * or with null when `deadline` (epoch ms) passes or `signal` aborts.
+   */
+  wait(runId: string, known: number, deadline: number, signal?: AbortSignal): Promise<RunDoc | null> {
+    return new Promise((resolve) => {
+      let set = this.waiters.get(runId);
+      if (!set) this.waiters.set(runId, (set = new Set()));
+      const done = (run: RunDoc | null) => {
+        clearTimeout(timeout);
+        signal?.removeEventListener("abort", onAbort);
+        const s = this.waiters.get(runId);
+        s?.delete(w);
+        if (s && s.size === 0) this.waiters.delete(runId);
+        if (this.waiters.size === 0 && this.timer) {
+          clearInterval(this.timer);
+          this.timer = undefined;
+        }
+        resolve(run);
+      };
+      const w: Waiter = { known, resolve: done };
+      const onAbort = () => done(null);
+      const timeout = setTimeout(() => done(null), Math.max(0, deadline - Date.now()));
+      set.add(w);
+      if (signal?.aborted) return done(null);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      if (!this.timer) {
+        this.timer = setInterval(() => void this.poll(), this.intervalMs);
+        this.timer.unref();
+      }
+    });
+  }
+
+  private async poll(): Promise<void> {
+    if (this.polling) {
+      this.again = true;
+      return;
+    }
+    this.polling = true;
+    try {
+      do {
+        this.again = false;
+        const ids = [...this.waiters.keys()];
+        if (ids.length === 0) return;
+        let runs: RunDoc[];
+        try {
+          runs = await this.deps.store.runs.getMany(ids);
+        } catch (err) {
+          // An outage is logged once, by the database monitor (main.ts); waiters keep waiting.
+          if (!isUnavailable(err)) this.deps.logger.warn({ err }, "run watcher poll failed");
+          return;
+        }
+        for (const run of runs) {
+          for (const w of [...(this.waiters.get(run._id) ?? [])]) {
+            if (run.version !== w.known || isFinished(run.state)) w.resolve(run);
+          }
+        }
+      } while (this.again);
+    } finally {
+      this.polling = false;
+    }
+  }
+}

@@ -1,0 +1,180 @@
+// TriggerService and the one trigger function that the webhook route and the RPC share.
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import { OngoingRunSchema, TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
+import { assertMayTrigger } from "./auth/access.js";
+import { authenticateApp } from "./auth/tokens.js";
+import { authorization, requestIdKey, viaOf, type Deps } from "../deps.js";
+import { fail, ONGOING_RUN_ID } from "../errors.js";
+import { newRunDoc, RUN_QUEUED } from "./runs/model.js";
+import { activityStream } from "../store/logs.js";
+import type { WorkflowVersionDoc } from "../store/types.js";
+import { keyOfUrl, verifyWebhookKey } from "./webhook-keys.js";
+
+/** The request body as the route parsed it: the record id, or why the body is unusable. */
+export type TriggerBody = { recordId: unknown } | { bodyError: string };
+
+export interface TriggerInput {
+  key: string;
+  authorization: string | null | undefined;
+  body: TriggerBody;
+  via: "webhook" | "grpc";
+  /** The call's request id, stored on the run (logs of its executor carry it). */
+  requestId?: string;
+}
+
+/** Parses a raw webhook body: a JSON object with a non-empty string `record_id` (other fields ignored). */
+export function parseWebhookBody(raw: string | undefined): TriggerBody {
+  if (raw === undefined || raw.trim() === "") return { bodyError: "the body must be a JSON object with record_id" };
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    return { bodyError: "the body is not valid JSON" };
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return { bodyError: "the body must be a JSON object" };
+  if (!Object.prototype.hasOwnProperty.call(value, "record_id")) return { bodyError: "record_id is required" };
+  return { recordId: (value as Record<string, unknown>).record_id };
+}
+
+/** The latest active version, or undefined. */
+export function latestActive(versions: WorkflowVersionDoc[]): WorkflowVersionDoc | undefined {
+  let best: WorkflowVersionDoc | undefined;
+  for (const v of versions) if (v.active && (!best || v.version > best.version)) best = v;
+  return best;
+}
+
+function ongoingError(runId: string): ConnectError {
+  return new ConnectError("a run of this workflow is already ongoing on this record", Code.AlreadyExists, { [ONGOING_RUN_ID]: runId }, [
+    { desc: OngoingRunSchema, value: { runId } },
+  ]);
+}
+
+/**
+ * Creates and queues a run, returning its id; throws ConnectErrors for every refusal. The
+ * checks run in the contract's order and the first that fails answers; independent reads are
+ * started early, but a failure is only ever reported at its place in that order.
+ */
+export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ runId: string }> {
+  const { db, store } = deps;
+  // 1. The key: well-formed and signed.
+  const key = verifyWebhookKey(deps.config, input.key);
+  if (!key) throw fail.invalid("malformed or tampered webhook URL");
+
+  // The workflow and what it names are read while the token is checked (reads change nothing).
+  const workflowRead = db.workflows.findOne({ _id: key.workflowId });
+  const relatedRead = workflowRead.then((wf) =>
+    wf
+      ? Promise.all([
+          store.immutable.rendering(wf.renderingId),
+          db.projects.findOne({ _id: wf.projectId }),
+          store.immutable.environment(wf.environmentId),
+          store.immutable.collection(wf.collectionId),
+        ])
+      : null,
+  );
+  relatedRead.catch(() => {}); // awaited below unless an earlier check throws first
+
+  // 2. The token.
+  const principal = await authenticateApp(db, input.authorization);
+
+  // 3. The webhook: known, current generation, enabled, with an active version.
+  const workflow = await workflowRead;
+  if (!workflow || workflow.renderingId !== key.renderingId || !workflow.webhook.everEnabled) throw fail.notFound("unknown webhook");
+  if (key.generation < workflow.webhook.generation) throw fail.invalid("this webhook URL was superseded by a regenerated one");
+  if (key.generation > workflow.webhook.generation) throw fail.notFound("unknown webhook");
+  if (!workflow.webhook.enabled) throw fail.notFound("the webhook trigger is disabled");
+  const version = latestActive(workflow.versions);
+  if (!version) throw fail.notFound("no active workflow version for the rendering");
+  const [rendering, project, environment, collection] = (await relatedRead) ?? [];
+  if (!rendering || !project || !environment || !collection) throw fail.notFound("unknown webhook");
+
+  // 4. The token's user may trigger this workflow.
+  await assertMayTrigger(db, principal.user, principal.token, project, rendering, workflow);
+
+  // 5. The webhook's rate limit.
+  const rate = await store.rateLimits.hit(`webhook:${workflow._id}`, workflow.webhook.rateLimitPerMinute);
+  if (!rate.allowed) {
+    deps.metrics.rateLimitRefusals.inc({ bucket: "webhook" });
+    throw fail.throttled(rate.retryAfter, `rate limit of ${rate.limit} requests per minute exceeded for this webhook`);
+  }
+
+  // 6. The body.
+  if ("bodyError" in input.body) throw fail.invalid(input.body.bodyError);
+  const recordId = input.body.recordId;
+  if (recordId === undefined || recordId === null) throw fail.invalid("record_id is required");
+  if (typeof recordId !== "string") throw fail.invalid("record_id must be a string");
+  if (recordId === "") throw fail.invalid("record_id must not be empty");
+  // An unpaired UTF-16 surrogate (JSON "\ud800") cannot be stored: MongoDB's UTF-8 would turn it
+  // into U+FFFD, so two different ids would become one record and share one active-run slot.
+  if (/\p{Cs}/u.test(recordId)) throw fail.invalid("record_id must be valid Unicode text (it contains an unpaired surrogate)");
+  // Characters are Unicode code points (as JSON Schema counts them): the UTF-16 length is a quick upper bound.
+  if (recordId.length > 1024 && [...recordId].length > 1024) throw fail.invalid("record_id is longer than 1024 characters");
+
+  // 7–8. One ongoing run per (workflow, record), by the unique index on activeKey. The
+  // triggered entry takes its place in the activity log before the run is stored, so that
+  // no executor can log the run's outcome ahead of it; it is written once the run is.
+  const stream = activityStream(environment._id);
+  const seq = await store.counters.next(stream);
+  const run = newRunDoc({
+    workflowId: workflow._id,
+    workflowVersion: version.version,
+    steps: version.steps,
+    renderingId: rendering._id,
+    projectId: project._id,
+    environmentId: environment._id,
+    collectionId: collection._id,
+    collection: collection.name,
+    recordId,
+    userId: principal.user._id,
+    userEmail: principal.user.email,
+    tokenId: principal.token._id,
+    via: input.via,
+    requestId: input.requestId,
+  });
+  let created;
+  try {
+    created = await store.runs.create(run);
+  } catch (err) {
+    void store.logs.tombstone("activity", stream, seq).catch(() => {});
+    throw err;
+  }
+  if (!created.created) {
+    // No entry for a refused call: its position is resolved at once, so readers never wait for it.
+    void store.logs.tombstone("activity", stream, seq).catch((err: unknown) => deps.logger.warn({ err }, "could not release an activity log position"));
+    if (created.ongoingRunId) throw ongoingError(created.ongoingRunId);
+    throw new ConnectError("the record's run changed state concurrently; retry", Code.Aborted);
+  }
+  // The run is stored: a failure to log it is reported, never turned into an error.
+  await store.logs
+    .putActivity(seq, {
+      projectId: project._id,
+      environmentId: environment._id,
+      environment: environment.name,
+      rendering: rendering._id,
+      user: { id: principal.user._id, email: principal.user.email },
+      action: "workflow.run.triggered",
+      via: input.via,
+      collection: collection.name,
+      recordId,
+      runId: run._id,
+      details: { workflowId: workflow._id, workflowVersion: version.version, workflowName: workflow.name },
+    })
+    .catch((err: unknown) => deps.logger.error({ err, runId: run._id }, "could not write the workflow.run.triggered activity entry"));
+  deps.metrics.runsCreated.inc();
+  deps.events.emit(RUN_QUEUED, run._id);
+  return { runId: run._id };
+}
+
+export function createTriggerService(deps: Deps): ServiceImpl<typeof TriggerService> {
+  return {
+    async triggerRun(req, ctx) {
+      return triggerRun(deps, {
+        key: keyOfUrl(req.webhookUrl),
+        authorization: authorization(ctx),
+        body: { recordId: req.recordId },
+        via: viaOf(ctx) === "webhook" ? "webhook" : "grpc",
+        requestId: ctx.values.get(requestIdKey),
+      });
+    },
+  };
+}

@@ -1,0 +1,115 @@
+// The Fastify gateway: Connect / gRPC-Web for every service, the webhook route,
+// the /v1 REST API, health endpoints and the OpenAPI document.
+import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import type { Duplex } from "node:stream";
+import Fastify, { type FastifyInstance } from "fastify";
+import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
+import { fail, isInternal } from "../errors.js";
+import { requestIdKey, type Deps } from "../deps.js";
+import { redactUrl } from "../logging.js";
+import type { Services } from "../api/services.js";
+import { sendError } from "./bridge.js";
+import { registerWebhookRoutes, WEBHOOK_ROUTE } from "./webhook.js";
+import { REQUEST_ID_HEADER, requestIdOf } from "../request-id.js";
+import { registerApiRateLimit, registerV1Routes } from "./v1.js";
+import { registerRunRoutes } from "./runs.js";
+import { clientAddressKey } from "../api/rate-limit.js";
+import { connectServerOptions } from "../api/router.js";
+import { acceptRawBodies } from "./body.js";
+
+/**
+ * Errors Node reports before a request reaches Fastify (request timeout, oversized headers,
+ * malformed HTTP): answered with the gateway's `{error, code}` body, then the connection closes.
+ */
+function clientError(deps: Deps, err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === "ECONNRESET" || socket.destroyed) return;
+  const [status, reason, code, message] =
+    err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? [408, "Request Timeout", "deadline_exceeded", "the request was not received in time"]
+      : err.code === "HPE_HEADER_OVERFLOW"
+        ? [431, "Request Header Fields Too Large", "resource_exhausted", "the request headers are too large"]
+        : [400, "Bad Request", "invalid_argument", "malformed HTTP request"];
+  deps.logger.debug({ code: err.code, status }, "client error");
+  const body = JSON.stringify({ error: message, code });
+  // Like Node's own handler: never write into a response already under way.
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
+  if (socket.writable && !inFlight?.headersSent) {
+    socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy();
+}
+
+export async function buildGateway(deps: Deps, services: Services): Promise<FastifyInstance> {
+  const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = deps.config.http;
+  const app = Fastify({
+    logger: false,
+    bodyLimit: deps.config.bodyLimitBytes,
+    return503OnClosing: true,
+    forceCloseConnections: "idle",
+    routerOptions: { ignoreTrailingSlash: true },
+    // Slow clients: the headers, then the whole request, must arrive in time (408 and the
+    // connection is closed otherwise); answers may take longer (long-polls, NDJSON exports).
+    // Node checks these deadlines every connectionsCheckingInterval, so it follows the shortest.
+    requestTimeout: requestTimeoutMs,
+    keepAliveTimeout: keepAliveTimeoutMs,
+    http: {
+      headersTimeout: headersTimeoutMs,
+      requestTimeout: requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(30_000, Math.max(50, Math.floor(headersTimeoutMs / 4))),
+    },
+    clientErrorHandler: (err: Error & { code?: string }, socket: Duplex) => clientError(deps, err, socket),
+    // The caller's x-request-id when well-formed, else a new one; echoed on every answer.
+    requestIdHeader: false,
+    genReqId: (req) => requestIdOf(req.headers[REQUEST_ID_HEADER]),
+  });
+
+  app.addHook("onRequest", async (req, reply) => {
+    reply.header(REQUEST_ID_HEADER, req.id);
+  });
+  app.addHook("onResponse", async (req, reply) => {
+    const route = req.routeOptions.url ?? "unmatched";
+    const status = reply.statusCode;
+    deps.metrics.httpDuration.observe({ method: req.method, route, status }, reply.elapsedTime / 1000);
+    if (route === WEBHOOK_ROUTE) deps.metrics.webhookAnswers.inc({ status });
+    deps.logger.info({ method: req.method, url: redactUrl(req.url), status, ms: Math.round(reply.elapsedTime), requestId: req.id }, "request");
+  });
+
+  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, _req, reply) => {
+    // sendError() sends at once, so the 413 status must be set here rather than after it.
+    if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") return reply.code(413).send({ error: `request body larger than ${deps.config.bodyLimitBytes} bytes`, code: "resource_exhausted" });
+    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500 && !(err instanceof ConnectError)) {
+      return sendError(reply, new ConnectError(err.message, Code.InvalidArgument));
+    }
+    if (isInternal(err)) deps.logger.error({ err }, "unhandled error");
+    return sendError(reply, err);
+  });
+  app.setNotFoundHandler((req, reply) => sendError(reply, new ConnectError(`no route for ${req.method} ${redactUrl(req.url)}`, Code.NotFound)));
+
+  // Connect's plugin replaces the JSON body parser, so it lives in its own scope.
+  await app.register(async (scope) => {
+    await scope.register(fastifyConnectPlugin, {
+      ...connectServerOptions(deps, services),
+      contextValues: (req) => createContextValues().set(clientAddressKey, req.ip).set(requestIdKey, req.id),
+      shutdownTimeoutMs: 5000,
+    });
+  });
+
+  app.get("/healthz", async () => ({ status: "ok" }));
+  // Ready while the database answers (src/db-monitor.ts: a ping a second, so probes cost it nothing).
+  app.get("/readyz", async (_req, reply) => {
+    if (deps.health.shuttingDown) return reply.code(503).send({ error: "shutting down", code: "unavailable" });
+    if (!deps.dbMonitor.up) return sendError(reply, fail.unavailable("database unreachable"));
+    return { status: "ready" };
+  });
+
+  // Per-token rate limit + headers on every /v1 response (root hook: covers /v1/runs too).
+  registerApiRateLimit(app, deps);
+  await app.register(async (scope) => registerWebhookRoutes(scope, deps, services));
+  // The /v1 plugin: one body parser for all its routes (body.ts), then the routes.
+  await app.register(async (scope) => {
+    acceptRawBodies(scope);
+    await registerV1Routes(scope, deps, services);
+    await registerRunRoutes(scope, deps, services);
+  });
+  return app;
+}

@@ -1,0 +1,77 @@
+// Native gRPC over HTTP/2 cleartext for internal callers (@grpc/grpc-js clients work), with
+// explicit HTTP/2 limits (config.grpc): concurrent streams and header list size announced in
+// SETTINGS, an idle timeout for sessions and a deadline for receiving each stream's request.
+import http2 from "node:http2";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { requestIdKey, type Deps } from "../deps.js";
+import { createContextValues } from "@connectrpc/connect";
+import { REQUEST_ID_HEADER, requestIdOf } from "../request-id.js";
+import { clientAddressKey } from "../api/rate-limit.js";
+import { connectServerOptions } from "../api/router.js";
+import type { Services } from "../api/services.js";
+
+export interface GrpcServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+export async function startGrpcServer(deps: Deps, services: Services, host: string, port: number): Promise<GrpcServer> {
+  const handler = connectNodeAdapter({
+    ...connectServerOptions(deps, services),
+    contextValues: (req) => createContextValues().set(clientAddressKey, req.socket?.remoteAddress).set(requestIdKey, requestIdOf(req.headers[REQUEST_ID_HEADER])),
+    grpc: true,
+    grpcWeb: false,
+    connect: false,
+  });
+  const { idleTimeoutMs, requestTimeoutMs, maxConcurrentStreams, maxHeaderListSize } = deps.config.grpc;
+  const server = http2.createServer({ settings: { maxConcurrentStreams, maxHeaderListSize } }, handler);
+  const sessions = new Set<http2.ServerHttp2Session>();
+  const openStreams = new WeakMap<http2.Http2Session, number>();
+  server.on("session", (s) => {
+    sessions.add(s);
+    openStreams.set(s, 0);
+    s.once("close", () => sessions.delete(s));
+  });
+
+  // Idle sessions: no complete frame for idleTimeoutMs (bytes trickled into a frame do not
+  // count). A session with open streams is kept — a long-poll or WatchRun may be quiet for
+  // long — and the timer starts again with its next frame.
+  server.setTimeout(idleTimeoutMs);
+  server.on("timeout", (s: http2.Http2Session) => {
+    if (s.destroyed || s.closed || (openStreams.get(s) ?? 0) > 0) return;
+    // GOAWAY tells a well-behaved client to reconnect for its next call; then the socket goes
+    // (close() would wait for a peer that may never finish its preface).
+    s.goaway(http2.constants.NGHTTP2_NO_ERROR);
+    setTimeout(() => s.destroy(), 200).unref();
+  });
+
+  // Slow requests: a stream must receive its whole request (headers and message) within
+  // requestTimeoutMs, or it is reset (CANCEL). The answer itself may take as long as the call needs.
+  server.on("stream", (stream: http2.ServerHttp2Stream) => {
+    const session = stream.session;
+    if (session) openStreams.set(session, (openStreams.get(session) ?? 0) + 1);
+    const timer = setTimeout(() => {
+      if (!stream.destroyed && !stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+    }, requestTimeoutMs);
+    timer.unref();
+    stream.once("end", () => clearTimeout(timer));
+    stream.once("close", () => {
+      clearTimeout(timer);
+      if (session) openStreams.set(session, Math.max(0, (openStreams.get(session) ?? 1) - 1));
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => resolve());
+  });
+  return {
+    port: (server.address() as { port: number }).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // Ask clients to go away; in-flight streams finish, idle sessions close.
+        for (const s of sessions) s.close();
+        setTimeout(() => sessions.forEach((s) => s.destroy()), 5000).unref();
+      }),
+  };
+}

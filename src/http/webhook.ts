@@ -1,0 +1,45 @@
+// POST /hooks/{key}: the signed webhook URL. The body is kept raw and parsed by the trigger,
+// so that a bad body — including a Content-Type other than application/json (with any
+// parameters) or none, and JSON nested too deeply — is reported only at its place in the
+// check order (after the key, token, webhook, permission and rate-limit checks), as 400
+// invalid_argument. Neither the key nor the token is ever logged.
+import type { FastifyInstance } from "fastify";
+import type { Deps } from "../deps.js";
+import type { Services } from "../api/services.js";
+import { parseWebhookBody, triggerRun, type TriggerBody } from "../domain/trigger.js";
+import { acceptRawBodies, contentTypeError, depthError, RawBody } from "./body.js";
+import { sendError } from "./bridge.js";
+import { isInternal } from "../errors.js";
+
+/** The body as the trigger sees it: the record id, or why the body is unusable (reported at step 6). */
+function webhookBody(raw: unknown, contentType: string | undefined): TriggerBody {
+  const text = raw instanceof RawBody ? raw.text : undefined;
+  const reason = contentTypeError(contentType) ?? (text === undefined ? null : depthError(text));
+  return reason ? { bodyError: reason } : parseWebhookBody(text);
+}
+
+/** The webhook's route template (metrics count its answers by status). */
+export const WEBHOOK_ROUTE = "/hooks/*";
+
+export async function registerWebhookRoutes(app: FastifyInstance, deps: Deps, _services: Services): Promise<void> {
+  // Any content type (or none): keep the raw text; Fastify's bodyLimit still answers 413 first.
+  acceptRawBodies(app);
+
+  // A wildcard, not `:key`: a key of any length (or with extra segments) is a malformed key (400),
+  // not an unknown route (Fastify's maxParamLength would answer 404 for long ones).
+  app.post<{ Params: { "*": string } }>(WEBHOOK_ROUTE, async (req, reply) => {
+    try {
+      const out = await triggerRun(deps, {
+        key: req.params["*"],
+        authorization: req.headers.authorization,
+        body: webhookBody(req.body, req.headers["content-type"]),
+        via: "webhook",
+        requestId: req.id,
+      });
+      return reply.code(202).send({ runId: out.runId });
+    } catch (err) {
+      if (isInternal(err)) deps.logger.error({ err }, "webhook trigger failed");
+      return sendError(reply, err);
+    }
+  });
+}

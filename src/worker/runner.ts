@@ -1,0 +1,211 @@
+// Runs one claimed run to its end (or until it is no longer this executor's): its steps in
+// order, as the run's user, under a lease that a heartbeat keeps renewing.
+//
+// Every change of the run is conditional on {state: RUNNING, lease.owner: <this claim>}
+// (runs/state.ts). When one does not apply, the run was cancelled, finished or taken over,
+// and the runner stops touching it. Each step start renews the lease too, so a data step (a
+// few quick queries) always runs well inside a valid lease: no step of a run ever runs in two
+// executors at once. Data steps are exactly-once without crashes and at-least-once across a
+// crash in the middle of one; a step started MAX_ATTEMPTS times without finishing fails the
+// run, so no run stays ongoing forever.
+//
+// A database outage mid-run (any read or write failing as unavailable) does not end the run:
+// the runner keeps its place (and its run, which no other executor can claim before the
+// lease expires), re-reads the run as soon as the database answers again and, if the run is
+// still its own, goes on from the step the database says it is at — a step whose end was
+// written before the outage is not run again, one that was cut off runs again (a new
+// attempt). If the lease expired meanwhile and another executor took the run, the re-read
+// shows it and the runner lets go. Activity entries are written once the database is back.
+import type { Logger } from "pino";
+import type { Deps } from "../deps.js";
+import { isUnavailable } from "../store/index.js";
+import type { RunDoc, StepDoc } from "../store/types.js";
+import { writeRunActivity } from "../domain/runs/activity.js";
+import { RUN_CHANGED } from "../domain/runs/model.js";
+import type { RunStateMachine } from "../domain/runs/state.js";
+import { runDataStep, StepFailure } from "./steps.js";
+import { sleepUnlessAborted } from "../sleep.js";
+
+/** A step started this many times without finishing fails its run. */
+export const MAX_ATTEMPTS = 5;
+/** Longest `wait` step, in seconds (WaitStep in common.proto). */
+export const MAX_WAIT_STEP_SECONDS = 86_400;
+
+/** Why a runner was told to stop: the process is stopping (hand the run over), or the run is no longer ours. */
+export type StopReason = "stopping" | "gone";
+
+/** How long a runner waits between two re-reads of its run while the database is unreachable (each waits up to RUNHOOK_DB_TIMEOUT_MS). */
+export const OUTAGE_RETRY_MS = 250;
+
+export interface RunnerEnv {
+  deps: Deps;
+  machine: RunStateMachine;
+  executorId: string;
+  leaseMs: number;
+  /** The lease is renewed this often. */
+  renewEveryMs: number;
+  /** While a step waits, the run is re-read this often, to notice a cancellation made elsewhere. */
+  checkEveryMs: number;
+  log: Logger;
+  /** Aborted when the executors stop (whatever happens to single runs). */
+  stopping: AbortSignal;
+}
+
+/** Keeps the lease of a run alive; while `waiting`, also notices that the run is no longer ours. */
+function heartbeat(env: RunnerEnv, log: Logger, id: string, owner: string, onGone: () => void) {
+  let lastRenew = Date.now();
+  let beat: Promise<void> = Promise.resolve();
+  let beating = false;
+  const state = { waiting: false, renewed: () => (lastRenew = Date.now()) };
+  const tick = async () => {
+    if (Date.now() - lastRenew >= env.renewEveryMs) {
+      if (!(await env.machine.renew(id, owner, new Date(Date.now() + env.leaseMs)))) return onGone();
+      lastRenew = Date.now();
+    } else if (state.waiting) {
+      const cur = await env.deps.store.runs.get(id);
+      if (!cur || cur.state !== "RUNNING" || cur.lease?.owner !== owner) onGone();
+    }
+  };
+  const timer = setInterval(() => {
+    // One beat at a time: piling up renewals of one run would only contend with its steps' updates.
+    if (beating) return;
+    beating = true;
+    beat = tick()
+      .catch((err: unknown) => (isUnavailable(err) ? log.debug({ err }, "lease renewal failed: the database is unreachable") : log.warn({ err }, "lease renewal failed")))
+      .finally(() => (beating = false));
+  }, Math.min(env.checkEveryMs, env.renewEveryMs));
+  return {
+    state,
+    /** Stops beating, once a beat in flight has landed (so it cannot renew after a release). */
+    async stop() {
+      clearInterval(timer);
+      await beat;
+    },
+  };
+}
+
+/**
+ * Runs `op` until it does not fail for want of the database: after such a failure, waits
+ * OUTAGE_RETRY_MS and tries again. Undefined when `signal` aborts first.
+ */
+async function whenReachable<T>(env: RunnerEnv, signal: AbortSignal, op: () => Promise<T>): Promise<{ value: T } | undefined> {
+  for (;;) {
+    try {
+      return { value: await op() };
+    } catch (err) {
+      if (!isUnavailable(err)) throw err;
+    }
+    if (!(await sleepUnlessAborted(OUTAGE_RETRY_MS, signal))) return undefined;
+  }
+}
+
+export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string, signal: AbortSignal, stopWith: (reason: StopReason) => void): Promise<void> {
+  const { deps, machine } = env;
+  const id = claimed._id;
+  // Every log line about the run names it and the request that created it.
+  const log = env.log.child({ runId: id, ...(claimed.requestId ? { requestId: claimed.requestId } : {}) });
+  const hb = heartbeat(env, log, id, owner, () => stopWith("gone"));
+  const changed = (res: RunDoc | null) => {
+    if (res) {
+      hb.state.renewed();
+      deps.events.emit(RUN_CHANGED, id);
+    }
+    return res;
+  };
+  /** An activity entry about the run's end, already written: logged, waiting out an outage if need be. */
+  const activity = async (action: string, details: Record<string, unknown>) => {
+    await hb.stop(); // the run is finished: no lease left to keep (and no "gone" to stop this)
+    const done = await whenReachable(env, env.stopping, () => writeRunActivity(deps.store, claimed, action, details));
+    if (!done) log.warn({ action }, "activity entry not written: the database was unreachable until the executor stopped");
+  };
+  const fail = async (error: string, step: number | null) => {
+    if (!changed(await machine.finish(id, owner, "FAILED", error, step))) return;
+    log.info({ error, step }, "run failed");
+    await activity("workflow.run.failed", { error, step });
+  };
+  const succeed = async () => {
+    if (changed(await machine.finish(id, owner, "SUCCEEDED", "", null))) await activity("workflow.run.succeeded", {});
+  };
+  /** The run from where `run` (as last read) stands, until it is finished or no longer ours. */
+  const execute = async (run: RunDoc): Promise<void> => {
+    const wf = await deps.db.workflows.findOne({ _id: run.workflowId }, { projection: { versions: 1 } });
+    const version = wf?.versions.find((v) => v.version === run.workflowVersion);
+    if (!wf) return await fail("the workflow no longer exists", null);
+    if (!version) return await fail(`version ${run.workflowVersion} of the workflow no longer exists`, null);
+    if (version.steps.length !== run.steps.length) return await fail(`the run's steps do not match version ${run.workflowVersion} of the workflow`, null);
+    for (let i = run.stepIndex; i < version.steps.length; i++) {
+      if (signal.aborted) return;
+      const outcome = await runStep(env, log, run, owner, i, version.steps[i]!, signal, hb.state, changed);
+      if (outcome.kind === "failed") return await fail(outcome.error, i);
+      if (outcome.kind === "stopped") return;
+      if (outcome.kind === "finished") return await activity("workflow.run.succeeded", {});
+    }
+    // stepIndex at or past the end: nothing left to run (a zero-step workflow).
+    await succeed();
+  };
+  try {
+    let run = claimed;
+    for (;;) {
+      try {
+        return await execute(run);
+      } catch (err) {
+        if (!isUnavailable(err) || signal.aborted) throw err;
+        log.debug({ err, step: run.stepIndex }, "database unreachable mid-run: resuming once it is back");
+      }
+      // Where the run stands now, by the database: still ours and RUNNING, or let go.
+      const now = await whenReachable(env, signal, () => deps.store.runs.get(id));
+      const cur = now?.value;
+      if (!cur || cur.state !== "RUNNING" || cur.lease?.owner !== owner) return;
+      run = cur;
+    }
+  } finally {
+    await hb.stop();
+    if (signal.reason === "stopping") await machine.release(id, owner).catch((err: unknown) => log.warn({ err }, "could not release the run"));
+  }
+}
+
+type StepOutcome = { kind: "next" } | { kind: "finished" } | { kind: "stopped" } | { kind: "failed"; error: string };
+
+async function runStep(
+  env: RunnerEnv,
+  log: Logger,
+  run: RunDoc,
+  owner: string,
+  i: number,
+  step: StepDoc,
+  signal: AbortSignal,
+  hb: { waiting: boolean },
+  changed: (res: RunDoc | null) => RunDoc | null,
+): Promise<StepOutcome> {
+  const prev = run.steps[i]!;
+  const attempts = (prev.attempts ?? 0) + 1;
+  if (attempts > MAX_ATTEMPTS) return { kind: "failed", error: `step ${i} (${step.type}) was started ${MAX_ATTEMPTS} times without finishing` };
+  const now = new Date();
+  // A resumed wait keeps its start, so it waits only the remainder.
+  const startedAt = step.type === "wait" && prev.state === "RUNNING" && prev.startedAt ? prev.startedAt : now;
+  if (!changed(await env.machine.stepStarted(run._id, owner, i, { startedAt, attempts, executor: env.executorId }, new Date(now.getTime() + env.leaseMs)))) return { kind: "stopped" };
+  Object.assign(prev, { state: "RUNNING", startedAt, attempts });
+
+  let output: Record<string, unknown> | null = null;
+  if (step.type === "wait") {
+    const seconds = Number(step.seconds);
+    if (!Number.isFinite(seconds) || seconds < 0 || seconds > MAX_WAIT_STEP_SECONDS) return { kind: "failed", error: `wait: seconds must be between 0 and ${MAX_WAIT_STEP_SECONDS}` };
+    hb.waiting = true;
+    const elapsed = await sleepUnlessAborted(startedAt.getTime() + seconds * 1000 - Date.now(), signal);
+    hb.waiting = false;
+    if (!elapsed) return { kind: "stopped" };
+  } else {
+    try {
+      output = await runDataStep(env.deps, run, step);
+    } catch (err) {
+      if (err instanceof StepFailure) return { kind: "failed", error: err.message };
+      if (isUnavailable(err)) throw err; // the lease expires; another attempt follows
+      log.error({ err, step: i }, "step failed unexpectedly");
+      return { kind: "failed", error: `step ${i} (${step.type}) failed: ${err instanceof Error ? err.message : String(err)}` };
+    }
+  }
+  const last = i === run.steps.length - 1;
+  if (!changed(await env.machine.stepDone(run._id, owner, i, output, last, new Date(Date.now() + env.leaseMs)))) return { kind: "stopped" };
+  prev.state = "SUCCEEDED";
+  return { kind: last ? "finished" : "next" };
+}

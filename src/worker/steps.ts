@@ -1,0 +1,104 @@
+// The data steps of a workflow. Each one re-checks, at the moment it runs,
+// that the run's user still exists and may read (or edit) the record through the run's
+// rendering, and that the record exists within the rendering's scope.
+import { ConnectError } from "@connectrpc/connect";
+import type { DataAccess } from "../domain/auth/access.js";
+import { collectionAccess } from "../domain/auth/access.js";
+import type { Deps } from "../deps.js";
+import type { RecordDoc } from "../store/records.js";
+import type { CollectionDoc, EnvironmentDoc, RunDoc, StepDoc, UserDoc } from "../store/types.js";
+import { createNote } from "../domain/notes/threads.js";
+import { writeRunActivity } from "../domain/runs/activity.js";
+import { recordFilter } from "../domain/runs/records.js";
+
+/** A step that fails the run, with a message meant for the run's reader. */
+export class StepFailure extends Error {}
+
+interface RecordContext {
+  user: UserDoc;
+  environment: EnvironmentDoc;
+  collection: CollectionDoc;
+  filter: Record<string, unknown>;
+  record: RecordDoc;
+  notFound(): StepFailure;
+}
+
+/** Finds the run's record as the run's user sees it now, or throws a StepFailure. */
+export async function recordAs(deps: Deps, run: RunDoc, need: DataAccess): Promise<RecordContext> {
+  const { db } = deps;
+  const [user, project, rendering, environment, collection] = await Promise.all([
+    db.users.findOne({ _id: run.userId }),
+    db.projects.findOne({ _id: run.projectId }),
+    deps.store.immutable.rendering(run.renderingId),
+    deps.store.immutable.environment(run.environmentId),
+    deps.store.immutable.collection(run.collectionId),
+  ]);
+  if (!user) throw new StepFailure(`the run's user ${run.userEmail} no longer exists`);
+  if (!project) throw new StepFailure("the run's project no longer exists");
+  if (!rendering) throw new StepFailure("the run's rendering no longer exists");
+  if (!environment) throw new StepFailure("the run's environment no longer exists");
+  if (!collection) throw new StepFailure(`the collection "${run.collection}" no longer exists`);
+  const notFound = (why?: string) =>
+    new StepFailure(`record "${run.recordId}" of collection "${collection.name}" not found or not accessible${why ? ` (${why})` : ""}`);
+  const access = await collectionAccess(db, { user, project, rendering, collectionId: collection._id, need });
+  if (!access.allowed) throw notFound(access.reason);
+  const filter = recordFilter(collection.primaryKey, run.recordId, access.scope);
+  if (!filter) throw notFound(`the id does not have the ${collection.primaryKey.length} part(s) of the collection's primary key`);
+  const record = await deps.store.records.find(environment.dataDatabase, collection.name, filter);
+  if (!record) throw notFound();
+  return { user, environment, collection, filter, record, notFound: () => notFound() };
+}
+
+function sameValue(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** Runs one data step; returns its output. */
+export async function runDataStep(deps: Deps, run: RunDoc, step: Exclude<StepDoc, { type: "wait" }>): Promise<Record<string, unknown> | null> {
+  switch (step.type) {
+    case "load_record": {
+      await recordAs(deps, run, "read");
+      return null;
+    }
+    case "update_record": {
+      const set = step.set;
+      if (!set || typeof set !== "object" || Array.isArray(set)) throw new StepFailure("update_record: `set` must be an object");
+      const ctx = await recordAs(deps, run, "edit");
+      for (const field of Object.keys(set)) {
+        if (!field || field.startsWith("$") || field === "_id") throw new StepFailure(`update_record: invalid field name "${field}"`);
+        if (ctx.collection.primaryKey.includes(field)) throw new StepFailure(`update_record: primary key field "${field}" cannot be set`);
+      }
+      const changed: Record<string, unknown> = {};
+      for (const [field, value] of Object.entries(set)) if (!sameValue(ctx.record[field], value)) changed[field] = value;
+      if (Object.keys(set).length > 0) {
+        // The same filter as the read: a record that left the scope meanwhile is not written.
+        if (!(await deps.store.records.set(ctx.environment.dataDatabase, ctx.collection.name, ctx.filter, set))) throw ctx.notFound();
+      }
+      await writeRunActivity(deps.store, run, "record.updated", { fields: changed });
+      return { changed: Object.keys(changed) };
+    }
+    case "add_note": {
+      const ctx = await recordAs(deps, run, "read");
+      let noteId: string;
+      try {
+        const note = await createNote(deps.store, {
+          projectId: run.projectId,
+          environmentId: run.environmentId,
+          collection: ctx.collection.name,
+          recordId: run.recordId,
+          title: typeof step.title === "string" ? step.title : "",
+          content: typeof step.content === "string" ? step.content : "",
+          user: { id: ctx.user._id, email: ctx.user.email },
+        });
+        noteId = note._id;
+      } catch (err) {
+        if (err instanceof ConnectError) throw new StepFailure(`add_note: ${err.rawMessage}`);
+        throw err;
+      }
+      await writeRunActivity(deps.store, run, "note.created", { noteId });
+      return { noteId };
+    }
+    default:
+      throw new StepFailure(`unknown step type "${(step as { type: string }).type}"`);
+  }
+}
