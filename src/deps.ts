@@ -1,6 +1,5 @@
 // What every service implementation is built from.
 import { EventEmitter } from "node:events";
-import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import type { Config } from "./config.js";
 import type { Database, Store } from "./store/index.js";
@@ -22,20 +21,4 @@ export interface Deps {
   metrics: Metrics;
   /** Whether the database answers (a ping a second): /readyz, the health status, executors. */
   dbMonitor: DatabaseMonitor;
-}
-
-export type Via = "grpc" | "webhook" | "api";
-
-/** How a call reached the service: native gRPC / Connect, the webhook route, or /v1 REST. */
-export const viaKey = createContextKey<Via>("grpc", { description: "entry point of the call" });
-
-/** The request id of the call (x-request-id, kept when well-formed, else made by the gateway). */
-export const requestIdKey = createContextKey<string>("", { description: "request id of the call" });
-
-export function viaOf(ctx: HandlerContext): Via {
-  return ctx.values.get(viaKey);
-}
-
-export function authorization(ctx: HandlerContext): string | null {
-  return ctx.requestHeader.get("authorization");
 }

@@ -7,7 +7,7 @@ import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GetRunRequestSchema, GetRunResponseSchema, type GetRunResponse } from "../gen/runhook/v1/run_pb.js";
-import { MAX_JSON_DEPTH } from "../src/http/body.js";
+import { MAX_JSON_DEPTH } from "../src/json-depth.js";
 import { apiClient } from "./helpers/api.js";
 import { rawHttp, rawRequest } from "./helpers/raw.js";
 import { queueRun, waitForRun } from "./helpers/runs.js";

@@ -9,7 +9,7 @@
 // `RUNHOOK_FUZZ_SEED=<seed> npx vitest run test/webhook-fuzz.test.ts` replays it
 // (`RUNHOOK_FUZZ_CASES` changes the number of random cases).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MAX_JSON_DEPTH } from "../src/http/body.js";
+import { MAX_JSON_DEPTH } from "../src/json-depth.js";
 import { waitForRun } from "./helpers/runs.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, local, postHook, UUID_RE } from "./helpers/webhook.js";

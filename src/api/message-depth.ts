@@ -18,7 +18,7 @@ import { gunzipSync, brotliDecompressSync } from "node:zlib";
 import type { DescField, DescMessage } from "@bufbuild/protobuf";
 import { createContextKey, createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerRequest } from "@connectrpc/connect/protocol";
-import { depthError, MAX_JSON_DEPTH } from "../http/body.js";
+import { depthError, MAX_JSON_DEPTH } from "../json-depth.js";
 import { fail } from "../errors.js";
 
 export const MAX_MESSAGE_DEPTH = MAX_JSON_DEPTH;

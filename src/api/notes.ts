@@ -9,8 +9,10 @@ import { NoteMessageSchema, NoteSchema, NoteService, type Note, type NoteMessage
 import { apiScope, type ApiScope } from "../domain/auth/api-scope.js";
 import type { NoteScopeIds } from "../store/notes.js";
 import type { NoteDoc, NoteMessageDoc, UserRefDoc } from "../store/types.js";
-import { viaOf, type Deps } from "../deps.js";
+import type { Deps } from "../deps.js";
+import { authorization, viaOf } from "./context.js";
 import { fail } from "../errors.js";
+import { isUuid } from "../domain/ids.js";
 import { bindingHash, cursorCodec, paging } from "../domain/logs/cursor.js";
 import { addNoteMessage, checkTitle, createNote, updateNote } from "../domain/notes/threads.js";
 
@@ -32,21 +34,19 @@ export function noteOf(d: NoteDoc): Note {
   });
 }
 
-const NOTE_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 export function createNoteService(deps: Deps): ServiceImpl<typeof NoteService> {
   const { db, store } = deps;
   const codec = cursorCodec(deps.config);
 
   async function scopeOf(ctx: HandlerContext, s: NoteScope | undefined): Promise<ApiScope & { ids: NoteScopeIds; author: UserRefDoc }> {
-    const scope = await apiScope(db, ctx, s?.projectName ?? "", s?.environmentName ?? "");
+    const scope = await apiScope(db, authorization(ctx), s?.projectName ?? "", s?.environmentName ?? "");
     return { ...scope, ids: { projectId: scope.project._id, environmentId: scope.environment!._id }, author: { id: scope.user._id, email: scope.user.email } };
   }
 
   function noteIdOf(id: string): string {
     if (!id) throw fail.invalid("note id is required");
     // Not an id this service ever issues: unknown, like any other.
-    if (!NOTE_ID.test(id)) throw fail.notFound("unknown note");
+    if (!isUuid(id)) throw fail.notFound("unknown note");
     return id.toLowerCase();
   }
 

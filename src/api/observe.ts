@@ -1,7 +1,8 @@
 // What every RPC on both Connect servers gets: its request id echoed (a response header, or
 // error metadata), one access-log line, and its count by protocol, method and outcome.
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { requestIdKey, type Deps } from "../deps.js";
+import { type Deps } from "../deps.js";
+import { requestIdKey } from "./context.js";
 import { codeName } from "../errors.js";
 import { REQUEST_ID_HEADER } from "../request-id.js";
 

@@ -5,8 +5,9 @@
 import type { ConnectRouter, ConnectRouterOptions } from "@connectrpc/connect";
 import { apiRateLimitInterceptor } from "./rate-limit.js";
 import type { Deps } from "../deps.js";
-import { registerExtraConnectRoutes } from "./extra.js";
-import { registerServices, type Services } from "./services.js";
+import { Health, registerHealth } from "./health.js";
+import { registerReflection } from "./reflection.js";
+import { registerServices, SERVICE_DESCS, type Services } from "./services.js";
 import { guardMessageDepth, messageDepthInterceptor } from "./message-depth.js";
 import { observeInterceptor } from "./observe.js";
 import { errorInterceptor } from "../errors.js";
@@ -16,7 +17,9 @@ export function connectServerOptions(deps: Deps, services: Services): ConnectRou
   return {
     routes: (router) => {
       registerServices(router, services);
-      registerExtraConnectRoutes(router, deps);
+      // The standard health and reflection services, so grpcurl and `buf curl` work without our protos.
+      registerHealth(router, deps.health);
+      registerReflection(router, [...SERVICE_DESCS, Health]);
       guardMessageDepth(router, readMaxBytes);
     },
     // Observed first (every answer gets its request id and is counted); then errors go out as

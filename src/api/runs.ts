@@ -7,11 +7,13 @@ import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@conn
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
 import { assertMayTrigger, renderingDenial } from "../domain/auth/access.js";
 import { authenticateAny, type ApiPrincipal, type AppPrincipal } from "../domain/auth/tokens.js";
-import { authorization, viaOf, type Deps } from "../deps.js";
+import { type Deps } from "../deps.js";
+import { authorization, viaOf } from "./context.js";
 import type { RunDoc } from "../store/types.js";
 import { fail } from "../errors.js";
 import { writeRunActivity } from "../domain/runs/activity.js";
-import { isFinished, isRunId, RUN_CANCELLED, RUN_CHANGED, runMessage } from "../domain/runs/model.js";
+import { isUuid } from "../domain/ids.js";
+import { isFinished, RUN_CANCELLED, RUN_CHANGED, runMessage } from "../domain/runs/model.js";
 import { runStateMachine } from "../domain/runs/state.js";
 import { runMetrics } from "../metrics.js";
 import { RunWatcher } from "../domain/runs/watch.js";
@@ -49,7 +51,7 @@ export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {
   async function authorize(ctx: HandlerContext, runId: string, opts: { cancel?: boolean } = {}): Promise<{ principal: AppPrincipal | ApiPrincipal; run: RunDoc }> {
     const principal = await authenticateAny(db, authorization(ctx));
     if (opts.cancel && principal.kind === "api") throw fail.denied("runs are cancelled with an application token, not a project API token");
-    if (!isRunId(runId)) throw fail.invalid("run_id must be a UUID");
+    if (!isUuid(runId)) throw fail.invalid("run_id must be a UUID");
     const run = await store.runs.get(runId.toLowerCase());
     if (!run) throw fail.notFound(`run ${runId} not found`);
     await assertMayAccess(principal, run);

@@ -10,7 +10,7 @@ import type { Deps } from "../deps.js";
 import { createLogService } from "./logs.js";
 import { createNoteService } from "./notes.js";
 import { createRunService } from "./runs.js";
-import { createTriggerService } from "../domain/trigger.js";
+import { createTriggerService } from "./trigger.js";
 
 export interface Services {
   trigger: ServiceImpl<typeof TriggerService>;

@@ -1,11 +1,10 @@
 // The demo world (what `runhook seed` prints), built through the AdminService implementation (so every change
 // is in the admin log). Idempotent: a second call reuses the demo world and only makes
 // fresh tokens.
-import { createContextValues, createHandlerContext, type HandlerContext } from "@connectrpc/connect";
-import { create, type DescMessage, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
+import type { DescMessage, DescMethodUnary, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import type { Deps } from "../deps.js";
-import { viaKey } from "../deps.js";
+import { callUnary } from "../api/call.js";
 import { hashToken } from "../domain/auth/tokens.js";
 import { isDuplicateKey } from "../store/index.js";
 import type { Services } from "../api/services.js";
@@ -41,25 +40,10 @@ const DEMO = {
 
 type Admin = Services["admin"];
 
-function ctxFor(method: keyof Admin, token: string): HandlerContext {
-  const desc = AdminService.methods.find((m) => m.localName === method)!;
-  return createHandlerContext({
-    service: AdminService,
-    method: desc,
-    protocolName: "internal",
-    requestMethod: "POST",
-    url: `/runhook.v1.AdminService/${desc.name}`,
-    requestHeader: new Headers({ authorization: `Bearer ${token}` }),
-    contextValues: createContextValues().set(viaKey, "api"),
-  });
-}
-
-/** Calls one AdminService method in process, as the holder of `token` (the demo and the benchmarks' fixtures). */
+/** Calls one AdminService method in process through the one bridge, as the holder of `token` (the demo and the benchmarks' fixtures). */
 export async function callAdmin<I extends DescMessage, O extends DescMessage>(admin: Admin, method: keyof Admin, token: string, init: MessageInitShape<I>): Promise<MessageShape<O>> {
-  const desc = AdminService.methods.find((m) => m.localName === method)!;
-  const fn = admin[method] as unknown as (req: unknown, ctx: HandlerContext) => Promise<unknown>;
-  const out = await fn(create(desc.input, init as never), ctxFor(method, token));
-  return create(desc.output, out as never) as unknown as MessageShape<O>;
+  const desc = AdminService.method[method] as unknown as DescMethodUnary<I, O>;
+  return callUnary(admin, desc, init, { headers: new Headers({ authorization: `Bearer ${token}` }), via: "api" });
 }
 
 /** The demo organization's admin and a fresh application token for them (logged). */

@@ -1,14 +1,15 @@
-// TriggerService and the one trigger function that the webhook route and the RPC share.
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { OngoingRunSchema, TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
+// Starting a run on one record: the check order of a trigger call (webhook or TriggerRun),
+// then the run, queued, and its activity entry.
+import { Code, ConnectError } from "@connectrpc/connect";
+import { OngoingRunSchema } from "../../gen/runhook/v1/trigger_pb.js";
 import { assertMayTrigger } from "./auth/access.js";
-import { authenticateApp } from "./auth/tokens.js";
-import { authorization, requestIdKey, viaOf, type Deps } from "../deps.js";
+import { authenticateApp, type AppPrincipal } from "./auth/tokens.js";
+import type { Deps } from "../deps.js";
 import { fail, ONGOING_RUN_ID } from "../errors.js";
 import { newRunDoc, RUN_QUEUED } from "./runs/model.js";
 import { activityStream } from "../store/logs.js";
-import type { WorkflowVersionDoc } from "../store/types.js";
-import { keyOfUrl, verifyWebhookKey } from "./webhook-keys.js";
+import type { CollectionDoc, EnvironmentDoc, ProjectDoc, RenderingDoc, WorkflowDoc, WorkflowVersionDoc } from "../store/types.js";
+import { verifyWebhookKey } from "./webhook-keys.js";
 
 /** The request body as the route parsed it: the record id, or why the body is unusable. */
 export type TriggerBody = { recordId: unknown } | { bodyError: string };
@@ -49,12 +50,29 @@ function ongoingError(runId: string): ConnectError {
   ]);
 }
 
+/** Everything the checks established about one accepted call. */
+interface Accepted {
+  workflow: WorkflowDoc;
+  version: WorkflowVersionDoc;
+  rendering: RenderingDoc;
+  project: ProjectDoc;
+  environment: EnvironmentDoc;
+  collection: CollectionDoc;
+  principal: AppPrincipal;
+  recordId: string;
+}
+
 /**
  * Creates and queues a run, returning its id; throws ConnectErrors for every refusal. The
  * checks run in the contract's order and the first that fails answers; independent reads are
  * started early, but a failure is only ever reported at its place in that order.
  */
 export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ runId: string }> {
+  return queueRun(deps, input, await checkTrigger(deps, input));
+}
+
+/** Checks 1 to 6: the key, the token, the webhook, the permission, the rate limit, the body. */
+async function checkTrigger(deps: Deps, input: TriggerInput): Promise<Accepted> {
   const { db, store } = deps;
   // 1. The key: well-formed and signed.
   const key = verifyWebhookKey(deps.config, input.key);
@@ -99,8 +117,14 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
   }
 
   // 6. The body.
-  if ("bodyError" in input.body) throw fail.invalid(input.body.bodyError);
-  const recordId = input.body.recordId;
+  const recordId = checkedRecordId(input.body);
+  return { workflow, version, rendering, project, environment, collection, principal, recordId };
+}
+
+/** The body's record id, or INVALID_ARGUMENT saying why it is unusable. */
+function checkedRecordId(body: TriggerBody): string {
+  if ("bodyError" in body) throw fail.invalid(body.bodyError);
+  const recordId = body.recordId;
   if (recordId === undefined || recordId === null) throw fail.invalid("record_id is required");
   if (typeof recordId !== "string") throw fail.invalid("record_id must be a string");
   if (recordId === "") throw fail.invalid("record_id must not be empty");
@@ -109,10 +133,17 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
   if (/\p{Cs}/u.test(recordId)) throw fail.invalid("record_id must be valid Unicode text (it contains an unpaired surrogate)");
   // Characters are Unicode code points (as JSON Schema counts them): the UTF-16 length is a quick upper bound.
   if (recordId.length > 1024 && [...recordId].length > 1024) throw fail.invalid("record_id is longer than 1024 characters");
+  return recordId;
+}
 
-  // 7–8. One ongoing run per (workflow, record), by the unique index on activeKey. The
-  // triggered entry takes its place in the activity log before the run is stored, so that
-  // no executor can log the run's outcome ahead of it; it is written once the run is.
+/**
+ * Checks 7 and 8: one ongoing run per (workflow, record), by the unique index on activeKey.
+ * The triggered entry takes its place in the activity log before the run is stored, so that
+ * no executor can log the run's outcome ahead of it; it is written once the run is.
+ */
+async function queueRun(deps: Deps, input: TriggerInput, a: Accepted): Promise<{ runId: string }> {
+  const { store } = deps;
+  const { workflow, version, rendering, project, environment, collection, principal, recordId } = a;
   const stream = activityStream(environment._id);
   const seq = await store.counters.next(stream);
   const run = newRunDoc({
@@ -163,18 +194,4 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
   deps.metrics.runsCreated.inc();
   deps.events.emit(RUN_QUEUED, run._id);
   return { runId: run._id };
-}
-
-export function createTriggerService(deps: Deps): ServiceImpl<typeof TriggerService> {
-  return {
-    async triggerRun(req, ctx) {
-      return triggerRun(deps, {
-        key: keyOfUrl(req.webhookUrl),
-        authorization: authorization(ctx),
-        body: { recordId: req.recordId },
-        via: viaOf(ctx) === "webhook" ? "webhook" : "grpc",
-        requestId: ctx.values.get(requestIdKey),
-      });
-    },
-  };
 }

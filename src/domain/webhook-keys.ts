@@ -8,10 +8,10 @@
 // stray characters) is accepted, and every single-character change of a valid key fails.
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { Config } from "../config.js";
+import { isUuid } from "./ids.js";
 
 const FORMAT = 1;
 const MAC_BYTES = 16;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const KEY_CHARS = /^[A-Za-z0-9_-]{1,200}$/;
 
 export interface WebhookKey {
@@ -21,7 +21,7 @@ export interface WebhookKey {
 }
 
 function uuidToBytes(id: string): Buffer {
-  if (!UUID.test(id)) throw new Error(`webhook keys need UUID ids, got "${id}"`);
+  if (!isUuid(id)) throw new Error(`webhook keys need UUID ids, got "${id}"`);
   return Buffer.from(id.replace(/-/g, ""), "hex");
 }
 

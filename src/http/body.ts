@@ -10,9 +10,7 @@
 //   error handler), before anything is parsed.
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { fail } from "../errors.js";
-
-/** Deepest nesting of arrays and objects accepted in a JSON body. */
-export const MAX_JSON_DEPTH = 64;
+import { depthError } from "../json-depth.js";
 
 /** A body as received, parsed only by the route that takes one (so routes without a body never fail on it). */
 export class RawBody {
@@ -29,23 +27,6 @@ export function contentTypeError(contentType: string | undefined): string | null
   if (media === "application/json") return null;
   const shown = contentType.length > 100 ? `${contentType.slice(0, 100)}…` : contentType;
   return `Content-Type must be application/json, got "${shown}"`;
-}
-
-/** Why `text` nests arrays or objects deeper than `max`, or null. One pass, no parsing. */
-export function depthError(text: string, max = MAX_JSON_DEPTH): string | null {
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped character
-      else if (c === 0x22) inString = false;
-    } else if (c === 0x22) inString = true;
-    else if (c === 0x5b || c === 0x7b) {
-      if (++depth > max) return `the JSON body is nested deeper than ${max} levels`;
-    } else if (c === 0x5d || c === 0x7d) depth--;
-  }
-  return null;
 }
 
 /** Checks and parses a JSON body; throws INVALID_ARGUMENT with the reason. */

@@ -3,7 +3,8 @@
 // SETTINGS, an idle timeout for sessions and a deadline for receiving each stream's request.
 import http2 from "node:http2";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { requestIdKey, type Deps } from "../deps.js";
+import { type Deps } from "../deps.js";
+import { requestIdKey } from "../api/context.js";
 import { createContextValues } from "@connectrpc/connect";
 import { REQUEST_ID_HEADER, requestIdOf } from "../request-id.js";
 import { clientAddressKey } from "../api/rate-limit.js";

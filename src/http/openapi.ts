@@ -10,7 +10,7 @@ import { RunSchema } from "../../gen/runhook/v1/run_pb.js";
 import { TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
 import { DEFAULT_LIMIT, MAX_LIMIT } from "../domain/logs/cursor.js";
 import { MAX_WAIT_SECONDS } from "../api/runs.js";
-import { MAX_JSON_DEPTH } from "./body.js";
+import { MAX_JSON_DEPTH } from "../json-depth.js";
 
 type Schema = Record<string, unknown>;
 

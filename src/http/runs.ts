@@ -9,7 +9,8 @@ import { RunSchema, RunService } from "../../gen/runhook/v1/run_pb.js";
 import type { Deps } from "../deps.js";
 import { fail } from "../errors.js";
 import type { Services } from "../api/services.js";
-import { callUnary, protoJson, sendError } from "./bridge.js";
+import { callUnary } from "../api/call.js";
+import { callOptions, protoJson, sendError } from "./bridge.js";
 import { create } from "@bufbuild/protobuf";
 import { MAX_WAIT_SECONDS } from "../api/runs.js";
 
@@ -50,7 +51,7 @@ export async function registerRunRoutes(app: FastifyInstance, _deps: Deps, servi
         if (!/^\d{1,15}$/.test(version)) throw fail.invalid("version must be a whole number (the run's `version`)");
         knownVersion = BigInt(version);
       }
-      const res = await callUnary(RunService, getRun, services.run.getRun.bind(services.run), { runId: req.params.runId, waitSeconds, knownVersion }, req, reply, "api");
+      const res = await callUnary(services.run, getRun, { runId: req.params.runId, waitSeconds, knownVersion }, callOptions(req, reply, "api"));
       return reply.send(protoJson(RunSchema, res.run ?? create(RunSchema)));
     } catch (err) {
       return sendError(reply, err);
@@ -59,7 +60,7 @@ export async function registerRunRoutes(app: FastifyInstance, _deps: Deps, servi
 
   app.post<{ Params: { runId: string } }>("/v1/runs/:runId/cancel", async (req, reply) => {
     try {
-      const res = await callUnary(RunService, cancelRun, services.run.cancelRun.bind(services.run), { runId: req.params.runId }, req, reply, "api");
+      const res = await callUnary(services.run, cancelRun, { runId: req.params.runId }, callOptions(req, reply, "api"));
       return reply.send(protoJson(RunSchema, res.run ?? create(RunSchema)));
     } catch (err) {
       return sendError(reply, err);

@@ -20,7 +20,8 @@ import { MAX_LIMIT } from "../domain/logs/cursor.js";
 import type { Services } from "../api/services.js";
 import { jsonObjectBody } from "./body.js";
 import { registerOpenApiRoute } from "./openapi.js";
-import { callUnary, protoJson, sendError, streamContext } from "./bridge.js";
+import { callServerStream, callUnary } from "../api/call.js";
+import { callOptions, protoJson, sendError } from "./bridge.js";
 
 export const NDJSON = "application/x-ndjson";
 const NDJSON_CHUNK = 64 * 1024;
@@ -210,10 +211,10 @@ export async function registerV1Routes(app: FastifyInstance, deps: Deps, service
       const init = { projectName: req.params.projectName, environmentName: req.params.environmentName, options: listOptions(q), filter };
       if (wantsNdjson(req)) {
         const method = LogService.method.exportActivityLogs;
-        const items = services.log.exportActivityLogs(create(method.input, init), streamContext(LogService, method, req, "api"));
+        const items = callServerStream(services.log, method, init, callOptions(req, reply, "api"));
         return sendNdjson(reply, items as AsyncIterable<{ entry?: unknown }>, ActivityLogEntrySchema);
       }
-      const out = await callUnary(LogService, LogService.method.listActivityLogs, services.log.listActivityLogs, init, req, reply, "api");
+      const out = await callUnary(services.log, LogService.method.listActivityLogs, init, callOptions(req, reply, "api"));
       return reply.send(protoJson(ListActivityLogsResponseSchema, out));
     } catch (err) {
       return sendError(reply, err);
@@ -227,10 +228,10 @@ export async function registerV1Routes(app: FastifyInstance, deps: Deps, service
       const init = { projectName: req.params.projectName, options: listOptions(q), filter };
       if (wantsNdjson(req)) {
         const method = LogService.method.exportAdminLogs;
-        const items = services.log.exportAdminLogs(create(method.input, init), streamContext(LogService, method, req, "api"));
+        const items = callServerStream(services.log, method, init, callOptions(req, reply, "api"));
         return sendNdjson(reply, items as AsyncIterable<{ entry?: unknown }>, AdminLogEntrySchema);
       }
-      const out = await callUnary(LogService, LogService.method.listAdminLogs, services.log.listAdminLogs, init, req, reply, "api");
+      const out = await callUnary(services.log, LogService.method.listAdminLogs, init, callOptions(req, reply, "api"));
       return reply.send(protoJson(ListAdminLogsResponseSchema, out));
     } catch (err) {
       return sendError(reply, err);
@@ -243,7 +244,7 @@ export async function registerV1Routes(app: FastifyInstance, deps: Deps, service
     try {
       const q = queryOf(req, [...LIST_PARAMS, ...NOTE_FILTERS]);
       const filter = { collection: q.collection ?? "", recordId: q.recordId ?? "", userId: q.userId ?? "", archived: boolParam(q, "archived") };
-      const out = await callUnary(NoteService, NoteService.method.listNotes, services.note.listNotes, { scope: scopeOf(req.params), options: listOptions(q), filter }, req, reply, "api");
+      const out = await callUnary(services.note, NoteService.method.listNotes, { scope: scopeOf(req.params), options: listOptions(q), filter }, callOptions(req, reply, "api"));
       return reply.send(protoJson(ListNotesResponseSchema, out));
     } catch (err) {
       return sendError(reply, err);
@@ -261,7 +262,7 @@ export async function registerV1Routes(app: FastifyInstance, deps: Deps, service
         title: stringField(b, "title") ?? "",
         content: stringField(b, "content") ?? "",
       };
-      const out = await callUnary(NoteService, NoteService.method.createNote, services.note.createNote, init, req, reply, "api");
+      const out = await callUnary(services.note, NoteService.method.createNote, init, callOptions(req, reply, "api"));
       return reply.code(201).send(protoJson(NoteSchema, out.note ?? create(NoteSchema)));
     } catch (err) {
       return sendError(reply, err);
@@ -271,7 +272,7 @@ export async function registerV1Routes(app: FastifyInstance, deps: Deps, service
   app.get<{ Params: NoteParams }>(`${ENV}/notes/:noteId`, async (req, reply) => {
     try {
       queryOf(req, []);
-      const out = await callUnary(NoteService, NoteService.method.getNote, services.note.getNote, { scope: scopeOf(req.params), noteId: req.params.noteId }, req, reply, "api");
+      const out = await callUnary(services.note, NoteService.method.getNote, { scope: scopeOf(req.params), noteId: req.params.noteId }, callOptions(req, reply, "api"));
       return reply.send(protoJson(NoteSchema, out.note ?? create(NoteSchema)));
     } catch (err) {
       return sendError(reply, err);
@@ -283,7 +284,7 @@ export async function registerV1Routes(app: FastifyInstance, deps: Deps, service
       queryOf(req, []);
       const b = jsonObjectBody(req);
       const init = { scope: scopeOf(req.params), noteId: req.params.noteId, title: stringField(b, "title"), archived: boolField(b, "archived") };
-      const out = await callUnary(NoteService, NoteService.method.updateNote, services.note.updateNote, init, req, reply, "api");
+      const out = await callUnary(services.note, NoteService.method.updateNote, init, callOptions(req, reply, "api"));
       return reply.send(protoJson(NoteSchema, out.note ?? create(NoteSchema)));
     } catch (err) {
       return sendError(reply, err);
@@ -293,7 +294,7 @@ export async function registerV1Routes(app: FastifyInstance, deps: Deps, service
   app.delete<{ Params: NoteParams }>(`${ENV}/notes/:noteId`, async (req, reply) => {
     try {
       queryOf(req, []);
-      await callUnary(NoteService, NoteService.method.deleteNote, services.note.deleteNote, { scope: scopeOf(req.params), noteId: req.params.noteId }, req, reply, "api");
+      await callUnary(services.note, NoteService.method.deleteNote, { scope: scopeOf(req.params), noteId: req.params.noteId }, callOptions(req, reply, "api"));
       return reply.code(204).send();
     } catch (err) {
       return sendError(reply, err);
@@ -305,7 +306,7 @@ export async function registerV1Routes(app: FastifyInstance, deps: Deps, service
       queryOf(req, []);
       const b = jsonObjectBody(req);
       const init = { scope: scopeOf(req.params), noteId: req.params.noteId, content: stringField(b, "content") ?? "" };
-      const out = await callUnary(NoteService, NoteService.method.addNoteMessage, services.note.addNoteMessage, init, req, reply, "api");
+      const out = await callUnary(services.note, NoteService.method.addNoteMessage, init, callOptions(req, reply, "api"));
       return reply.code(201).send(protoJson(NoteMessageSchema, out.message ?? create(NoteMessageSchema)));
     } catch (err) {
       return sendError(reply, err);

@@ -6,9 +6,14 @@
 import type { FastifyInstance } from "fastify";
 import type { Deps } from "../deps.js";
 import type { Services } from "../api/services.js";
-import { parseWebhookBody, triggerRun, type TriggerBody } from "../domain/trigger.js";
-import { acceptRawBodies, contentTypeError, depthError, RawBody } from "./body.js";
-import { sendError } from "./bridge.js";
+import { createContextValues } from "@connectrpc/connect";
+import { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
+import { callUnary } from "../api/call.js";
+import { webhookCallKey } from "../api/context.js";
+import { parseWebhookBody, type TriggerBody } from "../domain/trigger.js";
+import { acceptRawBodies, contentTypeError, RawBody } from "./body.js";
+import { depthError } from "../json-depth.js";
+import { callOptions, sendError } from "./bridge.js";
 import { isInternal } from "../errors.js";
 
 /** The body as the trigger sees it: the record id, or why the body is unusable (reported at step 6). */
@@ -21,7 +26,7 @@ function webhookBody(raw: unknown, contentType: string | undefined): TriggerBody
 /** The webhook's route template (metrics count its answers by status). */
 export const WEBHOOK_ROUTE = "/hooks/*";
 
-export async function registerWebhookRoutes(app: FastifyInstance, deps: Deps, _services: Services): Promise<void> {
+export async function registerWebhookRoutes(app: FastifyInstance, deps: Deps, services: Services): Promise<void> {
   // Any content type (or none): keep the raw text; Fastify's bodyLimit still answers 413 first.
   acceptRawBodies(app);
 
@@ -29,13 +34,8 @@ export async function registerWebhookRoutes(app: FastifyInstance, deps: Deps, _s
   // not an unknown route (Fastify's maxParamLength would answer 404 for long ones).
   app.post<{ Params: { "*": string } }>(WEBHOOK_ROUTE, async (req, reply) => {
     try {
-      const out = await triggerRun(deps, {
-        key: req.params["*"],
-        authorization: req.headers.authorization,
-        body: webhookBody(req.body, req.headers["content-type"]),
-        via: "webhook",
-        requestId: req.id,
-      });
+      const call = { key: req.params["*"], body: webhookBody(req.body, req.headers["content-type"]) };
+      const out = await callUnary(services.trigger, TriggerService.method.triggerRun, {}, callOptions(req, reply, "webhook", createContextValues().set(webhookCallKey, call)));
       return reply.code(202).send({ runId: out.runId });
     } catch (err) {
       if (isInternal(err)) deps.logger.error({ err }, "webhook trigger failed");

@@ -21,15 +21,13 @@ import type { Deps } from "../deps.js";
 import { isUnavailable } from "../store/index.js";
 import type { RunDoc, StepDoc } from "../store/types.js";
 import { writeRunActivity } from "../domain/runs/activity.js";
-import { RUN_CHANGED } from "../domain/runs/model.js";
+import { MAX_WAIT_STEP_SECONDS, RUN_CHANGED } from "../domain/runs/model.js";
 import type { RunStateMachine } from "../domain/runs/state.js";
 import { runDataStep, StepFailure } from "./steps.js";
 import { sleepUnlessAborted } from "../sleep.js";
 
 /** A step started this many times without finishing fails its run. */
 export const MAX_ATTEMPTS = 5;
-/** Longest `wait` step, in seconds (WaitStep in common.proto). */
-export const MAX_WAIT_STEP_SECONDS = 86_400;
 
 /** Why a runner was told to stop: the process is stopping (hand the run over), or the run is no longer ours. */
 export type StopReason = "stopping" | "gone";

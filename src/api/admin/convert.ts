@@ -6,10 +6,10 @@ import type { Step, StepSchema } from "../../../gen/runhook/v1/common_pb.js";
 import type { Config } from "../../config.js";
 import type * as T from "../../store/types.js";
 import { fail } from "../../errors.js";
+import { MAX_WAIT_STEP_SECONDS } from "../../domain/runs/model.js";
 import { signWebhookKey, webhookUrl } from "../../domain/webhook-keys.js";
 
 export const MAX_STEPS = 100;
-export const MAX_WAIT_SECONDS = 86_400;
 export const MAX_NOTE_BYTES = 64 * 1024;
 const FIELD = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 
@@ -39,7 +39,7 @@ export function stepsFromProto(steps: Step[], primaryKey: string[]): T.StepDoc[]
         return { type: "load_record" };
       case "wait": {
         const n = s.kind.value.seconds;
-        if (n > MAX_WAIT_SECONDS) throw fail.invalid(`${at}.wait.seconds: must be 0 to ${MAX_WAIT_SECONDS}`);
+        if (n > MAX_WAIT_STEP_SECONDS) throw fail.invalid(`${at}.wait.seconds: must be 0 to ${MAX_WAIT_STEP_SECONDS}`);
         return { type: "wait", seconds: n };
       }
       case "updateRecord": {

@@ -9,7 +9,8 @@ import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, authenticateApp, bearer, newToken, 
 import { isDuplicateKey } from "../../store/index.js";
 import type * as T from "../../store/types.js";
 import type { AppTokenDoc, UserDoc } from "../../store/types.js";
-import { authorization, type Deps } from "../../deps.js";
+import { type Deps } from "../../deps.js";
+import { authorization } from "../context.js";
 import { fail } from "../../errors.js";
 import {
   apiTokenToProto,

@@ -1,9 +1,7 @@
 // Where a public-API call acts: the project API token's project (named in the path) and,
 // for environment-scoped groups, one of its environments.
-import type { HandlerContext } from "@connectrpc/connect";
 import type { Database } from "../../store/index.js";
 import type { EnvironmentDoc } from "../../store/types.js";
-import { authorization } from "../../deps.js";
 import { fail } from "../../errors.js";
 import { projectRole } from "./access.js";
 import { authenticateApi, type ApiPrincipal } from "./tokens.js";
@@ -18,8 +16,8 @@ export interface ApiScope extends ApiPrincipal {
  * cannot probe other projects' names), that the token's creator is still an admin of it
  * (403), and resolves `environmentName` when given (404 when unknown).
  */
-export async function apiScope(db: Database, ctx: HandlerContext, projectName: string, environmentName?: string): Promise<ApiScope> {
-  const principal = await authenticateApi(db, authorization(ctx));
+export async function apiScope(db: Database, authorizationHeader: string | null | undefined, projectName: string, environmentName?: string): Promise<ApiScope> {
+  const principal = await authenticateApi(db, authorizationHeader);
   if (!projectName) throw fail.invalid("project name is required");
   if (projectName !== principal.project.name) throw fail.denied("the token does not belong to this project");
   const needEnv = environmentName !== undefined;

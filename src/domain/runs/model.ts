@@ -19,11 +19,8 @@ export const RUN_CHANGED = "run.changed";
 /** A run was cancelled on this instance (runId): a local executor working on it stops at once. */
 export const RUN_CANCELLED = "run.cancelled";
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-export function isRunId(id: string): boolean {
-  return UUID.test(id);
-}
+/** Longest `wait` step, in seconds (WaitStep in common.proto): checked when published and when run. */
+export const MAX_WAIT_STEP_SECONDS = 86_400;
 
 function ts(d: Date | null | undefined) {
   return d ? timestampFromDate(d) : undefined;

@@ -1,0 +1,27 @@
+// What a service implementation learns about its call besides the request message: the
+// entry point, the request id, the bearer token, and the webhook route's key and body.
+import { createContextKey, type HandlerContext } from "@connectrpc/connect";
+import type { TriggerBody } from "../domain/trigger.js";
+
+/** How a call reached the service: native gRPC / Connect, the webhook route, or /v1 REST. */
+export type Via = "grpc" | "webhook" | "api";
+
+export const viaKey = createContextKey<Via>("grpc", { description: "entry point of the call" });
+
+/** The request id of the call (x-request-id, kept when well-formed, else made by the gateway). */
+export const requestIdKey = createContextKey<string>("", { description: "request id of the call" });
+
+/**
+ * A call of the webhook route: the key exactly as in its path (never re-parsed as a URL), and
+ * the body as the route read it, so that a bad body (wrong Content-Type, too deep, not JSON)
+ * is reported only at its place in the trigger's check order.
+ */
+export const webhookCallKey = createContextKey<{ key: string; body: TriggerBody } | undefined>(undefined, { description: "the webhook route's key and body" });
+
+export function viaOf(ctx: HandlerContext): Via {
+  return ctx.values.get(viaKey);
+}
+
+export function authorization(ctx: HandlerContext): string | null {
+  return ctx.requestHeader.get("authorization");
+}

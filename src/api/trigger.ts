@@ -1,0 +1,23 @@
+// TriggerService: gRPC and Connect callers name the webhook URL and the record; the webhook
+// route comes through here too, with its key and body in the call's context values.
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
+import type { Deps } from "../deps.js";
+import { triggerRun } from "../domain/trigger.js";
+import { keyOfUrl } from "../domain/webhook-keys.js";
+import { authorization, requestIdKey, webhookCallKey } from "./context.js";
+
+export function createTriggerService(deps: Deps): ServiceImpl<typeof TriggerService> {
+  return {
+    async triggerRun(req, ctx) {
+      const webhook = ctx.values.get(webhookCallKey);
+      return triggerRun(deps, {
+        key: webhook?.key ?? keyOfUrl(req.webhookUrl),
+        authorization: authorization(ctx),
+        body: webhook?.body ?? { recordId: req.recordId },
+        via: webhook ? "webhook" : "grpc",
+        requestId: ctx.values.get(requestIdKey),
+      });
+    },
+  };
+}
