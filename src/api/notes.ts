@@ -5,7 +5,18 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { NoteMessageSchema, NoteSchema, NoteService, type Note, type NoteMessage, type NoteScope } from "../../gen/runhook/v1/note_pb.js";
+import {
+  NoteMessageSchema,
+  NoteSchema,
+  type AddNoteMessageRequest,
+  type CreateNoteRequest,
+  type ListNotesRequest,
+  type Note,
+  type NoteMessage,
+  type NoteScope,
+  type NoteService,
+  type UpdateNoteRequest,
+} from "../../gen/runhook/v1/note_pb.js";
 import { apiScope, type ApiScope } from "../domain/auth/api-scope.js";
 import type { NoteScopeIds } from "../store/notes.js";
 import type { NoteDoc, NoteMessageDoc, UserRefDoc } from "../store/types.js";
@@ -13,7 +24,7 @@ import type { Deps } from "../deps.js";
 import { authorization, viaOf } from "./context.js";
 import { fail } from "../errors.js";
 import { isUuid } from "../domain/ids.js";
-import { bindingHash, cursorCodec, paging } from "../domain/logs/cursor.js";
+import { bindingHash, cursorCodec, paging, type CursorCodec } from "../domain/logs/cursor.js";
 import { addNoteMessage, checkTitle, createNote, updateNote } from "../domain/notes/threads.js";
 
 export function noteMessage(m: NoteMessageDoc): NoteMessage {
@@ -34,112 +45,116 @@ export function noteOf(d: NoteDoc): Note {
   });
 }
 
+/** A call's place: the token's project and environment, and the token's admin as the author. */
+type NoteCallScope = ApiScope & { ids: NoteScopeIds; author: UserRefDoc };
+
+async function scopeOf(deps: Deps, ctx: HandlerContext, s: NoteScope | undefined): Promise<NoteCallScope> {
+  const scope = await apiScope(deps.db, authorization(ctx), s?.projectName ?? "", s?.environmentName ?? "");
+  return { ...scope, ids: { projectId: scope.project._id, environmentId: scope.environment!._id }, author: { id: scope.user._id, email: scope.user.email } };
+}
+
+function noteIdOf(id: string): string {
+  if (!id) throw fail.invalid("note id is required");
+  // Not an id this service ever issues: unknown, like any other.
+  if (!isUuid(id)) throw fail.notFound("unknown note");
+  return id.toLowerCase();
+}
+
+function activity(deps: Deps, ctx: HandlerContext, scope: NoteCallScope, action: string, note: Pick<NoteDoc, "_id" | "collection" | "recordId">, details: Record<string, unknown> = {}) {
+  return deps.store.logs.appendActivity({
+    projectId: scope.ids.projectId,
+    environmentId: scope.ids.environmentId,
+    environment: scope.environment!.name,
+    rendering: null,
+    user: scope.author,
+    action,
+    via: viaOf(ctx),
+    collection: note.collection,
+    recordId: note.recordId,
+    runId: null,
+    details: { noteId: note._id, ...details },
+  });
+}
+
+async function createNoteCall(deps: Deps, req: CreateNoteRequest, ctx: HandlerContext) {
+  const scope = await scopeOf(deps, ctx, req.scope);
+  if (!req.collection) throw fail.invalid("collection is required");
+  if (!req.recordId) throw fail.invalid("recordId is required");
+  if (!req.content) throw fail.invalid("content is required");
+  checkTitle(req.title);
+  const coll = await deps.db.collections.findOne({ environmentId: scope.ids.environmentId, name: req.collection }, { projection: { _id: 1 } });
+  if (!coll) throw fail.invalid(`unknown collection "${req.collection}" in this environment`);
+  const doc = await createNote(deps.store, { ...scope.ids, collection: req.collection, recordId: req.recordId, title: req.title, content: req.content, user: scope.author });
+  await activity(deps, ctx, scope, "note.created", doc, { messageId: doc.messages[0]!.id, title: doc.title });
+  return { note: noteOf(doc) };
+}
+
+async function listNotes(deps: Deps, codec: CursorCodec, req: ListNotesRequest, ctx: HandlerContext) {
+  const p = paging(req.options);
+  const scope = await scopeOf(deps, ctx, req.scope);
+  const f = req.filter;
+  const archived = f?.archived;
+  const hash = bindingHash({
+    list: "notes", scope: scope.ids.environmentId, order: p.order, from: p.from?.toISOString(), to: p.to?.toISOString(),
+    collection: f?.collection, recordId: f?.recordId, userId: f?.userId, archived: archived === undefined ? undefined : String(archived),
+  });
+  const pos = p.cursor ? codec.decode(p.cursor, hash) : undefined;
+  const asc = p.order === "asc";
+  const selection = { ...scope.ids, collection: f?.collection, recordId: f?.recordId, userId: f?.userId, archived, from: p.from, to: p.to };
+  let docs = await deps.store.notes.list(selection, pos, asc ? 1 : -1, p.limit + 1);
+  const hasMore = docs.length > p.limit;
+  if (hasMore) docs = docs.slice(0, p.limit);
+  const last = docs[docs.length - 1]?.seq;
+  // Ascending always answers a cursor (where the next poll continues); descending only while more remain.
+  const nextCursor = asc ? codec.encode(last ?? pos ?? 0, hash) : hasMore ? codec.encode(last!, hash) : undefined;
+  return { notes: docs.map(noteOf), hasMore, nextCursor };
+}
+
+async function updateNoteCall(deps: Deps, req: UpdateNoteRequest, ctx: HandlerContext) {
+  const scope = await scopeOf(deps, ctx, req.scope);
+  const noteId = noteIdOf(req.noteId);
+  if (req.title === undefined && req.archived === undefined) {
+    const doc = await deps.store.notes.get(scope.ids, noteId);
+    if (!doc) throw fail.notFound("unknown note");
+    return { note: noteOf(doc) }; // nothing to change
+  }
+  const doc = await updateNote(deps.store, scope.ids, noteId, { title: req.title, archived: req.archived });
+  if (!doc) throw fail.notFound("unknown note");
+  const details: Record<string, unknown> = {};
+  if (req.title !== undefined) details.title = req.title;
+  if (req.archived !== undefined) details.archived = req.archived;
+  await activity(deps, ctx, scope, "note.updated", doc, details);
+  return { note: noteOf(doc) };
+}
+
+async function addNoteMessageCall(deps: Deps, req: AddNoteMessageRequest, ctx: HandlerContext) {
+  const scope = await scopeOf(deps, ctx, req.scope);
+  if (!req.content) throw fail.invalid("content is required");
+  const r = await addNoteMessage(deps.store, scope.ids, noteIdOf(req.noteId), req.content, scope.author);
+  if (!r) throw fail.notFound("unknown note");
+  await activity(deps, ctx, scope, "note.message.created", r.note, { messageId: r.message.id });
+  return { message: noteMessage(r.message) };
+}
+
 export function createNoteService(deps: Deps): ServiceImpl<typeof NoteService> {
-  const { db, store } = deps;
   const codec = cursorCodec(deps.config);
-
-  async function scopeOf(ctx: HandlerContext, s: NoteScope | undefined): Promise<ApiScope & { ids: NoteScopeIds; author: UserRefDoc }> {
-    const scope = await apiScope(db, authorization(ctx), s?.projectName ?? "", s?.environmentName ?? "");
-    return { ...scope, ids: { projectId: scope.project._id, environmentId: scope.environment!._id }, author: { id: scope.user._id, email: scope.user.email } };
-  }
-
-  function noteIdOf(id: string): string {
-    if (!id) throw fail.invalid("note id is required");
-    // Not an id this service ever issues: unknown, like any other.
-    if (!isUuid(id)) throw fail.notFound("unknown note");
-    return id.toLowerCase();
-  }
-
-  function activity(ctx: HandlerContext, scope: ApiScope & { ids: NoteScopeIds; author: UserRefDoc }, action: string, note: Pick<NoteDoc, "_id" | "collection" | "recordId">, details: Record<string, unknown> = {}) {
-    return store.logs.appendActivity({
-      projectId: scope.ids.projectId,
-      environmentId: scope.ids.environmentId,
-      environment: scope.environment!.name,
-      rendering: null,
-      user: scope.author,
-      action,
-      via: viaOf(ctx),
-      collection: note.collection,
-      recordId: note.recordId,
-      runId: null,
-      details: { noteId: note._id, ...details },
-    });
-  }
-
   return {
-    async createNote(req, ctx) {
-      const scope = await scopeOf(ctx, req.scope);
-      if (!req.collection) throw fail.invalid("collection is required");
-      if (!req.recordId) throw fail.invalid("recordId is required");
-      if (!req.content) throw fail.invalid("content is required");
-      checkTitle(req.title);
-      const coll = await db.collections.findOne({ environmentId: scope.ids.environmentId, name: req.collection }, { projection: { _id: 1 } });
-      if (!coll) throw fail.invalid(`unknown collection "${req.collection}" in this environment`);
-      const doc = await createNote(store, { ...scope.ids, collection: req.collection, recordId: req.recordId, title: req.title, content: req.content, user: scope.author });
-      await activity(ctx, scope, "note.created", doc, { messageId: doc.messages[0]!.id, title: doc.title });
-      return { note: noteOf(doc) };
-    },
-
+    createNote: (req, ctx) => createNoteCall(deps, req, ctx),
     async getNote(req, ctx) {
-      const scope = await scopeOf(ctx, req.scope);
-      const doc = await store.notes.get(scope.ids, noteIdOf(req.noteId));
+      const scope = await scopeOf(deps, ctx, req.scope);
+      const doc = await deps.store.notes.get(scope.ids, noteIdOf(req.noteId));
       if (!doc) throw fail.notFound("unknown note");
       return { note: noteOf(doc) };
     },
-
-    async listNotes(req, ctx) {
-      const p = paging(req.options);
-      const scope = await scopeOf(ctx, req.scope);
-      const f = req.filter;
-      const archived = f?.archived;
-      const hash = bindingHash({
-        list: "notes", scope: scope.ids.environmentId, order: p.order, from: p.from?.toISOString(), to: p.to?.toISOString(),
-        collection: f?.collection, recordId: f?.recordId, userId: f?.userId, archived: archived === undefined ? undefined : String(archived),
-      });
-      const pos = p.cursor ? codec.decode(p.cursor, hash) : undefined;
-      const asc = p.order === "asc";
-      const selection = { ...scope.ids, collection: f?.collection, recordId: f?.recordId, userId: f?.userId, archived, from: p.from, to: p.to };
-      let docs = await store.notes.list(selection, pos, asc ? 1 : -1, p.limit + 1);
-      const hasMore = docs.length > p.limit;
-      if (hasMore) docs = docs.slice(0, p.limit);
-      const last = docs[docs.length - 1]?.seq;
-      // Ascending always answers a cursor (where the next poll continues); descending only while more remain.
-      const nextCursor = asc ? codec.encode(last ?? pos ?? 0, hash) : hasMore ? codec.encode(last!, hash) : undefined;
-      return { notes: docs.map(noteOf), hasMore, nextCursor };
-    },
-
-    async updateNote(req, ctx) {
-      const scope = await scopeOf(ctx, req.scope);
-      const noteId = noteIdOf(req.noteId);
-      if (req.title === undefined && req.archived === undefined) {
-        const doc = await store.notes.get(scope.ids, noteId);
-        if (!doc) throw fail.notFound("unknown note");
-        return { note: noteOf(doc) }; // nothing to change
-      }
-      const doc = await updateNote(store, scope.ids, noteId, { title: req.title, archived: req.archived });
-      if (!doc) throw fail.notFound("unknown note");
-      const details: Record<string, unknown> = {};
-      if (req.title !== undefined) details.title = req.title;
-      if (req.archived !== undefined) details.archived = req.archived;
-      await activity(ctx, scope, "note.updated", doc, details);
-      return { note: noteOf(doc) };
-    },
-
+    listNotes: (req, ctx) => listNotes(deps, codec, req, ctx),
+    updateNote: (req, ctx) => updateNoteCall(deps, req, ctx),
     async deleteNote(req, ctx) {
-      const scope = await scopeOf(ctx, req.scope);
-      const doc = await store.notes.remove(scope.ids, noteIdOf(req.noteId));
+      const scope = await scopeOf(deps, ctx, req.scope);
+      const doc = await deps.store.notes.remove(scope.ids, noteIdOf(req.noteId));
       if (!doc) throw fail.notFound("unknown note");
-      await activity(ctx, scope, "note.deleted", doc);
+      await activity(deps, ctx, scope, "note.deleted", doc);
       return {};
     },
-
-    async addNoteMessage(req, ctx) {
-      const scope = await scopeOf(ctx, req.scope);
-      if (!req.content) throw fail.invalid("content is required");
-      const r = await addNoteMessage(store, scope.ids, noteIdOf(req.noteId), req.content, scope.author);
-      if (!r) throw fail.notFound("unknown note");
-      await activity(ctx, scope, "note.message.created", r.note, { messageId: r.message.id });
-      return { message: noteMessage(r.message) };
-    },
+    addNoteMessage: (req, ctx) => addNoteMessageCall(deps, req, ctx),
   };
 }

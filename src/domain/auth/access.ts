@@ -1,8 +1,9 @@
 // Every permission rule, in one place; RPCs, REST and executors all call these.
 import type { Database } from "../../store/index.js";
-import type { AppTokenDoc, ProjectDoc, RenderingDoc, UserDoc, WorkflowDoc } from "../../store/types.js";
+import type { AppTokenDoc, ProjectDoc, RenderingDoc, RunDoc, UserDoc, WorkflowDoc } from "../../store/types.js";
 import { fail } from "../../errors.js";
 import type { Role } from "./roles.js";
+import type { ApiPrincipal, AppPrincipal } from "./tokens.js";
 
 /** A user's role on a project is stored under this _id, so reading it is one _id lookup. */
 export function projectRoleId(projectId: string, userId: string): string {
@@ -51,6 +52,30 @@ export async function assertMayTrigger(
   }
   if (project.requiresSso && !token.sso) throw fail.denied("the project requires a token generated in an SSO session");
   return r.role;
+}
+
+/**
+ * Throws PERMISSION_DENIED unless the principal may follow (or cancel) the run: a project API
+ * token of the run's project, or an application token of a user who may trigger its workflow.
+ */
+export async function assertMayFollowRun(db: Database, p: AppPrincipal | ApiPrincipal, run: RunDoc): Promise<void> {
+  if (p.kind === "api") {
+    if (p.project._id !== run.projectId) throw fail.denied("the API token belongs to another project");
+    return;
+  }
+  const [project, rendering, workflow] = await Promise.all([
+    db.projects.findOne({ _id: run.projectId }),
+    db.renderings.findOne({ _id: run.renderingId }),
+    db.workflows.findOne({ _id: run.workflowId }),
+  ]);
+  if (!project || !rendering) throw fail.denied("the run's project or rendering no longer exists");
+  if (workflow) {
+    await assertMayTrigger(db, p.user, p.token, project, rendering, workflow);
+    return;
+  }
+  // Workflow deleted: fall back to the rendering rule.
+  const r = await renderingDenial(db, p.user, project, rendering);
+  if (r.reason !== null) throw fail.denied(r.reason);
 }
 
 export type DataAccess = "read" | "edit";
