@@ -34,6 +34,8 @@ export interface Runhook {
   services: Services;
   /** Port of GET /metrics, when served. */
   metricsPort?: number;
+  /** The HTTP gateway (absent for a worker): tests call it in process with inject(). */
+  gateway?: FastifyInstance;
   /** Base URL of the HTTP gateway (absent for a worker). */
   baseUrl?: string;
   /** host:port of the native gRPC server (absent for a worker). */
@@ -148,7 +150,7 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
       metricsServer = await startMetricsServer(deps.metrics.registry, config.host, metricsPort);
       logger.info({ metrics: metricsServer.port }, "metrics at /metrics");
     }
-    return { deps, services, baseUrl, grpcAddr, metricsPort: metricsServer?.port, stop };
+    return { deps, services, gateway, baseUrl, grpcAddr, metricsPort: metricsServer?.port, stop };
   } catch (err) {
     await stop();
     throw err;

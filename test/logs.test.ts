@@ -38,7 +38,7 @@ const adminBase = () => `/v1/project/${w.projectName}/admin-logs`;
 
 /** Every page of a listing, following nextCursor until hasMore is false. */
 async function all(path: string, params: Record<string, string | number | undefined>, key = "activityLogs") {
-  const c = apiClient(server.baseUrl, w.apiToken);
+  const c = apiClient(server.gateway, w.apiToken);
   const out: any[] = [];
   let cursor: string | undefined;
   for (let i = 0; i < 1000; i++) {
@@ -137,7 +137,7 @@ describe("activity logs", () => {
   });
 
   it("pages with small limits: every entry exactly once; asc always returns a cursor", async () => {
-    const c = apiClient(server.baseUrl, w.apiToken);
+    const c = apiClient(server.gateway, w.apiToken);
     const seen: number[] = [];
     let cursor: string | undefined;
     let pages = 0;
@@ -162,7 +162,7 @@ describe("activity logs", () => {
   });
 
   it("orders desc and omits nextCursor on the last page", async () => {
-    const c = apiClient(server.baseUrl, w.apiToken);
+    const c = apiClient(server.gateway, w.apiToken);
     const p1 = await c.get(base() + qs({ order: "desc", limit: 4 }));
     expect(idsOf(p1.body.activityLogs)).toEqual([ids.f, ids.e, ids.d, ids.c]);
     expect(p1.body.hasMore).toBe(true);
@@ -173,7 +173,7 @@ describe("activity logs", () => {
   });
 
   it("rejects a cursor used with other filters, order or range, and a forged cursor", async () => {
-    const c = apiClient(server.baseUrl, w.apiToken);
+    const c = apiClient(server.gateway, w.apiToken);
     const p1 = await c.get(base() + qs({ limit: 2, collection: "orders" }));
     const cursor = p1.body.nextCursor as string;
     expect((await c.get(base() + qs({ limit: 2, collection: "orders", cursor }))).status).toBe(200);
@@ -207,19 +207,19 @@ describe("activity logs", () => {
     ["action=a&action=b", "action"],
     ["from=2025-03-02T00:00:00Z&to=2025-03-01T00:00:00Z", "from"],
   ])("rejects %s with a 400 naming the parameter", async (query, name) => {
-    const r = await apiClient(server.baseUrl, w.apiToken).get(`${base()}?${query}`);
+    const r = await apiClient(server.gateway, w.apiToken).get(`${base()}?${query}`);
     expect(r.status).toBe(400);
     expect(r.body).toEqual({ code: "invalid_argument", error: expect.stringContaining(name) });
   });
 
   it("accepts limit 1 and 1000", async () => {
-    const c = apiClient(server.baseUrl, w.apiToken);
+    const c = apiClient(server.gateway, w.apiToken);
     expect((await c.get(base() + "?limit=1")).body.activityLogs).toHaveLength(1);
     expect((await c.get(base() + "?limit=1000")).body.activityLogs).toHaveLength(6);
   });
 
   it("answers 401 without, with a bad or a revoked token", async () => {
-    const c = apiClient(server.baseUrl);
+    const c = apiClient(server.gateway);
     for (const token of [undefined, "rh_api_" + "x".repeat(43), "garbage", w.userToken]) {
       const r = await c.get(base(), { token: token ?? null });
       expect(r.status).toBe(401);
@@ -232,12 +232,12 @@ describe("activity logs", () => {
   });
 
   it("answers 403 for another project's token or an unknown project, 404 for an unknown environment", async () => {
-    const c = apiClient(server.baseUrl, other.apiToken);
+    const c = apiClient(server.gateway, other.apiToken);
     const r = await c.get(base());
     expect(r.status).toBe(403);
     expect(r.body).toMatchObject({ code: "permission_denied" });
     expect((await c.get(`/v1/project/nope-${randomUUID()}/environment/production/activity-logs`)).status).toBe(403);
-    const mine = apiClient(server.baseUrl, w.apiToken);
+    const mine = apiClient(server.gateway, w.apiToken);
     const nf = await mine.get(`/v1/project/${w.projectName}/environment/nope/activity-logs`);
     expect(nf.status).toBe(404);
     expect(nf.body).toMatchObject({ code: "not_found", error: expect.stringContaining("nope") });
@@ -248,7 +248,7 @@ describe("activity logs", () => {
   it("answers 403 when the token's creator is no longer an admin of the project", async () => {
     const ex = await addUser(db, w.orgId, w.projectId, "editor");
     const t = await addApiToken(db, ex._id, w.projectId);
-    const r = await apiClient(server.baseUrl, t.plaintext).get(base());
+    const r = await apiClient(server.gateway, t.plaintext).get(base());
     expect(r.status).toBe(403);
   });
 
@@ -289,15 +289,15 @@ describe("admin logs", () => {
     expect(idsOf((await all(adminBase(), { action: "api_token.created" }, "adminLogs")).entries)).toEqual([ids.adm3]);
     expect(idsOf((await all(adminBase(), { from: at(1).toISOString(), to: at(3).toISOString() }, "adminLogs")).entries)).toEqual([ids.adm2]);
     expect(idsOf((await all(adminBase(), { order: "desc", limit: 1 }, "adminLogs")).entries)).toEqual([ids.adm3, ids.adm2, ids.adm1]);
-    const bad = await apiClient(server.baseUrl, w.apiToken).get(adminBase() + "?collection=orders");
+    const bad = await apiClient(server.gateway, w.apiToken).get(adminBase() + "?collection=orders");
     expect(bad.status).toBe(400);
-    expect((await apiClient(server.baseUrl, other.apiToken).get(adminBase())).status).toBe(403);
+    expect((await apiClient(server.gateway, other.apiToken).get(adminBase())).status).toBe(403);
   });
 });
 
 describe("tail-safety: holes and tombstones", () => {
   it("waits for a hole that fills within the grace, and returns the entry in order", async () => {
-    const c = apiClient(server.baseUrl, w.apiToken);
+    const c = apiClient(server.gateway, w.apiToken);
     const start = await c.get(base() + qs({ limit: 1000 }));
     const cursor = start.body.nextCursor;
     // A slow writer: takes a number, inserts it 80 ms later; a fast one writes after it.
@@ -316,7 +316,7 @@ describe("tail-safety: holes and tombstones", () => {
   });
 
   it("tombstones a hole left longer than the grace; the late writer collides and re-takes a number", async () => {
-    const c = apiClient(server.baseUrl, w.apiToken);
+    const c = apiClient(server.gateway, w.apiToken);
     const start = await c.get(base() + qs({ limit: 1000 }));
     const stream = activityStream(w.environmentId);
     const lost = await server.deps.store.counters.next(stream); // a writer that stalls (or crashed)

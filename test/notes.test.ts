@@ -16,7 +16,7 @@ let w: World;
 let other: World;
 let stagingToken: string;
 const notes = () => `/v1/project/${w.projectName}/environment/${w.environmentName}/notes`;
-const api = () => apiClient(server.baseUrl, w.apiToken);
+const api = () => apiClient(server.gateway, w.apiToken);
 
 beforeAll(async () => {
   server = await startServer();
@@ -136,28 +136,28 @@ describe("notes", () => {
   it("never shows a note of another environment or project", async () => {
     const n = await create({});
     const staging = `/v1/project/${w.projectName}/environment/staging/notes`;
-    const c = apiClient(server.baseUrl, stagingToken);
+    const c = apiClient(server.gateway, stagingToken);
     expect((await c.get(`${staging}/${n.id}`)).status).toBe(404);
     expect((await c.patch(`${staging}/${n.id}`, { title: "x" })).status).toBe(404);
     expect((await c.del(`${staging}/${n.id}`)).status).toBe(404);
     expect((await c.post(`${staging}/${n.id}/messages`, { content: "x" })).status).toBe(404);
     expect((await c.get(staging)).body.notes).toEqual([]);
     // Another project's token: 403; another project's note id in this project's path: 404.
-    const o = apiClient(server.baseUrl, other.apiToken);
+    const o = apiClient(server.gateway, other.apiToken);
     expect((await o.get(`${notes()}/${n.id}`)).status).toBe(403);
     const on = await o.post(`/v1/project/${other.projectName}/environment/production/notes`, { collection: "orders", recordId: "r1", content: "x" });
     expect(on.status).toBe(201);
     expect((await api().get(`${notes()}/${on.body.id}`)).status).toBe(404);
     expect((await api().get(`${notes()}/not-a-uuid`)).status).toBe(404);
     expect((await api().get(`/v1/project/${w.projectName}/environment/nope/notes`)).status).toBe(404);
-    expect((await apiClient(server.baseUrl).get(notes())).status).toBe(401);
+    expect((await apiClient(server.gateway).get(notes())).status).toBe(401);
     // Still intact.
     expect((await api().get(`${notes()}/${n.id}`)).body.title).toBe(n.title);
   });
 
   it("lists with filters, paging and from/to", async () => {
     const fresh = await createWorld(db);
-    const c = apiClient(server.baseUrl, fresh.apiToken);
+    const c = apiClient(server.gateway, fresh.apiToken);
     const base = `/v1/project/${fresh.projectName}/environment/production/notes`;
     const made: any[] = [];
     for (const [recordId, archived] of [["r1", false], ["r2", true], ["r1", true], ["r3", false], ["r1", false]] as const) {

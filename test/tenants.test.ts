@@ -35,13 +35,13 @@ beforeAll(async () => {
   b = await createWorld(db);
   await db.environments.insertOne({ _id: randomUUID(), projectId: b.projectId, name: "b-only", dataDatabase: "x", createdAt: new Date() });
   // B's data: a note (and its activity entry), an ongoing run, an admin log entry.
-  const note = await apiClient(server.baseUrl, b.apiToken).post(`${envPath(b)}/notes`, { collection: b.collection, recordId: "r1", title: "B only", content: "<p>secret of B</p>" });
+  const note = await apiClient(server.gateway, b.apiToken).post(`${envPath(b)}/notes`, { collection: b.collection, recordId: "r1", title: "B only", content: "<p>secret of B</p>" });
   expect(note.status).toBe(201);
   bNoteId = note.body.id;
   bRunId = (await queueRun(db, b, "r1"))._id;
   await adminClient(server.baseUrl, b.adminToken).setWebhookRateLimit({ workflowId: b.workflowId, rateLimitPerMinute: 7 });
   // A has data of its own, so that "empty" is not the only possible answer.
-  expect((await apiClient(server.baseUrl, a.apiToken).post(`${envPath(a)}/notes`, { collection: a.collection, recordId: "r1", content: "a" })).status).toBe(201);
+  expect((await apiClient(server.gateway, a.apiToken).post(`${envPath(a)}/notes`, { collection: a.collection, recordId: "r1", content: "a" })).status).toBe(201);
 });
 afterAll(async () => {
   await server?.stop();
@@ -49,7 +49,7 @@ afterAll(async () => {
 
 /** Status and body, for comparing two answers. */
 async function answer(method: string, path: string, token: string, body?: unknown) {
-  const r = await apiClient(server.baseUrl, token).call(method, path, body === undefined ? {} : { body });
+  const r = await apiClient(server.gateway, token).call(method, path, body === undefined ? {} : { body });
   return { status: r.status, body: r.body as unknown };
 }
 
@@ -78,7 +78,7 @@ describe("logs of another project", () => {
   });
 
   it("the token's own lists never contain another project's entries, whatever the filters or cursor", async () => {
-    const api = apiClient(server.baseUrl, a.apiToken);
+    const api = apiClient(server.gateway, a.apiToken);
     for (const q of [`runId=${bRunId}`, `recordId=r1&collection=${b.collection}`, `userId=${b.admin._id}`, `action=note.created&userEmail=${encodeURIComponent(b.admin.email)}`]) {
       const r = await api.get(`${envPath(a)}/activity-logs?${q}`);
       expect(r.status, q).toBe(200);
@@ -92,7 +92,7 @@ describe("logs of another project", () => {
     const exported = await (await fetch(`${server.baseUrl}${envPath(a)}/activity-logs`, { headers: { ...auth(a.apiToken), accept: "application/x-ndjson" } })).text();
     expect(exported).not.toMatch(new RegExp(`${bNoteId}|${b.admin._id}`));
     // A cursor issued to B is bound to B's environment: 400, never B's entries.
-    const bPage = await apiClient(server.baseUrl, b.apiToken).get(`${envPath(b)}/activity-logs?limit=1`);
+    const bPage = await apiClient(server.gateway, b.apiToken).get(`${envPath(b)}/activity-logs?limit=1`);
     const withB = await api.get(`${envPath(a)}/activity-logs?limit=1&cursor=${bPage.body.nextCursor}`);
     expect(withB.status).toBe(400);
     expect(withB.body).toMatchObject({ code: "invalid_argument" });
@@ -116,12 +116,12 @@ describe("notes of another project", () => {
       expect(theirs.status, `${method} ${suffix}`).toBe(403);
       expect(await answer(method, `${envPath(b)}/notes/${unknown}${suffix}`, a.apiToken, body)).toEqual(theirs);
     }
-    const listed = await apiClient(server.baseUrl, a.apiToken).get(`${envPath(a)}/notes?recordId=r1&collection=${b.collection}`);
+    const listed = await apiClient(server.gateway, a.apiToken).get(`${envPath(a)}/notes?recordId=r1&collection=${b.collection}`);
     expect(JSON.stringify(listed.body)).not.toContain(bNoteId);
     const note = await db.notes.findOne({ _id: bNoteId });
     expect(note).toMatchObject({ title: "B only", archivedAt: null });
     expect(note!.messages).toHaveLength(1);
-    expect((await apiClient(server.baseUrl, b.apiToken).get(`${envPath(b)}/notes/${bNoteId}`)).status).toBe(200);
+    expect((await apiClient(server.gateway, b.apiToken).get(`${envPath(b)}/notes/${bNoteId}`)).status).toBe(200);
   });
 });
 

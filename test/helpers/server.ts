@@ -45,6 +45,7 @@ export function testEnv(dbName: string, extra: Record<string, string> = {}): Rec
 }
 
 export interface TestServer extends Runhook {
+  gateway: NonNullable<Runhook["gateway"]>;
   baseUrl: string;
   grpcAddr: string;
   dbName: string;
@@ -56,7 +57,7 @@ export async function startServer(opts: { dbName?: string; env?: Record<string, 
   const env = { ...process.env, ...testEnv(dbName, opts.env) };
   const config = loadConfig(env);
   const rh = await startRunhook(config, { mode: "server", logger: createLogger(env.LOG_LEVEL ?? "silent") });
-  return { ...rh, baseUrl: rh.baseUrl!, grpcAddr: rh.grpcAddr!, dbName };
+  return { ...rh, gateway: rh.gateway!, baseUrl: rh.baseUrl!, grpcAddr: rh.grpcAddr!, dbName };
 }
 
 export interface ChildServer {
