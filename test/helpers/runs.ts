@@ -3,6 +3,8 @@
 import { randomUUID } from "node:crypto";
 import type { Database } from "../../src/store/index.js";
 import { newRunDoc } from "../../src/domain/runs/model.js";
+import { latestActive } from "../../src/domain/trigger.js";
+import { sleep } from "../../src/sleep.js";
 import type { RunDoc, RunState, StepDoc } from "../../src/store/types.js";
 import type { World } from "./world.js";
 
@@ -28,7 +30,7 @@ export async function queueRun(db: Database, world: World, recordId: string, opt
     opts.version ??
     (opts.workflowVersion !== undefined
       ? wf.versions.find((v) => v.version === opts.workflowVersion)
-      : wf.versions.filter((v) => v.active).sort((a, b) => b.version - a.version)[0]);
+      : latestActive(wf.versions));
   if (!version) throw new Error("no such (active) workflow version");
   const collection = await db.collections.findOne({ _id: wf.collectionId });
   const now = opts.createdAt ?? new Date();
@@ -62,7 +64,7 @@ export async function waitForRun(db: Database, runId: string, pred: (r: RunDoc) 
   while (Date.now() < end) {
     last = await db.runs.findOne({ _id: runId });
     if (last && pred(last)) return last;
-    await new Promise((r) => setTimeout(r, 25));
+    await sleep(25);
   }
   throw new Error(`run ${runId} did not reach the expected state in ${timeoutMs} ms; last: ${JSON.stringify(last)}`);
 }

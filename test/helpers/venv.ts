@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } 
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { sleep } from "../../src/sleep.js";
 
 const exec = promisify(execFile);
 const LOCK_STALE_MS = 10 * 60_000;
@@ -57,7 +58,7 @@ export async function ensureVenv(name: string, requirements: string[], progress:
         continue;
       }
       if (waited % 20 === 0) progress(`waiting for another process to install ${name}…`);
-      await new Promise((r) => setTimeout(r, 500));
+      await sleep(500);
     }
   }
   try {

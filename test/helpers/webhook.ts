@@ -85,7 +85,8 @@ export function grpcTrigger(addr: string, webhookUrl: string, recordId: string, 
   return grpcUnary(addr, "/runhook.v1.TriggerService/TriggerRun", TriggerRunRequestSchema, TriggerRunResponseSchema, { webhookUrl, recordId }, token, opts);
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export { sleep } from "../../src/sleep.js";
+import { sleep } from "../../src/sleep.js";
 
 /** Waits until at least `needMs` remain in the current rate-limit minute, so a burst lands in one window. */
 export async function awaitFreshWindow(needMs: number): Promise<void> {
