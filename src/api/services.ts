@@ -5,7 +5,7 @@ import { LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
 import { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
-import { createAdminService } from "./admin/service.js";
+import { createAdminService } from "./admin/index.js";
 import type { Deps } from "../deps.js";
 import { createLogService } from "./logs.js";
 import { createNoteService } from "./notes.js";

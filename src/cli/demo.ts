@@ -6,10 +6,11 @@ import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import type { Deps } from "../deps.js";
 import { callUnary } from "../api/call.js";
 import { hashToken } from "../domain/auth/tokens.js";
-import { isDuplicateKey } from "../store/index.js";
+import { isDuplicateKey, type Database } from "../store/index.js";
 import type { Services } from "../api/services.js";
 import { keyOfUrl } from "../domain/webhook-keys.js";
-import { DEFAULT_TOKEN_TTL_MS, issueAppToken } from "../api/admin/service.js";
+import { adminLog } from "../api/admin/common.js";
+import { DEFAULT_TOKEN_TTL_MS, issueAppToken } from "../api/admin/tokens.js";
 
 export interface SeedOutput {
   baseUrl: string;
@@ -58,15 +59,7 @@ async function demoAdminToken(deps: Deps, services: Services): Promise<string> {
   const admin = await db.users.findOne({ email: DEMO.adminEmail });
   if (!admin) throw new Error(`the demo organization exists but its admin ${DEMO.adminEmail} does not`);
   const t = await issueAppToken(deps, admin, { name: "demo seed", ttlMs: DEFAULT_TOKEN_TTL_MS, sso: false });
-  await deps.store.logs.appendAdmin({
-    organizationId: admin.organizationId,
-    projectId: null,
-    environment: null,
-    actor: { id: admin._id, email: admin.email },
-    action: "token.created",
-    target: `token/${t.doc._id}`,
-    details: { userId: admin._id, name: "demo seed" },
-  });
+  await adminLog(deps, admin, "token.created", `token/${t.doc._id}`, { userId: admin._id, name: "demo seed" });
   return t.plaintext;
 }
 
@@ -85,54 +78,68 @@ async function ensure<T>(find: () => Promise<T | null>, make: () => Promise<T>):
   }
 }
 
-/** Creates the demo world (fresh tokens each call) and returns what a user needs. */
-export async function seedDemo(deps: Deps, services: Services): Promise<SeedOutput> {
-  const { db } = deps;
-  const a = services.admin;
-  const adminToken = await demoAdminToken(deps, services);
-  const admin = (await db.users.findOne({ email: DEMO.adminEmail }))!;
-  const orgId = admin.organizationId;
-  type R = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-  const c = (method: keyof Admin, init: R) => callAdmin(a, method, adminToken, init as never) as Promise<R>;
+type Loose = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+/** One AdminService call as the demo's admin; documents and answers are read loosely (`_id` or `id`). */
+type AdminCall = (method: keyof Admin, init: Loose) => Promise<Loose>;
 
+/** A document's id (found in the database) or a message's (just created). */
+const idOf = (found: Loose): string => found._id ?? found.id;
+
+interface DemoWorld {
+  projectId: string;
+  dataDatabase: string;
+  teamId: string;
+  renderingId: string;
+  collectionId: string;
+  userId: string;
+}
+
+/** The project, its environment, team, rendering and collection, and the demo user. */
+async function seedWorld(db: Database, c: AdminCall, orgId: string): Promise<DemoWorld> {
   const project = await ensure(
     () => db.projects.findOne({ organizationId: orgId, name: DEMO.project }),
     async () => (await c("createProject", { name: DEMO.project })).project,
   );
-  const projectId: string = project._id ?? project.id;
+  const projectId = idOf(project);
   const environment = await ensure(
     () => db.environments.findOne({ projectId, name: DEMO.environment }),
     async () => (await c("createEnvironment", { projectId, name: DEMO.environment })).environment,
   );
-  const environmentId: string = environment._id ?? environment.id;
-  const dataDatabase: string = environment.dataDatabase;
+  const environmentId = idOf(environment);
   const team = await ensure(
     () => db.teams.findOne({ projectId, name: DEMO.team }),
     async () => (await c("createTeam", { projectId, name: DEMO.team })).team,
   );
-  const teamId: string = team._id ?? team.id;
+  const teamId = idOf(team);
   const rendering = await ensure(
     () => db.renderings.findOne({ teamId, environmentId }),
     async () => (await c("createRendering", { teamId, environmentId })).rendering,
   );
-  const renderingId: string = rendering._id ?? rendering.id;
   const collection = await ensure(
     () => db.collections.findOne({ environmentId, name: DEMO.collection }),
     async () => (await c("createCollection", { environmentId, name: DEMO.collection, primaryKey: ["id"] })).collection,
   );
-  const collectionId: string = collection._id ?? collection.id;
   const user = await ensure(
     () => db.users.findOne({ email: DEMO.userEmail }),
     async () => (await c("createUser", { email: DEMO.userEmail, name: "Demo User" })).user,
   );
-  const userId: string = user._id ?? user.id;
-  if ((await db.projectRoles.countDocuments({ projectId, userId: admin._id })) === 0) await c("setProjectRole", { projectId, userId: admin._id, role: "admin" });
+  return { projectId, dataDatabase: environment.dataDatabase, teamId, renderingId: idOf(rendering), collectionId: idOf(collection), userId: idOf(user) };
+}
+
+/** The admin and the user on the project and in the team; every role may read and edit the collection. */
+async function grantDemoAccess(db: Database, c: AdminCall, world: DemoWorld, adminId: string): Promise<void> {
+  const { projectId, teamId, renderingId, collectionId, userId } = world;
+  if ((await db.projectRoles.countDocuments({ projectId, userId: adminId })) === 0) await c("setProjectRole", { projectId, userId: adminId, role: "admin" });
   if ((await db.projectRoles.countDocuments({ projectId, userId })) === 0) await c("setProjectRole", { projectId, userId, role: "user" });
   const members = (await db.teams.findOne({ _id: teamId }))?.memberIds ?? [];
-  for (const id of [admin._id, userId]) if (!members.includes(id)) await c("setTeamMember", { teamId, userId: id, member: true });
+  for (const id of [adminId, userId]) if (!members.includes(id)) await c("setTeamMember", { teamId, userId: id, member: true });
   if (!(await db.permissions.findOne({ _id: `${renderingId}:${collectionId}` }))) {
     await c("setCollectionPermission", { permission: { renderingId, collectionId, readRoles: ["admin", "editor", "user"], editRoles: ["admin", "editor", "user"], scope: {} } });
   }
+}
+
+/** The demo workflow with its webhook enabled; returns the webhook's URL. */
+async function seedWorkflow(db: Database, c: AdminCall, { renderingId, collectionId }: DemoWorld): Promise<string> {
   const workflow = await ensure(
     () => db.workflows.findOne({ renderingId, name: DEMO.workflow }),
     async () =>
@@ -150,18 +157,33 @@ export async function seedDemo(deps: Deps, services: Services): Promise<SeedOutp
         })
       ).workflow,
   );
-  const workflowId: string = workflow._id ?? workflow.id;
-  const webhook = (await c("enableWebhook", { workflowId })).webhook;
+  const webhook = (await c("enableWebhook", { workflowId: idOf(workflow) })).webhook;
+  return webhook.url as string;
+}
 
+async function seedRecords(db: Database, dataDatabase: string): Promise<void> {
   const records = db.dataDb(dataDatabase).collection(DEMO.collection);
   for (const r of DEMO.records) {
     await records.updateOne({ id: r.id }, { $setOnInsert: { ...r } }, { upsert: true }).catch((err) => {
       if (!isDuplicateKey(err)) throw err;
     });
   }
+}
 
-  const userToken = (await c("createApplicationToken", { userId, name: "demo webhook" })).plaintext as string;
-  const apiToken = (await c("createApiToken", { projectId, name: "demo public API" })).plaintext as string;
+/** Creates the demo world (fresh tokens each call) and returns what a user needs. */
+export async function seedDemo(deps: Deps, services: Services): Promise<SeedOutput> {
+  const { db } = deps;
+  const adminToken = await demoAdminToken(deps, services);
+  const admin = (await db.users.findOne({ email: DEMO.adminEmail }))!;
+  const c: AdminCall = (method, init) => callAdmin(services.admin, method, adminToken, init as never) as Promise<Loose>;
+
+  const world = await seedWorld(db, c, admin.organizationId);
+  await grantDemoAccess(db, c, world, admin._id);
+  const webhookUrl = await seedWorkflow(db, c, world);
+  await seedRecords(db, world.dataDatabase);
+
+  const userToken = (await c("createApplicationToken", { userId: world.userId, name: "demo webhook" })).plaintext as string;
+  const apiToken = (await c("createApiToken", { projectId: world.projectId, name: "demo public API" })).plaintext as string;
   // The admin token existed only to build the demo.
   const seedToken = await db.appTokens.findOne({ hash: hashToken(adminToken) });
   if (seedToken) await c("revokeApplicationToken", { tokenId: seedToken._id });
@@ -174,7 +196,7 @@ export async function seedDemo(deps: Deps, services: Services): Promise<SeedOutp
     environmentName: DEMO.environment,
     collection: DEMO.collection,
     recordIds: DEMO.records.map((r) => r.id),
-    webhookUrl: `${baseUrl}/hooks/${keyOfUrl(webhook.url as string)}`,
+    webhookUrl: `${baseUrl}/hooks/${keyOfUrl(webhookUrl)}`,
     userToken,
     apiToken,
   };

@@ -125,3 +125,19 @@ export function apiTokenToProto(t: T.ApiTokenDoc, user: { _id: string; email: st
     createdAt: timestampFromDate(t.createdAt),
   };
 }
+
+export function userToProto(u: T.UserDoc) {
+  return { id: u._id, organizationId: u.organizationId, email: u.email, name: u.name, organizationAdmin: u.organizationAdmin };
+}
+
+export function appTokenToProto(t: T.AppTokenDoc, user: T.UserDoc) {
+  return {
+    id: t._id,
+    user: { id: user._id, email: user.email },
+    name: t.name,
+    expiresAt: timestampFromDate(t.expiresAt),
+    sso: t.sso,
+    revokedAt: t.revokedAt ? timestampFromDate(t.revokedAt) : undefined,
+    createdAt: timestampFromDate(t.createdAt),
+  };
+}

@@ -1,0 +1,54 @@
+// AdminService: bootstrap, the one method the operator calls (with the bootstrap secret) to
+// create an organization, its first admin and that admin's token.
+import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
+import { bearer } from "../../domain/auth/tokens.js";
+import { isDuplicateKey } from "../../store/index.js";
+import type { UserDoc } from "../../store/types.js";
+import type { Deps } from "../../deps.js";
+import { authorization } from "../context.js";
+import { fail } from "../../errors.js";
+import { adminLog, EMAIL, type AdminImpl } from "./common.js";
+import { userToProto } from "./convert.js";
+import { DEFAULT_TOKEN_TTL_MS, issueAppToken } from "./tokens.js";
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+
+function sameSecret(given: string, expected: string): boolean {
+  // Hash both so the comparison is constant-time whatever the lengths.
+  const a = createHash("sha256").update(given).digest();
+  const b = createHash("sha256").update(expected).digest();
+  return timingSafeEqual(a, b);
+}
+
+export function organizationMethods(deps: Deps): Pick<AdminImpl, "bootstrap"> {
+  const { db } = deps;
+  return {
+    async bootstrap(req, ctx) {
+      const secret = bearer(authorization(ctx));
+      if (!secret || !sameSecret(secret, deps.config.bootstrapSecret)) throw fail.unauthenticated("Bootstrap needs the operator secret as bearer token");
+      const orgName = req.organizationName.trim();
+      if (!NAME.test(orgName)) throw fail.invalid("organization_name: 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit");
+      if (!EMAIL.test(req.adminEmail)) throw fail.invalid("admin_email: not an e-mail address");
+      const now = new Date();
+      const org = { _id: randomUUID(), name: orgName, createdAt: now };
+      try {
+        await db.organizations.insertOne(org);
+      } catch (err) {
+        if (isDuplicateKey(err)) throw fail.exists(`organization "${orgName}" exists`);
+        throw err;
+      }
+      const admin: UserDoc = { _id: randomUUID(), organizationId: org._id, email: req.adminEmail.toLowerCase(), name: req.adminName || req.adminEmail, organizationAdmin: true, createdAt: now };
+      try {
+        await db.users.insertOne(admin);
+      } catch (err) {
+        await db.organizations.deleteOne({ _id: org._id });
+        if (isDuplicateKey(err)) throw fail.exists(`user "${admin.email}" exists`);
+        throw err;
+      }
+      const token = await issueAppToken(deps, admin, { name: "bootstrap", ttlMs: DEFAULT_TOKEN_TTL_MS, sso: false });
+      await adminLog(deps, admin, "organization.created", `organization/${org._id}`, { name: org.name });
+      await adminLog(deps, admin, "token.created", `token/${token.doc._id}`, { userId: admin._id, name: "bootstrap" });
+      return { organization: { id: org._id, name: org.name }, admin: userToProto(admin), adminToken: token.plaintext };
+    },
+  };
+}

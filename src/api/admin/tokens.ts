@@ -1,0 +1,93 @@
+// AdminService: application tokens (a user's) and API tokens (a project's).
+import { randomUUID } from "node:crypto";
+import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, newToken } from "../../domain/auth/tokens.js";
+import type * as T from "../../store/types.js";
+import type { Deps } from "../../deps.js";
+import { fail } from "../../errors.js";
+import { adminLog, caller, inProject, required, userInOrg, type AdminImpl } from "./common.js";
+import { apiTokenToProto, appTokenToProto } from "./convert.js";
+
+const DAY_MS = 86_400_000;
+const MIN_TTL_S = 60;
+const MAX_TTL_S = 31_536_000;
+export const DEFAULT_TOKEN_TTL_MS = 90 * DAY_MS;
+
+/** Stores a new application token for `user`; returns the document and the plaintext (shown once). */
+export async function issueAppToken(deps: Deps, user: T.UserDoc, opts: { name: string; ttlMs: number; sso: boolean }): Promise<{ doc: T.AppTokenDoc; plaintext: string }> {
+  const id = randomUUID();
+  const t = newToken(APP_TOKEN_PREFIX, id);
+  const now = new Date();
+  const doc: T.AppTokenDoc = { _id: id, hash: t.hash, userId: user._id, name: opts.name, expiresAt: new Date(now.getTime() + opts.ttlMs), revokedAt: null, createdAt: now, sso: opts.sso };
+  await deps.db.appTokens.insertOne(doc);
+  return { doc, plaintext: t.plaintext };
+}
+
+function ttlMs(seconds: number): number {
+  if (seconds === 0) return DEFAULT_TOKEN_TTL_MS;
+  if (seconds < MIN_TTL_S || seconds > MAX_TTL_S) throw fail.invalid(`ttl_seconds: must be 0 (90 days) or ${MIN_TTL_S} to ${MAX_TTL_S} seconds`);
+  return seconds * 1000;
+}
+
+function tokenName(name: string, fallback: string): string {
+  const n = name.trim() || fallback;
+  if (n.length > 100) throw fail.invalid("name: at most 100 characters");
+  return n;
+}
+
+export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToken" | "revokeApplicationToken" | "createApiToken" | "revokeApiToken"> {
+  const { db } = deps;
+  return {
+    async createApplicationToken(req, ctx) {
+      const p = await caller(db, ctx);
+      let owner = p.user;
+      if (req.userId && req.userId !== p.user._id) {
+        if (!p.user.organizationAdmin) throw fail.denied("only organization admins create tokens for other users");
+        owner = await userInOrg(db, p, req.userId);
+      }
+      if (req.sso && !p.user.organizationAdmin && !p.token.sso) throw fail.denied("an SSO token can only be created from an SSO session or by an organization admin");
+      const name = tokenName(req.name, "token");
+      const { doc, plaintext } = await issueAppToken(deps, owner, { name, ttlMs: ttlMs(req.ttlSeconds), sso: req.sso });
+      await adminLog(deps, p.user, "token.created", `token/${doc._id}`, { userId: owner._id, email: owner.email, name, sso: doc.sso, expiresAt: doc.expiresAt.toISOString() });
+      return { token: appTokenToProto(doc, owner), plaintext };
+    },
+
+    async revokeApplicationToken(req, ctx) {
+      const p = await caller(db, ctx);
+      const token = await db.appTokens.findOne({ _id: required(req.tokenId, "token_id") });
+      const owner = token ? await db.users.findOne({ _id: token.userId }) : null;
+      const mine = token?.userId === p.user._id;
+      const administered = p.user.organizationAdmin && owner?.organizationId === p.user.organizationId;
+      if (!token || !owner || !(mine || administered)) throw fail.notFound(`token "${req.tokenId}" not found`);
+      const revokedAt = new Date();
+      const res = await db.appTokens.updateOne({ _id: token._id, revokedAt: null }, { $set: { revokedAt } });
+      if (res.modifiedCount === 1) await adminLog(deps, p.user, "token.revoked", `token/${token._id}`, { userId: owner._id, email: owner.email, name: token.name });
+      const after = (await db.appTokens.findOne({ _id: token._id })) ?? { ...token, revokedAt };
+      return { token: appTokenToProto(after, owner) };
+    },
+
+    async createApiToken(req, ctx) {
+      const p = await caller(db, ctx);
+      const project = await inProject(db, p, req.projectId, "admin");
+      const name = tokenName(req.name, "api token");
+      const id = randomUUID();
+      const t = newToken(API_TOKEN_PREFIX, id);
+      const now = new Date();
+      const doc: T.ApiTokenDoc = { _id: id, hash: t.hash, userId: p.user._id, projectId: project._id, name, expiresAt: new Date(now.getTime() + ttlMs(req.ttlSeconds)), revokedAt: null, createdAt: now };
+      await db.apiTokens.insertOne(doc);
+      await adminLog(deps, p.user, "api_token.created", `api_token/${doc._id}`, { name, expiresAt: doc.expiresAt.toISOString() }, { projectId: project._id });
+      return { token: apiTokenToProto(doc, p.user), plaintext: t.plaintext };
+    },
+
+    async revokeApiToken(req, ctx) {
+      const p = await caller(db, ctx);
+      const token = await db.apiTokens.findOne({ _id: required(req.tokenId, "token_id") });
+      if (!token) throw fail.notFound(`API token "${req.tokenId}" not found`);
+      const project = await inProject(db, p, token.projectId, "admin");
+      const revokedAt = new Date();
+      const res = await db.apiTokens.updateOne({ _id: token._id, revokedAt: null }, { $set: { revokedAt } });
+      if (res.modifiedCount === 1) await adminLog(deps, p.user, "api_token.revoked", `api_token/${token._id}`, { name: token.name }, { projectId: project._id });
+      const [after, creator] = await Promise.all([db.apiTokens.findOne({ _id: token._id }), db.users.findOne({ _id: token.userId })]);
+      return { token: apiTokenToProto(after ?? { ...token, revokedAt }, creator ?? { _id: token.userId, email: "" }) };
+    },
+  };
+}
