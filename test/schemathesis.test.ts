@@ -19,10 +19,10 @@
 // - `positive_data_acceptance`: "schema-valid" is not "acceptable" for values that are
 //   signed or opaque (webhook keys, cursors), exist only in the database (collections), or
 //   relate to each other (`from` after `to`); a document cannot say that.
-// - `unsupported_method`: a method a path does not serve answers 404 (CONTRACT: "a path that
-//   matches no route"), not 405.
+// - `unsupported_method`: a method a path does not serve answers 404 (as does a path that
+//   matches no route), not 405.
 // - `missing_required_header` on the webhook: its key is checked before the token, so a
-//   missing token behind a malformed key is a 400 (CONTRACT §2, step 1), not a 401.
+//   missing token behind a malformed key is a 400 (the key is checked first), not a 401.
 //
 // Schemathesis is installed from PyPI, pinned, into a cached venv on first use (about
 // 30 s); the file is skipped without python3.

@@ -127,7 +127,7 @@ describe("notes of another project", () => {
 
 describe("runs of another project", () => {
   it("a project API token never reads or cancels another project's run", async () => {
-    // CONTRACT §3: 403 for a token of another project, 404 for an unknown run. Run ids are
+    // 403 for a token of another project, 404 for an unknown run. Run ids are
     // random UUIDs, so the difference tells nothing guessable.
     const other = await answer("GET", `/v1/runs/${bRunId}`, a.apiToken);
     expect(other).toEqual({ status: 403, body: { error: "the API token belongs to another project", code: "permission_denied" } });

@@ -1,5 +1,5 @@
-// The webhook of SEED.md §2–§5, §7, §8 and CONTRACT §2, on the real server and database,
-// over HTTP (fetch) and native gRPC (@grpc/grpc-js).
+// The webhook (keys, tokens, permissions, rate limits, bodies, the one ongoing run per record
+// and the check order), on the real server and database, over HTTP (fetch) and native gRPC (@grpc/grpc-js).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
 import { createClient, ConnectError, Code } from "@connectrpc/connect";
@@ -383,7 +383,7 @@ describe("webhook: 404 / 400 webhook state (step 3)", () => {
   });
 });
 
-describe("webhook: the check order of CONTRACT §2", () => {
+describe("webhook: the check order", () => {
   it("bad key + no token → 400", async () => {
     const h = await hook();
     expect((await postHook(h.url.slice(0, -2) + "zz", undefined, "nonsense", { raw: true })).status).toBe(400);

@@ -116,7 +116,7 @@ export async function spawnServer(dbName: string, opts: { mode?: "start" | "work
 
 export const uuid = () => randomUUID();
 
-/** The CONTRACT §5 demo world (as `runhook seed --json` prints it) on `server`'s database. */
+/** The demo world (as `runhook seed --json` prints it) on `server`'s database. */
 export function seed(server: TestServer): Promise<SeedOutput> {
   return seedDemo(server.deps, server.services);
 }

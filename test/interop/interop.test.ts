@@ -15,7 +15,7 @@
 //
 // ASSUMED HELPER API (owner to provide in test/helpers/server.ts):
 //   startServer(): Promise<{ grpcAddr: string; baseUrl: string; stop(): Promise<void> }>
-//   seed(server): Promise<Seed>   -- the CONTRACT §5 `runhook seed --json` object for
+//   seed(server): Promise<Seed>   -- the `runhook seed --json` object for
 //                                    the database of `server` (the argument may be ignored)
 // The test fails with a clear message if `seed` is not exported.
 
@@ -33,7 +33,7 @@ import * as helpers from "../helpers/server.js";
 const execFileAsync = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
-/** CONTRACT §5 seed object (fields used here). */
+/** The `runhook seed --json` object (fields used here). */
 interface Seed {
   baseUrl: string;
   projectName: string;
@@ -156,7 +156,7 @@ describe.skipIf(langs.length === 0)("interop: generated gRPC clients (Go, Python
     const h = helpers as unknown as AssumedHelpers;
     if (typeof h.seed !== "function") {
       throw new Error(
-        "test/helpers/server.ts must export seed(server) returning the CONTRACT §5 seed object " +
+        "test/helpers/server.ts must export seed(server) returning the `runhook seed --json` object " +
           "(baseUrl, projectName, environmentName, collection, recordIds, webhookUrl, userToken, apiToken)",
       );
     }
