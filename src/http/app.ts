@@ -13,10 +13,10 @@ import { sendError } from "./bridge.js";
 import { registerWebhookRoutes, WEBHOOK_ROUTE } from "./webhook.js";
 import { REQUEST_ID_HEADER, requestIdOf } from "../request-id.js";
 import { registerApiRateLimit, registerV1Routes } from "./v1.js";
-import { registerRunRoutes } from "./runs.js";
 import { clientAddressKey } from "../api/rate-limit.js";
 import { connectServerOptions } from "../api/router.js";
 import { acceptRawBodies } from "./body.js";
+import { HEALTHZ, READYZ } from "./routes.js";
 
 /**
  * Errors Node reports before a request reaches Fastify (request timeout, oversized headers,
@@ -38,6 +38,16 @@ function clientError(deps: Deps, err: Error & { code?: string }, socket: Duplex)
     socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
   }
   socket.destroy();
+}
+
+function registerHealthRoutes(app: FastifyInstance, deps: Deps): void {
+  app.get(HEALTHZ.path, async () => ({ status: "ok" }));
+  // Ready while the database answers (src/db-monitor.ts: a ping a second, so probes cost it nothing).
+  app.get(READYZ.path, async (_req, reply) => {
+    if (deps.health.shuttingDown) return reply.code(503).send({ error: "shutting down", code: "unavailable" });
+    if (!deps.dbMonitor.up) return sendError(reply, fail.unavailable("database unreachable"));
+    return { status: "ready" };
+  });
 }
 
 export async function buildGateway(deps: Deps, services: Services): Promise<FastifyInstance> {
@@ -75,13 +85,14 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
     deps.logger.info({ method: req.method, url: redactUrl(req.url), status, ms: Math.round(reply.elapsedTime), requestId: req.id }, "request");
   });
 
-  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, _req, reply) => {
+  // The one answer to whatever a route, hook or body parser throws, in every plugin (they inherit it).
+  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
     // sendError() sends at once, so the 413 status must be set here rather than after it.
     if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") return reply.code(413).send({ error: `request body larger than ${deps.config.bodyLimitBytes} bytes`, code: "resource_exhausted" });
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500 && !(err instanceof ConnectError)) {
       return sendError(reply, new ConnectError(err.message, Code.InvalidArgument));
     }
-    if (isInternal(err)) deps.logger.error({ err }, "unhandled error");
+    if (isInternal(err)) deps.logger.error({ err, route: req.routeOptions.url }, "unhandled error");
     return sendError(reply, err);
   });
   app.setNotFoundHandler((req, reply) => sendError(reply, new ConnectError(`no route for ${req.method} ${redactUrl(req.url)}`, Code.NotFound)));
@@ -95,22 +106,14 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
     });
   });
 
-  app.get("/healthz", async () => ({ status: "ok" }));
-  // Ready while the database answers (src/db-monitor.ts: a ping a second, so probes cost it nothing).
-  app.get("/readyz", async (_req, reply) => {
-    if (deps.health.shuttingDown) return reply.code(503).send({ error: "shutting down", code: "unavailable" });
-    if (!deps.dbMonitor.up) return sendError(reply, fail.unavailable("database unreachable"));
-    return { status: "ready" };
-  });
-
+  registerHealthRoutes(app, deps);
   // Per-token rate limit + headers on every /v1 response (root hook: covers /v1/runs too).
   registerApiRateLimit(app, deps);
-  await app.register(async (scope) => registerWebhookRoutes(scope, deps, services));
+  await app.register(async (scope) => registerWebhookRoutes(scope, services));
   // The /v1 plugin: one body parser for all its routes (body.ts), then the routes.
   await app.register(async (scope) => {
     acceptRawBodies(scope);
     await registerV1Routes(scope, deps, services);
-    await registerRunRoutes(scope, deps, services);
   });
   return app;
 }

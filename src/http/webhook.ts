@@ -2,9 +2,9 @@
 // so that a bad body — including a Content-Type other than application/json (with any
 // parameters) or none, and JSON nested too deeply — is reported only at its place in the
 // check order (after the key, token, webhook, permission and rate-limit checks), as 400
-// invalid_argument. Neither the key nor the token is ever logged.
+// invalid_argument. Neither the key nor the token is ever logged. Refusals and failures are
+// answered (and bugs logged) by the gateway's error handler (app.ts).
 import type { FastifyInstance } from "fastify";
-import type { Deps } from "../deps.js";
 import type { Services } from "../api/services.js";
 import { createContextValues } from "@connectrpc/connect";
 import { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
@@ -13,8 +13,8 @@ import { webhookCallKey } from "../api/context.js";
 import { parseWebhookBody, type TriggerBody } from "../domain/trigger.js";
 import { acceptRawBodies, contentTypeError, RawBody } from "./body.js";
 import { depthError } from "../json-depth.js";
-import { callOptions, sendError } from "./bridge.js";
-import { isInternal } from "../errors.js";
+import { callOptions } from "./bridge.js";
+import { routeUrl, WEBHOOK } from "./routes.js";
 
 /** The body as the trigger sees it: the record id, or why the body is unusable (reported at step 6). */
 function webhookBody(raw: unknown, contentType: string | undefined): TriggerBody {
@@ -23,23 +23,20 @@ function webhookBody(raw: unknown, contentType: string | undefined): TriggerBody
   return reason ? { bodyError: reason } : parseWebhookBody(text);
 }
 
-/** The webhook's route template (metrics count its answers by status). */
-export const WEBHOOK_ROUTE = "/hooks/*";
+/**
+ * The webhook's route template (metrics count its answers by status). A wildcard, not `:key`:
+ * a key of any length (or with extra segments) is a malformed key (400), not an unknown route
+ * (Fastify's maxParamLength would answer 404 for long ones).
+ */
+export const WEBHOOK_ROUTE = routeUrl(WEBHOOK.path, true);
 
-export async function registerWebhookRoutes(app: FastifyInstance, deps: Deps, services: Services): Promise<void> {
+export async function registerWebhookRoutes(app: FastifyInstance, services: Services): Promise<void> {
   // Any content type (or none): keep the raw text; Fastify's bodyLimit still answers 413 first.
   acceptRawBodies(app);
 
-  // A wildcard, not `:key`: a key of any length (or with extra segments) is a malformed key (400),
-  // not an unknown route (Fastify's maxParamLength would answer 404 for long ones).
   app.post<{ Params: { "*": string } }>(WEBHOOK_ROUTE, async (req, reply) => {
-    try {
-      const call = { key: req.params["*"], body: webhookBody(req.body, req.headers["content-type"]) };
-      const out = await callUnary(services.trigger, TriggerService.method.triggerRun, {}, callOptions(req, reply, "webhook", createContextValues().set(webhookCallKey, call)));
-      return reply.code(202).send({ runId: out.runId });
-    } catch (err) {
-      if (isInternal(err)) deps.logger.error({ err }, "webhook trigger failed");
-      return sendError(reply, err);
-    }
+    const call = { key: req.params["*"], body: webhookBody(req.body, req.headers["content-type"]) };
+    const out = await callUnary(services.trigger, TriggerService.method.triggerRun, {}, callOptions(req, reply, "webhook", createContextValues().set(webhookCallKey, call)));
+    return reply.code(202).send({ runId: out.runId });
   });
 }

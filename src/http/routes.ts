@@ -1,0 +1,306 @@
+// Every plain-HTTP route of the gateway, in one place. The /v1 table (API_ROUTES) says, per
+// route, which RPC it calls and how the request and the answer map to its messages; v1.ts
+// registers the Fastify routes from it and openapi.ts generates the OpenAPI paths from it.
+// The routes with handlers of their own (the webhook, health, this document) are listed
+// after it (OTHER_ROUTES), with their documentation, and registered from their paths here.
+import type { DescMessage, DescMethodServerStreaming, DescMethodUnary, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
+import { ActivityLogEntrySchema, AdminLogEntrySchema, LogService } from "../../gen/runhook/v1/log_pb.js";
+import { ListNotesResponseSchema, NoteMessageSchema, NoteSchema, NoteService } from "../../gen/runhook/v1/note_pb.js";
+import { RunSchema, RunService } from "../../gen/runhook/v1/run_pb.js";
+import { TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
+import { DEFAULT_LIMIT, MAX_LIMIT } from "../domain/logs/cursor.js";
+import { MAX_WAIT_SECONDS } from "../api/runs.js";
+import { MAX_JSON_DEPTH } from "../json-depth.js";
+import { errorResponses, json, jsonBody, pathParam, ref, type Schema, type SchemaBuilder } from "./openapi-schemas.js";
+import { boolField, boolParam, listOptions, runWait, stringField, stringFilters, TIME_SCHEMA, WAIT_SCHEMA, type QueryReader } from "./params.js";
+
+/** The media type of the log exports: one ProtoJSON entry per line. */
+export const NDJSON = "application/x-ndjson";
+
+export type HttpMethod = "GET" | "POST" | "PATCH" | "DELETE";
+
+/** A query parameter a route takes, as the document describes it. */
+export interface QueryParam {
+  name: string;
+  description: string;
+  schema?: Schema;
+}
+
+/** What a route's request mapping reads. */
+export interface RouteInput {
+  params: Record<string, string>;
+  query: QueryReader;
+  /** The JSON object body (400 when absent, not JSON or not an object); read only by routes that take one. */
+  body(): Record<string, unknown>;
+}
+
+export interface RouteDoc {
+  tag: string;
+  summary: string;
+  description?: string;
+  /** Description of the success answer. */
+  answer: string;
+  /** The JSON body: its component name, the request fields the path carries instead, and the fields it requires. */
+  body?: { name: string; omit: string[]; required: string[] };
+  /** Error statuses besides 400, 401, 403, 404 and 429. */
+  errors?: number[];
+  /** Path parameters described otherwise than PATH_PARAMS does. */
+  pathParams?: Record<string, string>;
+}
+
+interface RouteSpec<I extends DescMessage, O extends DescMessage, R extends DescMessage> {
+  method: HttpMethod;
+  /** OpenAPI form (`{name}`); routeUrl() gives Fastify's. */
+  path: string;
+  rpc: DescMethodUnary<I, O>;
+  status: 200 | 201 | 204;
+  /** The query parameters taken, in the order a 400 lists them. */
+  query?: readonly QueryParam[];
+  /** Ignore unknown query parameters, and refuse a repeated one only when it is read (GET /v1/runs has always done so). */
+  lenientQuery?: true;
+  request(input: RouteInput): MessageInitShape<I>;
+  /** The message answered as ProtoJSON, and where the RPC's answer holds it; none: an empty answer. */
+  response?: { message: R; of(out: MessageShape<O>): MessageShape<R> | undefined };
+  /** With `Accept: application/x-ndjson`: the streaming RPC called with the same request, and the message of its lines. */
+  export?: { rpc: DescMethodServerStreaming<DescMessage, DescMessage>; entry: DescMessage };
+  doc: RouteDoc;
+}
+
+export type ApiRoute = RouteSpec<DescMessage, DescMessage, DescMessage>;
+
+/**
+ * One table entry: `method path` calls `rpc`; the rest says how (status 200 unless given).
+ * Checks the route's mappings against its RPC's messages, then keeps it with the others.
+ */
+function route<I extends DescMessage, O extends DescMessage, R extends DescMessage>(
+  at: `${HttpMethod} /${string}`,
+  rpc: DescMethodUnary<I, O>,
+  spec: Omit<RouteSpec<I, O, R>, "method" | "path" | "rpc" | "status"> & { status?: 201 | 204 },
+): ApiRoute {
+  const [method, path] = at.split(" ") as [HttpMethod, string];
+  return { method, path, rpc, status: 200, ...spec } as unknown as ApiRoute;
+}
+
+/** Fastify's form of a path: `{name}` → `:name`; with `wildcard`, the last parameter takes the rest of the path. */
+export function routeUrl(path: string, wildcard = false): string {
+  const url = wildcard ? path.replace(/\{[^}]+\}$/, "*") : path;
+  return url.replace(/\{([^}]+)\}/g, ":$1");
+}
+
+/** Path parameters as most routes describe them. */
+export const PATH_PARAMS: Record<string, { description: string; schema?: Schema }> = {
+  projectName: { description: "Project name" },
+  environmentName: { description: "Environment name" },
+  noteId: { description: "Note id" },
+  runId: { description: "Run id", schema: { type: "string", format: "uuid" } },
+};
+
+// An empty value (`order=`, `from=`…) is the same as leaving the parameter out, so every
+// optional parameter but `limit` also admits "" (the schemas say exactly what the server takes).
+const LIST_QUERY: QueryParam[] = [
+  { name: "limit", description: `Page size, 1 to ${MAX_LIMIT} (default ${DEFAULT_LIMIT}); ignored by the NDJSON export`, schema: { type: "integer", minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT } },
+  { name: "cursor", description: "Opaque cursor from a previous nextCursor; bound to the filters, order and time range it was issued with" },
+  { name: "order", description: "asc (default, oldest first) or desc; empty: asc", schema: { type: "string", enum: ["asc", "desc", ""], default: "asc" } },
+  { name: "from", description: "Only entries at or after this RFC 3339 time (at most 9 fractional digits); empty: no bound", schema: TIME_SCHEMA },
+  { name: "to", description: "Only entries before this RFC 3339 time (at most 9 fractional digits); empty: no bound", schema: TIME_SCHEMA },
+];
+
+const ACTIVITY_FILTERS = ["userId", "userEmail", "action", "collection", "recordId", "runId"] as const;
+const ADMIN_FILTERS = ["userId", "userEmail", "action"] as const;
+const NOTE_FILTERS: QueryParam[] = [
+  { name: "collection", description: "Only notes on this collection" },
+  { name: "recordId", description: "Only notes on this packed record id" },
+  { name: "userId", description: "Only notes by this author" },
+  { name: "archived", description: "true: only archived notes; false: only not archived; empty: both", schema: { type: "string", enum: ["true", "false", ""] } },
+];
+
+const ENV = "/v1/project/{projectName}/environment/{environmentName}";
+const scopeOf = (p: Record<string, string>) => ({ projectName: p.projectName!, environmentName: p.environmentName! });
+
+/**
+ * A log list: a page of entries (LIST_QUERY and the filters), or with `Accept:
+ * application/x-ndjson` the whole selection, streamed by `exportRpc` one entry a line.
+ */
+function logList<I extends DescMessage, O extends DescMessage>(
+  at: `GET /${string}`,
+  rpc: DescMethodUnary<I, O>,
+  exported: NonNullable<ApiRoute["export"]>,
+  spec: { filters: QueryParam[]; request: RouteSpec<I, O, O>["request"]; doc: RouteDoc },
+): ApiRoute {
+  return route(at, rpc, { query: [...LIST_QUERY, ...spec.filters], request: spec.request, response: { message: rpc.output, of: (out) => out }, export: exported, doc: spec.doc });
+}
+
+const LOG_ROUTES = [
+  logList(`GET ${ENV}/activity-logs`, LogService.method.listActivityLogs, { rpc: LogService.method.exportActivityLogs, entry: ActivityLogEntrySchema }, {
+    filters: ACTIVITY_FILTERS.map((n) => ({ name: n, description: `Only entries with this ${n}` })),
+    request: ({ params, query }) => ({ ...scopeOf(params), options: listOptions(query), filter: stringFilters(query, ACTIVITY_FILTERS) }),
+    doc: {
+      tag: "Activity logs",
+      summary: "List the activity log of an environment",
+      description: "Stable order by id. With order=asc, nextCursor is always returned: polling it yields every entry exactly once, in order (tailing).",
+      answer: "A page of entries",
+    },
+  }),
+  logList("GET /v1/project/{projectName}/admin-logs", LogService.method.listAdminLogs, { rpc: LogService.method.exportAdminLogs, entry: AdminLogEntrySchema }, {
+    filters: ADMIN_FILTERS.map((n) => ({ name: n, description: `Only entries with this ${n} (of the actor)` })),
+    request: ({ params, query }) => ({ projectName: params.projectName!, options: listOptions(query), filter: stringFilters(query, ADMIN_FILTERS) }),
+    doc: {
+      tag: "Admin logs",
+      summary: "List the admin log of a project",
+      description: "Configuration and administrative operations of the project (organization-level entries are not included).",
+      answer: "A page of entries",
+    },
+  }),
+];
+
+const NOTE_ROUTES = [
+  route(`GET ${ENV}/notes`, NoteService.method.listNotes, {
+    query: [...LIST_QUERY, ...NOTE_FILTERS],
+    request: ({ params, query }) => {
+      const filter = { ...stringFilters(query, ["collection", "recordId", "userId"]), archived: boolParam(query, "archived") };
+      return { scope: scopeOf(params), options: listOptions(query), filter };
+    },
+    response: { message: ListNotesResponseSchema, of: (out) => out },
+    doc: { tag: "Notes", summary: "List notes", description: "Ordered by creation; from/to apply to createdAt.", answer: "A page of notes" },
+  }),
+  route(`POST ${ENV}/notes`, NoteService.method.createNote, {
+    status: 201,
+    request: ({ params, body }) => {
+      const b = body();
+      const text = (name: string) => stringField(b, name) ?? "";
+      return { scope: scopeOf(params), collection: text("collection"), recordId: text("recordId"), title: text("title"), content: text("content") };
+    },
+    response: { message: NoteSchema, of: (out) => out.note },
+    doc: {
+      tag: "Notes",
+      summary: "Create a note with its first message",
+      description: "The author is the admin who generated the token. content is HTML, sanitized with an allow-list, at most 64 KiB; title at most 500 characters. An unknown collection is a 400.",
+      answer: "The note",
+      body: { name: "CreateNoteBody", omit: ["scope"], required: ["collection", "recordId", "content"] },
+      errors: [413],
+    },
+  }),
+  route(`GET ${ENV}/notes/{noteId}`, NoteService.method.getNote, {
+    request: ({ params }) => ({ scope: scopeOf(params), noteId: params.noteId! }),
+    response: { message: NoteSchema, of: (out) => out.note },
+    doc: { tag: "Notes", summary: "Get a note with its messages", answer: "The note" },
+  }),
+  route(`PATCH ${ENV}/notes/{noteId}`, NoteService.method.updateNote, {
+    request: ({ params, body }) => {
+      const b = body();
+      return { scope: scopeOf(params), noteId: params.noteId!, title: stringField(b, "title"), archived: boolField(b, "archived") };
+    },
+    response: { message: NoteSchema, of: (out) => out.note },
+    doc: { tag: "Notes", summary: "Change the title, archive or unarchive", answer: "The note", body: { name: "UpdateNoteBody", omit: ["scope", "note_id"], required: [] }, errors: [413] },
+  }),
+  route(`DELETE ${ENV}/notes/{noteId}`, NoteService.method.deleteNote, {
+    status: 204,
+    request: ({ params }) => ({ scope: scopeOf(params), noteId: params.noteId! }),
+    doc: { tag: "Notes", summary: "Delete a note (afterwards it is 404)", answer: "Deleted" },
+  }),
+  route(`POST ${ENV}/notes/{noteId}/messages`, NoteService.method.addNoteMessage, {
+    status: 201,
+    request: ({ params, body }) => ({ scope: scopeOf(params), noteId: params.noteId!, content: stringField(body(), "content") ?? "" }),
+    response: { message: NoteMessageSchema, of: (out) => out.message },
+    doc: { tag: "Notes", summary: "Reply to a note", answer: "The message", body: { name: "AddNoteMessageBody", omit: ["scope", "note_id"], required: ["content"] }, errors: [413] },
+  }),
+];
+
+const RUN_GET_DESCRIPTION =
+  "Token: an application token of a user allowed to trigger the workflow, or a project API token of the run's project. " +
+  "Without `wait` the run is answered at once. With `wait` and no `version` (or `version=0`) the answer comes once the run is finished (SUCCEEDED, FAILED or CANCELLED) or the wait is over, whichever is first. " +
+  "With `wait` and `version` it comes as soon as the run's version differs from it, the run is finished, or the wait is over (then with the same version). A finished run is always answered at once.";
+
+const RUN_ROUTES = [
+  route("GET /v1/runs/{runId}", RunService.method.getRun, {
+    query: [
+      { name: "wait", description: `Long-poll for at most this long: \`30s\`, \`30\` (seconds), \`1m\` or \`500ms\` (rounded up to whole seconds); at most ${MAX_WAIT_SECONDS}s; empty: no wait`, schema: WAIT_SCHEMA },
+      { name: "version", description: "The run's `version` the caller already has: answer as soon as it changes. Absent, empty or 0: wait until the run is finished", schema: { type: "string", pattern: "^([0-9]{1,15})?$" } },
+    ],
+    lenientQuery: true,
+    request: ({ params, query }) => ({ runId: params.runId!, ...runWait(query) }),
+    response: { message: RunSchema, of: (out) => out.run },
+    doc: { tag: "Runs", summary: "Follow a run", description: RUN_GET_DESCRIPTION, answer: "The run", pathParams: { runId: "Run id (UUID) returned by the webhook" } },
+  }),
+  route("POST /v1/runs/{runId}/cancel", RunService.method.cancelRun, {
+    // Takes no body: the /v1 plugin's parser (body.ts) accepts any, and it is never read.
+    lenientQuery: true,
+    request: ({ params }) => ({ runId: params.runId! }),
+    response: { message: RunSchema, of: (out) => out.run },
+    doc: {
+      tag: "Runs",
+      summary: "Cancel an ongoing run",
+      description: "Takes no body: an empty one (or any) is accepted whatever its Content-Type. Application tokens only (a project API token is 403). A finished run is a 400 failed_precondition.",
+      answer: "The run",
+      errors: [409],
+    },
+  }),
+];
+
+/** The public API (/v1) over plain HTTP, in the document's order. */
+export const API_ROUTES: readonly ApiRoute[] = [...LOG_ROUTES, ...NOTE_ROUTES, ...RUN_ROUTES];
+
+// ---------------------------------------------------------------- routes with handlers of their own
+
+/** A route registered by its own handler from `path`, documented by `operation` (and the component schemas it adds). */
+export interface OtherRoute {
+  method: HttpMethod;
+  path: string;
+  operation: Schema;
+  schemas?: (b: SchemaBuilder) => Record<string, Schema>;
+}
+
+const WEBHOOK_DESCRIPTION =
+  "The full URL is copied from the workflow's trigger settings; treat it as a credential. Asynchronous: answers once the run is queued. " +
+  "Checks run in order (key 400, token 401, webhook 404/400, permission 403, rate limit 429, body 400, ongoing run 409); the first that fails answers. " +
+  `The body is checked at its place in that order: a Content-Type other than application/json (parameters such as \`; charset=utf-8\` are fine, in any case; none is read as JSON) is a 400 invalid_argument "Content-Type must be application/json, got …", like invalid JSON, JSON nested deeper than ${MAX_JSON_DEPTH} levels or a missing record_id. A body over the size limit is a 413 before any check.`;
+
+/** POST /hooks/{key} → TriggerService.TriggerRun, 202 (webhook.ts). */
+export const WEBHOOK: OtherRoute = {
+  method: "POST",
+  path: "/hooks/{key}",
+  operation: {
+    operationId: "triggerWebhook",
+    tags: ["Webhook"],
+    summary: "Start a workflow run on one record",
+    description: WEBHOOK_DESCRIPTION,
+    parameters: [pathParam("key", "Signed webhook key (part of the webhook URL)")],
+    security: [{ bearer: [] }],
+    requestBody: jsonBody(ref("WebhookRequest")),
+    responses: {
+      "202": { description: "Run created and queued", content: json(ref("WebhookAccepted")) },
+      "400": {
+        description: `Malformed, tampered or superseded URL; or a bad body: not JSON, not an object, record_id missing, not a string or empty, a Content-Type other than application/json, JSON nested deeper than ${MAX_JSON_DEPTH} levels`,
+        content: json(ref("Error")),
+      },
+      ...errorResponses([401, 403, 404]),
+      "409": { description: "A run of this workflow is already ongoing on this record", content: json(ref("Error")) },
+      ...errorResponses([413, 429]),
+    },
+  },
+  schemas: (b) => ({
+    WebhookRequest: {
+      type: "object",
+      required: ["record_id"],
+      properties: { record_id: { type: "string", minLength: 1, maxLength: 1024, description: "Packed record id (composite keys joined with |), at most 1024 characters (Unicode code points; no lone surrogates)" } },
+      additionalProperties: true,
+    },
+    WebhookAccepted: b.response(TriggerRunResponseSchema),
+  }),
+};
+
+/** An operational GET route: public, with these answers. */
+function operational(path: string, operationId: string, summary: string, responses: Schema): OtherRoute {
+  return { method: "GET", path, operation: { operationId, tags: ["Operations"], summary, security: [], responses } };
+}
+
+const STATUS_BODY = json({ type: "object", properties: { status: { type: "string" } } });
+
+export const HEALTHZ = operational("/healthz", "healthz", "Liveness", { "200": { description: "Alive", content: STATUS_BODY } });
+export const READYZ = operational("/readyz", "readyz", "Readiness (database reachable)", {
+  "200": { description: "Ready", content: STATUS_BODY },
+  "503": { description: "Database unreachable", content: json(ref("Error")) },
+});
+export const OPENAPI_DOCUMENT = operational("/openapi.json", "openapi", "This document", { "200": { description: "OpenAPI 3.1 document", content: json({ type: "object" }) } });
+
+export const OTHER_ROUTES: readonly OtherRoute[] = [WEBHOOK, HEALTHZ, READYZ, OPENAPI_DOCUMENT];
