@@ -1,9 +1,9 @@
 // LogService: the activity log (per environment) and the admin log (per project) of the
 // public API, as pages (List*) and as complete streams (Export*).
 //
-// Order is the sequence number (`seq`) within the log's stream (writer.ts): an
+// Order is the sequence number (`seq`) within the log's stream (store/logs.ts): an
 // environment's activity log, a project's admin log. Ascending pages never pass an
-// unresolved position (see reader.ts), so a consumer polling `next_cursor` receives every
+// unresolved position (see domain/logs/reader.ts), so a consumer polling `next_cursor` receives every
 // entry exactly once, in order, while any number of instances write.
 import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";

@@ -1,5 +1,5 @@
 // The per-token rate limit of the public API, one budget for every way in: the /v1 REST
-// routes (a Fastify hook, gateway/v1.ts) and the LogService, NoteService and RunService RPCs over Connect,
+// routes (a Fastify hook, http/v1.ts) and the LogService, NoteService and RunService RPCs over Connect,
 // gRPC-Web and native gRPC (a Connect interceptor on both servers). All of them count in
 // the same store bucket, `api:<sha256 of the bearer token>` (`api-ip:<client address>`
 // without a token), so a token's calls share one fixed-window count whatever the protocol.
