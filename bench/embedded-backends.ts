@@ -1,6 +1,7 @@
-// mongo-java-server's backends under runhook's launcher (src/store/embedded.ts), with the real
-// driver: insertOne/s of a runs-shaped document at concurrency 1, 16 and 64, a
-// findOneAndUpdate $inc on one document at 64, the Java process's RSS, the H2 file's size,
+// mongo-java-server's backends under runhook's launcher (src/store/embedded.ts), through runhook's
+// store (src/store: its connection, indexes and verbs): runs.create/s of a run document at
+// concurrency 1, 16 and 64, counters.next (a findOneAndUpdate $inc on one document) at 64,
+// the Java process's RSS, the H2 file's size,
 // and durability (a clean restart keeps every acknowledged write; what a kill -9 of the Java
 // process loses).
 //   node --import tsx bench/embedded-backends.ts [--quick] [--rounds=N] [--seconds=S]
@@ -12,9 +13,9 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { homedir, loadavg, cpus, tmpdir } from "node:os";
 import { join } from "node:path";
-import { MongoClient, type Collection } from "mongodb";
 import { newRunDoc } from "../src/domain/runs/model.js";
 import { ensureEmbeddedJar, startEmbeddedServer, type EmbeddedServer } from "../src/store/embedded.js";
+import { connect, createStore, ensureIndexes, type Store } from "../src/store/index.js";
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
 const quick = process.argv.includes("--quick");
@@ -110,12 +111,16 @@ function runDoc() {
     via: "webhook",
   });
 }
-async function runsCollection(client: MongoClient, db: string, name = "runs"): Promise<Collection<any>> {
-  const c = client.db(db).collection<any>(name);
-  await c.createIndex({ activeKey: 1 }, { unique: true });
-  await c.createIndex({ state: 1, createdAt: 1 });
-  await c.createIndex({ state: 1, "lease.expiresAt": 1 });
-  return c;
+/** runhook's store on database `name` of server `s`, with every index runhook creates. */
+async function storeOn(s: EmbeddedServer, name: string, timeoutMs?: number): Promise<Store> {
+  const db = await connect(s.uri, { dbName: name, timeoutMs });
+  await ensureIndexes(db);
+  return createStore(db);
+}
+
+/** Stores a new run; one that the unique index refuses is a failure here (every run is on a fresh record). */
+async function createRun(store: Store): Promise<void> {
+  if (!(await store.runs.create(runDoc())).created) throw new Error("a new run was refused");
 }
 
 /** Closed loop: `concurrency` callers for `secs` seconds (and at most 2,000,000 ops). */
@@ -162,25 +167,26 @@ async function measure(b: Backend, round: number): Promise<Figures> {
   const pid = javaPid(s);
   await sleep(1000);
   const rssIdle = rssMb(pid).rss;
-  const client = new MongoClient(s.uri, { maxPoolSize: 80 });
+  const opened: Store[] = [];
   try {
-    const warm = await runsCollection(client, "bench_warm");
-    await closedLoop(16, Math.min(3, seconds), () => warm.insertOne(runDoc()));
-    const runs = await runsCollection(client, "bench");
-    const c1 = await closedLoop(1, seconds, () => runs.insertOne(runDoc()));
-    const c16 = await closedLoop(16, seconds, () => runs.insertOne(runDoc()));
-    const c64 = await closedLoop(64, seconds, () => runs.insertOne(runDoc()));
-    const counters = client.db("bench").collection<{ _id: string; n: number }>("counters");
-    await counters.insertOne({ _id: "c", n: 0 });
-    const inc = await closedLoop(64, seconds, () => counters.findOneAndUpdate({ _id: "c" }, { $inc: { n: 1 } }, { returnDocument: "after" }));
+    const warm = await storeOn(s, "bench_warm");
+    opened.push(warm);
+    await closedLoop(16, Math.min(3, seconds), () => createRun(warm));
+    const store = await storeOn(s, "bench");
+    opened.push(store);
+    const c1 = await closedLoop(1, seconds, () => createRun(store));
+    const c16 = await closedLoop(16, seconds, () => createRun(store));
+    const c64 = await closedLoop(64, seconds, () => createRun(store));
+    await store.counters.next("c");
+    const inc = await closedLoop(64, seconds, () => store.counters.next("c"));
     const { rss: rssLoad, hwm: rssPeak } = rssMb(pid);
-    const docs = await runs.countDocuments();
+    const docs = await store.db.runs.countDocuments();
     const fileLoad = b.persistent ? fileMb(dataDir) : NaN;
-    await client.close();
+    for (const o of opened.splice(0)) await o.db.close();
     const stopMs = Math.round(await stop(s));
     return { c1: c1.perSec, c16: c16.perSec, c64: c64.perSec, p99c64: c64.p99, inc64: inc.perSec, rssIdle, rssLoad, rssPeak, docs, fileLoad, fileStopped: b.persistent ? fileMb(dataDir) : NaN, stopMs, startMs };
   } finally {
-    await client.close().catch(() => {});
+    for (const o of opened) await o.db.close().catch(() => {});
     await s.stop();
     rmSync(dataDir, { recursive: true, force: true });
   }
@@ -190,44 +196,36 @@ async function measure(b: Backend, round: number): Promise<Figures> {
 async function cleanRestart(b: Backend) {
   const dataDir = join(scratch, `${b.name}-durable`);
   let s = await start(b, dataDir);
-  let client = new MongoClient(s.uri, { maxPoolSize: 80 });
-  const runs = await runsCollection(client, "durable");
+  let store = await storeOn(s, "durable");
   let next = 0;
   await Promise.all(Array.from({ length: 64 }, async () => {
     while (next < durableN) {
       next++;
-      await runs.insertOne(runDoc());
+      await createRun(store);
     }
   }));
   const incs = Math.round(durableN / 10);
-  const counters = client.db("durable").collection<{ _id: string; n: number }>("counters");
-  await counters.insertOne({ _id: "c", n: 0 });
   let done = 0;
   await Promise.all(Array.from({ length: 16 }, async () => {
     while (done < incs) {
       done++;
-      await counters.updateOne({ _id: "c" }, { $inc: { n: 1 } });
+      await store.counters.next("c");
     }
   }));
-  await client.close();
+  await store.db.close();
   const fileBefore = fileMb(dataDir);
   const stopMs = Math.round(await stop(s));
   const fileAfter = fileMb(dataDir);
   const t = performance.now();
   s = await start(b, dataDir);
   const restartMs = Math.round(performance.now() - t);
-  client = new MongoClient(s.uri);
-  const count = await client.db("durable").collection("runs").countDocuments();
-  const n = (await client.db("durable").collection<{ _id: string; n: number }>("counters").findOne({ _id: "c" }))?.n;
-  // the unique index survived too: a duplicate activeKey is refused
-  const one = await client.db("durable").collection<any>("runs").findOne({});
-  let uniqueKept = false;
-  try {
-    await client.db("durable").collection<any>("runs").insertOne({ ...runDoc(), activeKey: one?.activeKey });
-  } catch (e) {
-    uniqueKept = (e as { code?: number }).code === 11000;
-  }
-  await client.close();
+  store = createStore(await connect(s.uri, { dbName: "durable" }));
+  const count = await store.db.runs.countDocuments();
+  const n = await store.counters.current("c");
+  // the unique index survived too: a second run on an ongoing run's (workflow, record) is refused
+  const one = await store.db.runs.findOne({});
+  const uniqueKept = !!one && !(await store.runs.create({ ...runDoc(), activeKey: one.activeKey })).created;
+  await store.db.close();
   await stop(s);
   rmSync(dataDir, { recursive: true, force: true });
   return { inserted: durableN, count, incs, n, uniqueKept, stopMs, restartMs, fileBefore, fileAfter };
@@ -242,8 +240,9 @@ async function killWindow(b: Backend, run: number) {
   const dataDir = join(scratch, `${b.name}-kill-${run}`);
   let s = await start(b, dataDir);
   const pid = javaPid(s);
-  let client = new MongoClient(s.uri, { maxPoolSize: 20, serverSelectionTimeoutMS: 2000 });
-  const col = client.db("killed").collection<{ _id: number; at: Date }>("docs");
+  let db = await connect(s.uri, { dbName: "killed", timeoutMs: 2000 });
+  // Not runhook's data: numbered documents, to tell which acknowledged writes a kill loses.
+  const col = db.db.collection<{ _id: number; at: Date }>("docs");
   const acked = new Map<number, number>();
   let seq = 0;
   let stopAt = Infinity;
@@ -265,12 +264,12 @@ async function killWindow(b: Backend, run: number) {
   process.kill(pid, "SIGKILL");
   stopAt = 0;
   await Promise.all(callers);
-  await client.close(true).catch(() => {});
+  await db.close().catch(() => {});
   await stop(s); // reaps the child; the state file is left for the restart to find stale
   s = await start(b, dataDir);
-  client = new MongoClient(s.uri);
-  const kept = new Set((await client.db("killed").collection<{ _id: number }>("docs").find({}, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
-  await client.close();
+  db = await connect(s.uri, { dbName: "killed" });
+  const kept = new Set((await db.db.collection<{ _id: number }>("docs").find({}, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
+  await db.close();
   await stop(s);
   rmSync(dataDir, { recursive: true, force: true });
   const lost = [...acked].filter(([id]) => !kept.has(id));
@@ -323,12 +322,12 @@ try {
     "",
     `\`node --import tsx bench/embedded-backends.ts${quick ? " --quick" : ""}\`: ${rounds} round(s) of ${seconds} s per phase, backends interleaved, medians shown. ` +
       `${cpus().length} CPUs, load average at the end ${loadavg().map((x) => x.toFixed(1)).join(" ")} (the machine is shared: single runs vary a lot). ` +
-      `Node ${process.version}, mongodb driver, one MongoClient per server. JVM flags: the launcher's (see src/store/embedded.ts).`,
+      `Node ${process.version}, runhook's store (src/store: connect(), ensureIndexes(), runs.create, counters.next). JVM flags: the launcher's (see src/store/embedded.ts).`,
     "",
-    "Documents are runs-shaped (~25 fields, UUID strings, 3 steps), into a collection with runhook's runs indexes (`activeKey` unique; the two non-unique ones are accepted but ignored by mongo-java-server). " +
-      "The collection grows through the phases (c=1, then 16, then 64). `$inc`: findOneAndUpdate on one document, c=64.",
+    "Runs as the trigger stores them (newRunDoc: ~25 fields, UUID strings, 3 steps), by runs.create into a collection with runhook's indexes (`activeKey` unique; the non-unique ones are accepted but ignored by mongo-java-server). " +
+      "The collection grows through the phases (c=1, then 16, then 64). `$inc`: counters.next (findOneAndUpdate on one document), c=64.",
     "",
-    "| backend | insertOne/s c=1 | c=16 | c=64 | p99 ms c=64 | $inc/s c=64 | RSS idle MB | RSS after load / peak MB | file MB loaded → stopped | start / stop ms |",
+    "| backend | runs.create/s c=1 | c=16 | c=64 | p99 ms c=64 | $inc/s c=64 | RSS idle MB | RSS after load / peak MB | file MB loaded → stopped | start / stop ms |",
     "|---|---|---|---|---|---|---|---|---|---|",
     ...rows,
     "",
@@ -340,7 +339,7 @@ try {
     "",
     `## Durability`,
     "",
-    `Clean restart: ${durableN.toLocaleString("en-US")} acknowledged insertOne (c=64) and ${Math.round(durableN / 10).toLocaleString("en-US")} $inc (c=16), stop(), start on the same dataDir.`,
+    `Clean restart: ${durableN.toLocaleString("en-US")} acknowledged runs.create (c=64) and ${Math.round(durableN / 10).toLocaleString("en-US")} counters.next (c=16), stop(), start on the same dataDir.`,
     "",
     "| backend | count after restart | counter | unique index kept | stop ms | restart ms | file MB before → after stop |",
     "|---|---|---|---|---|---|---|",

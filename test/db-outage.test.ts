@@ -12,7 +12,6 @@ import * as grpc from "@grpc/grpc-js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Health, HealthCheckRequestSchema, HealthCheckResponseSchema, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.js";
-import { MongoClient } from "mongodb";
 import { loadConfig } from "../src/config.js";
 import { startEmbeddedServer, type EmbeddedServer } from "../src/store/embedded.js";
 import { connect, ensureIndexes, type Database } from "../src/store/index.js";
@@ -172,16 +171,17 @@ describe("database outage under load", () => {
     let tAnswering = 0;
     for (const giveUp = Date.now() + 20_000; ; ) {
       if (Date.now() > giveUp) throw new Error("the restarted database does not answer, or lost the test's data");
-      const probe = new MongoClient(uri(), { directConnection: true, serverSelectionTimeoutMS: 1000 });
+      let probe: Database | undefined;
       try {
-        if (await probe.db(dbName).collection("workflows").findOne({ _id: w.workflowId as never })) {
+        probe = await connect(uri(), { dbName, timeoutMs: 1000 });
+        if (await probe.workflows.findOne({ _id: w.workflowId })) {
           tAnswering = Date.now();
           break;
         }
       } catch {
         await sleep(20);
       } finally {
-        await probe.close().catch(() => {});
+        await probe?.close().catch(() => {});
       }
     }
     await sleep(5000);

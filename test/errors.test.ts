@@ -1,9 +1,9 @@
 // The one Connect-code ↔ HTTP-status table, in both directions, for every status SEED §7
 // and CONTRACT §3 name.
 import { Code, ConnectError } from "@connectrpc/connect";
-import { MongoNetworkError, MongoServerError } from "mongodb";
 import { describe, expect, it } from "vitest";
 import { codeName, codeOfHttpStatus, fail, httpStatusOf, ONGOING_RUN_ID, toConnectError, toHttpError } from "../src/errors.js";
+import { MongoNetworkError, MongoServerError } from "../src/store/index.js";
 
 const SPEC: [number, Code, string][] = [
   [400, Code.InvalidArgument, "invalid_argument"],

@@ -1,7 +1,8 @@
-// Scenarios 1 and 4: webhook accepts on distinct records (REST and native gRPC) against raw
-// insertOne into the runs collection on the same database server, and the 409 path on one
-// record. Every phase also records the CPU time the load generator, the runhook server and
-// the embedded Java server used, per accepted call: that tells where a gap comes from.
+// Scenarios 1 and 4: webhook accepts on distinct records (REST and native gRPC) against the
+// store's bare insert of a run (runs.create: one insertOne) on the same database server, and
+// the 409 path on one record. Every phase also records the CPU time the load generator, the
+// runhook server and the embedded Java server used, per accepted call: that tells where a gap
+// comes from.
 import { randomUUID } from "node:crypto";
 import http2 from "node:http2";
 import * as grpc from "@grpc/grpc-js";
@@ -9,7 +10,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Pool } from "undici";
 import { TriggerRunRequestSchema, TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
 import { newRunDoc } from "../../src/domain/runs/model.js";
-import { isDuplicateKey, type Store } from "../../src/store/index.js";
+import type { Store } from "../../src/store/index.js";
 import type { RunDoc, StepDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
 import { closedLoop, mergeStats, ratio, round, sleep, type LoadOptions, type LoadStats, type Outcome } from "../lib/load.js";
@@ -135,25 +136,20 @@ export function rawHttp2Trigger(addr: string, w: BenchWorld) {
   return { call, close: () => new Promise<void>((r) => session.close(() => r())) };
 }
 
+/** The store's insert of a run alone (runs.create: one insertOne), without the trigger's checks. */
 function rawInsert(raw: Store, w: BenchWorld) {
   return async (recordId: string): Promise<Outcome> => {
-    await raw.db.runs.insertOne(runDocLike(w, recordId, STEPS));
-    return { ok: true, status: "inserted" };
+    const res = await raw.runs.create(runDocLike(w, recordId, STEPS));
+    return res.created ? { ok: true, status: "inserted" } : { ok: false, status: "duplicate" };
   };
 }
 
-/** What the 409 path does at the least: the insert that the unique index refuses, then the read of the ongoing run. */
+/** What the 409 path does at the least: runs.create alone, whose insert the unique index refuses, then the read of the ongoing run. */
 function rawConflict(raw: Store, w: BenchWorld, recordId: string) {
   return async (): Promise<Outcome> => {
-    const doc = runDocLike(w, recordId, STEPS);
-    try {
-      await raw.db.runs.insertOne(doc);
-      return { ok: false, status: "inserted" };
-    } catch (err) {
-      if (!isDuplicateKey(err)) throw err;
-      const ongoing = await raw.db.runs.findOne({ activeKey: doc.activeKey }, { projection: { _id: 1 } });
-      return { ok: !!ongoing, status: "duplicate" };
-    }
+    const res = await raw.runs.create(runDocLike(w, recordId, STEPS));
+    if (res.created) return { ok: false, status: "inserted" };
+    return { ok: res.ongoingRunId !== null, status: "duplicate" };
   };
 }
 
@@ -305,7 +301,7 @@ export async function webhookScenario(ctx: BenchContext, opts: { concurrencies: 
     try {
       const first = await restTrigger(pool, w, 202)("hot-record");
       if (!first.ok) throw new Error(`first trigger of the hot record answered ${first.status}`);
-      await raw.db.runs.insertOne(runDocLike(w, "hot-record", STEPS));
+      if (!(await raw.runs.create(runDocLike(w, "hot-record", STEPS))).created) throw new Error("the raw hot record's run was not created");
       const post409 = restTrigger(pool, w, 409);
       const loads: Load[] = [
         { name: "rest", fn: () => post409("hot-record") },

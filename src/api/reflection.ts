@@ -63,24 +63,20 @@ function protoFileName(file: DescFile): string {
   return file.proto.name;
 }
 
-/** Builds the reflection index for the given services (and everything they reference). */
-export function createReflectionIndex(
-  services: ReadonlyArray<DescService>,
-  options: ReflectionOptions = {},
-): ReflectionIndex {
-  const listed = [...services];
-  if (options.listSelf ?? true) listed.push(ServerReflectionV1, ServerReflectionV1alpha);
-
-  // Transitive closure of files, by proto file name.
+/** The files of `services` and, transitively, their dependencies, by proto file name. */
+function fileClosure(services: ReadonlyArray<DescService>): Map<string, DescFile> {
   const files = new Map<string, DescFile>();
   const visit = (file: DescFile) => {
     if (files.has(protoFileName(file))) return;
     files.set(protoFileName(file), file);
     for (const dep of file.dependencies) visit(dep);
   };
-  for (const s of listed) visit(s.file);
+  for (const s of services) visit(s.file);
+  return files;
+}
 
-  const registry: Registry = createRegistry(...files.values());
+/** Serializes a file followed by its transitive dependencies (each once); each file is serialized once and kept. */
+function serializerWithDeps(): (file: DescFile) => Uint8Array[] {
   const serialized = new Map<string, Uint8Array>();
   const bytesOf = (file: DescFile): Uint8Array => {
     const name = protoFileName(file);
@@ -91,8 +87,7 @@ export function createReflectionIndex(
     }
     return b;
   };
-  // The file first, then its transitive dependencies (each once).
-  const withDeps = (file: DescFile): Uint8Array[] => {
+  return (file) => {
     const out: Uint8Array[] = [];
     const seen = new Set<string>();
     const walk = (f: DescFile) => {
@@ -104,31 +99,43 @@ export function createReflectionIndex(
     walk(file);
     return out;
   };
+}
 
-  const fileOfSymbol = (symbol: string): DescFile | undefined => {
-    const name = symbol.startsWith(".") ? symbol.slice(1) : symbol;
-    const desc = registry.get(name);
-    if (desc !== undefined) return desc.file;
-    // A method: <package>.<Service>.<Method>
-    const dot = name.lastIndexOf(".");
-    if (dot > 0) {
-      const parent = registry.get(name.slice(0, dot));
-      const member = name.slice(dot + 1);
-      if (parent?.kind === "service" && parent.methods.some((m) => m.name === member)) return parent.file;
-      if (parent?.kind === "message" && (parent.fields.some((f) => f.name === member) || parent.oneofs.some((o) => o.name === member))) {
-        return parent.file;
-      }
-      if (parent?.kind === "enum" && parent.values.some((v) => v.name === member)) return parent.file;
+/** The file defining `symbol`: a type, or a member (method, field, oneof, enum value) of one. */
+function fileOfSymbol(registry: Registry, symbol: string): DescFile | undefined {
+  const name = symbol.startsWith(".") ? symbol.slice(1) : symbol;
+  const desc = registry.get(name);
+  if (desc !== undefined) return desc.file;
+  // A method: <package>.<Service>.<Method>
+  const dot = name.lastIndexOf(".");
+  if (dot > 0) {
+    const parent = registry.get(name.slice(0, dot));
+    const member = name.slice(dot + 1);
+    if (parent?.kind === "service" && parent.methods.some((m) => m.name === member)) return parent.file;
+    if (parent?.kind === "message" && (parent.fields.some((f) => f.name === member) || parent.oneofs.some((o) => o.name === member))) {
+      return parent.file;
     }
-    return undefined;
-  };
+    if (parent?.kind === "enum" && parent.values.some((v) => v.name === member)) return parent.file;
+  }
+  return undefined;
+}
 
-  const extensionsOf = (typeName: string) => {
-    const out = [];
-    for (const d of registry) if (d.kind === "extension" && d.extendee.typeName === typeName) out.push(d);
-    return out;
-  };
+function extensionsOf(registry: Registry, typeName: string) {
+  const out = [];
+  for (const d of registry) if (d.kind === "extension" && d.extendee.typeName === typeName) out.push(d);
+  return out;
+}
 
+/** Builds the reflection index for the given services (and everything they reference). */
+export function createReflectionIndex(
+  services: ReadonlyArray<DescService>,
+  options: ReflectionOptions = {},
+): ReflectionIndex {
+  const listed = [...services];
+  if (options.listSelf ?? true) listed.push(ServerReflectionV1, ServerReflectionV1alpha);
+  const files = fileClosure(listed);
+  const registry: Registry = createRegistry(...files.values());
+  const withDeps = serializerWithDeps();
   return {
     serviceNames: [...new Set(listed.map((s) => s.typeName))].sort(),
     fileByName(fileName) {
@@ -136,16 +143,16 @@ export function createReflectionIndex(
       return file && withDeps(file);
     },
     fileContainingSymbol(symbol) {
-      const file = fileOfSymbol(symbol);
+      const file = fileOfSymbol(registry, symbol);
       return file && withDeps(file);
     },
     fileContainingExtension(typeName, number) {
-      const ext = extensionsOf(typeName).find((e) => e.number === number);
+      const ext = extensionsOf(registry, typeName).find((e) => e.number === number);
       return ext && withDeps(ext.file);
     },
     extensionNumbers(typeName) {
       if (registry.getMessage(typeName) === undefined) return undefined;
-      return extensionsOf(typeName)
+      return extensionsOf(registry, typeName)
         .map((e) => e.number)
         .sort((a, b) => a - b);
     },

@@ -105,7 +105,7 @@ export interface Answer {
   json: unknown;
 }
 
-/** The `{"error", "code", …}` body of an error answer (CONTRACT §3), as far as present. */
+/** The `{"error", "code", …}` body of an error answer, as far as present. */
 export function errorBody(a: Answer): { error?: string; code?: string; runId?: string } {
   const j = a.json;
   return j && typeof j === "object" && !Array.isArray(j) ? (j as { error?: string; code?: string; runId?: string }) : {};
@@ -144,6 +144,24 @@ export async function request(method: string, url: string, opts: { token?: strin
   }
 }
 
+/** A GET's outcome: an answer to act on, or a transient failure (no answer, 429, 5xx) to retry by the caller's policy. */
+export type Attempt = { answer: Answer } | { transient: string; /** Retry-After of a 429. */ retryAfterMs?: number };
+
+/** One GET, its transient failures told apart from answers; undefined when `signal` stopped it. */
+export async function tryGet(url: string, opts: { token: string; signal: AbortSignal; timeoutMs: number }): Promise<Attempt | undefined> {
+  let a: Answer;
+  try {
+    a = await request("GET", url, opts);
+  } catch (err) {
+    if (opts.signal.aborted) return undefined;
+    if (!(err instanceof NetworkError)) throw err;
+    return { transient: err.message };
+  }
+  if (a.status === 429) return { transient: "rate limited (429)", retryAfterMs: retryAfterMs(a.headers) };
+  if (a.status >= 500) return { transient: `server error ${a.status}: ${errorMessage(a)}` };
+  return { answer: a };
+}
+
 /** `Retry-After` in milliseconds (delta-seconds or an HTTP date); undefined when absent or bad. */
 export function retryAfterMs(headers: Headers, now = Date.now()): number | undefined {
   const raw = headers.get("retry-after");
@@ -159,8 +177,7 @@ export function backoffMs(attempt: number, baseMs = 1000, capMs = 60_000): numbe
   return d / 2 + Math.random() * (d / 2);
 }
 
-/** Resolves after `ms`, or at once when `signal` fires (without throwing). */
-/** Waits `ms`, or less when `signal` aborts. */
+/** Waits `ms`, or less when `signal` aborts (without throwing). */
 export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   await (signal ? sleepUnlessAborted(ms, signal) : plainSleep(ms));
 }
@@ -169,25 +186,25 @@ export function seconds(ms: number): string {
   return `${Math.max(1, Math.ceil(ms / 1000))} s`;
 }
 
-/** Exit code and hint for an error answer shared by the commands; callers add their own hints. */
+const EXIT_BY_STATUS: Readonly<Record<number, number>> = {
+  400: EXIT.BAD_REQUEST,
+  413: EXIT.BAD_REQUEST,
+  401: EXIT.UNAUTHENTICATED,
+  403: EXIT.PERMISSION_DENIED,
+  404: EXIT.NOT_FOUND,
+  409: EXIT.ALREADY_RUNNING,
+  429: EXIT.RATE_LIMITED,
+};
+
+/** The exit code for an error answer of the server. */
 export function statusExit(status: number): number {
-  switch (status) {
-    case 400:
-    case 413:
-      return EXIT.BAD_REQUEST;
-    case 401:
-      return EXIT.UNAUTHENTICATED;
-    case 403:
-      return EXIT.PERMISSION_DENIED;
-    case 404:
-      return EXIT.NOT_FOUND;
-    case 409:
-      return EXIT.ALREADY_RUNNING;
-    case 429:
-      return EXIT.RATE_LIMITED;
-    default:
-      return status >= 500 ? EXIT.UNAVAILABLE : EXIT.ERROR;
-  }
+  return EXIT_BY_STATUS[status] ?? (status >= 500 ? EXIT.UNAVAILABLE : EXIT.ERROR);
+}
+
+/** The error that ends a command on an answer it cannot go on from: status, code and message, with the command's hint. */
+export function answerError(a: Answer, hint?: string): CliError {
+  const code = errorBody(a).code;
+  return new CliError(`${a.status} ${code ?? ""}${code ? ": " : ""}${errorMessage(a)}`, statusExit(a.status), hint);
 }
 
 /** Prints a CliError or UsageError (with the command's usage) and returns the exit code. */

@@ -5,27 +5,7 @@
 import { once } from "node:events";
 import { open, readFile, rename, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
-import {
-  CliError,
-  EXIT,
-  EXIT_CODES_HELP,
-  NetworkError,
-  backoffMs,
-  baseUrlOf,
-  errorBody,
-  errorMessage,
-  parse,
-  report,
-  request,
-  retryAfterMs,
-  seconds,
-  sleep,
-  statusExit,
-  str,
-  tokenOf,
-  UsageError,
-  type Answer,
-} from "./common.js";
+import { CliError, EXIT, EXIT_CODES_HELP, answerError, backoffMs, baseUrlOf, errorMessage, parse, report, seconds, sleep, str, tokenOf, tryGet, UsageError, type Answer } from "./common.js";
 
 export const TAIL_USAGE = `usage: runhook logs tail --project P --environment E [filters] [--cursor-file F] [--limit N]
                          [--interval SECONDS] [--base-url URL] [--token TOKEN]
@@ -121,8 +101,76 @@ function hintFor(a: Answer, ctx: { token: string; cursorFromFile: string | undef
   }
 }
 
-export async function runTail(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  const prefix = "runhook logs tail";
+/** What a tail follows and how, from its arguments. */
+interface TailPlan {
+  admin: boolean;
+  project: string;
+  environment: string | undefined;
+  /** The list's URL, and its query without the cursor. */
+  url: string;
+  query: URLSearchParams;
+  /** Where the entries are in a page: `activityLogs` or `adminLogs`. */
+  itemsKey: string;
+  intervalMs: number;
+  cursorFile: string | undefined;
+  base: string;
+  token: string;
+}
+
+const TAIL_OPTIONS = {
+  project: { type: "string" },
+  environment: { type: "string" },
+  admin: { type: "boolean" },
+  "cursor-file": { type: "string" },
+  limit: { type: "string" },
+  interval: { type: "string" },
+  "base-url": { type: "string" },
+  token: { type: "string" },
+  ...Object.fromEntries(Object.keys(FILTERS).map((k) => [k, { type: "string" }])),
+} as const;
+
+/** The plan of a tail, or undefined when the arguments ask for help. */
+function planTail(args: string[], env: NodeJS.ProcessEnv): TailPlan | undefined {
+  const { values, help } = parse(args, TAIL_OPTIONS, 0);
+  if (help) return undefined;
+  const admin = values.admin === true;
+  const project = str(values, "project");
+  const environment = str(values, "environment");
+  if (!project) throw new UsageError("--project is required");
+  if (admin && environment !== undefined) throw new UsageError("--admin tails the project's admin log: drop --environment");
+  if (!admin && !environment) throw new UsageError("--environment is required (or --admin for the admin log)");
+  const query = new URLSearchParams({ order: "asc" });
+  for (const [flag, f] of Object.entries(FILTERS)) {
+    const v = str(values, flag);
+    if (v === undefined) continue;
+    if (admin && !f.admin) throw new UsageError(`--${flag} filters the activity log only (not with --admin)`);
+    query.set(f.param, v);
+  }
+  const limitRaw = str(values, "limit") ?? "1000";
+  if (!/^\d+$/.test(limitRaw) || Number(limitRaw) < 1 || Number(limitRaw) > 1000) throw new UsageError("--limit must be a whole number from 1 to 1000");
+  query.set("limit", limitRaw);
+  const intervalRaw = str(values, "interval") ?? "1";
+  const intervalMs = Number(intervalRaw) * 1000;
+  if (!/^\d+(\.\d+)?$/.test(intervalRaw) || intervalMs > 3_600_000) throw new UsageError("--interval must be a number of seconds (at most 3600)");
+  const cursorFile = str(values, "cursor-file");
+  const base = baseUrlOf(values, env);
+  const token = tokenOf(values, env, "a project API token");
+  const p = encodeURIComponent(project);
+  const url = admin ? `${base}/v1/project/${p}/admin-logs` : `${base}/v1/project/${p}/environment/${encodeURIComponent(environment!)}/activity-logs`;
+  return { admin, project, environment, url, query, itemsKey: admin ? "adminLogs" : "activityLogs", intervalMs, cursorFile, base, token };
+}
+
+const PREFIX = "runhook logs tail";
+
+interface StopWatch {
+  /** Aborted by SIGINT/SIGTERM, or when stdout breaks. */
+  stop: AbortSignal;
+  stdoutBroken: boolean;
+  dispose(): void;
+}
+
+/** SIGINT/SIGTERM and a broken stdout stop the tail; a second signal exits at once. */
+function watchForStop(): StopWatch {
   const stop = new AbortController();
   let signals = 0;
   const onSignal = (sig: NodeJS.Signals) => {
@@ -130,122 +178,100 @@ export async function runTail(args: string[], env: NodeJS.ProcessEnv = process.e
     if (sig === "SIGINT" && process.stderr.isTTY) process.stderr.write("\n");
     stop.abort();
   };
+  const watch: StopWatch = {
+    stop: stop.signal,
+    stdoutBroken: false,
+    dispose() {
+      process.removeListener("SIGINT", onSignal);
+      process.removeListener("SIGTERM", onSignal);
+      process.stdout.removeListener("error", onStdoutError);
+    },
+  };
+  const onStdoutError = (err: NodeJS.ErrnoException) => {
+    watch.stdoutBroken = true;
+    stop.abort();
+    if (err.code !== "EPIPE") process.stderr.write(`${PREFIX}: cannot write to stdout: ${err.message}\n`);
+  };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
-  let stdoutBroken = false;
-  const onStdoutError = (err: NodeJS.ErrnoException) => {
-    stdoutBroken = true;
-    stop.abort();
-    if (err.code !== "EPIPE") process.stderr.write(`${prefix}: cannot write to stdout: ${err.message}\n`);
-  };
   process.stdout.on("error", onStdoutError);
+  return watch;
+}
+
+export async function runTail(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const stopWatch = watchForStop();
   try {
-    const options = {
-      project: { type: "string" },
-      environment: { type: "string" },
-      admin: { type: "boolean" },
-      "cursor-file": { type: "string" },
-      limit: { type: "string" },
-      interval: { type: "string" },
-      "base-url": { type: "string" },
-      token: { type: "string" },
-      ...Object.fromEntries(Object.keys(FILTERS).map((k) => [k, { type: "string" }])),
-    } as const;
-    const { values, help } = parse(args, options, 0);
-    if (help) {
+    const plan = planTail(args, env);
+    if (!plan) {
       process.stdout.write(TAIL_USAGE + "\n");
       return EXIT.OK;
     }
-    const admin = values.admin === true;
-    const project = str(values, "project");
-    const environment = str(values, "environment");
-    if (!project) throw new UsageError("--project is required");
-    if (admin && environment !== undefined) throw new UsageError("--admin tails the project's admin log: drop --environment");
-    if (!admin && !environment) throw new UsageError("--environment is required (or --admin for the admin log)");
-    const query = new URLSearchParams({ order: "asc" });
-    for (const [flag, f] of Object.entries(FILTERS)) {
-      const v = str(values, flag);
-      if (v === undefined) continue;
-      if (admin && !f.admin) throw new UsageError(`--${flag} filters the activity log only (not with --admin)`);
-      query.set(f.param, v);
-    }
-    const limitRaw = str(values, "limit") ?? "1000";
-    if (!/^\d+$/.test(limitRaw) || Number(limitRaw) < 1 || Number(limitRaw) > 1000) throw new UsageError("--limit must be a whole number from 1 to 1000");
-    query.set("limit", limitRaw);
-    const intervalRaw = str(values, "interval") ?? "1";
-    const intervalMs = Number(intervalRaw) * 1000;
-    if (!/^\d+(\.\d+)?$/.test(intervalRaw) || intervalMs > 3_600_000) throw new UsageError("--interval must be a number of seconds (at most 3600)");
-    const cursorFile = str(values, "cursor-file");
-    const base = baseUrlOf(values, env);
-    const token = tokenOf(values, env, "a project API token");
-    const p = encodeURIComponent(project);
-    const url = admin ? `${base}/v1/project/${p}/admin-logs` : `${base}/v1/project/${p}/environment/${encodeURIComponent(environment!)}/activity-logs`;
-    const itemsKey = admin ? "adminLogs" : "activityLogs";
-
-    let cursor = cursorFile ? await readCursor(cursorFile) : "";
-    /** Set while the cursor in use is the one read from the file (for the 400 hint). */
-    let cursorFromFile = cursor ? cursorFile : undefined;
-    process.stderr.write(
-      `${prefix}: following the ${admin ? `admin log of project ${project}` : `activity log of ${project}/${environment}`} at ${base}, ${cursor ? `from the cursor in ${cursorFile}` : "from the oldest entry"}\n`,
-    );
-
-    let failures = 0;
-    const retry = async (why: string, waitMs: number) => {
-      process.stderr.write(`${prefix}: ${why}; retrying in ${seconds(waitMs)}\n`);
-      await sleep(waitMs, stop.signal);
-    };
-    while (!stop.signal.aborted) {
-      const q = new URLSearchParams(query);
-      if (cursor) q.set("cursor", cursor);
-      let a: Answer;
-      try {
-        a = await request("GET", `${url}?${q}`, { token, signal: stop.signal, timeoutMs: 120_000 });
-      } catch (err) {
-        if (stop.signal.aborted) break;
-        if (!(err instanceof NetworkError)) throw err;
-        await retry(err.message, backoffMs(++failures));
-        continue;
-      }
-      if (a.status === 200) {
-        const body = a.json as { hasMore?: boolean; nextCursor?: string } & Record<string, unknown>;
-        const items = body?.[itemsKey];
-        if (!Array.isArray(items)) throw new CliError(`unexpected answer: ${a.text.slice(0, 200)}`, EXIT.ERROR);
-        failures = 0;
-        if (items.length > 0) {
-          if (!process.stdout.write(items.map((e) => JSON.stringify(e)).join("\n") + "\n")) await Promise.race([once(process.stdout, "drain"), once(stop.signal, "abort")]);
-          if (stdoutBroken) break;
-        }
-        if (typeof body.nextCursor === "string" && body.nextCursor !== "" && body.nextCursor !== cursor) {
-          cursor = body.nextCursor;
-          cursorFromFile = undefined;
-          if (cursorFile) await saveCursor(cursorFile, cursor);
-        }
-        if (body.hasMore !== true) await sleep(intervalMs, stop.signal);
-        else if (a.headers.get("x-ratelimit-remaining") === "0") {
-          // The window is used up: wait for it to free rather than collect a 429.
-          const reset = Number(a.headers.get("x-ratelimit-reset")) * 1000;
-          if (Number.isFinite(reset) && reset > Date.now()) await sleep(Math.min(60_000, reset - Date.now() + Math.random() * 500), stop.signal);
-        }
-        continue;
-      }
-      if (a.status === 429) {
-        failures++;
-        const ra = retryAfterMs(a.headers);
-        await retry("rate limited (429)", ra !== undefined ? ra + Math.random() * 500 : backoffMs(failures));
-        continue;
-      }
-      if (a.status >= 500) {
-        await retry(`server error ${a.status}: ${errorMessage(a)}`, backoffMs(++failures));
-        continue;
-      }
-      throw new CliError(`${a.status} ${errorBody(a).code ?? ""}${errorBody(a).code ? ": " : ""}${errorMessage(a)}`, statusExit(a.status), hintFor(a, { token, cursorFromFile, admin, project, environment }));
-    }
+    await follow(plan, stopWatch);
     return EXIT.OK;
   } catch (err) {
-    return report(err, prefix, TAIL_USAGE);
+    return report(err, PREFIX, TAIL_USAGE);
   } finally {
-    process.removeListener("SIGINT", onSignal);
-    process.removeListener("SIGTERM", onSignal);
-    process.stdout.removeListener("error", onStdoutError);
+    stopWatch.dispose();
   }
+}
+
+/** Where a tail stands: its cursor, and whether that is still the one read from the file (for the 400 hint). */
+interface TailPosition {
+  cursor: string;
+  cursorFromFile: string | undefined;
+}
+
+/** Pages through the log until stopped. */
+async function follow(plan: TailPlan, stopWatch: StopWatch): Promise<void> {
+  const { cursorFile, admin, project, environment } = plan;
+  const stop = stopWatch.stop;
+  const cursor = cursorFile ? await readCursor(cursorFile) : "";
+  const at: TailPosition = { cursor, cursorFromFile: cursor ? cursorFile : undefined };
+  process.stderr.write(
+    `${PREFIX}: following the ${admin ? `admin log of project ${project}` : `activity log of ${project}/${environment}`} at ${plan.base}, ${cursor ? `from the cursor in ${cursorFile}` : "from the oldest entry"}\n`,
+  );
+  let failures = 0;
+  const retry = async (why: string, waitMs: number) => {
+    process.stderr.write(`${PREFIX}: ${why}; retrying in ${seconds(waitMs)}\n`);
+    await sleep(waitMs, stop);
+  };
+  while (!stop.aborted) {
+    const q = new URLSearchParams(plan.query);
+    if (at.cursor) q.set("cursor", at.cursor);
+    const got = await tryGet(`${plan.url}?${q}`, { token: plan.token, signal: stop, timeoutMs: 120_000 });
+    if (!got) break;
+    if ("transient" in got) {
+      failures++;
+      await retry(got.transient, got.retryAfterMs !== undefined ? got.retryAfterMs + Math.random() * 500 : backoffMs(failures));
+      continue;
+    }
+    const a = got.answer;
+    if (a.status !== 200) throw answerError(a, hintFor(a, { token: plan.token, cursorFromFile: at.cursorFromFile, admin, project, environment }));
+    failures = 0;
+    if (!(await takePage(plan, a, at, stopWatch))) break;
+  }
+}
+
+/** Prints a page, saves its cursor, and waits as the page says; false when stdout broke. */
+async function takePage(plan: TailPlan, a: Answer, at: TailPosition, stopWatch: StopWatch): Promise<boolean> {
+  const stop = stopWatch.stop;
+  const body = a.json as { hasMore?: boolean; nextCursor?: string } & Record<string, unknown>;
+  const items = body?.[plan.itemsKey];
+  if (!Array.isArray(items)) throw new CliError(`unexpected answer: ${a.text.slice(0, 200)}`, EXIT.ERROR);
+  if (items.length > 0) {
+    if (!process.stdout.write(items.map((e) => JSON.stringify(e)).join("\n") + "\n")) await Promise.race([once(process.stdout, "drain"), once(stop, "abort")]);
+    if (stopWatch.stdoutBroken) return false;
+  }
+  if (typeof body.nextCursor === "string" && body.nextCursor !== "" && body.nextCursor !== at.cursor) {
+    at.cursor = body.nextCursor;
+    at.cursorFromFile = undefined;
+    if (plan.cursorFile) await saveCursor(plan.cursorFile, at.cursor);
+  }
+  if (body.hasMore !== true) await sleep(plan.intervalMs, stop);
+  else if (a.headers.get("x-ratelimit-remaining") === "0") {
+    // The window is used up: wait for it to free rather than collect a 429.
+    const reset = Number(a.headers.get("x-ratelimit-reset")) * 1000;
+    if (Number.isFinite(reset) && reset > Date.now()) await sleep(Math.min(60_000, reset - Date.now() + Math.random() * 500), stop);
+  }
+  return true;
 }

@@ -1,6 +1,6 @@
 // `runhook trigger <webhook-url> <record-id>`: POST the webhook as any integrator does and
 // explain the answer. stdout carries only the run id (or, with --json, the raw answer body).
-import { CliError, EXIT, EXIT_CODES_HELP, NetworkError, errorBody, errorMessage, parse, report, request, retryAfterMs, seconds, statusExit, tokenOf, UsageError, type Answer } from "./common.js";
+import { CliError, EXIT, EXIT_CODES_HELP, NetworkError, answerError, errorBody, errorMessage, parse, report, request, retryAfterMs, seconds, tokenOf, UsageError, type Answer } from "./common.js";
 
 export const TRIGGER_USAGE = `usage: runhook trigger <webhook-url> <record-id> [--token TOKEN] [--json]
 
@@ -87,7 +87,7 @@ export async function runTrigger(args: string[], env: NodeJS.ProcessEnv = proces
       );
     }
     const hint = HINTS[a.status]?.(a, token) ?? (a.status >= 500 ? "a server error: retrying is safe (you get 202, or 409 with the run already ongoing)" : undefined);
-    throw new CliError(`${a.status} ${errorBody(a).code ?? ""}${errorBody(a).code ? ": " : ""}${errorMessage(a)}`, statusExit(a.status), hint);
+    throw answerError(a, hint);
   } catch (err) {
     return report(err, prefix, TRIGGER_USAGE);
   }

@@ -1,26 +1,7 @@
 // `runhook runs watch <runId>`: follows a run with the version-based long-poll of
 // GET /v1/runs/{id}?wait=30s&version=<v> until it is finished. On a terminal the run and its
 // steps are redrawn in place with a spinner; otherwise one plain line per change.
-import {
-  CliError,
-  EXIT,
-  EXIT_CODES_HELP,
-  NetworkError,
-  backoffMs,
-  baseUrlOf,
-  errorBody,
-  errorMessage,
-  parse,
-  report,
-  request,
-  retryAfterMs,
-  seconds,
-  sleep,
-  statusExit,
-  tokenOf,
-  UsageError,
-  type Answer,
-} from "./common.js";
+import { CliError, EXIT, EXIT_CODES_HELP, answerError, backoffMs, baseUrlOf, parse, report, seconds, sleep, tokenOf, tryGet, UsageError } from "./common.js";
 
 export const WATCH_USAGE = `usage: runhook runs watch <runId> [--base-url URL] [--token TOKEN]
 
@@ -197,8 +178,9 @@ const HINTS: Record<number, string> = {
   404: "no run with this id on this server: check the id and --base-url / RUNHOOK_URL",
 };
 
+const PREFIX = "runhook runs watch";
+
 export async function runWatch(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  const prefix = "runhook runs watch";
   let view: View | undefined;
   const stop = new AbortController();
   const onSignal = () => stop.abort();
@@ -216,64 +198,59 @@ export async function runWatch(args: string[], env: NodeJS.ProcessEnv = process.
     const token = tokenOf(values, env, "an application token or a project API token");
     const url = `${base}/v1/runs/${encodeURIComponent(runId)}`;
     view = process.stdout.isTTY ? ttyView(process.stdout) : plainView(process.stdout);
-
-    let run: RunView | undefined;
-    let version: string | undefined;
-    let failures = 0;
-    let failingSince = 0;
-    const retry = async (why: string, waitMs: number) => {
-      failures++;
-      if (failures === 1) failingSince = Date.now();
-      const left = GIVE_UP_MS - (Date.now() - failingSince);
-      if (left <= 0) throw new CliError(`${why}; giving up after ${seconds(Date.now() - failingSince)}`, EXIT.UNAVAILABLE, "the run goes on without this watcher; watch it again later");
-      waitMs = Math.min(waitMs, Math.max(left, 1000));
-      view!.note(`${prefix}: ${why}; retrying in ${seconds(waitMs)}`);
-      await sleep(waitMs, stop.signal);
-    };
-    for (;;) {
-      if (stop.signal.aborted) throw new CliError("stopped watching (the run goes on)", EXIT.INTERRUPTED);
-      let a: Answer;
-      try {
-        a = await request("GET", version === undefined ? url : `${url}?wait=${WAIT}&version=${encodeURIComponent(version)}`, { token, signal: stop.signal, timeoutMs: 45_000 });
-      } catch (err) {
-        if (stop.signal.aborted) continue;
-        if (!(err instanceof NetworkError)) throw err;
-        await retry(err.message, backoffMs(failures + 1));
-        continue;
-      }
-      if (a.status === 200) {
-        failures = 0;
-        run = a.json as RunView;
-        if (!run || typeof run !== "object" || typeof run.state !== "string") throw new CliError(`unexpected answer: ${a.text.slice(0, 200)}`, EXIT.ERROR);
-        version = String(run.version ?? "0");
-        view.update(run);
-        if (FINISHED.has(run.state!)) break;
-        continue;
-      }
-      if (a.status === 429) {
-        await retry("rate limited (429)", Math.max(retryAfterMs(a.headers) ?? 0, backoffMs(failures + 1)));
-        continue;
-      }
-      if (a.status >= 500) {
-        await retry(`server error ${a.status}: ${errorMessage(a)}`, backoffMs(failures + 1));
-        continue;
-      }
-      throw new CliError(`${a.status} ${errorBody(a).code ?? ""}${errorBody(a).code ? ": " : ""}${errorMessage(a)}`, statusExit(a.status), HINTS[a.status]);
-    }
+    const run = await followRun(url, token, view, stop.signal);
     view.finish();
     view = undefined;
-    const steps = run.steps ?? [];
-    const at = steps.findIndex((s) => s.state === "FAILED" || s.state === "CANCELLED");
-    const where = at >= 0 ? ` at step ${at + 1}/${steps.length} (${steps[at]!.type})` : "";
-    const why = (at >= 0 ? steps[at]!.error : "") || run.error || "";
-    if (run.state === "FAILED") throw new CliError(`run FAILED${where}${why ? `: ${why}` : ""}`, EXIT.RUN_FAILED);
-    if (run.state === "CANCELLED") throw new CliError(`run CANCELLED${where}${why ? `: ${why}` : ""}`, EXIT.RUN_CANCELLED);
-    return EXIT.OK;
+    return finishedExit(run);
   } catch (err) {
     view?.finish();
-    return report(err, prefix, WATCH_USAGE);
+    return report(err, PREFIX, WATCH_USAGE);
   } finally {
     process.removeListener("SIGINT", onSignal);
     process.removeListener("SIGTERM", onSignal);
   }
+}
+
+/** Long-polls the run at `url`, showing each version in `view`, until it is finished; returns it then. */
+async function followRun(url: string, token: string, view: View, stop: AbortSignal): Promise<RunView> {
+  let version: string | undefined;
+  let failures = 0;
+  let failingSince = 0;
+  const retry = async (why: string, waitMs: number) => {
+    failures++;
+    if (failures === 1) failingSince = Date.now();
+    const left = GIVE_UP_MS - (Date.now() - failingSince);
+    if (left <= 0) throw new CliError(`${why}; giving up after ${seconds(Date.now() - failingSince)}`, EXIT.UNAVAILABLE, "the run goes on without this watcher; watch it again later");
+    waitMs = Math.min(waitMs, Math.max(left, 1000));
+    view.note(`${PREFIX}: ${why}; retrying in ${seconds(waitMs)}`);
+    await sleep(waitMs, stop);
+  };
+  for (;;) {
+    if (stop.aborted) throw new CliError("stopped watching (the run goes on)", EXIT.INTERRUPTED);
+    const got = await tryGet(version === undefined ? url : `${url}?wait=${WAIT}&version=${encodeURIComponent(version)}`, { token, signal: stop, timeoutMs: 45_000 });
+    if (!got) continue;
+    if ("transient" in got) {
+      await retry(got.transient, Math.max(got.retryAfterMs ?? 0, backoffMs(failures + 1)));
+      continue;
+    }
+    const a = got.answer;
+    if (a.status !== 200) throw answerError(a, HINTS[a.status]);
+    failures = 0;
+    const run = a.json as RunView;
+    if (!run || typeof run !== "object" || typeof run.state !== "string") throw new CliError(`unexpected answer: ${a.text.slice(0, 200)}`, EXIT.ERROR);
+    version = String(run.version ?? "0");
+    view.update(run);
+    if (FINISHED.has(run.state)) return run;
+  }
+}
+
+/** OK for a run that SUCCEEDED; for one that FAILED or was CANCELLED, the error that says where and why. */
+function finishedExit(run: RunView): number {
+  const steps = run.steps ?? [];
+  const at = steps.findIndex((s) => s.state === "FAILED" || s.state === "CANCELLED");
+  const where = at >= 0 ? ` at step ${at + 1}/${steps.length} (${steps[at]!.type})` : "";
+  const why = (at >= 0 ? steps[at]!.error : "") || run.error || "";
+  if (run.state === "FAILED") throw new CliError(`run FAILED${where}${why ? `: ${why}` : ""}`, EXIT.RUN_FAILED);
+  if (run.state === "CANCELLED") throw new CliError(`run CANCELLED${where}${why ? `: ${why}` : ""}`, EXIT.RUN_CANCELLED);
+  return EXIT.OK;
 }

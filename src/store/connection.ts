@@ -2,6 +2,9 @@
 import { MongoClient, type Collection, type Db } from "mongodb";
 import type * as T from "./types.js";
 
+/** The driver's command events, for tools that time the database's round trips (bench/). */
+export type { CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent } from "mongodb";
+
 /** Every collection runhook keeps, by its handle's name: one table for the types and the handles. */
 const COLLECTIONS = {
   organizations: "organizations",
@@ -92,12 +95,91 @@ const REPLACE_AT_MOST_EVERY_MS = 10_000;
 /** Server types the driver can send writes to: while one of them is known, the client works. */
 const WRITABLE = new Set(["Standalone", "RSPrimary", "Mongos", "LoadBalancer"]);
 
-function handles(client: MongoClient, name: string): Handles & { client: MongoClient; db: Db } {
+type ClientHandles = Handles & { client: MongoClient; db: Db };
+
+function handles(client: MongoClient, name: string): ClientHandles {
   const db = client.db(name);
   const colls = Object.fromEntries(Object.entries(COLLECTIONS).map(([key, coll]) => [key, db.collection(coll)])) as unknown as Handles;
   return { client, db, ...colls };
 }
 
+/** What a client's monitor reports, per server address: since when a polling heartbeat has been running; the server's type. */
+interface Monitoring {
+  heartbeats: Map<string, number>;
+  types: Map<string, string>;
+}
+
+type FailureListener = (command: string) => void;
+
+/** Follows the monitor of client `c`, and tells `failureListeners` of its failed commands. */
+function watchClient(c: MongoClient, failureListeners: FailureListener[]): Monitoring {
+  const m: Monitoring = { heartbeats: new Map(), types: new Map() };
+  c.on("serverHeartbeatStarted", (e) => e.awaited || m.heartbeats.set(e.connectionId, Date.now()));
+  c.on("serverHeartbeatSucceeded", (e) => m.heartbeats.delete(e.connectionId));
+  c.on("serverHeartbeatFailed", (e) => m.heartbeats.delete(e.connectionId));
+  c.on("serverDescriptionChanged", (e) => m.types.set(e.address, e.newDescription.type));
+  c.on("serverClosed", (e) => {
+    m.heartbeats.delete(e.address);
+    m.types.delete(e.address);
+  });
+  c.on("commandFailed", (e) => {
+    if ((e.failure as { code?: unknown }).code !== 11000) for (const l of failureListeners) l(e.commandName);
+  });
+  return m;
+}
+
+/** Since when the monitor has been stuck, or undefined when it is not (or a writable server is known). */
+function stuckSince(m: Monitoring, now: number): number | undefined {
+  if ([...m.types.values()].some((t) => WRITABLE.has(t))) return undefined;
+  // A server the driver does not know (any more) whose heartbeat has been running too long.
+  const stuck = [...m.heartbeats].filter(([address, since]) => now - since > STUCK_HEARTBEAT_MS && (m.types.get(address) ?? "Unknown") === "Unknown");
+  if (stuck.length === 0) return undefined;
+  return Math.min(...stuck.map(([, since]) => since));
+}
+
+/** The client in use (replaced by the watchdog), and how to make another one. */
+interface Live {
+  handles: ClientHandles;
+  monitoring: Monitoring;
+  closed: boolean;
+  name: string;
+  newClient(): { client: MongoClient; monitoring: Monitoring };
+  onReplaced?: ConnectOptions["onReplaced"];
+}
+
+/** Every WATCHDOG_EVERY_MS, replaces a client whose monitor is stuck by a new one, once that one reaches the database. */
+function startWatchdog(live: Live): NodeJS.Timeout {
+  let replacing = false;
+  let replacedAt = 0;
+  const watchdog = setInterval(() => {
+    const now = Date.now();
+    if (replacing || live.closed || now - replacedAt < REPLACE_AT_MOST_EVERY_MS) return;
+    const since = stuckSince(live.monitoring, now);
+    if (since === undefined) return;
+    replacing = true;
+    const fresh = live.newClient();
+    void fresh.client
+      .connect()
+      .then(
+        () => {
+          if (live.closed) return void fresh.client.close().catch(() => {});
+          const old = live.handles.client;
+          old.removeAllListeners();
+          live.monitoring = fresh.monitoring;
+          live.handles = handles(fresh.client, live.name);
+          replacedAt = Date.now();
+          // It knows no server: nothing runs on it, and what waits for one fails at once (as
+          // unavailable), so that runners and claims retry on the new client.
+          void old.close().catch(() => {});
+          live.onReplaced?.({ stuckMs: now - since });
+        },
+        () => void fresh.client.close().catch(() => {}), // still unreachable: try again at a later tick
+      )
+      .finally(() => (replacing = false));
+  }, WATCHDOG_EVERY_MS);
+  watchdog.unref();
+  return watchdog;
+}
 
 /**
  * Connects, and keeps the connection usable across database outages.
@@ -120,85 +202,33 @@ export async function connect(uri: string, opts: ConnectOptions = {}): Promise<D
   // Options given here win over the URI's: leave an operator's own choice in the URI alone.
   const inUri = /[?&]serverSelectionTimeoutMS=/i.test(uri);
   const options = { maxPoolSize: 50, monitorCommands: true, ...(inUri ? {} : { serverSelectionTimeoutMS: timeoutMs }) };
-  const failureListeners: ((command: string) => void)[] = [];
+  const failureListeners: FailureListener[] = [];
   const name = opts.dbName ?? databaseName(uri);
-
-  /** What a client's monitor reports, per server address: since when a polling heartbeat has been running; the server's type. */
-  interface Monitoring {
-    heartbeats: Map<string, number>;
-    types: Map<string, string>;
-  }
-  const watch = (c: MongoClient): Monitoring => {
-    const m: Monitoring = { heartbeats: new Map(), types: new Map() };
-    c.on("serverHeartbeatStarted", (e) => e.awaited || m.heartbeats.set(e.connectionId, Date.now()));
-    c.on("serverHeartbeatSucceeded", (e) => m.heartbeats.delete(e.connectionId));
-    c.on("serverHeartbeatFailed", (e) => m.heartbeats.delete(e.connectionId));
-    c.on("serverDescriptionChanged", (e) => m.types.set(e.address, e.newDescription.type));
-    c.on("serverClosed", (e) => {
-      m.heartbeats.delete(e.address);
-      m.types.delete(e.address);
-    });
-    c.on("commandFailed", (e) => {
-      if ((e.failure as { code?: unknown }).code !== 11000) for (const l of failureListeners) l(e.commandName);
-    });
-    return m;
+  const newClient = () => {
+    const client = new MongoClient(uri, options);
+    return { client, monitoring: watchClient(client, failureListeners) };
   };
-  const first = new MongoClient(uri, options);
-  let monitoring = watch(first);
-  await first.connect();
-  let h = handles(first, name);
-  let closed = false;
-
-  let replacing = false;
-  let replacedAt = 0;
-  const watchdog = setInterval(() => {
-    const now = Date.now();
-    if (replacing || closed || now - replacedAt < REPLACE_AT_MOST_EVERY_MS) return;
-    if ([...monitoring.types.values()].some((t) => WRITABLE.has(t))) return;
-    // A server the driver does not know (any more) whose heartbeat has been running too long.
-    const stuck = [...monitoring.heartbeats].filter(([address, since]) => now - since > STUCK_HEARTBEAT_MS && (monitoring.types.get(address) ?? "Unknown") === "Unknown");
-    if (stuck.length === 0) return;
-    const stuckSince = Math.min(...stuck.map(([, since]) => since));
-    replacing = true;
-    const fresh = new MongoClient(uri, options);
-    const freshMonitoring = watch(fresh);
-    void fresh
-      .connect()
-      .then(
-        () => {
-          if (closed) return void fresh.close().catch(() => {});
-          const old = h.client;
-          old.removeAllListeners();
-          monitoring = freshMonitoring;
-          h = handles(fresh, name);
-          replacedAt = Date.now();
-          // It knows no server: nothing runs on it, and what waits for one fails at once (as
-          // unavailable), so that runners and claims retry on the new client.
-          void old.close().catch(() => {});
-          opts.onReplaced?.({ stuckMs: now - stuckSince });
-        },
-        () => void fresh.close().catch(() => {}), // still unreachable: try again at a later tick
-      )
-      .finally(() => (replacing = false));
-  }, WATCHDOG_EVERY_MS);
-  watchdog.unref();
+  const first = newClient();
+  await first.client.connect();
+  const live: Live = { handles: handles(first.client, name), monitoring: first.monitoring, closed: false, name, newClient, onReplaced: opts.onReplaced };
+  const watchdog = startWatchdog(live);
 
   const database = {
     name,
-    dataDb: (dataName: string) => h.client.db(dataName),
+    dataDb: (dataName: string) => live.handles.client.db(dataName),
     ping: async () => {
-      await h.db.command({ ping: 1 });
+      await live.handles.db.command({ ping: 1 });
     },
-    onCommandFailed: (listener: (command: string) => void) => void failureListeners.push(listener),
+    onCommandFailed: (listener: FailureListener) => void failureListeners.push(listener),
     close: async () => {
-      closed = true;
+      live.closed = true;
       clearInterval(watchdog);
-      await h.client.close();
+      await live.handles.client.close();
     },
   };
   // The client and every collection handle are read from the current client at each use.
-  for (const key of ["client", "db", ...Object.keys(COLLECTIONS)] as (keyof typeof h)[]) {
-    Object.defineProperty(database, key, { get: () => h[key], enumerable: true });
+  for (const key of ["client", "db", ...Object.keys(COLLECTIONS)] as (keyof ClientHandles)[]) {
+    Object.defineProperty(database, key, { get: () => live.handles[key], enumerable: true });
   }
   return database as typeof database & Pick<Database, "client" | "db" | keyof Handles>;
 }

@@ -55,3 +55,6 @@ export function isUnavailable(err: unknown): boolean {
   if (err instanceof MongoTopologyClosedError || err instanceof MongoClientClosedError || err instanceof MongoNotConnectedError || err instanceof MongoServerClosedError) return true;
   return err instanceof MongoServerError && typeof err.code === "number" && UNAVAILABLE_CODES.has(err.code);
 }
+
+/** The driver's error classes behind the failures above, for tests that build them. */
+export { MongoNetworkError, MongoServerError } from "mongodb";

@@ -26,6 +26,6 @@ export function createStore(db: Database): Store {
   return { db, runs: runStore(db), logs: logStore(db, counters), notes: noteStore(db, counters), counters, rateLimits: rateLimitStore(db), records: recordStore(db), immutable: immutableStore(db) };
 }
 
-export { connect, databaseName, type Database } from "./connection.js";
+export { connect, databaseName, type Database, type CommandFailedEvent, type CommandStartedEvent, type CommandSucceededEvent } from "./connection.js";
 export { ensureIndexes, sweepExpired, SWEEP_EVERY_MS } from "./indexes.js";
-export { isDuplicateKey, isUnavailable } from "./errors.js";
+export { isDuplicateKey, isUnavailable, MongoNetworkError, MongoServerError } from "./errors.js";

@@ -22,8 +22,8 @@ import { isUnavailable } from "../store/index.js";
 import type { RunDoc, StepDoc } from "../store/types.js";
 import { writeRunActivity } from "../domain/runs/activity.js";
 import { MAX_WAIT_STEP_SECONDS, RUN_CHANGED } from "../domain/runs/model.js";
-import type { RunStateMachine } from "../domain/runs/state.js";
 import { runDataStep, StepFailure } from "./steps.js";
+import { holdLease, type HeartbeatState, type LeaseEnv } from "./lease.js";
 import { sleepUnlessAborted } from "../sleep.js";
 
 /** A step started this many times without finishing fails its run. */
@@ -35,51 +35,12 @@ export type StopReason = "stopping" | "gone";
 /** How long a runner waits between two re-reads of its run while the database is unreachable (each waits up to RUNHOOK_DB_TIMEOUT_MS). */
 export const OUTAGE_RETRY_MS = 250;
 
-export interface RunnerEnv {
+export interface RunnerEnv extends LeaseEnv {
   deps: Deps;
-  machine: RunStateMachine;
   executorId: string;
-  leaseMs: number;
-  /** The lease is renewed this often. */
-  renewEveryMs: number;
-  /** While a step waits, the run is re-read this often, to notice a cancellation made elsewhere. */
-  checkEveryMs: number;
   log: Logger;
   /** Aborted when the executors stop (whatever happens to single runs). */
   stopping: AbortSignal;
-}
-
-/** Keeps the lease of a run alive; while `waiting`, also notices that the run is no longer ours. */
-function heartbeat(env: RunnerEnv, log: Logger, id: string, owner: string, onGone: () => void) {
-  let lastRenew = Date.now();
-  let beat: Promise<void> = Promise.resolve();
-  let beating = false;
-  const state = { waiting: false, renewed: () => (lastRenew = Date.now()) };
-  const tick = async () => {
-    if (Date.now() - lastRenew >= env.renewEveryMs) {
-      if (!(await env.machine.renew(id, owner, new Date(Date.now() + env.leaseMs)))) return onGone();
-      lastRenew = Date.now();
-    } else if (state.waiting) {
-      const cur = await env.deps.store.runs.get(id);
-      if (!cur || cur.state !== "RUNNING" || cur.lease?.owner !== owner) onGone();
-    }
-  };
-  const timer = setInterval(() => {
-    // One beat at a time: piling up renewals of one run would only contend with its steps' updates.
-    if (beating) return;
-    beating = true;
-    beat = tick()
-      .catch((err: unknown) => (isUnavailable(err) ? log.debug({ err }, "lease renewal failed: the database is unreachable") : log.warn({ err }, "lease renewal failed")))
-      .finally(() => (beating = false));
-  }, Math.min(env.checkEveryMs, env.renewEveryMs));
-  return {
-    state,
-    /** Stops beating, once a beat in flight has landed (so it cannot renew after a release). */
-    async stop() {
-      clearInterval(timer);
-      await beat;
-    },
-  };
 }
 
 /**
@@ -102,17 +63,17 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
   const id = claimed._id;
   // Every log line about the run names it and the request that created it.
   const log = env.log.child({ runId: id, ...(claimed.requestId ? { requestId: claimed.requestId } : {}) });
-  const hb = heartbeat(env, log, id, owner, () => stopWith("gone"));
+  const lease = holdLease(env, log, id, owner, () => stopWith("gone"));
   const changed = (res: RunDoc | null) => {
     if (res) {
-      hb.state.renewed();
+      lease.state.renewed();
       deps.events.emit(RUN_CHANGED, id);
     }
     return res;
   };
   /** An activity entry about the run's end, already written: logged, waiting out an outage if need be. */
   const activity = async (action: string, details: Record<string, unknown>) => {
-    await hb.stop(); // the run is finished: no lease left to keep (and no "gone" to stop this)
+    await lease.stop(); // the run is finished: no lease left to keep (and no "gone" to stop this)
     const done = await whenReachable(env, env.stopping, () => writeRunActivity(deps.store, claimed, action, details));
     if (!done) log.warn({ action }, "activity entry not written: the database was unreachable until the executor stopped");
   };
@@ -133,7 +94,7 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
     if (version.steps.length !== run.steps.length) return await fail(`the run's steps do not match version ${run.workflowVersion} of the workflow`, null);
     for (let i = run.stepIndex; i < version.steps.length; i++) {
       if (signal.aborted) return;
-      const outcome = await runStep(env, log, run, owner, i, version.steps[i]!, signal, hb.state, changed);
+      const outcome = await runStep(env, log, run, owner, i, version.steps[i]!, signal, lease.state, changed);
       if (outcome.kind === "failed") return await fail(outcome.error, i);
       if (outcome.kind === "stopped") return;
       if (outcome.kind === "finished") return await activity("workflow.run.succeeded", {});
@@ -157,8 +118,7 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
       run = cur;
     }
   } finally {
-    await hb.stop();
-    if (signal.reason === "stopping") await machine.release(id, owner).catch((err: unknown) => log.warn({ err }, "could not release the run"));
+    await lease.end(signal.reason === "stopping");
   }
 }
 
@@ -172,7 +132,7 @@ async function runStep(
   i: number,
   step: StepDoc,
   signal: AbortSignal,
-  hb: { waiting: boolean },
+  hb: HeartbeatState,
   changed: (res: RunDoc | null) => RunDoc | null,
 ): Promise<StepOutcome> {
   const prev = run.steps[i]!;

@@ -41,8 +41,21 @@ function sameHash(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-function usable(doc: { hash: string; revokedAt: Date | null; expiresAt: Date }, hash: string, now: Date): boolean {
+type StoredToken = { hash: string; revokedAt: Date | null; expiresAt: Date };
+
+function usable(doc: StoredToken, hash: string, now: Date): boolean {
   return sameHash(doc.hash, hash) && doc.revokedAt === null && doc.expiresAt.getTime() > now.getTime();
+}
+
+/** The token a `Bearer` header carries, as `find` reads it by its id, if well-formed, known, unrevoked and unexpired; else unauthenticated. */
+async function usableToken<T extends StoredToken>(header: string | null | undefined, prefix: string, find: (id: string) => Promise<T | null>, now: Date): Promise<T> {
+  const plaintext = bearer(header);
+  const id = tokenId(plaintext, prefix);
+  if (!id) throw fail.unauthenticated();
+  const hash = hashToken(plaintext!);
+  const token = await find(id);
+  if (!token || !usable(token, hash, now)) throw fail.unauthenticated();
+  return token;
 }
 
 export interface AppPrincipal { kind: "app"; token: AppTokenDoc; user: UserDoc }
@@ -50,12 +63,7 @@ export interface ApiPrincipal { kind: "api"; token: ApiTokenDoc; user: UserDoc; 
 
 /** The application token's principal, read fresh on every call (revocation is immediate). */
 export async function authenticateApp(db: Database, header: string | null | undefined, now = new Date()): Promise<AppPrincipal> {
-  const plaintext = bearer(header);
-  const id = tokenId(plaintext, APP_TOKEN_PREFIX);
-  if (!id) throw fail.unauthenticated();
-  const hash = hashToken(plaintext!);
-  const token = await db.appTokens.findOne({ _id: id });
-  if (!token || !usable(token, hash, now)) throw fail.unauthenticated();
+  const token = await usableToken(header, APP_TOKEN_PREFIX, (id) => db.appTokens.findOne({ _id: id }), now);
   const user = await db.users.findOne({ _id: token.userId });
   if (!user) throw fail.unauthenticated();
   return { kind: "app", token, user };
@@ -63,12 +71,7 @@ export async function authenticateApp(db: Database, header: string | null | unde
 
 /** The project API token's principal; its creator must still be an admin of the project. */
 export async function authenticateApi(db: Database, header: string | null | undefined, now = new Date()): Promise<ApiPrincipal> {
-  const plaintext = bearer(header);
-  const id = tokenId(plaintext, API_TOKEN_PREFIX);
-  if (!id) throw fail.unauthenticated();
-  const hash = hashToken(plaintext!);
-  const token = await db.apiTokens.findOne({ _id: id });
-  if (!token || !usable(token, hash, now)) throw fail.unauthenticated();
+  const token = await usableToken(header, API_TOKEN_PREFIX, (id) => db.apiTokens.findOne({ _id: id }), now);
   const [user, project] = await Promise.all([db.users.findOne({ _id: token.userId }), db.projects.findOne({ _id: token.projectId })]);
   if (!user || !project) throw fail.unauthenticated();
   return { kind: "api", token, user, project };

@@ -51,126 +51,136 @@ export interface LogReader {
   forward<K extends LogKind>(kind: K, stream: string, after: number, opts?: WalkOptions): AsyncGenerator<Resolved<LogDocOf<K>>>;
 }
 
+/** What one process's reader knows, shared by its walks. */
+interface ReaderState {
+  logs: Store["logs"];
+  grace: number;
+  /** Per stream: the highest watermark this process knows of. */
+  known: Map<string, number>;
+  inflight: Map<string, Promise<number>>;
+  /** `${stream}#${seq}` → when this process first saw the (taken) number missing. */
+  holeSeen: Map<string, number>;
+}
 
 export function createLogReader(store: Store, opts: { holeGraceMs?: number } = {}): LogReader {
-  const logs = store.logs;
-  const grace = opts.holeGraceMs ?? DEFAULT_HOLE_GRACE_MS;
-  /** Per stream: the highest watermark this process knows of. */
-  const known = new Map<string, number>();
-  const inflight = new Map<string, Promise<number>>();
-  /** `${stream}#${seq}` → when this process first saw the (taken) number missing. */
-  const holeSeen = new Map<string, number>();
-
-  async function stored(stream: string): Promise<number> {
-    const wm = Math.max(known.get(stream) ?? 0, await logs.watermark(stream));
-    known.set(stream, wm);
-    return wm;
-  }
-
-  function noteHole(stream: string, seq: number): void {
-    const key = `${stream}#${seq}`;
-    if (!holeSeen.has(key) && holeSeen.size < MAX_TRACKED_HOLES) holeSeen.set(key, Date.now());
-  }
-
-  /** Resolves the hole at `seq`: waits for its entry until the grace has passed, then tombstones it. Returns what is there. */
-  async function fill(kind: LogKind, stream: string, seq: number): Promise<Position | null> {
-    const key = `${stream}#${seq}`;
-    const first = holeSeen.get(key) ?? Date.now();
-    holeSeen.set(key, first);
-    try {
-      for (;;) {
-        const left = first + grace - Date.now();
-        if (left <= 0) break;
-        await sleep(Math.min(RECHECK_MS, left));
-        const d = await logs.at(kind, stream, seq);
-        if (d) return d;
-      }
-      if (await logs.tombstone(kind, stream, seq)) return null;
-      return logs.at(kind, stream, seq); // the entry (or another reader's tombstone) is there
-    } finally {
-      holeSeen.delete(key);
-    }
-  }
-
-  /** Raises the stored watermark to `pos` when the walk that resolved (after, pos] started at or below it. */
-  async function commit(stream: string, after: number, pos: number): Promise<void> {
-    const k = known.get(stream) ?? 0;
-    if (pos <= k || after > k) return;
-    known.set(stream, pos);
-    await logs.raiseWatermark(stream, pos);
-    if (holeSeen.size > 0) {
-      const prefix = `${stream}#`;
-      for (const key of holeSeen.keys()) if (key.startsWith(prefix) && Number(key.slice(prefix.length)) <= pos) holeSeen.delete(key);
-    }
-  }
-
-  async function* forward(kind: LogKind, stream: string, after: number, o: WalkOptions = {}): AsyncGenerator<Resolved<Position>> {
-    const [wm, top0] = await Promise.all([stored(stream), o.until !== undefined ? Promise.resolve(o.until) : logs.counter(stream)]);
-    const bounded = o.until !== undefined;
-    const batch = o.batch ?? 1000;
-    let pos = after;
-    let unreachable = false;
-    try {
-      // Below the watermark every position is resolved: read the entries in ranges.
-      const floor = bounded ? Math.min(wm, top0) : wm;
-      while (pos < floor) {
-        const docs = await logs.entries(kind, stream, { after: pos, upTo: floor }, 1, batch);
-        for (const d of docs) {
-          pos = d.seq;
-          yield { seq: d.seq, doc: d };
-        }
-        if (docs.length < batch && pos < floor) {
-          pos = floor;
-          yield { seq: floor, doc: null };
-        }
-      }
-      // Above it, a batch of positions at a time: one range read; the numbers missing from
-      // it are holes, resolved in order (they wait out one grace together).
-      let top = top0;
-      for (;;) {
-        if (pos >= top) {
-          if (bounded) return;
-          // The counter may have moved on since the walk began.
-          top = Math.max(top, await logs.counter(stream));
-          if (pos >= top) return; // not taken yet: the end of the stream for now
-        }
-        const end = Math.min(top, pos + batch);
-        const found = new Map((await logs.positions(kind, stream, pos, end)).map((d) => [d.seq, d]));
-        for (let n = pos + 1; n <= end; n++) if (!found.has(n)) noteHole(stream, n);
-        for (let n = pos + 1; n <= end; n++) {
-          const doc = found.get(n) ?? (await fill(kind, stream, n));
-          pos = n;
-          yield { seq: n, doc: doc && !doc.tomb ? doc : null };
-        }
-      }
-    } catch (err) {
-      // Cut by a database outage: the progress is kept for a later walk rather than waiting
-      // for the database a second time before the caller hears of it.
-      if (isUnavailable(err)) unreachable = true;
-      throw err;
-    } finally {
-      if (!unreachable) await commit(stream, after, pos);
-    }
-  }
-
-  async function doAdvance(kind: LogKind, stream: string): Promise<number> {
-    const [start, top] = await Promise.all([stored(stream), logs.counter(stream)]);
-    let wm = start;
-    for await (const r of forward(kind, stream, start, { until: top })) wm = r.seq;
-    return Math.max(known.get(stream) ?? 0, wm);
-  }
-
+  const reader: ReaderState = {
+    logs: store.logs,
+    grace: opts.holeGraceMs ?? DEFAULT_HOLE_GRACE_MS,
+    known: new Map(),
+    inflight: new Map(),
+    holeSeen: new Map(),
+  };
   return {
-    stored,
+    stored: (stream) => stored(reader, stream),
     advance(kind, stream) {
       // One advance at a time per stream in this process; concurrent callers share it.
-      let p = inflight.get(stream);
+      let p = reader.inflight.get(stream);
       if (!p) {
-        p = doAdvance(kind, stream).finally(() => inflight.delete(stream));
-        inflight.set(stream, p);
+        p = doAdvance(reader, kind, stream).finally(() => reader.inflight.delete(stream));
+        reader.inflight.set(stream, p);
       }
       return p;
     },
-    forward: forward as LogReader["forward"],
+    forward: ((kind: LogKind, stream: string, after: number, o?: WalkOptions) => forward(reader, kind, stream, after, o)) as LogReader["forward"],
   };
+}
+
+async function stored(reader: ReaderState, stream: string): Promise<number> {
+  const wm = Math.max(reader.known.get(stream) ?? 0, await reader.logs.watermark(stream));
+  reader.known.set(stream, wm);
+  return wm;
+}
+
+function noteHole(reader: ReaderState, stream: string, seq: number): void {
+  const key = `${stream}#${seq}`;
+  if (!reader.holeSeen.has(key) && reader.holeSeen.size < MAX_TRACKED_HOLES) reader.holeSeen.set(key, Date.now());
+}
+
+/** Resolves the hole at `seq`: waits for its entry until the grace has passed, then tombstones it. Returns what is there. */
+async function fill(reader: ReaderState, kind: LogKind, stream: string, seq: number): Promise<Position | null> {
+  const { logs, holeSeen } = reader;
+  const key = `${stream}#${seq}`;
+  const first = holeSeen.get(key) ?? Date.now();
+  holeSeen.set(key, first);
+  try {
+    for (;;) {
+      const left = first + reader.grace - Date.now();
+      if (left <= 0) break;
+      await sleep(Math.min(RECHECK_MS, left));
+      const d = await logs.at(kind, stream, seq);
+      if (d) return d;
+    }
+    if (await logs.tombstone(kind, stream, seq)) return null;
+    return logs.at(kind, stream, seq); // the entry (or another reader's tombstone) is there
+  } finally {
+    holeSeen.delete(key);
+  }
+}
+
+/** Raises the stored watermark to `pos` when the walk that resolved (after, pos] started at or below it. */
+async function commit(reader: ReaderState, stream: string, after: number, pos: number): Promise<void> {
+  const k = reader.known.get(stream) ?? 0;
+  if (pos <= k || after > k) return;
+  reader.known.set(stream, pos);
+  await reader.logs.raiseWatermark(stream, pos);
+  if (reader.holeSeen.size > 0) {
+    const prefix = `${stream}#`;
+    for (const key of reader.holeSeen.keys()) if (key.startsWith(prefix) && Number(key.slice(prefix.length)) <= pos) reader.holeSeen.delete(key);
+  }
+}
+
+async function* forward(reader: ReaderState, kind: LogKind, stream: string, after: number, o: WalkOptions = {}): AsyncGenerator<Resolved<Position>> {
+  const [wm, top0] = await Promise.all([stored(reader, stream), o.until !== undefined ? Promise.resolve(o.until) : reader.logs.counter(stream)]);
+  const bounded = o.until !== undefined;
+  const batch = o.batch ?? 1000;
+  let pos = after;
+  let unreachable = false;
+  try {
+    // Below the watermark every position is resolved: read the entries in ranges.
+    const floor = bounded ? Math.min(wm, top0) : wm;
+    while (pos < floor) {
+      const docs = await reader.logs.entries(kind, stream, { after: pos, upTo: floor }, 1, batch);
+      for (const d of docs) {
+        pos = d.seq;
+        yield { seq: d.seq, doc: d };
+      }
+      if (docs.length < batch && pos < floor) {
+        pos = floor;
+        yield { seq: floor, doc: null };
+      }
+    }
+    // Above it, a batch of positions at a time: one range read; the numbers missing from
+    // it are holes, resolved in order (they wait out one grace together).
+    let top = top0;
+    for (;;) {
+      if (pos >= top) {
+        if (bounded) return;
+        // The counter may have moved on since the walk began.
+        top = Math.max(top, await reader.logs.counter(stream));
+        if (pos >= top) return; // not taken yet: the end of the stream for now
+      }
+      const end = Math.min(top, pos + batch);
+      const found = new Map((await reader.logs.positions(kind, stream, pos, end)).map((d) => [d.seq, d]));
+      for (let n = pos + 1; n <= end; n++) if (!found.has(n)) noteHole(reader, stream, n);
+      for (let n = pos + 1; n <= end; n++) {
+        const doc = found.get(n) ?? (await fill(reader, kind, stream, n));
+        pos = n;
+        yield { seq: n, doc: doc && !doc.tomb ? doc : null };
+      }
+    }
+  } catch (err) {
+    // Cut by a database outage: the progress is kept for a later walk rather than waiting
+    // for the database a second time before the caller hears of it.
+    if (isUnavailable(err)) unreachable = true;
+    throw err;
+  } finally {
+    if (!unreachable) await commit(reader, stream, after, pos);
+  }
+}
+
+async function doAdvance(reader: ReaderState, kind: LogKind, stream: string): Promise<number> {
+  const [start, top] = await Promise.all([stored(reader, stream), reader.logs.counter(stream)]);
+  let wm = start;
+  for await (const step of forward(reader, kind, stream, start, { until: top })) wm = step.seq;
+  return Math.max(reader.known.get(stream) ?? 0, wm);
 }

@@ -5,6 +5,7 @@ import type { Deps } from "../../deps.js";
 import type { RunDoc } from "../../store/types.js";
 import { isUnavailable } from "../../store/index.js";
 import { isFinished, RUN_CHANGED } from "./model.js";
+import { coalesced } from "../../coalesce.js";
 
 export const WATCH_POLL_MS = 150;
 
@@ -16,8 +17,8 @@ interface Waiter {
 export class RunWatcher {
   private readonly waiters = new Map<string, Set<Waiter>>();
   private timer: NodeJS.Timeout | undefined;
-  private polling = false;
-  private again = false;
+  /** One poll at a time; a change noticed during one makes it poll once more. */
+  private readonly poll = coalesced(() => this.pollOnce());
 
   constructor(
     private readonly deps: Deps,
@@ -61,33 +62,23 @@ export class RunWatcher {
     });
   }
 
-  private async poll(): Promise<void> {
-    if (this.polling) {
-      this.again = true;
-      return;
-    }
-    this.polling = true;
+  /** Re-reads every run waited on, and wakes the waiters whose run changed; false when there is nothing (more) to read. */
+  private async pollOnce(): Promise<boolean> {
+    const ids = [...this.waiters.keys()];
+    if (ids.length === 0) return false;
+    let runs: RunDoc[];
     try {
-      do {
-        this.again = false;
-        const ids = [...this.waiters.keys()];
-        if (ids.length === 0) return;
-        let runs: RunDoc[];
-        try {
-          runs = await this.deps.store.runs.getMany(ids);
-        } catch (err) {
-          // An outage is logged once, by the database monitor (main.ts); waiters keep waiting.
-          if (!isUnavailable(err)) this.deps.logger.warn({ err }, "run watcher poll failed");
-          return;
-        }
-        for (const run of runs) {
-          for (const w of [...(this.waiters.get(run._id) ?? [])]) {
-            if (run.version !== w.known || isFinished(run.state)) w.resolve(run);
-          }
-        }
-      } while (this.again);
-    } finally {
-      this.polling = false;
+      runs = await this.deps.store.runs.getMany(ids);
+    } catch (err) {
+      // An outage is logged once, by the database monitor (main.ts); waiters keep waiting.
+      if (!isUnavailable(err)) this.deps.logger.warn({ err }, "run watcher poll failed");
+      return false;
     }
+    for (const run of runs) {
+      for (const w of [...(this.waiters.get(run._id) ?? [])]) {
+        if (run.version !== w.known || isFinished(run.state)) w.resolve(run);
+      }
+    }
+    return true;
   }
 }

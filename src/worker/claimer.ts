@@ -1,0 +1,113 @@
+// Claiming: runs come to this process's executors through MongoDB alone.
+//
+// A claim is one sorted findOneAndUpdate (store.runs.claimNext): a RUNNING run whose lease
+// expired (its executor died, or let it go while stopping), or else the oldest QUEUED run.
+// Any number of processes can claim from one database.
+//
+// Pick-up. A run queued on this instance (deps.events RUN_QUEUED) is claimed at once; runs
+// queued elsewhere, and runs whose lease expired, within pollIntervalMs. A freed slot claims
+// the next run at once (the executor pumps again).
+//
+// Database outages. Claims fail while the database cannot be reached; the claimer logs the
+// outage once, and its end, as the database monitor (src/db-monitor.ts) sees them — not every
+// failed poll. Claiming goes on at every poll (each claim waits at most RUNHOOK_DB_TIMEOUT_MS
+// for the database), and at once when the monitor sees the database back.
+import type { Logger } from "pino";
+import type { Deps } from "../deps.js";
+import type { RunDoc } from "../store/types.js";
+import { isUnavailable } from "../store/index.js";
+import type { Lease } from "../store/runs.js";
+import { RUN_QUEUED } from "../domain/runs/model.js";
+import type { RunStateMachine } from "../domain/runs/state.js";
+import { coalesced } from "../coalesce.js";
+
+export interface ClaimerEnv {
+  deps: Deps;
+  machine: RunStateMachine;
+  log: Logger;
+  pollIntervalMs: number;
+  /** The lease for the next claim. */
+  newLease(): Lease;
+  /** Whether the executors can take one more run. */
+  hasFreeSlot(): boolean;
+  /** A run just claimed, to run. */
+  onClaimed(run: RunDoc): void;
+}
+
+export interface Claimer {
+  /**
+   * Claims runs while there are free slots and claimable runs. With `takeovers` (the poll, a
+   * freed slot) runs whose lease expired come first, so that busy executors with a queue still
+   * take over a dead executor's runs at their next free slot; a queued-run event looks for
+   * QUEUED runs only (it has one to claim).
+   */
+  pump(takeovers?: boolean): Promise<void>;
+  /** Starts claiming: on queued-run events, every poll interval, and when the database is back. */
+  start(): void;
+  /** Claims nothing more. */
+  stop(): void;
+}
+
+export function createClaimer(env: ClaimerEnv): Claimer {
+  let stopped = false;
+  /** The next round also takes over runs whose lease expired. */
+  let takeovers = false;
+  const claimRounds = coalesced(async () => {
+    const queuedOnly = !takeovers;
+    takeovers = false;
+    try {
+      while (!stopped && env.hasFreeSlot()) {
+        const claim = await env.machine.claimNext(env.newLease(), { queuedOnly });
+        if (!claim) break;
+        env.onClaimed(claim.run);
+      }
+    } catch (err) {
+      if (stopped) return false;
+      if (isUnavailable(err)) env.log.debug({ err }, "claiming runs failed: the database is unreachable");
+      else env.log.warn({ err }, "claiming runs failed");
+      return false;
+    }
+    return !stopped && env.hasFreeSlot();
+  });
+  const pump = async (withTakeovers = false) => {
+    if (stopped) return;
+    takeovers ||= withTakeovers;
+    await claimRounds();
+  };
+  let stopListening = () => {};
+  return {
+    pump,
+    start() {
+      stopListening = listenForWork(env, pump);
+      void pump(true);
+    },
+    stop() {
+      stopped = true;
+      stopListening();
+    },
+  };
+}
+
+/** Pumps on each queued-run event, every poll interval, and when the database is back; returns what stops it. */
+function listenForWork(env: ClaimerEnv, pump: (takeovers?: boolean) => Promise<void>): () => void {
+  const { deps, log } = env;
+  const onQueued = () => void pump();
+  deps.events.on(RUN_QUEUED, onQueued);
+  // The outage, once, and its end; claims at once when the database is back.
+  let downSince = 0;
+  const offDb = deps.dbMonitor.onChange((up, why) => {
+    if (!up) {
+      downSince = Date.now();
+      log.warn({ err: why }, "database unreachable: executors pause claiming, and resume their runs once it is back");
+      return;
+    }
+    log.info({ downMs: Date.now() - downSince }, "database reachable again: executors claim and run again");
+    void pump(true);
+  });
+  const poller = setInterval(() => void pump(true), env.pollIntervalMs);
+  return () => {
+    clearInterval(poller);
+    deps.events.off(RUN_QUEUED, onQueued);
+    offDb();
+  };
+}
