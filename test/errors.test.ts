@@ -1,5 +1,5 @@
-// The one Connect-code ↔ HTTP-status table, in both directions, for every status SEED §7
-// and CONTRACT §3 name.
+// The one Connect-code ↔ HTTP-status table, in both directions, for every status the service
+// answers over HTTP.
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { codeName, codeOfHttpStatus, fail, httpStatusOf, ONGOING_RUN_ID, toConnectError, toHttpError } from "../src/errors.js";
