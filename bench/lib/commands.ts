@@ -80,7 +80,8 @@ export function stagesOf(commands: Command[]): Stage[] {
   return stages;
 }
 
-/** `find runs`, `findAndModify counters`, … */
+/** `find runs`, `findAndModify counters`, …; a command the call did not wait for may still be under way when it answered. */
 export function label(c: Command): string {
-  return `${c.name}${c.collection ? ` ${c.collection}` : ""}${c.ok ? "" : " (failed)"}`;
+  const outcome = Number.isNaN(c.endMs) ? " (still under way when the call answered)" : c.ok ? "" : " (failed)";
+  return `${c.name}${c.collection ? ` ${c.collection}` : ""}${outcome}`;
 }
