@@ -2,14 +2,13 @@
 import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { Config } from "./config.js";
-import type { Database, Store } from "./store/index.js";
+import type { Store } from "./store/index.js";
 import type { HealthStatus } from "./api/health.js";
 import type { Metrics } from "./metrics.js";
 import type { DatabaseMonitor } from "./db-monitor.js";
 
 export interface Deps {
-  /** Collection handles: administration and tests. Everything else uses `store`'s verbs. */
-  db: Database;
+  /** The database, through its verbs (its collection handles, `store.db`, are for tests). */
   store: Store;
   config: Config;
   logger: Logger;

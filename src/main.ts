@@ -87,7 +87,7 @@ export function createDeps(db: Database, config: Config, logger: Logger): Deps {
   const events = new EventEmitter();
   events.setMaxListeners(0);
   const dbMonitor = monitorDatabase(() => db.ping(), { intervalMs: DB_CHECK_EVERY_MS, timeoutMs: Math.min(config.dbTimeoutMs, DB_CHECK_TIMEOUT_MS) });
-  return { db, store, config, logger, events, health: createHealthStatus({ services: [...SERVICE_DESCS] }), metrics, dbMonitor };
+  return { store, config, logger, events, health: createHealthStatus({ services: [...SERVICE_DESCS] }), metrics, dbMonitor };
 }
 
 export async function startRunhook(config: Config, opts: StartOptions): Promise<Runhook> {

@@ -19,7 +19,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop();
 });
-const db = () => server.deps.db;
+const db = () => server.deps.store.db;
 
 type Step = MessageInitShape<typeof StepSchema>;
 const load: Step = { kind: { case: "loadRecord", value: {} } };
@@ -406,19 +406,19 @@ describe("runhook seed --json", () => {
 
     const s = await startServer({ dbName, env: { RUNHOOK_EXECUTOR: "false", PUBLIC_BASE_URL: "http://hooks.example.test:9999" } });
     try {
-      const environment = await s.deps.db.environments.findOne({ name: out.environmentName as string });
-      const records = await s.deps.db.dataDb(environment!.dataDatabase).collection("orders").find({}).toArray();
+      const environment = await s.deps.store.db.environments.findOne({ name: out.environmentName as string });
+      const records = await s.deps.store.db.dataDb(environment!.dataDatabase).collection("orders").find({}).toArray();
       expect(records.map((r) => String(r.id))).toEqual(expect.arrayContaining(recordIds));
       const url = local(out.webhookUrl as string, "http://hooks.example.test:9999", s.baseUrl);
       const a = await postHook(url, out.userToken as string, { record_id: recordIds[0] });
       expect(a.status).toBe(202);
       const b = await postHook(url, second.userToken as string, { record_id: recordIds[0] });
       expect(b.status).toBe(409);
-      const wf = await s.deps.db.workflows.findOne({});
+      const wf = await s.deps.store.db.workflows.findOne({});
       expect(wf!.versions[0]!.steps).toEqual([{ type: "load_record" }, { type: "wait", seconds: 5 }, { type: "update_record", set: { status: "processed" } }, expect.objectContaining({ type: "add_note" })]);
-      expect(await s.deps.db.adminLogs.countDocuments({ action: "webhook.enabled" })).toBeGreaterThan(0);
+      expect(await s.deps.store.db.adminLogs.countDocuments({ action: "webhook.enabled" })).toBeGreaterThan(0);
       // The project API token is a valid project admin token of the demo project.
-      const api = await s.deps.db.apiTokens.find({}).toArray();
+      const api = await s.deps.store.db.apiTokens.find({}).toArray();
       expect(api).toHaveLength(2);
     } finally {
       await s.stop();

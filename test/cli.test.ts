@@ -79,7 +79,7 @@ async function until(what: string, cond: () => boolean, cli: Cli, timeoutMs = 20
 const WAIT_S = 4;
 
 async function quickWorld(): Promise<World & { url: string }> {
-  const w = await createWorld(server.deps.db, { steps: [{ type: "load_record" }, { type: "wait", seconds: WAIT_S }, { type: "update_record", set: { status: "done" } }] });
+  const w = await createWorld(server.deps.store.db, { steps: [{ type: "load_record" }, { type: "wait", seconds: WAIT_S }, { type: "update_record", set: { status: "done" } }] });
   const got = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });
   return { ...w, url: local(got.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl) };
 }
@@ -177,7 +177,7 @@ describe("runhook runs watch", () => {
 
 describe("runhook logs tail", () => {
   it("prints NDJSON entries; killed and restarted with --cursor-file, it resumes without repeating any", async () => {
-    const w = await createWorld(server.deps.db);
+    const w = await createWorld(server.deps.store.db);
     const api = apiClient(server.baseUrl, w.apiToken);
     const notesPath = `/v1/project/${w.projectName}/environment/${w.environmentName}/notes`;
     const note = async (i: number) => expect((await api.post(notesPath, { collection: "orders", recordId: `r${i}`, content: `<p>note ${i}</p>` })).status).toBe(201);

@@ -22,7 +22,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop();
 });
-const db = () => server.deps.db;
+const db = () => server.deps.store.db;
 const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 const notesPath = (w: World) => `/v1/project/${w.projectName}/environment/${w.environmentName}/notes`;
 
@@ -273,7 +273,7 @@ describe("timeouts and limits against slow clients", () => {
   let w: World;
   beforeAll(async () => {
     tight = await startServer({ env: TIGHT });
-    w = await createWorld(tight.deps.db, { steps: [{ type: "wait", seconds: 30 }] });
+    w = await createWorld(tight.deps.store.db, { steps: [{ type: "wait", seconds: 30 }] });
   });
   afterAll(async () => {
     await tight?.stop();
@@ -322,8 +322,8 @@ describe("timeouts and limits against slow clients", () => {
   });
 
   it("HTTP: an answer may take longer than the request timeout (long-poll)", async () => {
-    const q = await queueRun(tight.deps.db, w, "r2");
-    const running = await waitForRun(tight.deps.db, q._id, (r) => r.steps[0]!.state === "RUNNING");
+    const q = await queueRun(tight.deps.store.db, w, "r2");
+    const running = await waitForRun(tight.deps.store.db, q._id, (r) => r.steps[0]!.state === "RUNNING");
     const res = await fetch(`${tight.baseUrl}/v1/runs/${q._id}?wait=3s&version=${running.version}`, { headers: auth(w.userToken) });
     expect(res.status).toBe(200);
     expect(((await res.json()) as { version: string }).version).toBe(String(running.version));
@@ -336,7 +336,7 @@ describe("timeouts and limits against slow clients", () => {
     expect(settings.maxConcurrentStreams).toBe(5);
     expect(settings.maxHeaderListSize).toBe(4096);
     // Metadata over the limit (sent anyway by a raw HTTP/2 client): the server resets the stream.
-    const q = await queueRun(tight.deps.db, w, "r3");
+    const q = await queueRun(tight.deps.store.db, w, "r3");
     const big = session.request({ ":method": "POST", ":path": "/runhook.v1.RunService/GetRun", "content-type": "application/grpc", te: "trailers", authorization: `Bearer ${w.userToken}`, "x-pad": "a".repeat(8000) });
     big.on("error", () => {});
     big.resume();
@@ -384,8 +384,8 @@ describe("timeouts and limits against slow clients", () => {
       });
     });
     // Meanwhile a long-poll of 3 s on the same kind of connection completes.
-    const q = await queueRun(tight.deps.db, w, "r4");
-    const running = await waitForRun(tight.deps.db, q._id, (r) => r.steps[0]!.state === "RUNNING");
+    const q = await queueRun(tight.deps.store.db, w, "r4");
+    const running = await waitForRun(tight.deps.store.db, q._id, (r) => r.steps[0]!.state === "RUNNING");
     const polled = await grpcGetRun(tight.grpcAddr, w.userToken, { runId: q._id, waitSeconds: 3, knownVersion: BigInt(running.version) });
     expect(Number(polled.run!.version)).toBe(running.version);
 

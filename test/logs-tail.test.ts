@@ -15,7 +15,7 @@ let server: TestServer;
 let w: World;
 beforeAll(async () => {
   server = await startServer();
-  w = await createWorld(server.deps.db);
+  w = await createWorld(server.deps.store.db);
 });
 afterAll(async () => {
   await server?.stop();
@@ -81,7 +81,7 @@ it(`delivers ${PROCESSES * LOOPS * PER_LOOP} concurrently written entries exactl
   }
   await writers;
   const ms = Date.now() - t0;
-  const tombs = await server.deps.db.activityLogs.countDocuments({ tomb: true });
+  const tombs = await server.deps.store.db.activityLogs.countDocuments({ tomb: true });
   console.log(`tail: ${total} entries, ${polls} polls, ${ms} ms, ${tombs} tombstones`);
   expect(dupes).toBe(0);
   expect(outOfOrder).toBe(0);

@@ -56,7 +56,7 @@ const ids: Record<string, number> = {};
 
 beforeAll(async () => {
   server = await startServer();
-  db = server.deps.db;
+  db = server.deps.store.db;
   w = await createWorld(db);
   other = await createWorld(db);
   stagingId = randomUUID();

@@ -16,7 +16,7 @@ afterAll(async () => {
   await server?.stop();
 });
 
-const db = () => server.deps.db;
+const db = () => server.deps.store.db;
 
 async function webhookOf(w: World): Promise<string> {
   const got = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });

@@ -20,7 +20,7 @@ const api = () => apiClient(server.gateway, w.apiToken);
 
 beforeAll(async () => {
   server = await startServer();
-  db = server.deps.db;
+  db = server.deps.store.db;
   w = await createWorld(db);
   other = await createWorld(db);
   await db.environments.insertOne({ _id: randomUUID(), projectId: w.projectId, name: "staging", dataDatabase: "x", createdAt: new Date() });

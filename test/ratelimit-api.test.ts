@@ -11,7 +11,7 @@ describe("rate-limit headers", () => {
   let w: World;
   beforeAll(async () => {
     server = await startServer();
-    w = await createWorld(server.deps.db);
+    w = await createWorld(server.deps.store.db);
   });
   afterAll(async () => server?.stop());
 

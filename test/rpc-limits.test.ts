@@ -27,7 +27,7 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
   let w: World;
   beforeAll(async () => {
     server = await startServer({ env: { RUNHOOK_API_RATE_LIMIT: String(LIMIT), RUNHOOK_EXECUTOR: "false" } });
-    w = await createWorld(server.deps.db);
+    w = await createWorld(server.deps.store.db);
   });
   afterAll(async () => server?.stop());
 
@@ -90,7 +90,7 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
     expect(Number(g3.error?.metadata.get("retry-after")[0])).toBeGreaterThanOrEqual(1);
 
     // Another token of the same project has its own budget, on every protocol.
-    const other = (await addApiToken(server.deps.db, w.admin._id, w.projectId)).plaintext;
+    const other = (await addApiToken(server.deps.store.db, w.admin._id, w.projectId)).plaintext;
     await expect(createClient(LogService, native).listAdminLogs({ projectName: w.projectName }, { headers: auth(other) })).resolves.toBeDefined();
     expect((await apiClient(server.baseUrl, other).get(`/v1/project/${w.projectName}/admin-logs`)).headers.get("x-ratelimit-remaining")).toBe(String(LIMIT - 2));
   });
@@ -177,7 +177,7 @@ describe("deeply nested request messages", () => {
   let path: string;
   beforeAll(async () => {
     server = await startServer({ env: { RUNHOOK_EXECUTOR: "false" } });
-    w = await createWorld(server.deps.db);
+    w = await createWorld(server.deps.store.db);
     path = "/runhook.v1.AdminService/PublishWorkflow";
   });
   afterAll(async () => server?.stop());

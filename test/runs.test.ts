@@ -26,7 +26,7 @@ let server: TestServer;
 let db: Database;
 beforeAll(async () => {
   server = await startServer();
-  db = server.deps.db;
+  db = server.deps.store.db;
 });
 afterAll(async () => {
   await server?.stop();
@@ -123,7 +123,7 @@ describe("executors", () => {
     // An instance that polls only every 5 s: only the event can explain a fast pick-up.
     const slow = await startServer({ env: { RUNHOOK_EXECUTOR_POLL_MS: "5000" } });
     try {
-      const sdb = slow.deps.db;
+      const sdb = slow.deps.store.db;
       const w = await createWorld(sdb, { steps: [{ type: "wait", seconds: 0 }] });
       await sleep(200); // let its first poll pass
       const q = await queueRun(sdb, w, "r1");

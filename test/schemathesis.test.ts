@@ -180,12 +180,12 @@ describe.skipIf(!hasPython())("schemathesis against GET /openapi.json", () => {
     work = mkdtempSync(join(tmpdir(), "runhook-schemathesis-"));
     // A high per-token limit, so that a thousand calls reach the handlers rather than 429.
     server = await startServer({ env: { RUNHOOK_API_RATE_LIMIT: "1000000" } });
-    w = await createWorld(server.deps.db, { steps: [{ type: "load_record" }] });
-    await server.deps.db.workflows.updateOne({ _id: w.workflowId }, { $set: { "webhook.rateLimitPerMinute": 1_000_000 } });
+    w = await createWorld(server.deps.store.db, { steps: [{ type: "load_record" }] });
+    await server.deps.store.db.workflows.updateOne({ _id: w.workflowId }, { $set: { "webhook.rateLimitPerMinute": 1_000_000 } });
     const note = await apiClient(server.baseUrl, w.apiToken).post(`/v1/project/${w.projectName}/environment/${w.environmentName}/notes`, { collection: w.collection, recordId: "r1", content: "<p>first</p>" });
     expect(note.status).toBe(201);
-    const run = await queueRun(server.deps.db, w, "r1");
-    await waitForRun(server.deps.db, run._id); // finished: a long-poll on it answers at once
+    const run = await queueRun(server.deps.store.db, w, "r1");
+    await waitForRun(server.deps.store.db, run._id); // finished: a long-poll on it answers at once
     const wf = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });
     const url = local(wf.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl);
     dict = { noteId: note.body.id, runId: run._id, key: url.slice(url.lastIndexOf("/") + 1) };

@@ -30,7 +30,7 @@ const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 
 beforeAll(async () => {
   server = await startServer({ env: { RUNHOOK_EXECUTOR: "false" } });
-  db = server.deps.db;
+  db = server.deps.store.db;
   a = await createWorld(db);
   b = await createWorld(db);
   await db.environments.insertOne({ _id: randomUUID(), projectId: b.projectId, name: "b-only", dataDatabase: "x", createdAt: new Date() });

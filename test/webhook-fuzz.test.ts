@@ -210,8 +210,8 @@ let url: string;
 
 beforeAll(async () => {
   server = await startServer();
-  w = await createWorld(server.deps.db, { steps: [{ type: "load_record" }] });
-  await server.deps.db.workflows.updateOne({ _id: w.workflowId }, { $set: { "webhook.rateLimitPerMinute": 1_000_000 } });
+  w = await createWorld(server.deps.store.db, { steps: [{ type: "load_record" }] });
+  await server.deps.store.db.workflows.updateOne({ _id: w.workflowId }, { $set: { "webhook.rateLimitPerMinute": 1_000_000 } });
   const got = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });
   url = local(got.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl);
 });
@@ -315,7 +315,7 @@ describe("webhook body fuzzer", () => {
 
     // What was accepted is stored exactly as sent.
     for (const [runId, recordId] of accepted) {
-      const run = await server.deps.db.runs.findOne({ _id: runId }, { projection: { recordId: 1 } });
+      const run = await server.deps.store.db.runs.findOne({ _id: runId }, { projection: { recordId: 1 } });
       expect(run?.recordId, `run of ${JSON.stringify(recordId.slice(0, 40))}`).toBe(recordId);
     }
   });
@@ -360,7 +360,7 @@ describe("webhook body fuzzer", () => {
     expect(statuses[400] ?? 0).toBeGreaterThan(sent / 5);
 
     // Each accepted run is stored with the record id exactly as the body's last record_id.
-    const docs = await server.deps.db.runs.find({ _id: { $in: accepted.map(([id]) => id) } }, { projection: { recordId: 1 } }).toArray();
+    const docs = await server.deps.store.db.runs.find({ _id: { $in: accepted.map(([id]) => id) } }, { projection: { recordId: 1 } }).toArray();
     const stored = new Map(docs.map((d) => [d._id, d.recordId]));
     expect(accepted.filter(([id, rid]) => stored.get(id) !== rid).slice(0, 5)).toEqual([]);
 
@@ -368,6 +368,6 @@ describe("webhook body fuzzer", () => {
     expect((await fetch(`${server.baseUrl}/healthz`)).status).toBe(200);
     const ok = await postHook(url, w.userToken, { record_id: "r1" });
     expect(ok.status, JSON.stringify(ok.body)).toBe(202);
-    expect((await waitForRun(server.deps.db, ok.body.runId!)).state).toBe("SUCCEEDED");
+    expect((await waitForRun(server.deps.store.db, ok.body.runId!)).state).toBe("SUCCEEDED");
   });
 });

@@ -19,7 +19,7 @@ afterAll(async () => {
   await server?.stop();
 });
 
-const db = () => server.deps.db;
+const db = () => server.deps.store.db;
 
 interface Hook {
   w: World;

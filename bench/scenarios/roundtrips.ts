@@ -72,7 +72,7 @@ async function runRoundTrips(ctx: BenchContext, runs: number): Promise<RoundTrip
   const w = await benchWorld(ctx, store);
   const config = serverConfig(ctx, dbName, { MONGODB_URI: uriFor(ctx.uri, dbName, "monitorCommands=true"), RUNHOOK_EXECUTOR_POLL_MS: "60000" });
   const worker = await startRunhook(config, { mode: "worker", logger: createLogger("silent") });
-  const rec = recordCommands(worker.deps.db.client);
+  const rec = recordCommands(worker.deps.store.db.client);
   try {
     const one = async (i: number) => {
       const doc = newRunDoc({ workflowId: w.workflowId, workflowVersion: 1, steps: [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }], renderingId: w.renderingId, projectId: w.projectId, environmentId: w.environmentId, collectionId: w.collectionId, collection: w.collection, recordId: `r${(i % 5) + 1}`, userId: w.user.id, userEmail: w.user.email, tokenId: "bench", via: "webhook" });
@@ -108,7 +108,7 @@ export async function roundTripsScenario(ctx: BenchContext, o: { calls: number; 
   const w = await benchWorld(ctx, store);
   const config = serverConfig(ctx, dbName, { RUNHOOK_EXECUTOR: "false", MONGODB_URI: uriFor(ctx.uri, dbName, "monitorCommands=true") });
   const rh = await startRunhook(config, { mode: "server", logger: createLogger("silent") });
-  const rec = recordCommands(rh.deps.db.client);
+  const rec = recordCommands(rh.deps.store.db.client);
   const pool = new Pool(rh.baseUrl!, { connections: 1, pipelining: 1 });
   try {
     const post = restTrigger(pool, w, 202);

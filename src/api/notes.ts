@@ -49,7 +49,7 @@ export function noteOf(d: NoteDoc): Note {
 type NoteCallScope = ApiScope & { ids: NoteScopeIds; author: UserRefDoc };
 
 async function scopeOf(deps: Deps, ctx: HandlerContext, s: NoteScope | undefined): Promise<NoteCallScope> {
-  const scope = await apiScope(deps.db, authorization(ctx), s?.projectName ?? "", s?.environmentName ?? "");
+  const scope = await apiScope(deps.store.directory, authorization(ctx), s?.projectName ?? "", s?.environmentName ?? "");
   return { ...scope, ids: { projectId: scope.project._id, environmentId: scope.environment!._id }, author: { id: scope.user._id, email: scope.user.email } };
 }
 
@@ -82,7 +82,7 @@ async function createNoteCall(deps: Deps, req: CreateNoteRequest, ctx: HandlerCo
   if (!req.recordId) throw fail.invalid("recordId is required");
   if (!req.content) throw fail.invalid("content is required");
   checkTitle(req.title);
-  const coll = await deps.db.collections.findOne({ environmentId: scope.ids.environmentId, name: req.collection }, { projection: { _id: 1 } });
+  const coll = await deps.store.directory.collections.byName(scope.ids.environmentId, req.collection);
   if (!coll) throw fail.invalid(`unknown collection "${req.collection}" in this environment`);
   const doc = await createNote(deps.store, { ...scope.ids, collection: req.collection, recordId: req.recordId, title: req.title, content: req.content, user: scope.author });
   await activity(deps, ctx, scope, "note.created", doc, { messageId: doc.messages[0]!.id, title: doc.title });

@@ -23,12 +23,12 @@ export const MAX_WAIT_SECONDS = 60;
 const WATCH_RECHECK_MS = 60_000;
 
 async function authorize(deps: Deps, ctx: HandlerContext, runId: string, opts: { cancel?: boolean } = {}): Promise<{ principal: AppPrincipal | ApiPrincipal; run: RunDoc }> {
-  const principal = await authenticateAny(deps.db, authorization(ctx));
+  const principal = await authenticateAny(deps.store.directory, authorization(ctx));
   if (opts.cancel && principal.kind === "api") throw fail.denied("runs are cancelled with an application token, not a project API token");
   if (!isUuid(runId)) throw fail.invalid("run_id must be a UUID");
   const run = await deps.store.runs.get(runId.toLowerCase());
   if (!run) throw fail.notFound(`run ${runId} not found`);
-  await assertMayFollowRun(deps.db, principal, run);
+  await assertMayFollowRun(deps.store.directory, principal, run);
   return { principal, run };
 }
 

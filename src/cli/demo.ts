@@ -6,7 +6,8 @@ import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import type { Deps } from "../deps.js";
 import { callUnary } from "../api/call.js";
 import { hashToken } from "../domain/auth/tokens.js";
-import { isDuplicateKey, type Database } from "../store/index.js";
+import { isDuplicateKey, type Store } from "../store/index.js";
+import type { DirectoryStore } from "../store/directory.js";
 import type { Services } from "../api/services.js";
 import { keyOfUrl } from "../domain/webhook-keys.js";
 import { adminLog } from "../api/admin/common.js";
@@ -49,14 +50,13 @@ export async function callAdmin<I extends DescMessage, O extends DescMessage>(ad
 
 /** The demo organization's admin and a fresh application token for them (logged). */
 async function demoAdminToken(deps: Deps, services: Services): Promise<string> {
-  const { db } = deps;
   try {
     const res = await callAdmin(services.admin, "bootstrap", deps.config.bootstrapSecret, { organizationName: DEMO.organization, adminEmail: DEMO.adminEmail, adminName: "Demo Admin" });
     return (res as unknown as { adminToken: string }).adminToken;
   } catch (err) {
     if ((err as { code?: number }).code !== 6 /* already exists */) throw err;
   }
-  const admin = await db.users.findOne({ email: DEMO.adminEmail });
+  const admin = await deps.store.directory.users.byEmail(DEMO.adminEmail);
   if (!admin) throw new Error(`the demo organization exists but its admin ${DEMO.adminEmail} does not`);
   const t = await issueAppToken(deps, admin, { name: "demo seed", ttlMs: DEFAULT_TOKEN_TTL_MS, sso: false });
   await adminLog(deps, admin, "token.created", `token/${t.doc._id}`, { userId: admin._id, name: "demo seed" });
@@ -95,53 +95,53 @@ interface DemoWorld {
 }
 
 /** The project, its environment, team, rendering and collection, and the demo user. */
-async function seedWorld(db: Database, c: AdminCall, orgId: string): Promise<DemoWorld> {
+async function seedWorld(dir: DirectoryStore, c: AdminCall, orgId: string): Promise<DemoWorld> {
   const project = await ensure(
-    () => db.projects.findOne({ organizationId: orgId, name: DEMO.project }),
+    () => dir.projects.byName(orgId, DEMO.project),
     async () => (await c("createProject", { name: DEMO.project })).project,
   );
   const projectId = idOf(project);
   const environment = await ensure(
-    () => db.environments.findOne({ projectId, name: DEMO.environment }),
+    () => dir.environments.byName(projectId, DEMO.environment),
     async () => (await c("createEnvironment", { projectId, name: DEMO.environment })).environment,
   );
   const environmentId = idOf(environment);
   const team = await ensure(
-    () => db.teams.findOne({ projectId, name: DEMO.team }),
+    () => dir.teams.byName(projectId, DEMO.team),
     async () => (await c("createTeam", { projectId, name: DEMO.team })).team,
   );
   const teamId = idOf(team);
   const rendering = await ensure(
-    () => db.renderings.findOne({ teamId, environmentId }),
+    () => dir.renderings.of(teamId, environmentId),
     async () => (await c("createRendering", { teamId, environmentId })).rendering,
   );
   const collection = await ensure(
-    () => db.collections.findOne({ environmentId, name: DEMO.collection }),
+    () => dir.collections.byName(environmentId, DEMO.collection),
     async () => (await c("createCollection", { environmentId, name: DEMO.collection, primaryKey: ["id"] })).collection,
   );
   const user = await ensure(
-    () => db.users.findOne({ email: DEMO.userEmail }),
+    () => dir.users.byEmail(DEMO.userEmail),
     async () => (await c("createUser", { email: DEMO.userEmail, name: "Demo User" })).user,
   );
   return { projectId, dataDatabase: environment.dataDatabase, teamId, renderingId: idOf(rendering), collectionId: idOf(collection), userId: idOf(user) };
 }
 
 /** The admin and the user on the project and in the team; every role may read and edit the collection. */
-async function grantDemoAccess(db: Database, c: AdminCall, world: DemoWorld, adminId: string): Promise<void> {
+async function grantDemoAccess(dir: DirectoryStore, c: AdminCall, world: DemoWorld, adminId: string): Promise<void> {
   const { projectId, teamId, renderingId, collectionId, userId } = world;
-  if ((await db.projectRoles.countDocuments({ projectId, userId: adminId })) === 0) await c("setProjectRole", { projectId, userId: adminId, role: "admin" });
-  if ((await db.projectRoles.countDocuments({ projectId, userId })) === 0) await c("setProjectRole", { projectId, userId, role: "user" });
-  const members = (await db.teams.findOne({ _id: teamId }))?.memberIds ?? [];
+  if ((await dir.roles.get(projectId, adminId)) === null) await c("setProjectRole", { projectId, userId: adminId, role: "admin" });
+  if ((await dir.roles.get(projectId, userId)) === null) await c("setProjectRole", { projectId, userId, role: "user" });
+  const members = (await dir.teams.memberIds(teamId)) ?? [];
   for (const id of [adminId, userId]) if (!members.includes(id)) await c("setTeamMember", { teamId, userId: id, member: true });
-  if (!(await db.permissions.findOne({ _id: `${renderingId}:${collectionId}` }))) {
+  if (!(await dir.permissions.get(renderingId, collectionId))) {
     await c("setCollectionPermission", { permission: { renderingId, collectionId, readRoles: ["admin", "editor", "user"], editRoles: ["admin", "editor", "user"], scope: {} } });
   }
 }
 
 /** The demo workflow with its webhook enabled; returns the webhook's URL. */
-async function seedWorkflow(db: Database, c: AdminCall, { renderingId, collectionId }: DemoWorld): Promise<string> {
+async function seedWorkflow(dir: DirectoryStore, c: AdminCall, { renderingId, collectionId }: DemoWorld): Promise<string> {
   const workflow = await ensure(
-    () => db.workflows.findOne({ renderingId, name: DEMO.workflow }),
+    () => dir.workflows.byName(renderingId, DEMO.workflow),
     async () =>
       (
         await c("createWorkflow", {
@@ -161,31 +161,27 @@ async function seedWorkflow(db: Database, c: AdminCall, { renderingId, collectio
   return webhook.url as string;
 }
 
-async function seedRecords(db: Database, dataDatabase: string): Promise<void> {
-  const records = db.dataDb(dataDatabase).collection(DEMO.collection);
-  for (const r of DEMO.records) {
-    await records.updateOne({ id: r.id }, { $setOnInsert: { ...r } }, { upsert: true }).catch((err) => {
-      if (!isDuplicateKey(err)) throw err;
-    });
-  }
+async function seedRecords(store: Store, dataDatabase: string): Promise<void> {
+  for (const r of DEMO.records) await store.records.putIfAbsent(dataDatabase, DEMO.collection, { id: r.id }, r);
 }
 
 /** Creates the demo world (fresh tokens each call) and returns what a user needs. */
 export async function seedDemo(deps: Deps, services: Services): Promise<SeedOutput> {
-  const { db } = deps;
+  const { store } = deps;
+  const dir = store.directory;
   const adminToken = await demoAdminToken(deps, services);
-  const admin = (await db.users.findOne({ email: DEMO.adminEmail }))!;
+  const admin = (await dir.users.byEmail(DEMO.adminEmail))!;
   const c: AdminCall = (method, init) => callAdmin(services.admin, method, adminToken, init as never) as Promise<Loose>;
 
-  const world = await seedWorld(db, c, admin.organizationId);
-  await grantDemoAccess(db, c, world, admin._id);
-  const webhookUrl = await seedWorkflow(db, c, world);
-  await seedRecords(db, world.dataDatabase);
+  const world = await seedWorld(dir, c, admin.organizationId);
+  await grantDemoAccess(dir, c, world, admin._id);
+  const webhookUrl = await seedWorkflow(dir, c, world);
+  await seedRecords(store, world.dataDatabase);
 
   const userToken = (await c("createApplicationToken", { userId: world.userId, name: "demo webhook" })).plaintext as string;
   const apiToken = (await c("createApiToken", { projectId: world.projectId, name: "demo public API" })).plaintext as string;
   // The admin token existed only to build the demo.
-  const seedToken = await db.appTokens.findOne({ hash: hashToken(adminToken) });
+  const seedToken = await dir.appTokens.byHash(hashToken(adminToken));
   if (seedToken) await c("revokeApplicationToken", { tokenId: seedToken._id });
 
   // `seed` runs without a listening gateway (port 0): name the configured public URL, or the default port.
@@ -204,6 +200,6 @@ export async function seedDemo(deps: Deps, services: Services): Promise<SeedOutp
 
 /** On an empty database, seeds the demo and returns it; otherwise null. */
 export async function seedDemoIfEmpty(deps: Deps, services: Services): Promise<SeedOutput | null> {
-  if ((await deps.db.organizations.countDocuments({}, { limit: 1 })) > 0) return null;
+  if (await deps.store.directory.organizations.any()) return null;
   return seedDemo(deps, services);
 }

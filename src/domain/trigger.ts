@@ -73,18 +73,19 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ run
 
 /** Checks 1 to 6: the key, the token, the webhook, the permission, the rate limit, the body. */
 async function checkTrigger(deps: Deps, input: TriggerInput): Promise<Accepted> {
-  const { db, store } = deps;
+  const { store } = deps;
+  const { directory } = store;
   // 1. The key: well-formed and signed.
   const key = verifyWebhookKey(deps.config, input.key);
   if (!key) throw fail.invalid("malformed or tampered webhook URL");
 
   // The workflow and what it names are read while the token is checked (reads change nothing).
-  const workflowRead = db.workflows.findOne({ _id: key.workflowId });
+  const workflowRead = directory.workflows.get(key.workflowId);
   const relatedRead = workflowRead.then((wf) =>
     wf
       ? Promise.all([
           store.immutable.rendering(wf.renderingId),
-          db.projects.findOne({ _id: wf.projectId }),
+          directory.projects.get(wf.projectId),
           store.immutable.environment(wf.environmentId),
           store.immutable.collection(wf.collectionId),
         ])
@@ -93,7 +94,7 @@ async function checkTrigger(deps: Deps, input: TriggerInput): Promise<Accepted> 
   relatedRead.catch(() => {}); // awaited below unless an earlier check throws first
 
   // 2. The token.
-  const principal = await authenticateApp(db, input.authorization);
+  const principal = await authenticateApp(directory, input.authorization);
 
   // 3. The webhook: known, current generation, enabled, with an active version.
   const workflow = await workflowRead;
@@ -107,7 +108,7 @@ async function checkTrigger(deps: Deps, input: TriggerInput): Promise<Accepted> 
   if (!rendering || !project || !environment || !collection) throw fail.notFound("unknown webhook");
 
   // 4. The token's user may trigger this workflow.
-  await assertMayTrigger(db, principal.user, principal.token, project, rendering, workflow);
+  await assertMayTrigger(directory, principal.user, principal.token, project, rendering, workflow);
 
   // 5. The webhook's rate limit.
   const rate = await store.rateLimits.hit(`webhook:${workflow._id}`, workflow.webhook.rateLimitPerMinute);

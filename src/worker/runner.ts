@@ -87,9 +87,9 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
   };
   /** The run from where `run` (as last read) stands, until it is finished or no longer ours. */
   const execute = async (run: RunDoc): Promise<void> => {
-    const wf = await deps.db.workflows.findOne({ _id: run.workflowId }, { projection: { versions: 1 } });
-    const version = wf?.versions.find((v) => v.version === run.workflowVersion);
-    if (!wf) return await fail("the workflow no longer exists", null);
+    const versions = await deps.store.directory.workflows.versions(run.workflowId);
+    const version = versions?.find((v) => v.version === run.workflowVersion);
+    if (!versions) return await fail("the workflow no longer exists", null);
     if (!version) return await fail(`version ${run.workflowVersion} of the workflow no longer exists`, null);
     if (version.steps.length !== run.steps.length) return await fail(`the run's steps do not match version ${run.workflowVersion} of the workflow`, null);
     for (let i = run.stepIndex; i < version.steps.length; i++) {

@@ -25,10 +25,10 @@ interface RecordContext {
 
 /** Finds the run's record as the run's user sees it now, or throws a StepFailure. */
 export async function recordAs(deps: Deps, run: RunDoc, need: DataAccess): Promise<RecordContext> {
-  const { db } = deps;
+  const { directory } = deps.store;
   const [user, project, rendering, environment, collection] = await Promise.all([
-    db.users.findOne({ _id: run.userId }),
-    db.projects.findOne({ _id: run.projectId }),
+    directory.users.get(run.userId),
+    directory.projects.get(run.projectId),
     deps.store.immutable.rendering(run.renderingId),
     deps.store.immutable.environment(run.environmentId),
     deps.store.immutable.collection(run.collectionId),
@@ -40,7 +40,7 @@ export async function recordAs(deps: Deps, run: RunDoc, need: DataAccess): Promi
   if (!collection) throw new StepFailure(`the collection "${run.collection}" no longer exists`);
   const notFound = (why?: string) =>
     new StepFailure(`record "${run.recordId}" of collection "${collection.name}" not found or not accessible${why ? ` (${why})` : ""}`);
-  const access = await collectionAccess(db, { user, project, rendering, collectionId: collection._id, need });
+  const access = await collectionAccess(directory, { user, project, rendering, collectionId: collection._id, need });
   if (!access.allowed) throw notFound(access.reason);
   const filter = recordFilter(collection.primaryKey, run.recordId, access.scope);
   if (!filter) throw notFound(`the id does not have the ${collection.primaryKey.length} part(s) of the collection's primary key`);

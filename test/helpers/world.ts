@@ -5,7 +5,7 @@ import { randomUUID } from "node:crypto";
 import type { Database } from "../../src/store/index.js";
 import type { Role } from "../../src/domain/auth/roles.js";
 import type { StepDoc, UserDoc } from "../../src/store/types.js";
-import { projectRoleId } from "../../src/domain/auth/access.js";
+import { projectRoleId } from "../../src/store/index.js";
 import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, newToken } from "../../src/domain/auth/tokens.js";
 
 export interface World {

@@ -1,7 +1,7 @@
 // AdminService: collections of an environment's data database, and which roles of a
 // rendering may read and edit their records.
 import { randomUUID } from "node:crypto";
-import { isDuplicateKey } from "../../store/index.js";
+import { isDuplicateKey, permissionId } from "../../store/index.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../errors.js";
@@ -30,37 +30,34 @@ function scopeOf(given: Record<string, unknown>): Record<string, unknown> {
 }
 
 export function collectionMethods(deps: Deps): Pick<AdminImpl, "createCollection" | "setCollectionPermission"> {
-  const { db } = deps;
+  const dir = deps.store.directory;
   return {
     async createCollection(req, ctx) {
-      const p = await caller(db, ctx);
-      const { environment, project } = await environmentOf(db, p, req.environmentId, "admin");
+      const p = await caller(dir, ctx);
+      const { environment, project } = await environmentOf(dir, p, req.environmentId, "admin");
       if (!COLLECTION_NAME.test(req.name) || req.name.startsWith("system")) throw fail.invalid("name: 1-100 letters, digits, '_' or '-', not starting with 'system'");
       const primaryKey = primaryKeyOf(req.primaryKey);
-      const collection = await insertUnique(db.collections, { _id: randomUUID(), environmentId: environment._id, name: req.name, primaryKey, createdAt: new Date() }, `collection "${req.name}"`);
+      const collection = await insertUnique(dir.collections.insert, { _id: randomUUID(), environmentId: environment._id, name: req.name, primaryKey, createdAt: new Date() }, `collection "${req.name}"`);
       await adminLog(deps, p.user, "collection.created", `collection/${collection._id}`, { name: req.name, primaryKey }, { projectId: project._id, environment: environment.name });
       return { collection: collectionToProto(collection) };
     },
 
     async setCollectionPermission(req, ctx) {
-      const p = await caller(db, ctx);
+      const p = await caller(dir, ctx);
       const perm = req.permission;
       if (!perm) throw fail.invalid("permission is required");
-      const { rendering, project, collection } = await renderingWithCollection(db, p, perm, "admin", "permission.");
+      const { rendering, project, collection } = await renderingWithCollection(dir, p, perm, "admin", "permission.");
       const scope = scopeOf(perm.scope ?? {});
       const doc: T.PermissionDoc = {
-        _id: `${rendering._id}:${collection._id}`,
+        _id: permissionId(rendering._id, collection._id),
         renderingId: rendering._id,
         collectionId: collection._id,
         readRoles: validRoles(perm.readRoles, "permission.read_roles"),
         editRoles: validRoles(perm.editRoles, "permission.edit_roles"),
         scope,
       };
-      await db.permissions.replaceOne({ _id: doc._id }, doc, { upsert: true }).catch(async (err) => {
-        if (!isDuplicateKey(err)) throw err;
-        await db.permissions.replaceOne({ _id: doc._id }, doc);
-      });
-      const environment = await db.environments.findOne({ _id: rendering.environmentId });
+      await dir.permissions.put(doc);
+      const environment = await dir.environments.get(rendering.environmentId);
       const details = { renderingId: rendering._id, collection: collection.name, readRoles: doc.readRoles, editRoles: doc.editRoles, scope };
       await adminLog(deps, p.user, "permissions.changed", `permission/${doc._id}`, details, { projectId: project._id, environment: environment?.name ?? null });
       return { permission: permissionToProto(doc) };

@@ -2,10 +2,10 @@
 // access on the way, the admin-log writer and the small validators.
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { AdminService } from "../../../gen/runhook/v1/admin_pb.js";
-import { projectRole } from "../../domain/auth/access.js";
 import { isRole, type Role } from "../../domain/auth/roles.js";
 import { authenticateApp, type AppPrincipal } from "../../domain/auth/tokens.js";
-import { isDuplicateKey, type Database } from "../../store/index.js";
+import { isDuplicateKey } from "../../store/index.js";
+import type { DirectoryStore } from "../../store/directory.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
 import { authorization } from "../context.js";
@@ -16,8 +16,8 @@ export type AdminImpl = ServiceImpl<typeof AdminService>;
 export const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}$/;
 
 /** The caller: every method but bootstrap needs an application token. */
-export function caller(db: Database, ctx: HandlerContext): Promise<AppPrincipal> {
-  return authenticateApp(db, authorization(ctx));
+export function caller(dir: DirectoryStore, ctx: HandlerContext): Promise<AppPrincipal> {
+  return authenticateApp(dir, authorization(ctx));
 }
 
 export function requireOrgAdmin(p: AppPrincipal): void {
@@ -40,9 +40,9 @@ export function validRoles(list: string[], field: string): Role[] {
 }
 
 /** Inserts `doc`; a unique index refusing it answers "`what` already exists". */
-export async function insertUnique<D extends { _id: string }>(coll: { insertOne(doc: never): Promise<unknown> }, doc: D, what: string): Promise<D> {
+export async function insertUnique<D extends { _id: string }>(insert: (doc: D) => Promise<void>, doc: D, what: string): Promise<D> {
   try {
-    await coll.insertOne(doc as never);
+    await insert(doc);
     return doc;
   } catch (err) {
     if (isDuplicateKey(err)) throw fail.exists(`${what} already exists`);
@@ -71,55 +71,55 @@ export function adminLog(
 }
 
 /** The project, when the caller has at least `need` on it (organization admins have everything). */
-export async function inProject(db: Database, p: AppPrincipal, projectId: string, need: "admin" | "editor"): Promise<T.ProjectDoc> {
-  const project = await db.projects.findOne({ _id: required(projectId, "project_id") });
+export async function inProject(dir: DirectoryStore, p: AppPrincipal, projectId: string, need: "admin" | "editor"): Promise<T.ProjectDoc> {
+  const project = await dir.projects.get(required(projectId, "project_id"));
   if (!project || project.organizationId !== p.user.organizationId) throw fail.notFound(`project "${projectId}" not found`);
   if (p.user.organizationAdmin) return project;
-  const role = await projectRole(db, p.user._id, project._id);
+  const role = await dir.roles.get(project._id, p.user._id);
   if (role === "admin" || (need === "editor" && role === "editor")) return project;
   throw fail.denied(need === "admin" ? "needs the admin role on the project" : "needs the editor or admin role on the project");
 }
 
-export async function userInOrg(db: Database, p: AppPrincipal, userId: string): Promise<T.UserDoc> {
-  const user = await db.users.findOne({ _id: required(userId, "user_id") });
+export async function userInOrg(dir: DirectoryStore, p: AppPrincipal, userId: string): Promise<T.UserDoc> {
+  const user = await dir.users.get(required(userId, "user_id"));
   if (!user || user.organizationId !== p.user.organizationId) throw fail.notFound(`user "${userId}" not found`);
   return user;
 }
 
-export async function environmentOf(db: Database, p: AppPrincipal, environmentId: string, need: "admin" | "editor") {
-  const environment = await db.environments.findOne({ _id: required(environmentId, "environment_id") });
+export async function environmentOf(dir: DirectoryStore, p: AppPrincipal, environmentId: string, need: "admin" | "editor") {
+  const environment = await dir.environments.get(required(environmentId, "environment_id"));
   if (!environment) throw fail.notFound(`environment "${environmentId}" not found`);
-  const project = await inProject(db, p, environment.projectId, need);
+  const project = await inProject(dir, p, environment.projectId, need);
   return { environment, project };
 }
 
-export async function teamOf(db: Database, p: AppPrincipal, teamId: string) {
-  const team = await db.teams.findOne({ _id: required(teamId, "team_id") });
+export async function teamOf(dir: DirectoryStore, p: AppPrincipal, teamId: string) {
+  const team = await dir.teams.get(required(teamId, "team_id"));
   if (!team) throw fail.notFound(`team "${teamId}" not found`);
-  return { team, project: await inProject(db, p, team.projectId, "admin") };
+  return { team, project: await inProject(dir, p, team.projectId, "admin") };
 }
 
 /** A rendering and a collection of its environment (`field` prefixes the ids' field names in errors). */
 export async function renderingWithCollection(
-  db: Database,
+  dir: DirectoryStore,
   p: AppPrincipal,
   ids: { renderingId: string; collectionId: string },
   need: "admin" | "editor",
   field = "",
 ) {
-  const rendering = await db.renderings.findOne({ _id: required(ids.renderingId, `${field}rendering_id`) });
+  const rendering = await dir.renderings.get(required(ids.renderingId, `${field}rendering_id`));
   if (!rendering) throw fail.notFound(`rendering "${ids.renderingId}" not found`);
-  const project = await inProject(db, p, rendering.projectId, need);
-  const collection = await db.collections.findOne({ _id: required(ids.collectionId, `${field}collection_id`) });
+  const project = await inProject(dir, p, rendering.projectId, need);
+  const collection = await dir.collections.get(required(ids.collectionId, `${field}collection_id`));
   if (!collection || collection.environmentId !== rendering.environmentId) throw fail.notFound(`collection "${ids.collectionId}" not found in the rendering's environment`);
   return { rendering, project, collection };
 }
 
 /** The workflow, its project (editor needed) and its environment's name (the admin log's scope). */
-export async function workflowOf(db: Database, p: AppPrincipal, workflowId: string) {
-  const workflow = await db.workflows.findOne({ _id: required(workflowId, "workflow_id") });
+export async function workflowOf(dir: DirectoryStore, p: AppPrincipal, workflowId: string) {
+  const workflow = await dir.workflows.get(required(workflowId, "workflow_id"));
   if (!workflow) throw fail.notFound(`workflow "${workflowId}" not found`);
-  const project = await inProject(db, p, workflow.projectId, "editor");
-  const environment = await db.environments.findOne({ _id: workflow.environmentId });
+  const project = await inProject(dir, p, workflow.projectId, "editor");
+  const environment = await dir.environments.get(workflow.environmentId);
   return { workflow, project, environment: environment?.name ?? null };
 }

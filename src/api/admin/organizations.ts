@@ -21,7 +21,7 @@ function sameSecret(given: string, expected: string): boolean {
 }
 
 export function organizationMethods(deps: Deps): Pick<AdminImpl, "bootstrap"> {
-  const { db } = deps;
+  const dir = deps.store.directory;
   return {
     async bootstrap(req, ctx) {
       const secret = bearer(authorization(ctx));
@@ -32,16 +32,16 @@ export function organizationMethods(deps: Deps): Pick<AdminImpl, "bootstrap"> {
       const now = new Date();
       const org = { _id: randomUUID(), name: orgName, createdAt: now };
       try {
-        await db.organizations.insertOne(org);
+        await dir.organizations.insert(org);
       } catch (err) {
         if (isDuplicateKey(err)) throw fail.exists(`organization "${orgName}" exists`);
         throw err;
       }
       const admin: UserDoc = { _id: randomUUID(), organizationId: org._id, email: req.adminEmail.toLowerCase(), name: req.adminName || req.adminEmail, organizationAdmin: true, createdAt: now };
       try {
-        await db.users.insertOne(admin);
+        await dir.users.insert(admin);
       } catch (err) {
-        await db.organizations.deleteOne({ _id: org._id });
+        await dir.organizations.remove(org._id);
         if (isDuplicateKey(err)) throw fail.exists(`user "${admin.email}" exists`);
         throw err;
       }

@@ -6,36 +6,34 @@ import { adminLog, caller, inProject, insertUnique, required, teamOf, userInOrg,
 import { renderingToProto, teamToProto } from "./convert.js";
 
 export function teamMethods(deps: Deps): Pick<AdminImpl, "createTeam" | "setTeamMember" | "createRendering"> {
-  const { db } = deps;
+  const dir = deps.store.directory;
   return {
     async createTeam(req, ctx) {
-      const p = await caller(db, ctx);
-      const project = await inProject(db, p, req.projectId, "admin");
+      const p = await caller(dir, ctx);
+      const project = await inProject(dir, p, req.projectId, "admin");
       const name = req.name.trim();
       if (!name || name.length > 100) throw fail.invalid("name: 1 to 100 characters");
-      const team = await insertUnique(db.teams, { _id: randomUUID(), projectId: project._id, name, memberIds: [], createdAt: new Date() }, `team "${name}"`);
+      const team = await insertUnique(dir.teams.insert, { _id: randomUUID(), projectId: project._id, name, memberIds: [], createdAt: new Date() }, `team "${name}"`);
       await adminLog(deps, p.user, "team.created", `team/${team._id}`, { name }, { projectId: project._id });
       return { team: teamToProto(team) };
     },
 
     async setTeamMember(req, ctx) {
-      const p = await caller(db, ctx);
-      const { team, project } = await teamOf(db, p, req.teamId);
-      const user = await userInOrg(db, p, req.userId);
-      const update = req.member ? { $addToSet: { memberIds: user._id } } : { $pull: { memberIds: user._id } };
-      const after = await db.teams.findOneAndUpdate({ _id: team._id }, update, { returnDocument: "after" });
+      const p = await caller(dir, ctx);
+      const { team, project } = await teamOf(dir, p, req.teamId);
+      const user = await userInOrg(dir, p, req.userId);
+      const after = await dir.teams.setMember(team._id, user._id, req.member);
       if (!after) throw fail.notFound(`team "${req.teamId}" not found`);
       await adminLog(deps, p.user, req.member ? "team.member.added" : "team.member.removed", `team/${team._id}`, { userId: user._id, email: user.email }, { projectId: project._id });
       return { team: teamToProto(after) };
     },
 
     async createRendering(req, ctx) {
-      const p = await caller(db, ctx);
-      const { team, project } = await teamOf(db, p, req.teamId);
-      const environment = await db.environments.findOne({ _id: required(req.environmentId, "environment_id") });
+      const p = await caller(dir, ctx);
+      const { team, project } = await teamOf(dir, p, req.teamId);
+      const environment = await dir.environments.get(required(req.environmentId, "environment_id"));
       if (!environment || environment.projectId !== project._id) throw fail.notFound(`environment "${req.environmentId}" not found in the team's project`);
-      const rendering = await insertUnique(
-        db.renderings,
+      const rendering = await insertUnique(dir.renderings.insert,
         { _id: randomUUID(), projectId: project._id, teamId: team._id, environmentId: environment._id, createdAt: new Date() },
         `a rendering of team "${team.name}" in environment "${environment.name}"`,
       );

@@ -18,7 +18,7 @@ export async function issueAppToken(deps: Deps, user: T.UserDoc, opts: { name: s
   const t = newToken(APP_TOKEN_PREFIX, id);
   const now = new Date();
   const doc: T.AppTokenDoc = { _id: id, hash: t.hash, userId: user._id, name: opts.name, expiresAt: new Date(now.getTime() + opts.ttlMs), revokedAt: null, createdAt: now, sso: opts.sso };
-  await deps.db.appTokens.insertOne(doc);
+  await deps.store.directory.appTokens.insert(doc);
   return { doc, plaintext: t.plaintext };
 }
 
@@ -35,14 +35,14 @@ function tokenName(name: string, fallback: string): string {
 }
 
 export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToken" | "revokeApplicationToken" | "createApiToken" | "revokeApiToken"> {
-  const { db } = deps;
+  const dir = deps.store.directory;
   return {
     async createApplicationToken(req, ctx) {
-      const p = await caller(db, ctx);
+      const p = await caller(dir, ctx);
       let owner = p.user;
       if (req.userId && req.userId !== p.user._id) {
         if (!p.user.organizationAdmin) throw fail.denied("only organization admins create tokens for other users");
-        owner = await userInOrg(db, p, req.userId);
+        owner = await userInOrg(dir, p, req.userId);
       }
       if (req.sso && !p.user.organizationAdmin && !p.token.sso) throw fail.denied("an SSO token can only be created from an SSO session or by an organization admin");
       const name = tokenName(req.name, "token");
@@ -52,41 +52,39 @@ export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToke
     },
 
     async revokeApplicationToken(req, ctx) {
-      const p = await caller(db, ctx);
-      const token = await db.appTokens.findOne({ _id: required(req.tokenId, "token_id") });
-      const owner = token ? await db.users.findOne({ _id: token.userId }) : null;
+      const p = await caller(dir, ctx);
+      const token = await dir.appTokens.get(required(req.tokenId, "token_id"));
+      const owner = token ? await dir.users.get(token.userId) : null;
       const mine = token?.userId === p.user._id;
       const administered = p.user.organizationAdmin && owner?.organizationId === p.user.organizationId;
       if (!token || !owner || !(mine || administered)) throw fail.notFound(`token "${req.tokenId}" not found`);
       const revokedAt = new Date();
-      const res = await db.appTokens.updateOne({ _id: token._id, revokedAt: null }, { $set: { revokedAt } });
-      if (res.modifiedCount === 1) await adminLog(deps, p.user, "token.revoked", `token/${token._id}`, { userId: owner._id, email: owner.email, name: token.name });
-      const after = (await db.appTokens.findOne({ _id: token._id })) ?? { ...token, revokedAt };
+      if (await dir.appTokens.revoke(token._id, revokedAt)) await adminLog(deps, p.user, "token.revoked", `token/${token._id}`, { userId: owner._id, email: owner.email, name: token.name });
+      const after = (await dir.appTokens.get(token._id)) ?? { ...token, revokedAt };
       return { token: appTokenToProto(after, owner) };
     },
 
     async createApiToken(req, ctx) {
-      const p = await caller(db, ctx);
-      const project = await inProject(db, p, req.projectId, "admin");
+      const p = await caller(dir, ctx);
+      const project = await inProject(dir, p, req.projectId, "admin");
       const name = tokenName(req.name, "api token");
       const id = randomUUID();
       const t = newToken(API_TOKEN_PREFIX, id);
       const now = new Date();
       const doc: T.ApiTokenDoc = { _id: id, hash: t.hash, userId: p.user._id, projectId: project._id, name, expiresAt: new Date(now.getTime() + ttlMs(req.ttlSeconds)), revokedAt: null, createdAt: now };
-      await db.apiTokens.insertOne(doc);
+      await dir.apiTokens.insert(doc);
       await adminLog(deps, p.user, "api_token.created", `api_token/${doc._id}`, { name, expiresAt: doc.expiresAt.toISOString() }, { projectId: project._id });
       return { token: apiTokenToProto(doc, p.user), plaintext: t.plaintext };
     },
 
     async revokeApiToken(req, ctx) {
-      const p = await caller(db, ctx);
-      const token = await db.apiTokens.findOne({ _id: required(req.tokenId, "token_id") });
+      const p = await caller(dir, ctx);
+      const token = await dir.apiTokens.get(required(req.tokenId, "token_id"));
       if (!token) throw fail.notFound(`API token "${req.tokenId}" not found`);
-      const project = await inProject(db, p, token.projectId, "admin");
+      const project = await inProject(dir, p, token.projectId, "admin");
       const revokedAt = new Date();
-      const res = await db.apiTokens.updateOne({ _id: token._id, revokedAt: null }, { $set: { revokedAt } });
-      if (res.modifiedCount === 1) await adminLog(deps, p.user, "api_token.revoked", `api_token/${token._id}`, { name: token.name }, { projectId: project._id });
-      const [after, creator] = await Promise.all([db.apiTokens.findOne({ _id: token._id }), db.users.findOne({ _id: token.userId })]);
+      if (await dir.apiTokens.revoke(token._id, revokedAt)) await adminLog(deps, p.user, "api_token.revoked", `api_token/${token._id}`, { name: token.name }, { projectId: project._id });
+      const [after, creator] = await Promise.all([dir.apiTokens.get(token._id), dir.users.get(token.userId)]);
       return { token: apiTokenToProto(after ?? { ...token, revokedAt }, creator ?? { _id: token.userId, email: "" }) };
     },
   };

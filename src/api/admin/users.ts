@@ -6,16 +6,16 @@ import { adminLog, caller, EMAIL, insertUnique, requireOrgAdmin, type AdminImpl 
 import { userToProto } from "./convert.js";
 
 export function userMethods(deps: Deps): Pick<AdminImpl, "createUser"> {
-  const { db } = deps;
+  const dir = deps.store.directory;
   return {
     async createUser(req, ctx) {
-      const p = await caller(db, ctx);
+      const p = await caller(dir, ctx);
       requireOrgAdmin(p);
       const email = req.email.trim().toLowerCase();
       if (!EMAIL.test(email)) throw fail.invalid("email: not an e-mail address");
       const name = req.name.trim() || email;
       if (name.length > 200) throw fail.invalid("name: at most 200 characters");
-      const user = await insertUnique(db.users, { _id: randomUUID(), organizationId: p.user.organizationId, email, name, organizationAdmin: req.organizationAdmin, createdAt: new Date() }, `user "${email}"`);
+      const user = await insertUnique(dir.users.insert, { _id: randomUUID(), organizationId: p.user.organizationId, email, name, organizationAdmin: req.organizationAdmin, createdAt: new Date() }, `user "${email}"`);
       await adminLog(deps, p.user, "user.created", `user/${user._id}`, { email, organizationAdmin: user.organizationAdmin });
       return { user: userToProto(user) };
     },

@@ -1,7 +1,7 @@
 // AdminService: workflows and their versions (a publish adds one; runs use the active ones).
 import { randomUUID } from "node:crypto";
 import type { Role } from "../../domain/auth/roles.js";
-import type { Database } from "../../store/index.js";
+import type { DirectoryStore } from "../../store/directory.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../errors.js";
@@ -9,19 +9,15 @@ import { adminLog, caller, renderingWithCollection, validRoles, workflowOf, type
 import { stepsFromProto, workflowToProto } from "./convert.js";
 
 /** Appends a version numbered after the last; returns the workflow after it, or null when it is gone. */
-async function pushVersion(db: Database, workflow: T.WorkflowDoc, steps: T.StepDoc[], triggerRoles: Role[] | undefined) {
+async function pushVersion(dir: DirectoryStore, workflow: T.WorkflowDoc, steps: T.StepDoc[], triggerRoles: Role[] | undefined) {
   let current = workflow;
   for (let attempt = 0; ; attempt++) {
     const n = current.versions.length;
     const version: T.WorkflowVersionDoc = { version: n + 1, active: true, steps, publishedAt: new Date() };
     // Conditional on the version count: two concurrent publishes cannot take one number.
-    const after = await db.workflows.findOneAndUpdate(
-      { _id: workflow._id, versions: { $size: n } },
-      { $push: { versions: version }, ...(triggerRoles ? { $set: { triggerRoles } } : {}) },
-      { returnDocument: "after" },
-    );
+    const after = await dir.workflows.pushVersion(workflow._id, n, version, triggerRoles);
     if (after) return { after, version };
-    const again = await db.workflows.findOne({ _id: workflow._id });
+    const again = await dir.workflows.get(workflow._id);
     if (!again) return null;
     if (attempt > 5) throw fail.precondition("the workflow is being published concurrently; retry");
     current = again;
@@ -29,11 +25,12 @@ async function pushVersion(db: Database, workflow: T.WorkflowDoc, steps: T.StepD
 }
 
 export function workflowMethods(deps: Deps): Pick<AdminImpl, "createWorkflow" | "publishWorkflow" | "deactivateWorkflowVersion" | "getWorkflow"> {
-  const { db, config } = deps;
+  const { config } = deps;
+  const dir = deps.store.directory;
   return {
     async createWorkflow(req, ctx) {
-      const p = await caller(db, ctx);
-      const { rendering, project, collection } = await renderingWithCollection(db, p, req, "editor");
+      const p = await caller(dir, ctx);
+      const { rendering, project, collection } = await renderingWithCollection(dir, p, req, "editor");
       const name = req.name.trim();
       if (!name || name.length > 200) throw fail.invalid("name: 1 to 200 characters");
       const steps = stepsFromProto(req.steps, collection.primaryKey);
@@ -50,8 +47,8 @@ export function workflowMethods(deps: Deps): Pick<AdminImpl, "createWorkflow" | 
         webhook: { enabled: false, generation: 1, rateLimitPerMinute: config.webhookRateLimitPerMinute, everEnabled: false },
         createdAt: now,
       };
-      await db.workflows.insertOne(workflow);
-      const environment = await db.environments.findOne({ _id: rendering.environmentId });
+      await dir.workflows.insert(workflow);
+      const environment = await dir.environments.get(rendering.environmentId);
       const scope = { projectId: project._id, environment: environment?.name ?? null };
       await adminLog(deps, p.user, "workflow.created", `workflow/${workflow._id}`, { name, renderingId: rendering._id, collection: collection.name, triggerRoles: workflow.triggerRoles }, scope);
       await adminLog(deps, p.user, "workflow.published", `workflow/${workflow._id}`, { version: 1, steps: steps.map((s) => s.type) }, scope);
@@ -59,12 +56,12 @@ export function workflowMethods(deps: Deps): Pick<AdminImpl, "createWorkflow" | 
     },
 
     async publishWorkflow(req, ctx) {
-      const p = await caller(db, ctx);
-      const { workflow, project, environment } = await workflowOf(db, p, req.workflowId);
-      const collection = await db.collections.findOne({ _id: workflow.collectionId });
+      const p = await caller(dir, ctx);
+      const { workflow, project, environment } = await workflowOf(dir, p, req.workflowId);
+      const collection = await dir.collections.get(workflow.collectionId);
       const steps = stepsFromProto(req.steps, collection?.primaryKey ?? []);
       const triggerRoles = req.updateTriggerRoles ? validRoles(req.triggerRoles, "trigger_roles") : undefined;
-      const pushed = await pushVersion(db, workflow, steps, triggerRoles);
+      const pushed = await pushVersion(dir, workflow, steps, triggerRoles);
       if (!pushed) throw fail.notFound(`workflow "${req.workflowId}" not found`);
       const details = { version: pushed.version.version, steps: steps.map((s) => s.type), ...(triggerRoles ? { triggerRoles } : {}) };
       await adminLog(deps, p.user, "workflow.published", `workflow/${workflow._id}`, details, { projectId: project._id, environment });
@@ -72,23 +69,19 @@ export function workflowMethods(deps: Deps): Pick<AdminImpl, "createWorkflow" | 
     },
 
     async deactivateWorkflowVersion(req, ctx) {
-      const p = await caller(db, ctx);
-      const { workflow, project, environment } = await workflowOf(db, p, req.workflowId);
+      const p = await caller(dir, ctx);
+      const { workflow, project, environment } = await workflowOf(dir, p, req.workflowId);
       const idx = workflow.versions.findIndex((v) => v.version === req.version);
       if (idx < 0) throw fail.notFound(`workflow "${req.workflowId}" has no version ${req.version}`);
-      const after = await db.workflows.findOneAndUpdate(
-        { _id: workflow._id, [`versions.${idx}.version`]: req.version },
-        { $set: { [`versions.${idx}.active`]: false } },
-        { returnDocument: "after" },
-      );
+      const after = await dir.workflows.deactivateVersion(workflow._id, idx, req.version);
       if (!after) throw fail.notFound(`workflow "${req.workflowId}" not found`);
       if (workflow.versions[idx]!.active) await adminLog(deps, p.user, "workflow.deactivated", `workflow/${workflow._id}`, { version: req.version }, { projectId: project._id, environment });
       return { workflow: workflowToProto(config, after) };
     },
 
     async getWorkflow(req, ctx) {
-      const p = await caller(db, ctx);
-      const { workflow } = await workflowOf(db, p, req.workflowId);
+      const p = await caller(dir, ctx);
+      const { workflow } = await workflowOf(dir, p, req.workflowId);
       return { workflow: workflowToProto(config, workflow) };
     },
   };

@@ -1,19 +1,9 @@
 // Every permission rule, in one place; RPCs, REST and executors all call these.
-import type { Database } from "../../store/index.js";
+import type { DirectoryStore } from "../../store/directory.js";
 import type { AppTokenDoc, ProjectDoc, RenderingDoc, RunDoc, UserDoc, WorkflowDoc } from "../../store/types.js";
 import { fail } from "../../errors.js";
 import type { Role } from "./roles.js";
 import type { ApiPrincipal, AppPrincipal } from "./tokens.js";
-
-/** A user's role on a project is stored under this _id, so reading it is one _id lookup. */
-export function projectRoleId(projectId: string, userId: string): string {
-  return `${projectId}:${userId}`;
-}
-
-export async function projectRole(db: Database, userId: string, projectId: string): Promise<Role | null> {
-  const doc = await db.projectRoles.findOne({ _id: projectRoleId(projectId, userId) });
-  return doc?.role ?? null;
-}
 
 /**
  * Why `user` may not act in `rendering`, or null when it may: the user must belong to the
@@ -21,31 +11,31 @@ export async function projectRole(db: Database, userId: string, projectId: strin
  * (project admins see every rendering).
  */
 export async function renderingDenial(
-  db: Database,
+  dir: DirectoryStore,
   user: UserDoc,
   project: ProjectDoc,
   rendering: RenderingDoc,
 ): Promise<{ reason: string; role: null } | { reason: null; role: Role }> {
   if (user.organizationId !== project.organizationId) return { reason: "the token's user is not in the organization", role: null };
   const [role, team] = await Promise.all([
-    projectRole(db, user._id, project._id),
-    db.teams.findOne({ _id: rendering.teamId }, { projection: { memberIds: 1 } }),
+    dir.roles.get(project._id, user._id),
+    dir.teams.memberIds(rendering.teamId),
   ]);
   if (!role) return { reason: "the token's user has no role on the project", role: null };
-  if (role !== "admin" && !team?.memberIds.includes(user._id)) return { reason: "the token's user has no access to the rendering", role: null };
+  if (role !== "admin" && !team?.includes(user._id)) return { reason: "the token's user has no access to the rendering", role: null };
   return { reason: null, role };
 }
 
 /** Throws PERMISSION_DENIED unless the token's user may trigger the workflow. */
 export async function assertMayTrigger(
-  db: Database,
+  dir: DirectoryStore,
   user: UserDoc,
   token: AppTokenDoc,
   project: ProjectDoc,
   rendering: RenderingDoc,
   workflow: WorkflowDoc,
 ): Promise<Role> {
-  const r = await renderingDenial(db, user, project, rendering);
+  const r = await renderingDenial(dir, user, project, rendering);
   if (r.reason !== null) throw fail.denied(r.reason);
   if (workflow.triggerRoles.length > 0 && !workflow.triggerRoles.includes(r.role)) {
     throw fail.denied(`the role "${r.role}" may not trigger this workflow`);
@@ -58,23 +48,23 @@ export async function assertMayTrigger(
  * Throws PERMISSION_DENIED unless the principal may follow (or cancel) the run: a project API
  * token of the run's project, or an application token of a user who may trigger its workflow.
  */
-export async function assertMayFollowRun(db: Database, p: AppPrincipal | ApiPrincipal, run: RunDoc): Promise<void> {
+export async function assertMayFollowRun(dir: DirectoryStore, p: AppPrincipal | ApiPrincipal, run: RunDoc): Promise<void> {
   if (p.kind === "api") {
     if (p.project._id !== run.projectId) throw fail.denied("the API token belongs to another project");
     return;
   }
   const [project, rendering, workflow] = await Promise.all([
-    db.projects.findOne({ _id: run.projectId }),
-    db.renderings.findOne({ _id: run.renderingId }),
-    db.workflows.findOne({ _id: run.workflowId }),
+    dir.projects.get(run.projectId),
+    dir.renderings.get(run.renderingId),
+    dir.workflows.get(run.workflowId),
   ]);
   if (!project || !rendering) throw fail.denied("the run's project or rendering no longer exists");
   if (workflow) {
-    await assertMayTrigger(db, p.user, p.token, project, rendering, workflow);
+    await assertMayTrigger(dir, p.user, p.token, project, rendering, workflow);
     return;
   }
   // Workflow deleted: fall back to the rendering rule.
-  const r = await renderingDenial(db, p.user, project, rendering);
+  const r = await renderingDenial(dir, p.user, project, rendering);
   if (r.reason !== null) throw fail.denied(r.reason);
 }
 
@@ -85,12 +75,12 @@ export type DataAccess = "read" | "edit";
  * reason it is denied. Data steps call this at the moment they run.
  */
 export async function collectionAccess(
-  db: Database,
+  dir: DirectoryStore,
   q: { user: UserDoc; project: ProjectDoc; rendering: RenderingDoc; collectionId: string; need: DataAccess },
 ): Promise<{ allowed: true; scope: Record<string, unknown> } | { allowed: false; reason: string }> {
-  const r = await renderingDenial(db, q.user, q.project, q.rendering);
+  const r = await renderingDenial(dir, q.user, q.project, q.rendering);
   if (r.reason !== null) return { allowed: false, reason: r.reason };
-  const perm = await db.permissions.findOne({ _id: `${q.rendering._id}:${q.collectionId}` });
+  const perm = await dir.permissions.get(q.rendering._id, q.collectionId);
   if (!perm) return { allowed: false, reason: "the rendering has no permission on the collection" };
   const ok = q.need === "edit" ? perm.editRoles.includes(r.role) : perm.readRoles.includes(r.role) || perm.editRoles.includes(r.role);
   if (!ok) return { allowed: false, reason: `the role "${r.role}" may not ${q.need} records of this collection` };

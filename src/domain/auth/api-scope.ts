@@ -1,9 +1,8 @@
 // Where a public-API call acts: the project API token's project (named in the path) and,
 // for environment-scoped groups, one of its environments.
-import type { Database } from "../../store/index.js";
+import type { DirectoryStore } from "../../store/directory.js";
 import type { EnvironmentDoc } from "../../store/types.js";
 import { fail } from "../../errors.js";
-import { projectRole } from "./access.js";
 import { authenticateApi, type ApiPrincipal } from "./tokens.js";
 
 export interface ApiScope extends ApiPrincipal {
@@ -16,15 +15,15 @@ export interface ApiScope extends ApiPrincipal {
  * cannot probe other projects' names), that the token's creator is still an admin of it
  * (403), and resolves `environmentName` when given (404 when unknown).
  */
-export async function apiScope(db: Database, authorizationHeader: string | null | undefined, projectName: string, environmentName?: string): Promise<ApiScope> {
-  const principal = await authenticateApi(db, authorizationHeader);
+export async function apiScope(dir: DirectoryStore, authorizationHeader: string | null | undefined, projectName: string, environmentName?: string): Promise<ApiScope> {
+  const principal = await authenticateApi(dir, authorizationHeader);
   if (!projectName) throw fail.invalid("project name is required");
   if (projectName !== principal.project.name) throw fail.denied("the token does not belong to this project");
   const needEnv = environmentName !== undefined;
   if (needEnv && !environmentName) throw fail.invalid("environment name is required");
   const [role, environment] = await Promise.all([
-    projectRole(db, principal.user._id, principal.project._id),
-    needEnv ? db.environments.findOne({ projectId: principal.project._id, name: environmentName }) : Promise.resolve(null),
+    dir.roles.get(principal.project._id, principal.user._id),
+    needEnv ? dir.environments.byName(principal.project._id, environmentName!) : Promise.resolve(null),
   ]);
   if (role !== "admin") throw fail.denied("the token's creator is no longer an admin of the project");
   if (needEnv && !environment) throw fail.notFound(`unknown environment "${environmentName}"`);

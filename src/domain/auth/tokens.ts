@@ -1,6 +1,6 @@
 // Bearer tokens: generated once, stored only as a sha256 hash, found by the id they carry.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import type { Database } from "../../store/index.js";
+import type { DirectoryStore } from "../../store/directory.js";
 import type { ApiTokenDoc, AppTokenDoc, ProjectDoc, UserDoc } from "../../store/types.js";
 import { fail } from "../../errors.js";
 
@@ -62,24 +62,24 @@ export interface AppPrincipal { kind: "app"; token: AppTokenDoc; user: UserDoc }
 export interface ApiPrincipal { kind: "api"; token: ApiTokenDoc; user: UserDoc; project: ProjectDoc }
 
 /** The application token's principal, read fresh on every call (revocation is immediate). */
-export async function authenticateApp(db: Database, header: string | null | undefined, now = new Date()): Promise<AppPrincipal> {
-  const token = await usableToken(header, APP_TOKEN_PREFIX, (id) => db.appTokens.findOne({ _id: id }), now);
-  const user = await db.users.findOne({ _id: token.userId });
+export async function authenticateApp(dir: DirectoryStore, header: string | null | undefined, now = new Date()): Promise<AppPrincipal> {
+  const token = await usableToken(header, APP_TOKEN_PREFIX, (id) => dir.appTokens.get(id), now);
+  const user = await dir.users.get(token.userId);
   if (!user) throw fail.unauthenticated();
   return { kind: "app", token, user };
 }
 
 /** The project API token's principal; its creator must still be an admin of the project. */
-export async function authenticateApi(db: Database, header: string | null | undefined, now = new Date()): Promise<ApiPrincipal> {
-  const token = await usableToken(header, API_TOKEN_PREFIX, (id) => db.apiTokens.findOne({ _id: id }), now);
-  const [user, project] = await Promise.all([db.users.findOne({ _id: token.userId }), db.projects.findOne({ _id: token.projectId })]);
+export async function authenticateApi(dir: DirectoryStore, header: string | null | undefined, now = new Date()): Promise<ApiPrincipal> {
+  const token = await usableToken(header, API_TOKEN_PREFIX, (id) => dir.apiTokens.get(id), now);
+  const [user, project] = await Promise.all([dir.users.get(token.userId), dir.projects.get(token.projectId)]);
   if (!user || !project) throw fail.unauthenticated();
   return { kind: "api", token, user, project };
 }
 
 /** Either kind of token, chosen by its prefix. */
-export async function authenticateAny(db: Database, header: string | null | undefined): Promise<AppPrincipal | ApiPrincipal> {
+export async function authenticateAny(dir: DirectoryStore, header: string | null | undefined): Promise<AppPrincipal | ApiPrincipal> {
   const plaintext = bearer(header);
-  if (plaintext?.startsWith(API_TOKEN_PREFIX)) return authenticateApi(db, header);
-  return authenticateApp(db, header);
+  if (plaintext?.startsWith(API_TOKEN_PREFIX)) return authenticateApi(dir, header);
+  return authenticateApp(dir, header);
 }

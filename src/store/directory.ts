@@ -1,0 +1,177 @@
+// Who and what runhook knows: organizations, users, projects and roles, environments, teams,
+// renderings, collections and their permissions, workflows and tokens. The administration
+// writes them (each change one single-document operation); every call reads them to decide
+// what a caller may do. Each lookup here has its index in indexes.ts (or is by `_id`).
+import type { Collection, Filter, OptionalUnlessRequiredId } from "mongodb";
+import type { Role } from "../domain/auth/roles.js";
+import type { Database } from "./connection.js";
+import { isDuplicateKey } from "./errors.js";
+import type * as T from "./types.js";
+
+/** A user's role on a project is stored under this _id, so reading it is one _id lookup. */
+export function projectRoleId(projectId: string, userId: string): string {
+  return `${projectId}:${userId}`;
+}
+
+/** A rendering's permission on a collection is stored under this _id. */
+export function permissionId(renderingId: string, collectionId: string): string {
+  return `${renderingId}:${collectionId}`;
+}
+
+/** What a webhook change does: enable, disable, or a new generation (the old URL stops working). */
+export type WebhookChange = "enable" | "disable" | "regenerate";
+
+const WEBHOOK_UPDATES: Record<WebhookChange, Record<string, unknown>> = {
+  enable: { $set: { "webhook.enabled": true, "webhook.everEnabled": true } },
+  disable: { $set: { "webhook.enabled": false } },
+  regenerate: { $inc: { "webhook.generation": 1 } },
+};
+
+/** The collections of this store, by their handle's name. */
+type Kind = "organizations" | "users" | "projects" | "environments" | "teams" | "renderings" | "collections" | "workflows" | "appTokens" | "apiTokens";
+type DocOf<K extends Kind> = Database[K] extends Collection<infer D> ? D : never;
+
+/** What every kind has: a lookup by `_id`, and an insert (that a unique index may refuse: isDuplicateKey). */
+function documents<K extends Kind>(d: Database, kind: K) {
+  // Read the handle at each call: after a reconnection it names the new client's collection.
+  const coll = () => d[kind] as unknown as Collection<DocOf<K>>;
+  return {
+    get: (id: string) => coll().findOne({ _id: id } as Filter<DocOf<K>>),
+    insert: async (doc: DocOf<K>) => void (await coll().insertOne(doc as OptionalUnlessRequiredId<DocOf<K>>)),
+  };
+}
+
+function organizationsStore(d: Database) {
+  return {
+    ...documents(d, "organizations"),
+    remove: async (id: string) => void (await d.organizations.deleteOne({ _id: id })),
+    /** Whether any organization exists (an empty database gets the demo). */
+    any: async () => (await d.organizations.countDocuments({}, { limit: 1 })) > 0,
+  };
+}
+
+function projectsStore(d: Database) {
+  return {
+    ...documents(d, "projects"),
+    byName: (organizationId: string, name: string) => d.projects.findOne({ organizationId, name }),
+    /** The project after the change, or null when it is gone. */
+    setRequiresSso: (id: string, requiresSso: boolean) => d.projects.findOneAndUpdate({ _id: id }, { $set: { requiresSso } }, { returnDocument: "after" }),
+  };
+}
+
+function rolesStore(d: Database) {
+  return {
+    async get(projectId: string, userId: string): Promise<Role | null> {
+      const doc = await d.projectRoles.findOne({ _id: projectRoleId(projectId, userId) });
+      return doc?.role ?? null;
+    },
+    async set(projectId: string, userId: string, role: Role): Promise<void> {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await d.projectRoles.updateOne({ _id: projectRoleId(projectId, userId) }, { $set: { role }, $setOnInsert: { projectId, userId } }, { upsert: true });
+          return;
+        } catch (err) {
+          if (!isDuplicateKey(err) || attempt > 2) throw err; // two upserts raced: the loser updates
+        }
+      }
+    },
+    remove: async (projectId: string, userId: string) => void (await d.projectRoles.deleteOne({ _id: projectRoleId(projectId, userId) })),
+  };
+}
+
+function teamsStore(d: Database) {
+  return {
+    ...documents(d, "teams"),
+    byName: (projectId: string, name: string) => d.teams.findOne({ projectId, name }),
+    async memberIds(id: string): Promise<string[] | null> {
+      return (await d.teams.findOne({ _id: id }, { projection: { memberIds: 1 } }))?.memberIds ?? null;
+    },
+    /** Adds or removes a member; the team after, or null when it is gone. */
+    setMember: (id: string, userId: string, member: boolean) =>
+      d.teams.findOneAndUpdate({ _id: id }, member ? { $addToSet: { memberIds: userId } } : { $pull: { memberIds: userId } }, { returnDocument: "after" }),
+  };
+}
+
+function permissionsStore(d: Database) {
+  return {
+    get: (renderingId: string, collectionId: string) => d.permissions.findOne({ _id: permissionId(renderingId, collectionId) }),
+    /** Stores the rendering's permission on the collection, replacing the one before. */
+    async put(doc: T.PermissionDoc): Promise<void> {
+      await d.permissions.replaceOne({ _id: doc._id }, doc, { upsert: true }).catch(async (err: unknown) => {
+        if (!isDuplicateKey(err)) throw err; // two upserts raced: the loser replaces
+        await d.permissions.replaceOne({ _id: doc._id }, doc);
+      });
+    },
+  };
+}
+
+function workflowsStore(d: Database) {
+  return {
+    ...documents(d, "workflows"),
+    byName: (renderingId: string, name: string) => d.workflows.findOne({ renderingId, name }),
+    /** Only the versions: what a running step needs to know whether its version is still active. */
+    versions: async (id: string) => (await d.workflows.findOne({ _id: id }, { projection: { versions: 1 } }))?.versions ?? null,
+    /**
+     * Appends `version` if the workflow still has `count` versions (so two concurrent publishes
+     * cannot take one number), also setting the trigger roles when given; the workflow after, or
+     * null when it changed meanwhile or is gone.
+     */
+    pushVersion: (id: string, count: number, version: T.WorkflowVersionDoc, triggerRoles?: Role[]) =>
+      d.workflows.findOneAndUpdate({ _id: id, versions: { $size: count } }, { $push: { versions: version }, ...(triggerRoles ? { $set: { triggerRoles } } : {}) }, { returnDocument: "after" }),
+    /** Deactivates the version at `index` if it is still `version`; the workflow after, or null. */
+    deactivateVersion: (id: string, index: number, version: number) =>
+      d.workflows.findOneAndUpdate({ _id: id, [`versions.${index}.version`]: version }, { $set: { [`versions.${index}.active`]: false } }, { returnDocument: "after" }),
+    /** The workflow after the change, or null when it is gone. */
+    changeWebhook: (id: string, change: WebhookChange) => d.workflows.findOneAndUpdate({ _id: id }, WEBHOOK_UPDATES[change], { returnDocument: "after" }),
+    /** Sets the webhook's rate limit; the workflow before the change, or null when it is gone. */
+    setWebhookRateLimit: (id: string, limit: number) => d.workflows.findOneAndUpdate({ _id: id }, { $set: { "webhook.rateLimitPerMinute": limit } }, { returnDocument: "before" }),
+  };
+}
+
+function appTokensStore(d: Database) {
+  return {
+    ...documents(d, "appTokens"),
+    byHash: (hash: string) => d.appTokens.findOne({ hash }),
+    /** Revokes the token unless it already is; whether this call revoked it. */
+    revoke: async (id: string, at: Date) => (await d.appTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1,
+  };
+}
+
+function apiTokensStore(d: Database) {
+  return {
+    ...documents(d, "apiTokens"),
+    /** Revokes the token unless it already is; whether this call revoked it. */
+    revoke: async (id: string, at: Date) => (await d.apiTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1,
+  };
+}
+
+export function directoryStore(d: Database) {
+  return {
+    organizations: organizationsStore(d),
+    users: {
+      ...documents(d, "users"),
+      byEmail: (email: string) => d.users.findOne({ email }),
+    },
+    projects: projectsStore(d),
+    roles: rolesStore(d),
+    environments: {
+      ...documents(d, "environments"),
+      byName: (projectId: string, name: string) => d.environments.findOne({ projectId, name }),
+    },
+    teams: teamsStore(d),
+    renderings: {
+      ...documents(d, "renderings"),
+      of: (teamId: string, environmentId: string) => d.renderings.findOne({ teamId, environmentId }),
+    },
+    collections: {
+      ...documents(d, "collections"),
+      byName: (environmentId: string, name: string) => d.collections.findOne({ environmentId, name }),
+    },
+    permissions: permissionsStore(d),
+    workflows: workflowsStore(d),
+    appTokens: appTokensStore(d),
+    apiTokens: apiTokensStore(d),
+  };
+}
+
+export type DirectoryStore = ReturnType<typeof directoryStore>;
