@@ -15,7 +15,14 @@ import {
   type WatchRunResponse,
 } from "../gen/runhook/v1/run_pb.js";
 import { connect, createStore, isDuplicateKey, type Database } from "../src/store/index.js";
-import { packRecordId, recordFilter, unpackRecordId } from "../src/domain/runs/records.js";
+import { packRecordId, recordMatch, unpackRecordId } from "../src/domain/runs/records.js";
+import { recordQuery } from "../src/store/records.js";
+
+/** The query that finds a packed record id as a user with `scope` sees it (null: the id does not fit the key). */
+const recordFilter = (primaryKey: string[], packed: string, scope: Record<string, unknown>) => {
+  const match = recordMatch(primaryKey, packed, scope);
+  return match && recordQuery(match);
+};
 import { RUN_QUEUED } from "../src/domain/runs/model.js";
 import { startServer, testDbName, uriFor, type TestServer } from "./helpers/server.js";
 import { addAppToken, addUser, createWorld } from "./helpers/world.js";

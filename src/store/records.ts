@@ -5,11 +5,26 @@ import { isDuplicateKey } from "./errors.js";
 
 export type RecordDoc = Record<string, unknown>;
 
+/** Which record: each key field equal to one of its values, and every scope field equal to its value. */
+export interface RecordMatch {
+  key: { field: string; values: (string | number)[] }[];
+  scope: Record<string, unknown>;
+}
+
+/** The query of a match: `$eq` for one value, `$in` for several; the scope `$and`-ed when there is one. */
+export function recordQuery(m: RecordMatch): Filter<Document> {
+  const key: Record<string, unknown> = {};
+  for (const { field, values } of m.key) key[field] = values.length === 1 ? { $eq: values[0] } : { $in: values };
+  const scoped: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(m.scope)) scoped[field] = { $eq: value };
+  return Object.keys(scoped).length === 0 ? key : { $and: [key, scoped] };
+}
+
 export interface RecordStore {
-  /** The first record of `collection` in database `dataDatabase` matching `filter`, or null. */
-  find(dataDatabase: string, collection: string, filter: Record<string, unknown>): Promise<RecordDoc | null>;
-  /** Sets fields on the record matching `filter`; false when none matches. */
-  set(dataDatabase: string, collection: string, filter: Record<string, unknown>, fields: Record<string, unknown>): Promise<boolean>;
+  /** The first record of `collection` in database `dataDatabase` that `match` selects, or null. */
+  find(dataDatabase: string, collection: string, match: RecordMatch): Promise<RecordDoc | null>;
+  /** Sets fields on the record `match` selects; false when none matches. */
+  set(dataDatabase: string, collection: string, match: RecordMatch, fields: Record<string, unknown>): Promise<boolean>;
   /** Stores `record` unless one matching `key` exists (the demo's records; a concurrent seeder is no error). */
   putIfAbsent(dataDatabase: string, collection: string, key: Record<string, unknown>, record: RecordDoc): Promise<void>;
 }
@@ -17,9 +32,9 @@ export interface RecordStore {
 export function recordStore(d: Database): RecordStore {
   const coll = (db: string, name: string) => d.dataDb(db).collection<Document>(name);
   return {
-    find: (db, name, filter) => coll(db, name).findOne(filter as Filter<Document>),
-    async set(db, name, filter, fields) {
-      const res = await coll(db, name).updateOne(filter as Filter<Document>, { $set: fields });
+    find: (db, name, match) => coll(db, name).findOne(recordQuery(match)),
+    async set(db, name, match, fields) {
+      const res = await coll(db, name).updateOne(recordQuery(match), { $set: fields });
       return res.matchedCount > 0;
     },
     async putIfAbsent(db, name, key, record) {

@@ -5,11 +5,11 @@ import { ConnectError } from "@connectrpc/connect";
 import type { DataAccess } from "../domain/auth/access.js";
 import { collectionAccess } from "../domain/auth/access.js";
 import type { Deps } from "../deps.js";
-import type { RecordDoc } from "../store/records.js";
+import type { RecordDoc, RecordMatch } from "../store/records.js";
 import type { CollectionDoc, EnvironmentDoc, RunDoc, StepDoc, UserDoc } from "../store/types.js";
 import { createNote } from "../domain/notes/threads.js";
 import { writeRunActivity } from "../domain/runs/activity.js";
-import { recordFilter } from "../domain/runs/records.js";
+import { recordMatch } from "../domain/runs/records.js";
 
 /** A step that fails the run, with a message meant for the run's reader. */
 export class StepFailure extends Error {}
@@ -18,7 +18,7 @@ interface RecordContext {
   user: UserDoc;
   environment: EnvironmentDoc;
   collection: CollectionDoc;
-  filter: Record<string, unknown>;
+  match: RecordMatch;
   record: RecordDoc;
   notFound(): StepFailure;
 }
@@ -42,11 +42,11 @@ export async function recordAs(deps: Deps, run: RunDoc, need: DataAccess): Promi
     new StepFailure(`record "${run.recordId}" of collection "${collection.name}" not found or not accessible${why ? ` (${why})` : ""}`);
   const access = await collectionAccess(directory, { user, project, rendering, collectionId: collection._id, need });
   if (!access.allowed) throw notFound(access.reason);
-  const filter = recordFilter(collection.primaryKey, run.recordId, access.scope);
-  if (!filter) throw notFound(`the id does not have the ${collection.primaryKey.length} part(s) of the collection's primary key`);
-  const record = await deps.store.records.find(environment.dataDatabase, collection.name, filter);
+  const match = recordMatch(collection.primaryKey, run.recordId, access.scope);
+  if (!match) throw notFound(`the id does not have the ${collection.primaryKey.length} part(s) of the collection's primary key`);
+  const record = await deps.store.records.find(environment.dataDatabase, collection.name, match);
   if (!record) throw notFound();
-  return { user, environment, collection, filter, record, notFound: () => notFound() };
+  return { user, environment, collection, match, record, notFound: () => notFound() };
 }
 
 function sameValue(a: unknown, b: unknown): boolean {
@@ -71,8 +71,8 @@ export async function runDataStep(deps: Deps, run: RunDoc, step: Exclude<StepDoc
       const changed: Record<string, unknown> = {};
       for (const [field, value] of Object.entries(set)) if (!sameValue(ctx.record[field], value)) changed[field] = value;
       if (Object.keys(set).length > 0) {
-        // The same filter as the read: a record that left the scope meanwhile is not written.
-        if (!(await deps.store.records.set(ctx.environment.dataDatabase, ctx.collection.name, ctx.filter, set))) throw ctx.notFound();
+        // The same match as the read: a record that left the scope meanwhile is not written.
+        if (!(await deps.store.records.set(ctx.environment.dataDatabase, ctx.collection.name, ctx.match, set))) throw ctx.notFound();
       }
       await writeRunActivity(deps.store, run, "record.updated", { fields: changed });
       return { changed: Object.keys(changed) };

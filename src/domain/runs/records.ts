@@ -1,4 +1,5 @@
-// Packed record ids (key parts joined with `|`, `|` and `\` escaped with `\`) and the filter that finds a record as a user sees it.
+// Packed record ids (key parts joined with `|`, `|` and `\` escaped with `\`) and how a record is matched as a user sees it.
+import type { RecordMatch } from "../../store/records.js";
 
 /**
  * Splits a packed record id into its key parts: parts are joined with `|`, and a
@@ -39,20 +40,17 @@ function canonicalNumber(s: string): number | undefined {
 }
 
 /**
- * The filter that selects the record `packed` of a collection with key `primaryKey`, limited
- * to the rendering's scope (every scope field must equal). Null when the id does not fit the key.
+ * How the record `packed` of a collection with key `primaryKey` is found, limited to the
+ * rendering's scope (every scope field must equal). Null when the id does not fit the key.
  * A key part matches the stored value as a string, or as a number when it is a canonical number.
  */
-export function recordFilter(primaryKey: string[], packed: string, scope: Record<string, unknown>): Record<string, unknown> | null {
+export function recordMatch(primaryKey: string[], packed: string, scope: Record<string, unknown>): RecordMatch | null {
   const parts = unpackRecordId(packed);
   if (!parts || parts.length !== primaryKey.length || primaryKey.length === 0) return null;
-  const key: Record<string, unknown> = {};
-  primaryKey.forEach((field, i) => {
+  const key = primaryKey.map((field, i) => {
     const s = parts[i]!;
     const n = canonicalNumber(s);
-    key[field] = n === undefined ? { $eq: s } : { $in: [s, n] };
+    return { field, values: n === undefined ? [s] : [s, n] };
   });
-  const scoped: Record<string, unknown> = {};
-  for (const [field, value] of Object.entries(scope)) scoped[field] = { $eq: value };
-  return Object.keys(scoped).length === 0 ? key : { $and: [key, scoped] };
+  return { key, scope };
 }
