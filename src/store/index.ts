@@ -1,5 +1,6 @@
-// The store: the only code that talks to MongoDB. Services, routes and executors call its
-// verbs; `db` (the collection handles) remains for administration and for tests.
+// The store: the only code that talks to MongoDB, and the only place its query and update
+// language is written. Services, routes and executors call its verbs; `db` (the collection
+// handles) is for tests and tools.
 import type { Database } from "./connection.js";
 import { counterStore, type CounterStore } from "./counters.js";
 import { directoryStore, type DirectoryStore } from "./directory.js";
