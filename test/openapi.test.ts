@@ -23,10 +23,10 @@ let server: TestServer;
 let doc: any;
 beforeAll(async () => {
   server = await startServer();
-  const res = await fetch(`${server.baseUrl}/openapi.json`);
-  expect(res.status).toBe(200);
-  expect(res.headers.get("content-type")).toMatch(/application\/json/);
-  doc = await res.json();
+  const res = await server.gateway.inject({ method: "GET", url: "/openapi.json" });
+  expect(res.statusCode).toBe(200);
+  expect(res.headers["content-type"]).toMatch(/application\/json/);
+  doc = res.json();
 });
 afterAll(async () => server?.stop());
 
