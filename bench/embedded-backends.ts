@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { newRunDoc } from "../src/domain/runs/model.js";
 import { ensureEmbeddedJar, startEmbeddedServer, type EmbeddedServer } from "../src/store/embedded.js";
 import { connect, createStore, ensureIndexes, type Store } from "../src/store/index.js";
+import { sleep } from "../src/sleep.js";
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
 const quick = process.argv.includes("--quick");
@@ -25,7 +26,6 @@ const durableN = Number(arg("durable") ?? (quick ? 5000 : 20000));
 const killRuns = Number(arg("kills") ?? (quick ? 1 : 3));
 const cacheDir = process.env.RUNHOOK_CACHE_DIR || join(homedir(), ".cache", "runhook");
 const log = (m: string) => console.log(`[bench] ${m}`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Backend {
   name: string;

@@ -11,6 +11,7 @@ import { apiClient } from "./helpers/api.js";
 import { ROOT, seed, startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, local, UUID_RE } from "./helpers/webhook.js";
 import { createWorld, type World } from "./helpers/world.js";
+import { sleep } from "../src/sleep.js";
 
 let server: TestServer;
 let demo: SeedOutput;
@@ -67,7 +68,7 @@ async function until(what: string, cond: () => boolean, cli: Cli, timeoutMs = 20
   const end = Date.now() + timeoutMs;
   while (!cond()) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}; stdout:\n${cli.out()}\nstderr:\n${cli.err()}`);
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
 }
 
@@ -190,7 +191,7 @@ describe("runhook logs tail", () => {
 
     const first = start(args, env);
     await until("the 5 entries", () => first.out().split("\n").filter(Boolean).length >= 5, first);
-    await new Promise((r) => setTimeout(r, 500)); // caught up: polling an empty page
+    await sleep(500); // caught up: polling an empty page
     first.child.kill("SIGTERM");
     const a = await first.exited;
     expect(a.code).toBe(0);
@@ -203,7 +204,7 @@ describe("runhook logs tail", () => {
     for (let i = 6; i <= 8; i++) await note(i);
     const second = start(args, env);
     await until("the 3 new entries", () => second.out().split("\n").filter(Boolean).length >= 3, second);
-    await new Promise((r) => setTimeout(r, 500));
+    await sleep(500);
     second.child.kill("SIGINT");
     const b = await second.exited;
     expect(b.code).toBe(0);

@@ -6,6 +6,7 @@ import type { RunDoc } from "../src/store/types.js";
 import { spawnServer, testDbName, uriFor, type ChildServer } from "./helpers/server.js";
 import { createWorld } from "./helpers/world.js";
 import { FINISHED, queueRun, waitForRun } from "./helpers/runs.js";
+import { sleep } from "../src/sleep.js";
 
 // Each test has its own database, so that one test's leftovers never queue before another's runs.
 let db: Database;
@@ -28,7 +29,6 @@ afterAll(async () => {
  */
 const SHARED_RUNS = Number(process.env.RUNHOOK_TEST_SHARED_RUNS ?? 200);
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Activity entries are written right after the change they describe: wait until `n` match. */
 async function activityCount(filter: Record<string, unknown>, n: number): Promise<number> {
   const end = Date.now() + 10_000;

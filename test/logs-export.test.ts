@@ -7,6 +7,7 @@ import type { ActivityLogDoc } from "../src/store/types.js";
 import { activityStream, streamKey } from "../src/store/logs.js";
 import { spawnServer, testDbName, uriFor, type ChildServer } from "./helpers/server.js";
 import { createWorld, type World } from "./helpers/world.js";
+import { sleep } from "../src/sleep.js";
 
 const N = Number(process.env.EXPORT_ENTRIES ?? 100_000);
 let db: Database;
@@ -69,7 +70,7 @@ it(`streams ${N} entries as NDJSON in constant memory`, { timeout: 600_000 }, as
   for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
     if (paused === undefined) {
       // A slow client: the server must stop producing (backpressure), not buffer the export.
-      await new Promise((r) => setTimeout(r, 3000));
+      await sleep(3000);
       paused = rssKb(pid, "VmHWM");
     }
     rest += decoder.decode(chunk, { stream: true });

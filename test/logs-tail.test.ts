@@ -6,6 +6,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { apiClient, qs } from "./helpers/api.js";
 import { ROOT, startServer, uriFor, type TestServer } from "./helpers/server.js";
 import { createWorld, type World } from "./helpers/world.js";
+import { sleep } from "../src/sleep.js";
 
 const PROCESSES = 2;
 const LOOPS = 2;
@@ -77,7 +78,7 @@ it(`delivers ${PROCESSES * LOOPS * PER_LOOP} concurrently written entries exactl
       nextI.set(e.details.w, e.details.i + 1);
     }
     if (doneBefore && !r.body.hasMore) break;
-    if (!r.body.hasMore) await new Promise((res) => setTimeout(res, 500)); // caught up: poll again shortly
+    if (!r.body.hasMore) await sleep(500); // caught up: poll again shortly
   }
   await writers;
   const ms = Date.now() - t0;

@@ -7,6 +7,7 @@ import { spawnServer, startServer, testDbName, uriFor, type ChildServer, type Te
 import { createWorld, type World } from "./helpers/world.js";
 import { waitForRun } from "./helpers/runs.js";
 import { adminClient, grpcTrigger, local, postHook } from "./helpers/webhook.js";
+import { sleep } from "../src/sleep.js";
 
 let server: TestServer;
 beforeAll(async () => {
@@ -70,7 +71,7 @@ describe("GET /metrics", () => {
     const runs = await Promise.all([a, b, f].map((r) => waitForRun(db(), r.body.runId!)));
     expect(runs.map((r) => r.state)).toEqual(["SUCCEEDED", "SUCCEEDED", "FAILED"]);
     // The finishing update and its metric happen together; give the event loop a moment.
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
 
     const after = await scrape();
     const delta = (name: string, labels?: Record<string, string>) => after.value(name, labels) - before.value(name, labels);
@@ -153,7 +154,7 @@ describe("request ids", () => {
         // The access log line of the call and the executor's line about the run both carry it.
         const end = Date.now() + 5000;
         const parsed = () => lines.filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
-        while (!parsed().some((l) => l.msg === "run failed") && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+        while (!parsed().some((l) => l.msg === "run failed") && Date.now() < end) await sleep(50);
         expect(parsed().find((l) => l.msg === "run failed")).toMatchObject({ runId, requestId: "hook-req-42" });
         expect(parsed().find((l) => l.msg === "request" && l.status === 202)).toMatchObject({ requestId: "hook-req-42" });
       } finally {

@@ -5,6 +5,7 @@ import { connect, type Database } from "../src/store/index.js";
 import { apiClient } from "./helpers/api.js";
 import { spawnServer, startServer, testDbName, uriFor, type ChildServer, type TestServer } from "./helpers/server.js";
 import { addApiToken, createWorld, type World } from "./helpers/world.js";
+import { sleep } from "../src/sleep.js";
 
 describe("rate-limit headers", () => {
   let server: TestServer;
@@ -66,7 +67,7 @@ describe("rate limit across two processes", () => {
   it("shares one count per token: 5 answers per window in total, then 429 with Retry-After", async () => {
     // Stay inside one window.
     const intoMinute = Date.now() % 60_000;
-    if (intoMinute > 45_000) await new Promise((r) => setTimeout(r, 60_500 - intoMinute));
+    if (intoMinute > 45_000) await sleep(60_500 - intoMinute);
     const path = `/v1/project/${w.projectName}/admin-logs`;
     const statuses: number[] = [];
     let throttled: Awaited<ReturnType<ReturnType<typeof apiClient>["get"]>> | undefined;

@@ -28,6 +28,7 @@ import { startServer, testDbName, uriFor, type TestServer } from "./helpers/serv
 import { addAppToken, addUser, createWorld } from "./helpers/world.js";
 import { queueRun, waitForRun } from "./helpers/runs.js";
 import { adminClient, local, postHook } from "./helpers/webhook.js";
+import { sleep } from "../src/sleep.js";
 
 let server: TestServer;
 let db: Database;
@@ -40,7 +41,6 @@ afterAll(async () => {
 });
 
 const auth = (token: string) => ({ authorization: `Bearer ${token}` });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The run's activity entries, once `n` are there (they are written right after each change). */
 async function activity(runId: string, n = 1) {

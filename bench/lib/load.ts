@@ -145,4 +145,4 @@ export function summarize(values: number[]): { n: number; p50Ms: number | null; 
 export const ratio = (a: number | null | undefined, b: number | null | undefined): number | null =>
   a == null || b == null || b === 0 ? null : round(a / b, 3);
 
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+export { sleep } from "../../src/sleep.js";
