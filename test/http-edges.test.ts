@@ -3,14 +3,11 @@
 // the real database, called over fetch, raw sockets, native gRPC and HTTP/2.
 import http2 from "node:http2";
 import net from "node:net";
-import * as grpc from "@grpc/grpc-js";
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GetRunRequestSchema, GetRunResponseSchema, type GetRunResponse } from "../gen/runhook/v1/run_pb.js";
 import { MAX_JSON_DEPTH } from "../src/json-depth.js";
 import { apiClient } from "./helpers/api.js";
 import { rawHttp, rawRequest } from "./helpers/raw.js";
-import { queueRun, waitForRun } from "./helpers/runs.js";
+import { grpcGetRun, queueRun, waitForRun } from "./helpers/runs.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow, local, postHook, sleep } from "./helpers/webhook.js";
 import { createWorld, type World } from "./helpers/world.js";
@@ -188,22 +185,6 @@ describe("bodies: too large and too deep", () => {
     await stillServing(server, w);
   });
 });
-
-function grpcGetRun(addr: string, token: string, req: { runId: string; waitSeconds?: number; knownVersion?: bigint }): Promise<GetRunResponse> {
-  const client = new grpc.Client(addr, grpc.credentials.createInsecure());
-  const md = new grpc.Metadata();
-  md.set("authorization", `Bearer ${token}`);
-  return new Promise<GetRunResponse>((resolve, reject) =>
-    client.makeUnaryRequest(
-      "/runhook.v1.RunService/GetRun",
-      (m: typeof req) => Buffer.from(toBinary(GetRunRequestSchema, create(GetRunRequestSchema, m))),
-      (b: Buffer) => fromBinary(GetRunResponseSchema, b),
-      req,
-      md,
-      (err, value) => (err ? reject(err) : resolve(value!)),
-    ),
-  ).finally(() => client.close());
-}
 
 describe("following a run", () => {
   it("GET /v1/runs/{id}?wait without version answers once the run is finished", async () => {

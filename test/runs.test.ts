@@ -6,12 +6,9 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import {
-  GetRunRequestSchema,
-  GetRunResponseSchema,
   RunService,
   WatchRunRequestSchema,
   WatchRunResponseSchema,
-  type GetRunResponse,
   type WatchRunResponse,
 } from "../gen/runhook/v1/run_pb.js";
 import { connect, createStore, isDuplicateKey, type Database } from "../src/store/index.js";
@@ -26,7 +23,7 @@ const recordFilter = (primaryKey: string[], packed: string, scope: Record<string
 import { RUN_QUEUED } from "../src/domain/runs/model.js";
 import { startServer, testDbName, uriFor, type TestServer } from "./helpers/server.js";
 import { addAppToken, addUser, createWorld } from "./helpers/world.js";
-import { queueRun, waitForRun } from "./helpers/runs.js";
+import { grpcGetRun, queueRun, waitForRun } from "./helpers/runs.js";
 import { adminClient, local, postHook } from "./helpers/webhook.js";
 import { sleep } from "../src/sleep.js";
 
@@ -406,22 +403,6 @@ describe("CancelRun", () => {
     else expect(String(res)).toMatch(/already finished/);
   });
 });
-
-function grpcGetRun(addr: string, token: string, req: { runId: string; waitSeconds?: number; knownVersion?: bigint }): Promise<GetRunResponse> {
-  const client = new grpc.Client(addr, grpc.credentials.createInsecure());
-  const md = new grpc.Metadata();
-  md.set("authorization", `Bearer ${token}`);
-  return new Promise<GetRunResponse>((resolve, reject) =>
-    client.makeUnaryRequest(
-      "/runhook.v1.RunService/GetRun",
-      (m: typeof req) => Buffer.from(toBinary(GetRunRequestSchema, create(GetRunRequestSchema, m))),
-      (b: Buffer) => fromBinary(GetRunResponseSchema, b),
-      req,
-      md,
-      (err, value) => (err ? reject(err) : resolve(value!)),
-    ),
-  ).finally(() => client.close());
-}
 
 function grpcWatchRun(addr: string, token: string, runId: string): Promise<WatchRunResponse[]> {
   const client = new grpc.Client(addr, grpc.credentials.createInsecure());

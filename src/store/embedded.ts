@@ -163,7 +163,8 @@ async function ping(uri: string, timeoutMs: number): Promise<boolean> {
   }
 }
 
-function pidAlive(pid: number): boolean {
+/** Whether process `pid` exists (EPERM: it does, owned by another user). */
+export function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -1,6 +1,9 @@
 // Inserts runs exactly as TriggerService stores them (newRunDoc: QUEUED, steps pre-filled),
-// without going through the webhook, and waits for runs to reach a state.
+// without going through the webhook, waits for runs to reach a state, and reads them over gRPC.
 import { randomUUID } from "node:crypto";
+import * as grpc from "@grpc/grpc-js";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { GetRunRequestSchema, GetRunResponseSchema, type GetRunResponse } from "../../gen/runhook/v1/run_pb.js";
 import type { Database } from "../../src/store/index.js";
 import { newRunDoc } from "../../src/domain/runs/model.js";
 import { latestActive } from "../../src/domain/trigger.js";
@@ -67,4 +70,21 @@ export async function waitForRun(db: Database, runId: string, pred: (r: RunDoc) 
     await sleep(25);
   }
   throw new Error(`run ${runId} did not reach the expected state in ${timeoutMs} ms; last: ${JSON.stringify(last)}`);
+}
+
+/** RunService.GetRun over native gRPC (@grpc/grpc-js), as the holder of `token`. */
+export function grpcGetRun(addr: string, token: string, req: { runId: string; waitSeconds?: number; knownVersion?: bigint }): Promise<GetRunResponse> {
+  const client = new grpc.Client(addr, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  md.set("authorization", `Bearer ${token}`);
+  return new Promise<GetRunResponse>((resolve, reject) =>
+    client.makeUnaryRequest(
+      "/runhook.v1.RunService/GetRun",
+      (m: typeof req) => Buffer.from(toBinary(GetRunRequestSchema, create(GetRunRequestSchema, m))),
+      (b: Buffer) => fromBinary(GetRunResponseSchema, b),
+      req,
+      md,
+      (err, value) => (err ? reject(err) : resolve(value!)),
+    ),
+  ).finally(() => client.close());
 }

@@ -9,21 +9,13 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { sleep } from "../../src/sleep.js";
+import { pidAlive } from "../../src/store/embedded.js";
 
 const exec = promisify(execFile);
 const LOCK_STALE_MS = 10 * 60_000;
 
 export function cacheDir(): string {
   return process.env.RUNHOOK_CACHE_DIR || join(homedir(), ".cache", "runhook");
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 /**

@@ -29,21 +29,13 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 import * as helpers from "../helpers/server.js";
+import type { SeedOutput } from "../../src/cli/demo.js";
 
 const execFileAsync = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
-/** The `runhook seed --json` object (fields used here). */
-interface Seed {
-  baseUrl: string;
-  projectName: string;
-  environmentName: string;
-  collection: string;
-  recordIds: string[];
-  webhookUrl: string;
-  userToken: string;
-  apiToken: string;
-}
+/** The `runhook seed --json` object. */
+type Seed = SeedOutput;
 
 interface LiveServer {
   grpcAddr: string;
