@@ -5,7 +5,7 @@ import type { Duplex } from "node:stream";
 import Fastify, { type FastifyInstance } from "fastify";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { fail, isInternal } from "../errors.js";
-import { type Deps } from "../deps.js";
+import type { Deps } from "../deps.js";
 import { requestIdKey } from "../api/context.js";
 import { redactUrl } from "../logging.js";
 import type { Services } from "../api/services.js";
@@ -92,7 +92,11 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500 && !(err instanceof ConnectError)) {
       return sendError(reply, new ConnectError(err.message, Code.InvalidArgument));
     }
-    if (isInternal(err)) deps.logger.error({ err, route: req.routeOptions.url }, "unhandled error");
+    if (isInternal(err)) {
+      const route = req.routeOptions.url;
+      // The webhook's bugs keep their own message: operators search for it.
+      deps.logger.error({ err, route }, route === WEBHOOK_ROUTE ? "webhook trigger failed" : "unhandled error");
+    }
     return sendError(reply, err);
   });
   app.setNotFoundHandler((req, reply) => sendError(reply, new ConnectError(`no route for ${req.method} ${redactUrl(req.url)}`, Code.NotFound)));
