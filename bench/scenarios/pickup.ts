@@ -5,12 +5,16 @@
 //   same instance: then the `run.queued` event on the worker's own instance, as the trigger
 //     emits it: claimed at once;
 //   other instance: no event, as if another instance had queued it: found by the poll.
-import { newRunDoc, RUN_QUEUED } from "../../src/domain/runs/model.js";
+import { RUN_QUEUED } from "../../src/domain/runs/model.js";
 import { createLogger } from "../../src/logging.js";
 import { startRunhook } from "../../src/main.js";
-import type { RunDoc } from "../../src/store/types.js";
+import type { RunDoc, StepDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, serverConfig, type BenchContext, type BenchWorld } from "../lib/context.js";
 import { percentile, round, sleep } from "../lib/load.js";
+import { runDocLike } from "./webhook.js";
+
+/** One quick step: pick-up is what is measured. */
+const STEPS: StepDoc[] = [{ type: "wait", seconds: 0 }];
 
 export interface PickupFigures {
   n: number;
@@ -50,7 +54,7 @@ export async function pickupScenario(ctx: BenchContext, o: { runs: number; finis
       for (let i = 0; i < count; i += 1000) {
         await store.db.runs.insertMany(
           Array.from({ length: Math.min(1000, count - i) }, (_, k): RunDoc => {
-            const d = run(w, `${tag}-${i + k}`, at);
+            const d = runDocLike(w, `${tag}-${i + k}`, STEPS, at);
             return { ...d, activeKey: d._id, state: "SUCCEEDED", stepIndex: 1, startedAt: at, finishedAt: at, steps: d.steps.map((s) => ({ ...s, state: "SUCCEEDED", startedAt: at, finishedAt: at })) };
           }),
         );
@@ -61,7 +65,7 @@ export async function pickupScenario(ctx: BenchContext, o: { runs: number; finis
     const measure = async (from: number, withEvent: boolean) => {
       const ids: string[] = [];
       for (let i = from; i < from + o.runs; i++) {
-        const doc = run(w, `r${i}`);
+        const doc = runDocLike(w, `r${i}`, STEPS);
         const res = await store.runs.create(doc);
         if (!res.created) throw new Error(`run on r${i} not created`);
         if (withEvent) rh.deps.events.emit(RUN_QUEUED, doc._id);
@@ -92,23 +96,4 @@ export async function pickupScenario(ctx: BenchContext, o: { runs: number; finis
   } finally {
     await rh.stop();
   }
-}
-
-function run(w: BenchWorld, recordId: string, createdAt?: Date): RunDoc {
-  return newRunDoc({
-    workflowId: w.workflowId,
-    workflowVersion: 1,
-    steps: [{ type: "wait", seconds: 0 }],
-    renderingId: w.renderingId,
-    projectId: w.projectId,
-    environmentId: w.environmentId,
-    collectionId: w.collectionId,
-    collection: w.collection,
-    recordId,
-    userId: w.user.id,
-    userEmail: w.user.email,
-    tokenId: "bench",
-    via: "webhook",
-    createdAt,
-  });
 }

@@ -52,8 +52,8 @@ export interface WebhookResult {
 
 const STEPS: StepDoc[] = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }];
 
-/** A run document of the shape TriggerService stores (newRunDoc), for the raw-insert baseline. */
-export function runDocLike(w: BenchWorld, recordId: string, steps: StepDoc[]): RunDoc {
+/** A run document of the shape TriggerService stores (newRunDoc): raw-insert baselines and history fixtures. */
+export function runDocLike(w: BenchWorld, recordId: string, steps: StepDoc[], createdAt?: Date): RunDoc {
   return newRunDoc({
     workflowId: w.workflowId,
     workflowVersion: 1,
@@ -68,6 +68,7 @@ export function runDocLike(w: BenchWorld, recordId: string, steps: StepDoc[]): R
     userEmail: w.user.email,
     tokenId: randomUUID(),
     via: "webhook",
+    createdAt,
   });
 }
 
