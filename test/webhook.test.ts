@@ -239,6 +239,17 @@ describe("webhook: 400 bad URL (step 1)", () => {
     }
   });
 
+  it("takes the key exactly as in the path: a valid key behind other segments or with spaces around it is a 400", async () => {
+    const h = await hook();
+    const key = keyOf(h.url);
+    for (const path of [`/hooks/x/hooks/${key}`, `/hooks/${key}/extra`, `/hooks/%20${key}`, `/hooks/${key}%20`]) {
+      const res = await postHook(`${server.baseUrl}${path}`, h.w.userToken, { record_id: "r1" });
+      expect(res.status, path).toBe(400);
+      expect(res.body).toEqual({ error: expect.any(String), code: "invalid_argument" });
+    }
+    expect((await postHook(h.url, h.w.userToken, { record_id: "r1" })).status).toBe(202);
+  });
+
   it("answers 400 for a key signed with an unknown secret", async () => {
     const h = await hook();
     const forged = signWebhookKey({ signingKeyId: "k1", signingKeys: new Map([["k1", Buffer.alloc(32, 9)]]) }, { workflowId: h.w.workflowId, renderingId: h.w.renderingId, generation: 1 });

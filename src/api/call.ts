@@ -30,7 +30,7 @@ function contextFor(method: AnyMethod, opts: CallOptions): HandlerContext {
   return createHandlerContext({
     service: method.parent,
     method,
-    protocolName: opts.via === "api" || opts.via === "webhook" ? "rest" : "internal",
+    protocolName: "in-process",
     requestMethod: opts.requestMethod ?? "POST",
     url: opts.url ?? `/${method.parent.typeName}/${method.name}`,
     requestHeader: opts.headers,
