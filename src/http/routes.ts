@@ -295,7 +295,12 @@ export const WEBHOOK: OtherRoute = {
         `Malformed, tampered or superseded URL; or a bad body: not JSON, not an object, record_id missing, not a string or empty, a Content-Type other than application/json, JSON nested deeper than ${MAX_JSON_DEPTH} levels`,
         { error: "record_id is required", code: "invalid_argument" },
       ),
-      ...errorResponses([401, 403, 404]),
+      ...errorResponses([401]),
+      "403": errorAnswer("Valid token, but its user may not trigger this workflow (organization, rendering, role), or the project requires a token made in an SSO session", {
+        error: 'the role "user" may not trigger this workflow',
+        code: "permission_denied",
+      }),
+      "404": errorAnswer("Unknown webhook, webhook trigger disabled, or no active workflow version for the rendering", { error: "the webhook trigger is disabled", code: "not_found" }),
       "409": errorAnswer("A run of this workflow is already ongoing on this record", {
         error: "a run of this workflow is already ongoing on this record",
         code: "already_exists",
