@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# Generates gRPC client code for runhook in Go and Python, as a consumer of the
-# API would, for the interop test (test/interop) and as a worked example.
+# Generates gRPC client code for runhook in Go, Python and Java, as a consumer of
+# the API would, for the interop test (test/interop) and as a worked example.
 #
-#   scripts/generate-clients.sh            # both languages
-#   scripts/generate-clients.sh go         # only Go
-#   scripts/generate-clients.sh python     # only Python
-#   npm run generate:clients [-- go|python]
+#   scripts/generate-clients.sh            # all three languages
+#   scripts/generate-clients.sh go python  # only these
+#   npm run generate:clients [-- go|python|java]
 #
 # Tools are pinned and installed once under the cache directory
 # ${RUNHOOK_CACHE_DIR:-$HOME/.cache/runhook}:
 #   bin/protoc-gen-go, bin/protoc-gen-go-grpc   built from the Go module proxy
 #   venv-grpcio-tools-<version>/                python venv with grpcio-tools
+#   interop-java/runhook-interop-java-<hash>.jar the Java client (test/interop/java, built by
+#                                                Maven, which fetches protoc and the grpc-java
+#                                                plugin as artifacts into ~/.m2); <hash> covers
+#                                                proto/runhook, the pom and the sources, so an
+#                                                unchanged client is never rebuilt
 #
 # Outputs (git-ignored):
 #   test/interop/go/gen/runhook/v1/*.pb.go         (buf.gen.clients.yaml, managed go_package)
 #   test/interop/python/gen/runhook/v1/*_pb2*.py   (python -m grpc_tools.protoc)
 #   test/interop/python/gen/PYTHON                 path of the venv interpreter that has
 #                                                  grpcio + protobuf, to run the client with
+#   test/interop/java/target/JAR                   path of the cached Java client jar
 set -euo pipefail
 
 PROTOC_GEN_GO_VERSION="v1.36.6"      # google.golang.org/protobuf
@@ -35,15 +40,18 @@ die() { printf '[generate-clients] error: %s\n' "$*" >&2; exit 1; }
 
 want_go=0
 want_python=0
+want_java=0
 if [ "$#" -eq 0 ]; then
   want_go=1
   want_python=1
+  want_java=1
 fi
 for arg in "$@"; do
   case "$arg" in
     go) want_go=1 ;;
     python) want_python=1 ;;
-    *) die "unknown argument '$arg' (expected: go, python)" ;;
+    java) want_java=1 ;;
+    *) die "unknown argument '$arg' (expected: go, python, java)" ;;
   esac
 done
 
@@ -116,7 +124,31 @@ generate_python() {
   printf '%s\n' "$py" >"$out/PYTHON"
 }
 
+# --- Java ----------------------------------------------------------------------
+
+generate_java() {
+  command -v java >/dev/null 2>&1 || die "'java' not found on PATH (needed for the Java client)"
+  command -v mvn >/dev/null 2>&1 || die "'mvn' not found on PATH (needed for the Java client)"
+  local project="$ROOT/test/interop/java" hash jar
+  hash="$(cd "$ROOT" && { printf '%s\n' "${PROTO_FILES[@]}"; find test/interop/java/pom.xml test/interop/java/src -type f | LC_ALL=C sort; } |
+    sed 's|^runhook/|proto/runhook/|' | while IFS= read -r f; do printf '%s\n' "$f"; sha256sum <"$f"; done | sha256sum | cut -c1-16)"
+  jar="$CACHE_DIR/interop-java/runhook-interop-java-$hash.jar"
+  if [ ! -f "$jar" ]; then
+    log "building the Java client with Maven (first run fetches protoc, grpc-java and their dependencies)"
+    (cd "$project" && mvn -B -q -Dstyle.color=never package >&2) || die "mvn package failed in test/interop/java"
+    mkdir -p "$CACHE_DIR/interop-java"
+    find "$CACHE_DIR/interop-java" -name 'runhook-interop-java-*.jar' -delete # older versions
+    cp "$project/target/runhook-interop-java.jar" "$jar.tmp.$$"
+    mv -f "$jar.tmp.$$" "$jar"
+  else
+    log "Java client unchanged: $jar"
+  fi
+  mkdir -p "$project/target"
+  printf '%s\n' "$jar" >"$project/target/JAR"
+}
+
 [ -x "$BUF" ] || die "$BUF not found: run 'npm ci' first"
 if [ "$want_go" -eq 1 ]; then generate_go; fi
 if [ "$want_python" -eq 1 ]; then generate_python; fi
+if [ "$want_java" -eq 1 ]; then generate_java; fi
 log "done"

@@ -30,6 +30,8 @@ export interface Config {
   bodyLimitBytes: number;
   webhookRateLimitPerMinute: number;
   apiRateLimitPerMinute: number;
+  /** Serves the API reference page GET /docs (Swagger UI over /openapi.json). */
+  docs: boolean;
   /** Limits of the HTTP/1.1 gateway against slow or idle clients (README: Configuration). */
   http: {
     /** Complete request headers must arrive within this time (from the connection or the request start). */
@@ -179,6 +181,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bodyLimitBytes: int(env, "RUNHOOK_BODY_LIMIT_BYTES", 256 * 1024, 1024, 64 * 1024 * 1024),
     webhookRateLimitPerMinute: int(env, "RUNHOOK_WEBHOOK_RATE_LIMIT", 60, 1, 1_000_000),
     apiRateLimitPerMinute: int(env, "RUNHOOK_API_RATE_LIMIT", 600, 1, 1_000_000),
+    docs: bool(env, "RUNHOOK_DOCS", true),
     http: httpLimits(env),
     grpc: {
       idleTimeoutMs: int(env, "RUNHOOK_GRPC_IDLE_TIMEOUT_MS", 120_000, 100, 86_400_000),

@@ -63,6 +63,8 @@ it("documents exactly the routes Fastify serves (Connect RPC paths aside)", () =
   const routes = [...served]
     .filter((r) => !r.startsWith("HEAD ") && !r.startsWith("OPTIONS "))
     .filter((r) => !/ \/(runhook\.v1|grpc\.)/.test(r))
+    // The reference page's assets (and its copy of this document at /docs/json) are not API.
+    .filter((r) => !r.startsWith("GET /docs/"))
     .map((r) => r.replace(/:([A-Za-z]+)/g, "{$1}"))
     // The webhook route is a wildcard (the key is opaque); OpenAPI names it {key}.
     .map((r) => r.replace(/^POST \/hooks\/\*$/, "POST /hooks/{key}"));

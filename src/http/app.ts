@@ -1,5 +1,5 @@
 // The Fastify gateway: Connect / gRPC-Web for every service, the webhook route,
-// the /v1 REST API, health endpoints and the OpenAPI document.
+// the /v1 REST API, health endpoints, the OpenAPI document and its reference page.
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { Duplex } from "node:stream";
 import Fastify, { type FastifyInstance } from "fastify";
@@ -17,6 +17,8 @@ import { clientAddressKey } from "../api/rate-limit.js";
 import { connectServerOptions } from "../api/router.js";
 import { acceptRawBodies } from "./body.js";
 import { HEALTHZ, READYZ } from "./routes.js";
+import { registerDocsRoutes } from "./docs.js";
+import { openApiDocument } from "./openapi.js";
 
 /**
  * Errors Node reports before a request reaches Fastify (request timeout, oversized headers,
@@ -119,5 +121,6 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
     acceptRawBodies(scope);
     await registerV1Routes(scope, deps, services);
   });
+  if (deps.config.docs) await registerDocsRoutes(app, openApiDocument(deps.config), deps.config.publicBaseUrl);
   return app;
 }

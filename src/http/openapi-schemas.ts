@@ -117,12 +117,12 @@ export function requestBody(obj: Schema, required: string[]): Schema {
   return { ...obj, ...(required.length ? { required } : {}) };
 }
 
-export const json = (schema: Schema): Schema => ({ "application/json": { schema } });
+export const json = (schema: Schema, example?: Schema): Schema => ({ "application/json": { schema, ...(example ? { example } : {}) } });
 
 const BODY_NOTE = "Send `Content-Type: application/json` (parameters such as `; charset=utf-8` are fine, in any case; no Content-Type is read as JSON); any other media type is a 400.";
 
 /** A required JSON request body with this schema. */
-export const jsonBody = (schema: Schema): Schema => ({ required: true, description: BODY_NOTE, content: json(schema) });
+export const jsonBody = (schema: Schema, example?: Schema): Schema => ({ required: true, description: BODY_NOTE, content: json(schema, example) });
 
 const ERROR_STATUS: Record<number, string> = {
   400: `Bad parameter or body (not JSON, a Content-Type other than application/json, JSON nested deeper than ${MAX_JSON_DEPTH} levels), or a cursor issued for other filters`,
@@ -133,6 +133,20 @@ const ERROR_STATUS: Record<number, string> = {
   413: "Request body too large",
   429: "Throttled (the token's budget is shared with its LogService and NoteService RPCs); wait Retry-After seconds (apply exponential backoff)",
 };
+
+/** An example answer per status: the code and a message as the gateway gives them. */
+const ERROR_EXAMPLE: Record<number, { error: string; code: string }> = {
+  400: { error: 'limit must be a whole number from 1 to 1000, got "0"', code: "invalid_argument" },
+  401: { error: "missing, expired or invalid bearer token", code: "unauthenticated" },
+  403: { error: "the token does not belong to this project", code: "permission_denied" },
+  404: { error: 'unknown environment "staging"', code: "not_found" },
+  409: { error: "conflict", code: "already_exists" },
+  413: { error: "request body larger than 262144 bytes", code: "resource_exhausted" },
+  429: { error: "rate limit of 600 requests per minute exceeded; retry after 17 s", code: "resource_exhausted" },
+};
+
+/** A JSON error answer with this description and example body. */
+export const errorAnswer = (description: string, example: Schema): Schema => ({ description, content: json(ref("Error"), example) });
 
 /** The body of every error answer. */
 export const ERROR_SCHEMA: Schema = {
@@ -152,7 +166,7 @@ const RETRY_AFTER_HEADER = { "Retry-After": { description: "Seconds to wait", sc
 export function errorResponses(codes: number[], headers?: Schema): Schema {
   const answer = (c: number): Schema => {
     const all = { ...(headers ?? {}), ...(c === 429 ? RETRY_AFTER_HEADER : {}) };
-    return { description: ERROR_STATUS[c], content: json(ref("Error")), ...(headers || c === 429 ? { headers: all } : {}) };
+    return { ...errorAnswer(ERROR_STATUS[c]!, ERROR_EXAMPLE[c]!), ...(headers || c === 429 ? { headers: all } : {}) };
   };
   return Object.fromEntries(codes.map((c) => [String(c), answer(c)]));
 }

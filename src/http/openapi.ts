@@ -1,12 +1,15 @@
 // GET /openapi.json: the OpenAPI 3.1 description of every plain-HTTP route of the gateway,
 // generated from the route table (routes.ts) and the protobuf message descriptors.
 import type { FastifyInstance } from "fastify";
+import type { Config } from "../config.js";
 import { ERROR_SCHEMA, errorResponses, json, jsonBody, nameOf, pathParam, ref, requestBody, SchemaBuilder, type Schema } from "./openapi-schemas.js";
-import { API_ROUTES, NDJSON, OPENAPI_DOCUMENT, OTHER_ROUTES, PATH_PARAMS, routeUrl, type ApiRoute } from "./routes.js";
+import { API_ROUTES, DOCS, NDJSON, OPENAPI_DOCUMENT, OTHER_ROUTES, PATH_PARAMS, routeUrl, type ApiRoute } from "./routes.js";
 
 export interface OpenApiOptions {
   serverUrl?: string;
   rateLimitPerMinute?: number;
+  /** Whether GET /docs is served (and so documented). */
+  docs?: boolean;
 }
 
 /** The rate-limit headers every /v1 answer carries. */
@@ -46,7 +49,7 @@ function parametersOf(r: ApiRoute): Schema[] {
 
 function responsesOf(r: ApiRoute, headers: Schema): Schema {
   const content: Schema = {};
-  if (r.response) Object.assign(content, json(ref(nameOf(r.response.message))));
+  if (r.response) Object.assign(content, json(ref(nameOf(r.response.message)), r.doc.example));
   if (r.export) content[NDJSON] = { schema: ref(nameOf(r.export.entry)) };
   const success = { description: r.doc.answer, headers, ...(r.response ? { content } : {}) };
   return { [String(r.status)]: success, ...errorResponses([400, 401, 403, 404, ...(r.doc.errors ?? []), 429], headers) };
@@ -66,11 +69,11 @@ function operationOf(r: ApiRoute, headers: Schema): Schema {
 }
 
 /** The `paths` object: the /v1 table's routes, then the others. */
-function pathsOf(headers: Schema): Record<string, Schema> {
+function pathsOf(headers: Schema, docs: boolean): Record<string, Schema> {
   const paths: Record<string, Schema> = {};
   const add = (path: string, method: string, operation: Schema) => (paths[path] = { ...paths[path], [method.toLowerCase()]: operation });
   for (const r of API_ROUTES) add(r.path, r.method, operationOf(r, headers));
-  for (const r of OTHER_ROUTES) add(r.path, r.method, r.operation);
+  for (const r of [...OTHER_ROUTES, ...(docs ? [DOCS] : [])]) add(r.path, r.method, r.operation);
   return paths;
 }
 
@@ -79,7 +82,7 @@ const DESCRIPTION =
   "Slow clients: request headers must arrive within RUNHOOK_HTTP_HEADERS_TIMEOUT_MS (10 s by default) and the whole request within RUNHOOK_HTTP_REQUEST_TIMEOUT_MS (30 s), otherwise the answer is 408 {error, code: deadline_exceeded} and the connection is closed; answers themselves (long-polls, exports) may take longer.";
 
 export function buildOpenApi(opts: OpenApiOptions = {}): Schema {
-  const paths = pathsOf(rateHeaders(opts.rateLimitPerMinute ?? 600));
+  const paths = pathsOf(rateHeaders(opts.rateLimitPerMinute ?? 600), opts.docs ?? false);
   const tags = [...new Set(Object.values(paths).flatMap((ops) => Object.values(ops as Record<string, Schema>).flatMap((op) => op.tags as string[])))];
   return {
     openapi: "3.1.0",
@@ -95,10 +98,18 @@ export function buildOpenApi(opts: OpenApiOptions = {}): Schema {
   };
 }
 
-export function registerOpenApiRoute(app: FastifyInstance, opts: OpenApiOptions = {}): void {
-  let doc: Schema | undefined;
-  app.get(routeUrl(OPENAPI_DOCUMENT.path), async (_req, reply) => {
-    doc ??= buildOpenApi(opts);
-    return reply.header("cache-control", "public, max-age=300").send(doc);
-  });
+const documents = new WeakMap<Config, Schema>();
+
+/** The gateway's document for this configuration, built once: /openapi.json and /docs serve this one object. */
+export function openApiDocument(config: Config): Schema {
+  let doc = documents.get(config);
+  if (!doc) {
+    doc = buildOpenApi({ serverUrl: config.publicBaseUrl, rateLimitPerMinute: config.apiRateLimitPerMinute, docs: config.docs });
+    documents.set(config, doc);
+  }
+  return doc;
+}
+
+export function registerOpenApiRoute(app: FastifyInstance, doc: Schema): void {
+  app.get(routeUrl(OPENAPI_DOCUMENT.path), async (_req, reply) => reply.header("cache-control", "public, max-age=300").send(doc));
 }

@@ -11,7 +11,7 @@ import { TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
 import { DEFAULT_LIMIT, MAX_LIMIT } from "../domain/logs/cursor.js";
 import { MAX_WAIT_SECONDS } from "../api/runs.js";
 import { MAX_JSON_DEPTH } from "../json-depth.js";
-import { errorResponses, json, jsonBody, pathParam, ref, type Schema, type SchemaBuilder } from "./openapi-schemas.js";
+import { errorAnswer, errorResponses, json, jsonBody, pathParam, ref, type Schema, type SchemaBuilder } from "./openapi-schemas.js";
 import { boolField, boolParam, listOptions, runWait, stringField, stringFilters, TIME_SCHEMA, WAIT_SCHEMA, type QueryReader } from "./params.js";
 
 /** The media type of the log exports: one ProtoJSON entry per line. */
@@ -40,6 +40,8 @@ export interface RouteDoc {
   description?: string;
   /** Description of the success answer. */
   answer: string;
+  /** An example success answer. */
+  example?: Schema;
   /** The JSON body: its component name, the request fields the path carries instead, and the fields it requires. */
   body?: { name: string; omit: string[]; required: string[] };
   /** Error statuses besides 400, 401, 403, 404 and 429. */
@@ -139,6 +141,24 @@ const LOG_ROUTES = [
       summary: "List the activity log of an environment",
       description: "Stable order by id. With order=asc, nextCursor is always returned: polling it yields every entry exactly once, in order (tailing).",
       answer: "A page of entries",
+      example: {
+        activityLogs: [
+          {
+            id: "41",
+            timestamp: "2025-03-01T10:00:00.120Z",
+            environment: "production",
+            user: { id: "8f14e45f-ceea-467f-a8f5-a1b2c3d4e5f6", email: "ops@example.com" },
+            action: "workflow.run.triggered",
+            via: "webhook",
+            collection: "orders",
+            recordId: "A-1001",
+            runId: "1c9d2a44-5b3e-4f6a-9c8d-7e6f5a4b3c2d",
+            details: { version: 3 },
+          },
+        ],
+        hasMore: false,
+        nextCursor: "eyJ2IjoxLCJpZCI6IjQxIn0",
+      },
     },
   }),
   logList("GET /v1/project/{projectName}/admin-logs", LogService.method.listAdminLogs, { rpc: LogService.method.exportAdminLogs, entry: AdminLogEntrySchema }, {
@@ -255,6 +275,8 @@ const WEBHOOK_DESCRIPTION =
   "Checks run in order (key 400, token 401, webhook 404/400, permission 403, rate limit 429, body 400, ongoing run 409); the first that fails answers. " +
   `The body is checked at its place in that order: a Content-Type other than application/json (parameters such as \`; charset=utf-8\` are fine, in any case; none is read as JSON) is a 400 invalid_argument "Content-Type must be application/json, got …", like invalid JSON, JSON nested deeper than ${MAX_JSON_DEPTH} levels or a missing record_id. A body over the size limit is a 413 before any check.`;
 
+const EXAMPLE_RUN_ID = "0b6f9d0e-3c1a-4e7b-9f2d-5a8c7b6e4d3f";
+
 /** POST /hooks/{key} → TriggerService.TriggerRun, 202 (webhook.ts). */
 export const WEBHOOK: OtherRoute = {
   method: "POST",
@@ -266,15 +288,24 @@ export const WEBHOOK: OtherRoute = {
     description: WEBHOOK_DESCRIPTION,
     parameters: [pathParam("key", "Signed webhook key (part of the webhook URL)")],
     security: [{ bearer: [] }],
-    requestBody: jsonBody(ref("WebhookRequest")),
+    requestBody: jsonBody(ref("WebhookRequest"), { record_id: "A-1001" }),
     responses: {
-      "202": { description: "Run created and queued", content: json(ref("WebhookAccepted")) },
-      "400": {
-        description: `Malformed, tampered or superseded URL; or a bad body: not JSON, not an object, record_id missing, not a string or empty, a Content-Type other than application/json, JSON nested deeper than ${MAX_JSON_DEPTH} levels`,
-        content: json(ref("Error")),
-      },
-      ...errorResponses([401, 403, 404]),
-      "409": { description: "A run of this workflow is already ongoing on this record", content: json(ref("Error")) },
+      "202": { description: "Run created and queued", content: json(ref("WebhookAccepted"), { runId: EXAMPLE_RUN_ID }) },
+      "400": errorAnswer(
+        `Malformed, tampered or superseded URL; or a bad body: not JSON, not an object, record_id missing, not a string or empty, a Content-Type other than application/json, JSON nested deeper than ${MAX_JSON_DEPTH} levels`,
+        { error: "record_id is required", code: "invalid_argument" },
+      ),
+      ...errorResponses([401]),
+      "403": errorAnswer("Valid token, but its user may not trigger this workflow (organization, rendering, role), or the project requires a token made in an SSO session", {
+        error: 'the role "user" may not trigger this workflow',
+        code: "permission_denied",
+      }),
+      "404": errorAnswer("Unknown webhook, webhook trigger disabled, or no active workflow version for the rendering", { error: "the webhook trigger is disabled", code: "not_found" }),
+      "409": errorAnswer("A run of this workflow is already ongoing on this record", {
+        error: "a run of this workflow is already ongoing on this record",
+        code: "already_exists",
+        runId: EXAMPLE_RUN_ID,
+      }),
       ...errorResponses([413, 429]),
     },
   },
@@ -302,5 +333,8 @@ export const READYZ = operational("/readyz", "readyz", "Readiness (database reac
   "503": { description: "Database unreachable", content: json(ref("Error")) },
 });
 export const OPENAPI_DOCUMENT = operational("/openapi.json", "openapi", "This document", { "200": { description: "OpenAPI 3.1 document", content: json({ type: "object" }) } });
+
+/** The API reference page (docs.ts), documented only while it is served (RUNHOOK_DOCS). */
+export const DOCS = operational("/docs", "docs", "This document as an interactive reference page (Swagger UI)", { "200": { description: "HTML page", content: { "text/html": { schema: { type: "string" } } } } });
 
 export const OTHER_ROUTES: readonly OtherRoute[] = [WEBHOOK, HEALTHZ, READYZ, OPENAPI_DOCUMENT];

@@ -15,7 +15,7 @@ import { apiRateBucket, hitApiRateLimit } from "../api/rate-limit.js";
 import type { Deps } from "../deps.js";
 import type { Services } from "../api/services.js";
 import { jsonObjectBody } from "./body.js";
-import { registerOpenApiRoute } from "./openapi.js";
+import { openApiDocument, registerOpenApiRoute } from "./openapi.js";
 import { callServerStream, callUnary } from "../api/call.js";
 import { callOptions, protoJson, sendError } from "./bridge.js";
 import { lenientQuery, strictQuery } from "./params.js";
@@ -130,5 +130,5 @@ export async function registerV1Routes(app: FastifyInstance, deps: Deps, service
     if (!impl) throw new Error(`no implementation of ${r.rpc.parent.typeName} for ${r.method} ${r.path}`);
     app.route({ method: r.method, url: routeUrl(r.path), handler: (req, reply) => answer(r, impl, req, reply) });
   }
-  registerOpenApiRoute(app, { serverUrl: deps.config.publicBaseUrl, rateLimitPerMinute: deps.config.apiRateLimitPerMinute });
+  registerOpenApiRoute(app, openApiDocument(deps.config));
 }

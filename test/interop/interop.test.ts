@@ -1,17 +1,22 @@
-// Interop: generated Go and Python gRPC clients against a live runhook server.
+// Interop: generated Go, Python and Java gRPC clients against a live runhook server.
 //
 // 1. scripts/generate-clients.sh generates the Go and Python client code
 //    (pinned protoc-gen-go / protoc-gen-go-grpc / grpcio-tools, cached under
 //    ${RUNHOOK_CACHE_DIR:-~/.cache/runhook}); the first run builds/installs them.
+//    It builds the Java client (test/interop/java) with Maven once per version of
+//    proto/runhook and the client, and keeps the jar in the same cache.
 // 2. The real server is started and seeded (test/helpers/server.ts).
 // 3. test/interop/go (built with `go build`) and test/interop/python/client.py
 //    (run with the venv interpreter the script made) each trigger a run, check
 //    the ALREADY_EXISTS answer with `runhook-ongoing-run-id`, follow the run to
 //    SUCCEEDED (the demo workflow waits 5 s), list its activity logs with the
 //    project API token and create a note. Each prints one JSON line.
+//    The Java client (java -jar) triggers a run, checks the error code and the
+//    x-request-id trailer of two errors, follows the run with WatchRun and pages
+//    its activity log one entry at a time.
 //
 // Each language is skipped, with the reason in the test name, when its
-// toolchain (`go`, `python3`) is not on PATH.
+// toolchain (`go`, `python3`, `java` and `mvn`) is not on PATH.
 //
 // ASSUMED HELPER API (owner to provide in test/helpers/server.ts):
 //   startServer(): Promise<{ grpcAddr: string; baseUrl: string; stop(): Promise<void> }>
@@ -79,13 +84,15 @@ function onPath(cmd: string): boolean {
 
 const hasGo = onPath("go");
 const hasPython = onPath("python3");
-const langs = [...(hasGo ? ["go"] : []), ...(hasPython ? ["python"] : [])];
+const hasJava = onPath("java") && onPath("mvn");
+const langs = [...(hasGo ? ["go"] : []), ...(hasPython ? ["python"] : []), ...(hasJava ? ["java"] : [])];
 
 let server: LiveServer | undefined;
 let seed: Seed;
 let workDir: string;
 let goBinary: string;
 let python: string;
+let javaJar: string;
 
 function clientEnv(recordId: string): NodeJS.ProcessEnv {
   return {
@@ -102,20 +109,42 @@ function clientEnv(recordId: string): NodeJS.ProcessEnv {
 }
 
 /** Runs one client; on failure the error carries its stderr (the FAIL line). */
-async function runClient(file: string, args: string[], recordId: string): Promise<InteropResult> {
+async function runClient<R = InteropResult>(file: string, args: string[], recordId: string): Promise<R> {
   try {
     const { stdout } = await execFileAsync(file, args, { env: clientEnv(recordId), timeout: 90_000 });
     const lines = stdout.trim().split("\n");
-    return JSON.parse(lines[lines.length - 1] ?? "") as InteropResult;
+    return JSON.parse(lines[lines.length - 1] ?? "") as R;
   } catch (e) {
     const err = e as { stderr?: string; stdout?: string; code?: number; message: string };
     throw new Error(`${path.basename(file)} failed (exit ${err.code}): ${err.stderr || err.message}\n${err.stdout ?? ""}`);
   }
 }
 
+/** The Java client's JSON line (test/interop/java). */
+interface JavaResult {
+  client: string;
+  ok: boolean;
+  runId: string;
+  ongoingRunId: string;
+  ongoingRunIdIn: string;
+  sentRequestId: string;
+  alreadyExistsRequestId: string;
+  unauthenticatedRequestId: string;
+  finalState: string;
+  watchedWith: string;
+  watchedStates: string[];
+  runSeconds: number;
+  activityLogs: number;
+  activityLogPages: number;
+  activityLogActions: string[];
+  triggeredLogId: string;
+}
+
+const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
 function expectSuccess(r: InteropResult, client: string) {
   expect(r).toMatchObject({ client, ok: true, finalState: "SUCCEEDED", ongoingRunIdIn: "trailer" });
-  expect(r.runId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  expect(r.runId).toMatch(UUID_V4);
   expect(r.ongoingRunId).toBe(r.runId);
   expect(r.activityLogs).toBeGreaterThanOrEqual(1);
   expect(r.triggeredLogId).not.toBe("");
@@ -124,7 +153,7 @@ function expectSuccess(r: InteropResult, client: string) {
   expect(r.runSeconds).toBeGreaterThanOrEqual(4.5);
 }
 
-describe.skipIf(langs.length === 0)("interop: generated gRPC clients (Go, Python)", () => {
+describe.skipIf(langs.length === 0)("interop: generated gRPC clients (Go, Python, Java)", () => {
   beforeAll(async () => {
     // 1. Generate the clients (first run builds plugins and a venv: minutes at most).
     await execFileAsync("bash", [path.join(ROOT, "scripts/generate-clients.sh"), ...langs], {
@@ -143,6 +172,9 @@ describe.skipIf(langs.length === 0)("interop: generated gRPC clients (Go, Python
     if (hasPython) {
       python = readFileSync(path.join(ROOT, "test/interop/python/gen/PYTHON"), "utf8").trim();
     }
+    if (hasJava) {
+      javaJar = readFileSync(path.join(ROOT, "test/interop/java/target/JAR"), "utf8").trim();
+    }
 
     // 2. Live server and seed data (ASSUMED helper API, see the header).
     const h = helpers as unknown as AssumedHelpers;
@@ -154,7 +186,7 @@ describe.skipIf(langs.length === 0)("interop: generated gRPC clients (Go, Python
     }
     server = await h.startServer();
     seed = await h.seed(server);
-    expect(seed.recordIds.length).toBeGreaterThanOrEqual(2);
+    expect(seed.recordIds.length).toBeGreaterThanOrEqual(3);
   });
 
   afterAll(async () => {
@@ -176,10 +208,31 @@ describe.skipIf(langs.length === 0)("interop: generated gRPC clients (Go, Python
       );
     },
   );
+
+  it.skipIf(!hasJava)(
+    `Java client${hasJava ? "" : " (skipped: `java` or `mvn` not found on PATH)"}`,
+    { timeout: 120_000 },
+    async () => {
+      const r = await runClient<JavaResult>("java", ["-jar", javaJar], seed.recordIds[2]!);
+      expect(r).toMatchObject({ client: "java", ok: true, finalState: "SUCCEEDED", watchedWith: "WatchRun", ongoingRunIdIn: "trailer" });
+      expect(r.runId).toMatch(UUID_V4);
+      expect(r.ongoingRunId).toBe(r.runId);
+      // Errors carry their code (checked by the client) and the request id: the caller's, or one the server made.
+      expect(r.alreadyExistsRequestId).toBe(r.sentRequestId);
+      expect(r.unauthenticatedRequestId).toMatch(UUID_V4);
+      expect(r.watchedStates.at(-1)).toBe("SUCCEEDED");
+      expect(r.runSeconds).toBeGreaterThanOrEqual(4.5);
+      // One entry a page, in order, from the trigger to the success.
+      expect(r.activityLogPages).toBeGreaterThanOrEqual(r.activityLogs);
+      expect(r.activityLogActions[0]).toBe("workflow.run.triggered");
+      expect(r.activityLogActions).toContain("workflow.run.succeeded");
+      expect(r.triggeredLogId).not.toBe("");
+    },
+  );
 });
 
 if (langs.length === 0) {
   describe("interop: generated gRPC clients", () => {
-    it.skip("skipped: neither `go` nor `python3` is on PATH", () => {});
+    it.skip("skipped: none of `go`, `python3`, `java` with `mvn` is on PATH", () => {});
   });
 }
