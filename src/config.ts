@@ -30,6 +30,8 @@ export interface Config {
   bodyLimitBytes: number;
   webhookRateLimitPerMinute: number;
   apiRateLimitPerMinute: number;
+  /** How long a trigger call's idempotency key is remembered (RUNHOOK_IDEMPOTENCY_TTL_HOURS). */
+  idempotencyTtlMs: number;
   /** Limits of the HTTP/1.1 gateway against slow or idle clients (README: Configuration). */
   http: {
     /** Complete request headers must arrive within this time (from the connection or the request start). */
@@ -179,6 +181,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bodyLimitBytes: int(env, "RUNHOOK_BODY_LIMIT_BYTES", 256 * 1024, 1024, 64 * 1024 * 1024),
     webhookRateLimitPerMinute: int(env, "RUNHOOK_WEBHOOK_RATE_LIMIT", 60, 1, 1_000_000),
     apiRateLimitPerMinute: int(env, "RUNHOOK_API_RATE_LIMIT", 600, 1, 1_000_000),
+    idempotencyTtlMs: int(env, "RUNHOOK_IDEMPOTENCY_TTL_HOURS", 24, 1, 24 * 365) * 3_600_000,
     http: httpLimits(env),
     grpc: {
       idleTimeoutMs: int(env, "RUNHOOK_GRPC_IDLE_TIMEOUT_MS", 120_000, 100, 86_400_000),
