@@ -10,7 +10,7 @@ import { ABANDONED_AFTER_MS } from "../src/domain/idempotency.js";
 import { sweepExpired } from "../src/store/index.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { addAppToken, addUser, createWorld, type World } from "./helpers/world.js";
-import { adminClient, local, postHook, UUID_RE } from "./helpers/webhook.js";
+import { adminClient, awaitFreshWindow, local, postHook, UUID_RE } from "./helpers/webhook.js";
 
 const TTL_HOURS = 2;
 let server: TestServer;
@@ -222,6 +222,17 @@ describe("idempotent webhook calls", () => {
       expect(res.json().error).toMatch(/Idempotency-Key/);
     }
     expect(await runsOf(h.w)).toBe(1);
+  });
+
+  it("a repeat counts against the webhook's rate limit like any call", async () => {
+    const h = await hook();
+    await db().workflows.updateOne({ _id: h.w.workflowId }, { $set: { "webhook.rateLimitPerMinute": 2 } });
+    const key = randomUUID();
+    await awaitFreshWindow(10_000);
+    expect((await keyed(h, "r1", key)).status).toBe(202);
+    expect((await keyed(h, "r1", key)).headers.get("idempotent-replayed")).toBe("true");
+    const third = await keyed(h, "r1", key);
+    expect([third.status, third.body.code]).toEqual([429, "resource_exhausted"]);
   });
 
   it("checks the key after authentication: a bad token with a used key is 401, and reveals nothing", async () => {
