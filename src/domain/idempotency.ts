@@ -16,7 +16,7 @@ const KEY_RE = new RegExp(IDEMPOTENCY_KEY_PATTERN);
 
 /** How long a repeat waits for the first call with its key to store its run, before ABORTED (409). */
 const IN_FLIGHT_WAIT_MS = 2000;
-const IN_FLIGHT_POLL_MS = 25;
+const IN_FLIGHT_POLL_MS = 50;
 /**
  * A reservation whose run is still not stored after this long was left by a call that died
  * between the two writes: a repeat takes it over and stores the reserved run itself.
