@@ -60,8 +60,10 @@ export async function startOnce(deps: Deps, call: KeyedCall, start: (runId: stri
   for (let attempt = 0; attempt < 3; attempt++) {
     const now = Date.now();
     const mine: IdempotencyKeyDoc = { _id: id, runId: randomUUID(), requestHash, reservedAt: new Date(now), expiresAt: new Date(now + deps.config.idempotencyTtlMs) };
-    const first = await keys.reserve(mine);
-    if (!first) return startReserved(deps, mine, start);
+    const reserved = await keys.reserve(mine);
+    if (reserved.stored) return startReserved(deps, mine, start);
+    const first = reserved.existing;
+    if (!first) continue; // released just now: try again
     if (first.requestHash !== requestHash) throw mismatch();
     const seen = await awaitFirst(deps, first);
     if (seen === "stored") return { runId: first.runId, replayed: true };

@@ -6,8 +6,8 @@ import { isDuplicateKey } from "./errors.js";
 import type { IdempotencyKeyDoc } from "./types.js";
 
 export interface IdempotencyKeyStore {
-  /** Stores `doc` unless its `_id` is taken: null when stored, else the reservation in place. */
-  reserve(doc: IdempotencyKeyDoc): Promise<IdempotencyKeyDoc | null>;
+  /** Stores `doc` unless its `_id` is taken; else names the reservation in place (null: it was deleted in between). */
+  reserve(doc: IdempotencyKeyDoc): Promise<{ stored: true } | { stored: false; existing: IdempotencyKeyDoc | null }>;
   get(id: string): Promise<IdempotencyKeyDoc | null>;
   /** Makes `reservedAt` the time of the reservation `old`, if it is still in place: whether it was. */
   takeOver(old: IdempotencyKeyDoc, reservedAt: Date): Promise<boolean>;
@@ -18,18 +18,13 @@ export interface IdempotencyKeyStore {
 export function idempotencyKeyStore(d: Database): IdempotencyKeyStore {
   return {
     async reserve(doc) {
-      // A reservation deleted between the refusal and the look-up: try again.
-      for (let attempt = 0; attempt < 3; attempt++) {
-        try {
-          await d.idempotencyKeys.insertOne(doc);
-          return null;
-        } catch (err) {
-          if (!isDuplicateKey(err)) throw err;
-        }
-        const existing = await d.idempotencyKeys.findOne({ _id: doc._id });
-        if (existing) return existing;
+      try {
+        await d.idempotencyKeys.insertOne(doc);
+        return { stored: true };
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
       }
-      throw new Error("an idempotency key kept changing while it was reserved");
+      return { stored: false, existing: await d.idempotencyKeys.findOne({ _id: doc._id }) };
     },
     get: (id) => d.idempotencyKeys.findOne({ _id: id }),
     async takeOver(old, reservedAt) {
