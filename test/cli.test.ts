@@ -167,7 +167,7 @@ describe("runhook trigger: idempotency keys", () => {
     // No answer: the hint names the key to retry with.
     const unreachable = await run(["trigger", "http://127.0.0.1:1/hooks/x", "r4"], env);
     expect(unreachable.code).toBe(3);
-    expect(unreachable.stderr).toMatch(/may or may not have been created; retry with --idempotency-key '[0-9a-f-]{36}' to get that call's run/);
+    expect(unreachable.stderr).toMatch(/may or may not have been created; retry with --idempotency-key '[0-9a-f-]{36}' to get that call's run if it was started/);
 
     const badKey = await run(["trigger", w.url, "r4", "--idempotency-key", "k".repeat(256)], env);
     expect(badKey.code).toBe(4);

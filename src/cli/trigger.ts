@@ -86,15 +86,13 @@ export async function runTrigger(args: string[], env: NodeJS.ProcessEnv = proces
     const token = tokenOf(values, env, "an application token");
     const json = values.json === true;
     const key = idempotencyKeyOf(values);
+    const retry = key === undefined ? "retrying is safe (you get 202, or 409 with the run already ongoing)" : `retry with --idempotency-key '${key}' to get that call's run if it was started`;
 
     let a: Answer;
     try {
       a = await request("POST", url, { token, body: JSON.stringify({ record_id: recordId }), headers: key === undefined ? {} : { "idempotency-key": key }, timeoutMs: 60_000 });
     } catch (err) {
-      if (err instanceof NetworkError) {
-        const retry = key === undefined ? "retrying is safe (you get 202, or 409 with the run already ongoing)" : `retry with --idempotency-key '${key}' to get that call's run if it was (within 24 h)`;
-        throw new CliError(err.message, EXIT.UNAVAILABLE, `the run may or may not have been created; ${retry}`);
-      }
+      if (err instanceof NetworkError) throw new CliError(err.message, EXIT.UNAVAILABLE, `the run may or may not have been created; ${retry}`);
       throw err;
     }
     if (json) process.stdout.write(a.text + (a.text.endsWith("\n") ? "" : "\n"));
@@ -115,7 +113,7 @@ export async function runTrigger(args: string[], env: NodeJS.ProcessEnv = proces
         "each webhook accepts a limited number of calls per minute (60 by default); a caller that waits Retry-After is accepted",
       );
     }
-    const hint = HINTS[a.status]?.(a, token) ?? (a.status >= 500 ? "a server error: retrying is safe (you get 202, or 409 with the run already ongoing)" : undefined);
+    const hint = HINTS[a.status]?.(a, token) ?? (a.status >= 500 ? `a server error: ${retry}` : undefined);
     throw answerError(a, hint);
   } catch (err) {
     return report(err, prefix, TRIGGER_USAGE);
