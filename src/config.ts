@@ -32,6 +32,8 @@ export interface Config {
   apiRateLimitPerMinute: number;
   /** Serves the API reference page GET /docs (Swagger UI over /openapi.json). */
   docs: boolean;
+  /** How long a trigger call's idempotency key is remembered (RUNHOOK_IDEMPOTENCY_TTL_HOURS). */
+  idempotencyTtlMs: number;
   /** Limits of the HTTP/1.1 gateway against slow or idle clients (README: Configuration). */
   http: {
     /** Complete request headers must arrive within this time (from the connection or the request start). */
@@ -182,6 +184,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookRateLimitPerMinute: int(env, "RUNHOOK_WEBHOOK_RATE_LIMIT", 60, 1, 1_000_000),
     apiRateLimitPerMinute: int(env, "RUNHOOK_API_RATE_LIMIT", 600, 1, 1_000_000),
     docs: bool(env, "RUNHOOK_DOCS", true),
+    idempotencyTtlMs: int(env, "RUNHOOK_IDEMPOTENCY_TTL_HOURS", 24, 1, 24 * 365) * 3_600_000,
     http: httpLimits(env),
     grpc: {
       idleTimeoutMs: int(env, "RUNHOOK_GRPC_IDLE_TIMEOUT_MS", 120_000, 100, 86_400_000),

@@ -114,7 +114,7 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
   let metricsServer: MetricsServer | undefined;
   // What MongoDB's TTL index does, for servers that accept it without applying it.
   const sweeper = setInterval(
-    () => void sweepExpired(db).catch((err: unknown) => !isUnavailable(err) && logger.warn({ err }, "sweeping expired rate-limit windows failed")),
+    () => void sweepExpired(db).catch((err: unknown) => !isUnavailable(err) && logger.warn({ err }, "sweeping expired rate-limit windows and idempotency keys failed")),
     SWEEP_EVERY_MS,
   );
   sweeper.unref();

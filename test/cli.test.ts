@@ -134,6 +134,47 @@ describe("runhook trigger", () => {
   });
 });
 
+describe("runhook trigger: idempotency keys", () => {
+  it("sends a fresh key by default; --idempotency-key K repeats the first call's run and says it was a replay; --no-idempotency-key sends none", async () => {
+    const w = await quickWorld();
+    const env = { RUNHOOK_TOKEN: w.userToken };
+    const keys = () => server.deps.store.db.idempotencyKeys.countDocuments({});
+    const before = await keys();
+    const fresh = await run(["trigger", w.url, "r1"], env);
+    expect(fresh.code).toBe(0);
+    expect(await keys()).toBe(before + 1);
+
+    const first = await run(["trigger", w.url, "r2", "--idempotency-key", "order-42"], env);
+    expect(first.code).toBe(0);
+    expect(first.stderr).not.toMatch(/replayed/);
+    const again = await run(["trigger", w.url, "r2", "--idempotency-key", "order-42"], env);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toBe(first.stdout);
+    expect(again.stdout.trim()).toMatch(UUID_RE);
+    expect(again.stderr).toMatch(/replayed: an earlier call with this idempotency key started run .*; nothing new was started/);
+
+    const mismatch = await run(["trigger", w.url, "r3", "--idempotency-key", "order-42"], env);
+    expect(mismatch.code).toBe(4);
+    expect(mismatch.stderr).toMatch(/400 failed_precondition: .*Idempotency-Key was already used[\s\S]*give a new --idempotency-key/);
+
+    const countBefore = await keys();
+    const none = await run(["trigger", w.url, "r3", "--no-idempotency-key"], env);
+    expect(none.code).toBe(0);
+    expect(await keys()).toBe(countBefore);
+
+    const both = await run(["trigger", w.url, "r3", "--no-idempotency-key", "--idempotency-key", "x"], env);
+    expect(both.code).toBe(2);
+    // No answer: the hint names the key to retry with.
+    const unreachable = await run(["trigger", "http://127.0.0.1:1/hooks/x", "r4"], env);
+    expect(unreachable.code).toBe(3);
+    expect(unreachable.stderr).toMatch(/may or may not have been created; retry with --idempotency-key '[0-9a-f-]{36}' to get that call's run if it was started/);
+
+    const badKey = await run(["trigger", w.url, "r4", "--idempotency-key", "k".repeat(256)], env);
+    expect(badKey.code).toBe(4);
+    expect(badKey.stderr).toMatch(/1 to 255 printable ASCII/);
+  });
+});
+
 describe("runhook runs watch", () => {
   let w: World & { url: string };
   beforeAll(async () => {

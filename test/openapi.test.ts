@@ -94,5 +94,10 @@ it("generates schemas from the proto descriptors (lowerCamelCase, WKTs)", () => 
   const list = doc.paths["/v1/project/{projectName}/environment/{environmentName}/activity-logs"].get;
   expect(list.parameters.map((p: any) => p.name)).toEqual(expect.arrayContaining(["limit", "cursor", "order", "from", "to", "userId", "userEmail", "action", "collection", "recordId", "runId"]));
   expect(list.responses["200"].headers).toHaveProperty("X-RateLimit-Remaining");
-  expect(Object.keys(doc.paths["/hooks/{key}"].post.responses).sort()).toEqual(["202", "400", "401", "403", "404", "409", "413", "429"]);
+  const hook = doc.paths["/hooks/{key}"].post;
+  expect(Object.keys(hook.responses).sort()).toEqual(["202", "400", "401", "403", "404", "409", "413", "429"]);
+  expect(hook.parameters).toContainEqual(expect.objectContaining({ name: "Idempotency-Key", in: "header", required: false }));
+  expect(hook.responses["202"].headers).toHaveProperty("Idempotent-Replayed");
+  expect(s.WebhookAccepted).toMatchObject({ required: ["runId"], additionalProperties: false });
+  expect(Object.keys(s.WebhookAccepted.properties)).toEqual(["runId"]);
 });

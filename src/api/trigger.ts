@@ -7,17 +7,25 @@ import { triggerRun } from "../domain/trigger.js";
 import { keyOfUrl } from "../domain/webhook-keys.js";
 import { authorization, requestIdKey, webhookCallKey } from "./context.js";
 
+/** Response metadata (and the webhook's HTTP header) of an answer that repeats an earlier call's. */
+export const IDEMPOTENT_REPLAYED = "idempotent-replayed";
+
 export function createTriggerService(deps: Deps): ServiceImpl<typeof TriggerService> {
   return {
     async triggerRun(req, ctx) {
       const webhook = ctx.values.get(webhookCallKey);
-      return triggerRun(deps, {
+      // The webhook's Idempotency-Key header (present but empty is a bad key); a proto3 string is never absent, so empty means none.
+      const idempotencyKey = webhook ? (ctx.requestHeader.get("idempotency-key") ?? undefined) : req.idempotencyKey || undefined;
+      const out = await triggerRun(deps, {
         key: webhook?.key ?? keyOfUrl(req.webhookUrl),
         authorization: authorization(ctx),
         body: webhook?.body ?? { recordId: req.recordId },
         via: webhook ? "webhook" : "grpc",
         requestId: ctx.values.get(requestIdKey),
+        idempotencyKey,
       });
+      if (out.replayed) ctx.responseHeader.set(IDEMPOTENT_REPLAYED, "true");
+      return out;
     },
   };
 }

@@ -10,6 +10,7 @@ import { newRunDoc, RUN_QUEUED } from "./runs/model.js";
 import { activityStream } from "../store/logs.js";
 import type { CollectionDoc, EnvironmentDoc, ProjectDoc, RenderingDoc, WorkflowDoc, WorkflowVersionDoc } from "../store/types.js";
 import { verifyWebhookKey } from "./webhook-keys.js";
+import { checkIdempotencyKey, startOnce, type Outcome } from "./idempotency.js";
 
 /** The request body as the route parsed it: the record id, or why the body is unusable. */
 export type TriggerBody = { recordId: unknown } | { bodyError: string };
@@ -21,6 +22,8 @@ export interface TriggerInput {
   via: "webhook" | "grpc";
   /** The call's request id, stored on the run (logs of its executor carry it). */
   requestId?: string;
+  /** The caller's idempotency key (Idempotency-Key header, TriggerRunRequest.idempotency_key); none: every call is a new one. */
+  idempotencyKey?: string;
 }
 
 /** Parses a raw webhook body: a JSON object with a non-empty string `record_id` (other fields ignored). */
@@ -67,11 +70,17 @@ interface Accepted {
  * checks run in the contract's order and the first that fails answers; independent reads are
  * started early, but a failure is only ever reported at its place in that order.
  */
-export async function triggerRun(deps: Deps, input: TriggerInput): Promise<{ runId: string }> {
-  return queueRun(deps, input, await checkTrigger(deps, input));
+export async function triggerRun(deps: Deps, input: TriggerInput): Promise<Outcome> {
+  const accepted = await checkTrigger(deps, input);
+  const key = input.idempotencyKey;
+  if (key === undefined) return { runId: await queueRun(deps, input, accepted), replayed: false };
+  // A keyed call: after every check, so that a repeat is authenticated, authorized and counted
+  // by the rate limit like any call, and a refused call (which reserves nothing) leaves its key free.
+  const call = { workflowId: accepted.workflow._id, userId: accepted.principal.user._id, key, recordId: accepted.recordId };
+  return startOnce(deps, call, async (runId) => void (await queueRun(deps, input, accepted, runId)));
 }
 
-/** Checks 1 to 6: the key, the token, the webhook, the permission, the rate limit, the body. */
+/** Checks 1 to 6: the key, the token, the webhook, the permission, the rate limit, the body (and its idempotency key). */
 async function checkTrigger(deps: Deps, input: TriggerInput): Promise<Accepted> {
   const { store } = deps;
   const { directory } = store;
@@ -117,8 +126,9 @@ async function checkTrigger(deps: Deps, input: TriggerInput): Promise<Accepted> 
     throw fail.throttled(rate.retryAfter, `rate limit of ${rate.limit} requests per minute exceeded for this webhook`);
   }
 
-  // 6. The body.
+  // 6. The body, and the idempotency key beside it.
   const recordId = checkedRecordId(input.body);
+  if (input.idempotencyKey !== undefined) checkIdempotencyKey(input.idempotencyKey);
   return { workflow, version, rendering, project, environment, collection, principal, recordId };
 }
 
@@ -139,15 +149,17 @@ function checkedRecordId(body: TriggerBody): string {
 
 /**
  * Checks 7 and 8: one ongoing run per (workflow, record), by the unique index on activeKey.
+ * Stores the run as `runId` when given (the one an idempotency key reserved), and returns its id.
  * The triggered entry takes its place in the activity log before the run is stored, so that
  * no executor can log the run's outcome ahead of it; it is written once the run is.
  */
-async function queueRun(deps: Deps, input: TriggerInput, a: Accepted): Promise<{ runId: string }> {
+async function queueRun(deps: Deps, input: TriggerInput, a: Accepted, runId?: string): Promise<string> {
   const { store } = deps;
   const { workflow, version, rendering, project, environment, collection, principal, recordId } = a;
   const stream = activityStream(environment._id);
   const seq = await store.counters.next(stream);
   const run = newRunDoc({
+    id: runId,
     workflowId: workflow._id,
     workflowVersion: version.version,
     steps: version.steps,
@@ -194,5 +206,5 @@ async function queueRun(deps: Deps, input: TriggerInput, a: Accepted): Promise<{
     .catch((err: unknown) => deps.logger.error({ err, runId: run._id }, "could not write the workflow.run.triggered activity entry"));
   deps.metrics.runsCreated.inc();
   deps.events.emit(RUN_QUEUED, run._id);
-  return { runId: run._id };
+  return run._id;
 }

@@ -8,6 +8,7 @@ import { ActivityLogEntrySchema, AdminLogEntrySchema, LogService } from "../../g
 import { ListNotesResponseSchema, NoteMessageSchema, NoteSchema, NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { RunSchema, RunService } from "../../gen/runhook/v1/run_pb.js";
 import { TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
+import { MAX_IDEMPOTENCY_KEY_LENGTH } from "../domain/idempotency.js";
 import { DEFAULT_LIMIT, MAX_LIMIT } from "../domain/logs/cursor.js";
 import { MAX_WAIT_SECONDS } from "../api/runs.js";
 import { MAX_JSON_DEPTH } from "../json-depth.js";
@@ -273,7 +274,8 @@ export interface OtherRoute {
 const WEBHOOK_DESCRIPTION =
   "The full URL is copied from the workflow's trigger settings; treat it as a credential. Asynchronous: answers once the run is queued. " +
   "Checks run in order (key 400, token 401, webhook 404/400, permission 403, rate limit 429, body 400, ongoing run 409); the first that fails answers. " +
-  `The body is checked at its place in that order: a Content-Type other than application/json (parameters such as \`; charset=utf-8\` are fine, in any case; none is read as JSON) is a 400 invalid_argument "Content-Type must be application/json, got …", like invalid JSON, JSON nested deeper than ${MAX_JSON_DEPTH} levels or a missing record_id. A body over the size limit is a 413 before any check.`;
+  `The body is checked at its place in that order: a Content-Type other than application/json (parameters such as \`; charset=utf-8\` are fine, in any case; none is read as JSON) is a 400 invalid_argument "Content-Type must be application/json, got …", like invalid JSON, JSON nested deeper than ${MAX_JSON_DEPTH} levels or a missing record_id. A body over the size limit is a 413 before any check. ` +
+  "With an Idempotency-Key, a repeat of an accepted call (same key, same token user, same webhook, within 24 h by default) answers 202 with the first call's runId and `Idempotent-Replayed: true`, and starts nothing, even after that run finished; the key is checked after the body, so a repeat is authenticated, authorized and rate-limited like any call.";
 
 const EXAMPLE_RUN_ID = "0b6f9d0e-3c1a-4e7b-9f2d-5a8c7b6e4d3f";
 
@@ -286,13 +288,29 @@ export const WEBHOOK: OtherRoute = {
     tags: ["Webhook"],
     summary: "Start a workflow run on one record",
     description: WEBHOOK_DESCRIPTION,
-    parameters: [pathParam("key", "Signed webhook key (part of the webhook URL)")],
+    parameters: [
+      pathParam("key", "Signed webhook key (part of the webhook URL)"),
+      {
+        name: "Idempotency-Key",
+        in: "header",
+        required: false,
+        // The limits are in the description only: HTTP trims a header value's outer spaces, so a
+        // pattern could call a value invalid that the server receives as valid.
+        description: `Optional: makes retries of this call safe. 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters (a fresh UUID per logical call is a good choice); otherwise a 400 invalid_argument. Without it, every call is a new one.`,
+        schema: { type: "string" },
+      },
+    ],
     security: [{ bearer: [] }],
     requestBody: jsonBody(ref("WebhookRequest"), { record_id: "A-1001" }),
     responses: {
-      "202": { description: "Run created and queued", content: json(ref("WebhookAccepted"), { runId: EXAMPLE_RUN_ID }) },
+      "202": {
+        description: "Run created and queued; or, with an Idempotency-Key already used for an accepted call, that call's run (nothing started)",
+        headers: { "Idempotent-Replayed": { description: "`true` when the answer repeats an earlier call's with the same Idempotency-Key (absent otherwise)", schema: { type: "string", enum: ["true"] } } },
+        content: json(ref("WebhookAccepted"), { runId: EXAMPLE_RUN_ID }),
+      },
       "400": errorAnswer(
-        `Malformed, tampered or superseded URL; or a bad body: not JSON, not an object, record_id missing, not a string or empty, a Content-Type other than application/json, JSON nested deeper than ${MAX_JSON_DEPTH} levels`,
+        `Malformed, tampered or superseded URL; or a bad body: not JSON, not an object, record_id missing, not a string or empty, a Content-Type other than application/json, JSON nested deeper than ${MAX_JSON_DEPTH} levels; ` +
+          `or an Idempotency-Key that is empty, longer than ${MAX_IDEMPOTENCY_KEY_LENGTH} characters or not printable ASCII (invalid_argument), or that was used with another record_id (failed_precondition)`,
         { error: "record_id is required", code: "invalid_argument" },
       ),
       ...errorResponses([401]),
@@ -301,11 +319,10 @@ export const WEBHOOK: OtherRoute = {
         code: "permission_denied",
       }),
       "404": errorAnswer("Unknown webhook, webhook trigger disabled, or no active workflow version for the rendering", { error: "the webhook trigger is disabled", code: "not_found" }),
-      "409": errorAnswer("A run of this workflow is already ongoing on this record", {
-        error: "a run of this workflow is already ongoing on this record",
-        code: "already_exists",
-        runId: EXAMPLE_RUN_ID,
-      }),
+      "409": errorAnswer(
+        "A run of this workflow is already ongoing on this record (already_exists, with its runId); or the first call with this Idempotency-Key is still being answered (aborted): retry with the same key",
+        { error: "a run of this workflow is already ongoing on this record", code: "already_exists", runId: EXAMPLE_RUN_ID },
+      ),
       ...errorResponses([413, 429]),
     },
   },
@@ -316,7 +333,8 @@ export const WEBHOOK: OtherRoute = {
       properties: { record_id: { type: "string", minLength: 1, maxLength: 1024, description: "Packed record id (composite keys joined with |), at most 1024 characters (Unicode code points; no lone surrogates)" } },
       additionalProperties: true,
     },
-    WebhookAccepted: b.response(TriggerRunResponseSchema),
+    // The webhook answers the run id alone; a replay is marked by the Idempotent-Replayed header.
+    WebhookAccepted: { ...b.response(TriggerRunResponseSchema), properties: { runId: b.field(TriggerRunResponseSchema.field.runId) }, required: ["runId"] },
   }),
 };
 

@@ -25,6 +25,7 @@ const COLLECTIONS = {
   notes: "notes",
   counters: "counters",
   rateLimits: "rate_limits",
+  idempotencyKeys: "idempotency_keys",
 } as const;
 
 interface Documents {
@@ -46,6 +47,7 @@ interface Documents {
   notes: T.NoteDoc;
   counters: T.CounterDoc;
   rateLimits: T.RateLimitDoc;
+  idempotencyKeys: T.IdempotencyKeyDoc;
 }
 
 type Handles = { readonly [K in keyof typeof COLLECTIONS]: Collection<Documents[K]> };

@@ -4,6 +4,7 @@
 import type { Database } from "./connection.js";
 import { counterStore, type CounterStore } from "./counters.js";
 import { directoryStore, type DirectoryStore } from "./directory.js";
+import { idempotencyKeyStore, type IdempotencyKeyStore } from "./idempotency-keys.js";
 import { immutableStore, type ImmutableStore } from "./immutable.js";
 import { logStore, type LogStore } from "./logs.js";
 import { noteStore, type NoteStore } from "./notes.js";
@@ -21,6 +22,8 @@ export interface Store {
   notes: NoteStore;
   counters: CounterStore;
   rateLimits: RateLimitStore;
+  /** Idempotency keys of trigger calls. */
+  idempotencyKeys: IdempotencyKeyStore;
   records: RecordStore;
   /** Organizations, users, projects, roles, environments, teams, renderings, collections, permissions, workflows, tokens. */
   directory: DirectoryStore;
@@ -30,7 +33,7 @@ export interface Store {
 
 export function createStore(db: Database): Store {
   const counters = counterStore(db);
-  return { db, databaseName: db.name, directory: directoryStore(db), runs: runStore(db), logs: logStore(db, counters), notes: noteStore(db, counters), counters, rateLimits: rateLimitStore(db), records: recordStore(db), immutable: immutableStore(db) };
+  return { db, databaseName: db.name, directory: directoryStore(db), runs: runStore(db), logs: logStore(db, counters), notes: noteStore(db, counters), counters, rateLimits: rateLimitStore(db), idempotencyKeys: idempotencyKeyStore(db), records: recordStore(db), immutable: immutableStore(db) };
 }
 
 export { connect, databaseName, type Database, type CommandFailedEvent, type CommandStartedEvent, type CommandSucceededEvent } from "./connection.js";

@@ -39,10 +39,12 @@ export async function ensureIndexes(d: Database): Promise<void> {
     // MongoDB removes finished rate-limit windows itself; sweepExpired does it on servers
     // that accept the TTL index but never apply it (the embedded mongo-java-server).
     d.rateLimits.createIndex({ expiresAt: 1 }, { expireAfterSeconds: 0 }),
+    // Idempotency keys of trigger calls are looked up by `_id` only; they expire the same way.
+    d.idempotencyKeys.createIndex({ expiresAt: 1 }, { expireAfterSeconds: 0 }),
   ]);
 }
 
-/** The fallback for the TTL index: deletes rate-limit windows that have ended. */
+/** The fallback for the TTL indexes: deletes rate-limit windows that have ended and idempotency keys that expired. */
 export async function sweepExpired(d: Database, now = new Date()): Promise<void> {
-  await d.rateLimits.deleteMany({ expiresAt: { $lt: now } });
+  await Promise.all([d.rateLimits.deleteMany({ expiresAt: { $lt: now } }), d.idempotencyKeys.deleteMany({ expiresAt: { $lt: now } })]);
 }

@@ -166,3 +166,10 @@ export interface NoteDoc {
 export interface CounterDoc { _id: string; seq: number }
 /** A fixed-window rate-limit counter, `_id` = `${bucket}:${windowStart}`; removed once `expiresAt` has passed. */
 export interface RateLimitDoc { _id: string; count: number; expiresAt: Date }
+/**
+ * An idempotency key of trigger calls, reserved by the first call that used it: `_id` names the
+ * (workflow, token user, key), `runId` the run that call starts (chosen before the run is
+ * stored, so a repeat finds it), `requestHash` what that call asked for. Removed once
+ * `expiresAt` has passed.
+ */
+export interface IdempotencyKeyDoc { _id: string; runId: string; requestHash: string; reservedAt: Date; expiresAt: Date }

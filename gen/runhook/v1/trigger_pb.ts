@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file runhook/v1/trigger.proto.
  */
 export const file_runhook_v1_trigger: GenFile = /*@__PURE__*/
-  fileDesc("ChhydW5ob29rL3YxL3RyaWdnZXIucHJvdG8SCnJ1bmhvb2sudjEiOwoRVHJpZ2dlclJ1blJlcXVlc3QSEwoLd2ViaG9va191cmwYASABKAkSEQoJcmVjb3JkX2lkGAIgASgJIiQKElRyaWdnZXJSdW5SZXNwb25zZRIOCgZydW5faWQYASABKAkiHAoKT25nb2luZ1J1bhIOCgZydW5faWQYASABKAkyXwoOVHJpZ2dlclNlcnZpY2USTQoKVHJpZ2dlclJ1bhIdLnJ1bmhvb2sudjEuVHJpZ2dlclJ1blJlcXVlc3QaHi5ydW5ob29rLnYxLlRyaWdnZXJSdW5SZXNwb25zZSIAYgZwcm90bzM");
+  fileDesc("ChhydW5ob29rL3YxL3RyaWdnZXIucHJvdG8SCnJ1bmhvb2sudjEiVAoRVHJpZ2dlclJ1blJlcXVlc3QSEwoLd2ViaG9va191cmwYASABKAkSEQoJcmVjb3JkX2lkGAIgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCSI2ChJUcmlnZ2VyUnVuUmVzcG9uc2USDgoGcnVuX2lkGAEgASgJEhAKCHJlcGxheWVkGAIgASgIIhwKCk9uZ29pbmdSdW4SDgoGcnVuX2lkGAEgASgJMl8KDlRyaWdnZXJTZXJ2aWNlEk0KClRyaWdnZXJSdW4SHS5ydW5ob29rLnYxLlRyaWdnZXJSdW5SZXF1ZXN0Gh4ucnVuaG9vay52MS5UcmlnZ2VyUnVuUmVzcG9uc2UiAGIGcHJvdG8z");
 
 /**
  * TriggerRunRequest names the webhook and the record.
@@ -33,6 +33,15 @@ export type TriggerRunRequest = Message<"runhook.v1.TriggerRunRequest"> & {
    * @generated from field: string record_id = 2;
    */
   recordId: string;
+
+  /**
+   * Optional: makes retries of this call safe (see TriggerService). 1 to 255
+   * printable ASCII characters (space to `~`); a fresh random one (a UUID) per
+   * logical call. Empty: no key, every call is a new one.
+   *
+   * @generated from field: string idempotency_key = 3;
+   */
+  idempotencyKey: string;
 };
 
 /**
@@ -54,6 +63,14 @@ export type TriggerRunResponse = Message<"runhook.v1.TriggerRunResponse"> & {
    * @generated from field: string run_id = 1;
    */
   runId: string;
+
+  /**
+   * True when the call repeated an earlier one with the same idempotency key:
+   * `run_id` is the earlier call's run and nothing was started.
+   *
+   * @generated from field: bool replayed = 2;
+   */
+  replayed: boolean;
 };
 
 /**
@@ -105,6 +122,21 @@ export const OngoingRunSchema: GenMessage<OngoingRun> = /*@__PURE__*/
  *     the ongoing run id is in the `runhook-ongoing-run-id` response metadata
  *     and in an `OngoingRun` error detail
  *  8. otherwise the run is stored QUEUED and its id returned (HTTP 202)
+ *
+ * Idempotent retries (opt-in): with an `idempotency_key` (the webhook's
+ * `Idempotency-Key` header), a repeat of the call with the same key, for the
+ * same workflow and the same token user, within RUNHOOK_IDEMPOTENCY_TTL_HOURS
+ * (24 by default) answers the first call's run id with `replayed` true (and
+ * the `idempotent-replayed: true` response metadata) and starts nothing, even
+ * after that run has finished. The key is looked at after check 6, so a
+ * repeat is authenticated, authorized and counted by the rate limit like any
+ * call. Only an accepted call is remembered: after a refusal the key is free.
+ * Between checks 6 and 7:
+ *  - a key longer than 255 characters or not printable ASCII:
+ *    INVALID_ARGUMENT (HTTP 400)
+ *  - the key was used with another `record_id`: FAILED_PRECONDITION (HTTP 400)
+ *  - the first call with the key is still being answered (after a short
+ *    wait): ABORTED (HTTP 409); retry with the same key
  *
  * @generated from service runhook.v1.TriggerService
  */

@@ -72,13 +72,13 @@ export function activeKeyOf(workflowId: string, recordId: string): string {
 export type NewRun = Pick<
   RunDoc,
   "workflowId" | "workflowVersion" | "renderingId" | "projectId" | "environmentId" | "collectionId" | "collection" | "recordId" | "userId" | "userEmail" | "tokenId" | "via" | "requestId"
-> & { steps: StepDoc[]; createdAt?: Date };
+> & { steps: StepDoc[]; createdAt?: Date; /** Chosen in advance (an idempotency key's reserved run), else a fresh UUID. */ id?: string };
 
 /** A new QUEUED run, every step PENDING: the one shape TriggerService stores. */
 export function newRunDoc(n: NewRun): RunDoc {
   const now = n.createdAt ?? new Date();
   return {
-    _id: randomUUID(),
+    _id: n.id ?? randomUUID(),
     activeKey: activeKeyOf(n.workflowId, n.recordId),
     workflowId: n.workflowId,
     workflowVersion: n.workflowVersion,

@@ -1,0 +1,275 @@
+// Idempotent retries of the webhook (Idempotency-Key header) and of TriggerService/TriggerRun
+// (idempotency_key), on the real server and database, over HTTP (fetch), in process
+// (inject) and native gRPC (@grpc/grpc-js).
+import { randomUUID } from "node:crypto";
+import * as grpc from "@grpc/grpc-js";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TriggerRunRequestSchema, TriggerRunResponseSchema, type TriggerRunResponse } from "../gen/runhook/v1/trigger_pb.js";
+import { ABANDONED_AFTER_MS } from "../src/domain/idempotency.js";
+import { sweepExpired } from "../src/store/index.js";
+import { startServer, type TestServer } from "./helpers/server.js";
+import { addAppToken, addUser, createWorld, type World } from "./helpers/world.js";
+import { adminClient, awaitFreshWindow, local, postHook, UUID_RE } from "./helpers/webhook.js";
+
+const TTL_HOURS = 2;
+let server: TestServer;
+beforeAll(async () => {
+  server = await startServer({ env: { RUNHOOK_EXECUTOR: "false", RUNHOOK_IDEMPOTENCY_TTL_HOURS: String(TTL_HOURS) } });
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+const db = () => server.deps.store.db;
+const finish = (runId: string) => db().runs.updateOne({ _id: runId }, { $set: { state: "SUCCEEDED", activeKey: runId, finishedAt: new Date() } });
+const runsOf = (w: World) => db().runs.countDocuments({ workflowId: w.workflowId });
+
+interface Hook {
+  w: World;
+  url: string;
+}
+
+async function hook(): Promise<Hook> {
+  const w = await createWorld(db());
+  const got = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });
+  return { w, url: local(got.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl) };
+}
+
+const keyed = (h: Hook, recordId: string, key: string, token = h.w.userToken) => postHook(h.url, token, { record_id: recordId }, { headers: { "idempotency-key": key } });
+
+interface GrpcAnswer {
+  value?: TriggerRunResponse;
+  error?: grpc.ServiceError;
+  replayedHeader?: string;
+}
+
+/** TriggerRun over native gRPC, with the response metadata's idempotent-replayed. */
+async function grpcTrigger(webhookUrl: string, recordId: string, token: string, idempotencyKey: string): Promise<GrpcAnswer> {
+  const client = new grpc.Client(server.grpcAddr, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  md.set("authorization", `Bearer ${token}`);
+  try {
+    return await new Promise((resolve) => {
+      let replayedHeader: string | undefined;
+      const call = client.makeUnaryRequest(
+        "/runhook.v1.TriggerService/TriggerRun",
+        (m: unknown) => Buffer.from(toBinary(TriggerRunRequestSchema, create(TriggerRunRequestSchema, m as never))),
+        (b: Buffer) => fromBinary(TriggerRunResponseSchema, b),
+        { webhookUrl, recordId, idempotencyKey } as never,
+        md,
+        (err, value) => resolve(err ? { error: err, replayedHeader } : { value: value as TriggerRunResponse, replayedHeader }),
+      );
+      call.on("metadata", (m) => (replayedHeader = m.get("idempotent-replayed")[0]?.toString()));
+    });
+  } finally {
+    client.close();
+  }
+}
+
+describe("idempotent webhook calls", () => {
+  it("a repeat after the run finished answers 202 with the same runId, marked as a replay, and starts nothing", async () => {
+    const h = await hook();
+    const key = randomUUID();
+    const first = await keyed(h, "r1", key);
+    expect(first.status).toBe(202);
+    expect(first.body.runId).toMatch(UUID_RE);
+    expect(first.headers.get("idempotent-replayed")).toBeNull();
+    await finish(first.body.runId!);
+
+    const again = await keyed(h, "r1", key);
+    expect(again.status).toBe(202);
+    expect(again.body).toEqual({ runId: first.body.runId });
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(await runsOf(h.w)).toBe(1);
+    // One triggered entry: the replay is not logged as a run.
+    expect(await db().activityLogs.countDocuments({ runId: first.body.runId!, action: "workflow.run.triggered" })).toBe(1);
+  });
+
+  it("a repeat while the run is ongoing is a replay too (not a 409)", async () => {
+    const h = await hook();
+    const key = randomUUID();
+    const first = await keyed(h, "r1", key);
+    const again = await keyed(h, "r1", key);
+    expect([again.status, again.body.runId, again.headers.get("idempotent-replayed")]).toEqual([202, first.body.runId, "true"]);
+  });
+
+  it("the same key with another record_id is refused with 400 failed_precondition, and starts nothing", async () => {
+    const h = await hook();
+    const key = randomUUID();
+    const first = await keyed(h, "r1", key);
+    await finish(first.body.runId!);
+    const other = await keyed(h, "r2", key);
+    expect(other.status).toBe(400);
+    expect(other.body).toEqual({ error: expect.stringMatching(/Idempotency-Key was already used with another record_id/), code: "failed_precondition" });
+    expect(await runsOf(h.w)).toBe(1);
+  });
+
+  it("a body that differs only in unknown fields (ignored by the call) is the same call", async () => {
+    const h = await hook();
+    const key = randomUUID();
+    const first = await keyed(h, "r1", key);
+    const again = await postHook(h.url, h.w.userToken, { extra: 1, record_id: "r1" }, { headers: { "idempotency-key": key } });
+    expect([again.status, again.body.runId]).toEqual([202, first.body.runId]);
+  });
+
+  it("50 concurrent calls with one key start exactly one run; every answer is its runId or a 409 aborted, none a 5xx", async () => {
+    const h = await hook();
+    const key = randomUUID();
+    const answers = await Promise.all(Array.from({ length: 50 }, () => keyed(h, "r1", key)));
+    expect(await runsOf(h.w)).toBe(1);
+    const run = await db().runs.findOne({ workflowId: h.w.workflowId });
+    const accepted = answers.filter((a) => a.status === 202);
+    expect(accepted.length).toBeGreaterThanOrEqual(1);
+    for (const a of accepted) expect(a.body.runId).toBe(run!._id);
+    expect(accepted.filter((a) => a.headers.get("idempotent-replayed") !== "true")).toHaveLength(1);
+    for (const a of answers.filter((a) => a.status !== 202)) expect([a.status, a.body.code]).toEqual([409, "aborted"]);
+  });
+
+  it("only an accepted call is remembered: after a 409 the key is free, and a retry starts the run", async () => {
+    const h = await hook();
+    const ongoing = await postHook(h.url, h.w.userToken, { record_id: "r1" });
+    const key = randomUUID();
+    const refused = await keyed(h, "r1", key);
+    expect([refused.status, refused.body.code, refused.body.runId]).toEqual([409, "already_exists", ongoing.body.runId]);
+    await finish(ongoing.body.runId!);
+    const retry = await keyed(h, "r1", key);
+    expect(retry.status).toBe(202);
+    expect(retry.body.runId).not.toBe(ongoing.body.runId);
+    expect(retry.headers.get("idempotent-replayed")).toBeNull();
+  });
+
+  it("a key is remembered until its TTL, then forgotten (swept): the same key starts a new run", async () => {
+    const h = await hook();
+    const key = randomUUID();
+    const first = await keyed(h, "r1", key);
+    await finish(first.body.runId!);
+    const hour = 3_600_000;
+    await sweepExpired(db(), new Date(Date.now() + (TTL_HOURS - 0.5) * hour));
+    expect((await keyed(h, "r1", key)).body.runId).toBe(first.body.runId);
+    await sweepExpired(db(), new Date(Date.now() + (TTL_HOURS + 0.5) * hour));
+    const later = await keyed(h, "r1", key);
+    expect(later.status).toBe(202);
+    expect(later.body.runId).not.toBe(first.body.runId);
+    expect(later.headers.get("idempotent-replayed")).toBeNull();
+  });
+
+  it("without the header, a call after the run finished starts a fresh run (seed rule 3)", async () => {
+    const h = await hook();
+    const keysBefore = await db().idempotencyKeys.countDocuments({});
+    const first = await postHook(h.url, h.w.userToken, { record_id: "r1" });
+    await finish(first.body.runId!);
+    const again = await postHook(h.url, h.w.userToken, { record_id: "r1" });
+    expect(again.status).toBe(202);
+    expect(again.body.runId).not.toBe(first.body.runId);
+    expect(again.headers.get("idempotent-replayed")).toBeNull();
+    expect(await db().idempotencyKeys.countDocuments({})).toBe(keysBefore);
+  });
+
+  it("a key is per token user: another user with the same key starts a run of their own", async () => {
+    const h = await hook();
+    const key = randomUUID();
+    const first = await keyed(h, "r1", key);
+    await finish(first.body.runId!);
+    const other = await addUser(db(), h.w.orgId, h.w.projectId, "editor", { teamId: h.w.teamId });
+    const otherToken = (await addAppToken(db(), other._id)).plaintext;
+    const theirs = await keyed(h, "r1", key, otherToken);
+    expect(theirs.status).toBe(202);
+    expect(theirs.body.runId).not.toBe(first.body.runId);
+    expect(theirs.headers.get("idempotent-replayed")).toBeNull();
+  });
+
+  it("a reservation left by a call that died before storing its run is completed by a retry, with the reserved runId", async () => {
+    const h = await hook();
+    const key = randomUUID();
+    // What a call that crashed between its two writes leaves: a reservation and no run.
+    const first = await keyed(h, "r1", key);
+    const reservation = (await db().idempotencyKeys.findOne({ runId: first.body.runId! }))!;
+    await db().runs.deleteOne({ _id: first.body.runId! });
+    await db().idempotencyKeys.updateOne({ _id: reservation._id }, { $set: { reservedAt: new Date(Date.now() - ABANDONED_AFTER_MS - 1000) } });
+    const retry = await keyed(h, "r1", key);
+    expect(retry.status).toBe(202);
+    expect(retry.body.runId).toBe(first.body.runId);
+    expect(await db().runs.countDocuments({ _id: first.body.runId! })).toBe(1);
+  });
+
+  it("a repeat while the first call is still being answered waits briefly, then answers 409 aborted and starts nothing", async () => {
+    const h = await hook();
+    const key = randomUUID();
+    const first = await keyed(h, "r1", key);
+    // The first call, as seen while it is between its reservation and its run: no run yet, reserved just now.
+    await db().runs.deleteOne({ _id: first.body.runId! });
+    await db().idempotencyKeys.updateOne({ runId: first.body.runId! }, { $set: { reservedAt: new Date() } });
+    const again = await keyed(h, "r1", key);
+    expect(again.status).toBe(409);
+    expect(again.body).toEqual({ error: expect.stringMatching(/still being answered: retry/), code: "aborted" });
+    expect(await runsOf(h.w)).toBe(0);
+  });
+
+  it("refuses bad keys with 400 invalid_argument: 256 characters, non-ASCII, control characters, empty", async () => {
+    const h = await hook();
+    expect((await keyed(h, "r1", "k".repeat(255))).status).toBe(202);
+    const bad = ["k".repeat(256), "clé-é", "tab\there", ""];
+    for (const key of bad) {
+      // inject: fetch itself refuses some of these header values.
+      const res = await server.gateway.inject({
+        method: "POST",
+        url: new URL(h.url).pathname,
+        headers: { authorization: `Bearer ${h.w.userToken}`, "content-type": "application/json", "idempotency-key": key },
+        payload: JSON.stringify({ record_id: "r2" }),
+      });
+      expect([key.slice(0, 10), res.statusCode, res.json().code]).toEqual([key.slice(0, 10), 400, "invalid_argument"]);
+      expect(res.json().error).toMatch(/Idempotency-Key/);
+    }
+    expect(await runsOf(h.w)).toBe(1);
+  });
+
+  it("a repeat counts against the webhook's rate limit like any call", async () => {
+    const h = await hook();
+    await db().workflows.updateOne({ _id: h.w.workflowId }, { $set: { "webhook.rateLimitPerMinute": 2 } });
+    const key = randomUUID();
+    await awaitFreshWindow(10_000);
+    expect((await keyed(h, "r1", key)).status).toBe(202);
+    expect((await keyed(h, "r1", key)).headers.get("idempotent-replayed")).toBe("true");
+    const third = await keyed(h, "r1", key);
+    expect([third.status, third.body.code]).toEqual([429, "resource_exhausted"]);
+  });
+
+  it("checks the key after authentication: a bad token with a used key is 401, and reveals nothing", async () => {
+    const h = await hook();
+    const key = randomUUID();
+    await keyed(h, "r1", key);
+    const res = await keyed(h, "r1", key, "rh_app_invalid");
+    expect(res.status).toBe(401);
+    expect(res.body.runId).toBeUndefined();
+  });
+});
+
+describe("idempotent TriggerRun over native gRPC", () => {
+  it("replays with replayed=true and idempotent-replayed metadata; refuses a mismatch and a bad key", async () => {
+    const h = await hook();
+    const key = randomUUID();
+    const first = await grpcTrigger(h.url, "r1", h.w.userToken, key);
+    expect(first.error).toBeUndefined();
+    expect(first.value!.replayed).toBe(false);
+    await finish(first.value!.runId);
+    const again = await grpcTrigger(h.url, "r1", h.w.userToken, key);
+    expect([again.value?.runId, again.value?.replayed, again.replayedHeader]).toEqual([first.value!.runId, true, "true"]);
+    // The same key through the webhook is the same call.
+    const viaHook = await keyed(h, "r1", key);
+    expect([viaHook.body.runId, viaHook.headers.get("idempotent-replayed")]).toEqual([first.value!.runId, "true"]);
+    const mismatch = await grpcTrigger(h.url, "r2", h.w.userToken, key);
+    expect(mismatch.error?.code).toBe(grpc.status.FAILED_PRECONDITION);
+    for (const bad of ["k".repeat(256), "\u0001", "ключ"]) expect((await grpcTrigger(h.url, "r3", h.w.userToken, bad)).error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(await runsOf(h.w)).toBe(1);
+  });
+
+  it("without a key, each call after the run finished starts a fresh run", async () => {
+    const h = await hook();
+    const first = await grpcTrigger(h.url, "r1", h.w.userToken, "");
+    await finish(first.value!.runId);
+    const again = await grpcTrigger(h.url, "r1", h.w.userToken, "");
+    expect(again.value!.runId).not.toBe(first.value!.runId);
+    expect(again.value!.replayed).toBe(false);
+  });
+});
