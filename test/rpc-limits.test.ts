@@ -249,7 +249,7 @@ describe("deeply nested request messages", () => {
     const http2 = await import("node:http2");
     const session = http2.connect(`http://${server.grpcAddr}`);
     try {
-      const stream = session.request({ ":method": "POST", ":path": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "content-type": "application/grpc", te: "trailers" });
+      const stream = session.request({ ":method": "POST", ":path": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "content-type": "application/grpc", te: "trailers", "x-request-id": "deep-stream-1" });
       const trailers = new Promise<Record<string, unknown>>((r) => stream.on("trailers", r));
       const frames: Buffer[] = [];
       const answered = new Promise<void>((resolve) => stream.on("data", (d: Buffer) => (frames.push(d), resolve())));
@@ -261,6 +261,7 @@ describe("deeply nested request messages", () => {
       stream.write(envelope(Buffer.alloc(1000, (15 << 3) | 3)));
       const t = await trailers;
       expect({ status: t["grpc-status"], message: decodeURIComponent(String(t["grpc-message"])) }).toEqual({ status: "3", message: REFUSED });
+      expect(t["x-request-id"]).toBe("deep-stream-1");
     } finally {
       session.close();
     }

@@ -20,6 +20,8 @@ import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { fromBinary, fromJsonString, toBinary, type DescMessage } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
+import { REQUEST_ID_HEADER } from "../request-id.js";
+import { requestIdKey } from "./context.js";
 
 export const MAX_MESSAGE_NESTING = 64;
 
@@ -28,14 +30,25 @@ export const nestingReadOptions = { recursionLimit: MAX_MESSAGE_NESTING };
 
 const tooDeep = (e: unknown) => e instanceof Error && e.message.includes("maximum recursion depth");
 
+/** The call whose request messages are checked. */
+interface Call {
+  desc: DescMessage;
+  json: boolean;
+  requestId: string;
+}
+
 /** Fails with INVALID_ARGUMENT when the message nests deeper than MAX_MESSAGE_NESTING. */
-function checkNesting(desc: DescMessage, bytes: Uint8Array | undefined, json: boolean): void {
+function checkNesting(call: Call, bytes: Uint8Array | undefined): void {
   if (!bytes) return;
   try {
-    const binary = json ? toBinary(desc, fromJsonString(desc, new TextDecoder().decode(bytes), { ignoreUnknownFields: true })) : bytes;
+    const { desc } = call;
+    const binary = call.json ? toBinary(desc, fromJsonString(desc, new TextDecoder().decode(bytes), { ignoreUnknownFields: true })) : bytes;
     fromBinary(desc, binary, nestingReadOptions);
   } catch (e) {
-    if (tooDeep(e)) throw new ConnectError(`the request message is nested deeper than ${MAX_MESSAGE_NESTING} levels`, Code.InvalidArgument);
+    if (!tooDeep(e)) return; // anything else wrong: Connect's own decoding reports it
+    // Answered before the interceptors run, so the request id is echoed here.
+    const metadata = new Headers(call.requestId ? { [REQUEST_ID_HEADER]: call.requestId } : {});
+    throw new ConnectError(`the request message is nested deeper than ${MAX_MESSAGE_NESTING} levels`, Code.InvalidArgument, metadata);
   }
 }
 
@@ -65,7 +78,7 @@ function decompress(encoding: string | null, bytes: Uint8Array, maxBytes: number
 }
 
 /** A Connect unary body is one message: read whole (as Connect does), checked, then passed on. */
-async function* unaryChecked(body: AsyncIterable<Uint8Array>, desc: DescMessage, json: boolean, encoding: string | null, maxBytes: number) {
+async function* unaryChecked(body: AsyncIterable<Uint8Array>, call: Call, encoding: string | null, maxBytes: number) {
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of body) {
@@ -73,12 +86,12 @@ async function* unaryChecked(body: AsyncIterable<Uint8Array>, desc: DescMessage,
     size += chunk.byteLength;
   }
   const bytes = Buffer.concat(chunks);
-  if (size <= maxBytes) checkNesting(desc, decompress(encoding, bytes, maxBytes), json);
+  if (size <= maxBytes) checkNesting(call, decompress(encoding, bytes, maxBytes));
   yield bytes;
 }
 
 /** Enveloped messages (flags, 4-byte length, payload), each checked when its last byte arrives. */
-async function* envelopesChecked(body: AsyncIterable<Uint8Array>, desc: DescMessage, json: boolean, encoding: string | null, maxBytes: number) {
+async function* envelopesChecked(body: AsyncIterable<Uint8Array>, call: Call, encoding: string | null, maxBytes: number) {
   let pending = Buffer.alloc(0);
   let unchecked = false; // after a message over the limit, which Connect refuses anyway
   for await (const chunk of body) {
@@ -89,7 +102,7 @@ async function* envelopesChecked(body: AsyncIterable<Uint8Array>, desc: DescMess
       else if (pending.length < 5 + length) break;
       else {
         const payload = pending.subarray(5, 5 + length);
-        checkNesting(desc, pending[0]! & 0x01 ? decompress(encoding, payload, maxBytes) : payload, json);
+        checkNesting(call, pending[0]! & 0x01 ? decompress(encoding, payload, maxBytes) : payload);
         pending = pending.subarray(5 + length);
       }
     }
@@ -102,9 +115,10 @@ function guarded(req: UniversalServerRequest, desc: DescMessage, maxBytes: numbe
   const body = req.body;
   if (!framing || body === null || typeof body !== "object" || !(Symbol.asyncIterator in body)) return req;
   const bytes = body as AsyncIterable<Uint8Array>;
-  if (!framing.enveloped) return { ...req, body: unaryChecked(bytes, desc, framing.json, req.header.get("content-encoding"), maxBytes) };
+  const call = { desc, json: framing.json, requestId: req.contextValues?.get(requestIdKey) ?? "" };
+  if (!framing.enveloped) return { ...req, body: unaryChecked(bytes, call, req.header.get("content-encoding"), maxBytes) };
   const encoding = req.header.get("grpc-encoding") ?? req.header.get("connect-content-encoding");
-  return { ...req, body: envelopesChecked(bytes, desc, framing.json, encoding, maxBytes) };
+  return { ...req, body: envelopesChecked(bytes, call, encoding, maxBytes) };
 }
 
 /** Wraps every handler of `router` (after its services are registered) with the nesting check. */
