@@ -77,16 +77,24 @@ function decompress(encoding: string | null, bytes: Uint8Array, maxBytes: number
   return undefined;
 }
 
-/** A Connect unary body is one message: read whole (as Connect does), checked, then passed on. */
+/**
+ * A Connect unary body is one message: read whole (as Connect does), checked, then passed on.
+ * A body over the limit is passed on as it comes, never held, for Connect to refuse.
+ */
 async function* unaryChecked(body: AsyncIterable<Uint8Array>, call: Call, encoding: string | null, maxBytes: number) {
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of body) {
-    chunks.push(chunk);
     size += chunk.byteLength;
+    if (size <= maxBytes) chunks.push(chunk);
+    else {
+      yield* chunks.splice(0);
+      yield chunk;
+    }
   }
+  if (size > maxBytes) return;
   const bytes = Buffer.concat(chunks);
-  if (size <= maxBytes) checkNesting(call, decompress(encoding, bytes, maxBytes));
+  checkNesting(call, decompress(encoding, bytes, maxBytes));
   yield bytes;
 }
 
