@@ -19,7 +19,8 @@ export const DEMO_METRICS_PORT = 9464;
 
 /** Metrics are served where METRICS_PORT says; without it, only by a server on the embedded database. */
 function metricsPortFor(config: Config, mode: StartOptions["mode"]): number | undefined {
-  if (config.metricsPort === "off") return undefined;
+  // A one-shot command (seed) never listens, whatever METRICS_PORT says for the server beside it.
+  if (mode === "offline" || config.metricsPort === "off") return undefined;
   if (config.metricsPort !== undefined) return config.metricsPort;
   return mode === "server" && !config.mongodbUri ? DEMO_METRICS_PORT : undefined;
 }
@@ -54,12 +55,17 @@ export interface StartOptions {
   dbName?: string;
 }
 
-/** Connects to MONGODB_URI, or to the embedded server it starts first, and creates the indexes. */
-export async function openDatabase(config: Config, logger: Logger, dbName?: string): Promise<{ db: Database; embedded?: EmbeddedServer }> {
+/**
+ * Connects to MONGODB_URI, or to the embedded server it starts first, and creates the indexes.
+ * On the memory backend only a server starts the database; a worker or seed joins it, or fails.
+ */
+export async function openDatabase(config: Config, logger: Logger, mode: StartOptions["mode"], dbName?: string): Promise<{ db: Database; embedded?: EmbeddedServer }> {
   let embedded: EmbeddedServer | undefined;
   let uri = config.mongodbUri;
   if (!uri) {
-    embedded = await startEmbeddedServer({ dataDir: config.dataDir, cacheDir: config.cacheDir, persistent: config.embedded === "file", progress: (m) => logger.info(m) });
+    const persistent = config.embedded === "file";
+    const share = persistent ? undefined : mode === "server" ? "publish" : "join";
+    embedded = await startEmbeddedServer({ dataDir: config.dataDir, cacheDir: config.cacheDir, persistent, share, progress: (m) => logger.info(m) });
     uri = embedded.uri;
   }
   try {
@@ -92,7 +98,7 @@ export function createDeps(db: Database, config: Config, logger: Logger): Deps {
 
 export async function startRunhook(config: Config, opts: StartOptions): Promise<Runhook> {
   const { logger } = opts;
-  const { db, embedded } = await openDatabase(config, logger, opts.dbName);
+  const { db, embedded } = await openDatabase(config, logger, opts.mode, opts.dbName);
   const deps = createDeps(db, config, logger);
   const { dbMonitor } = deps;
   const services = createServices(deps);

@@ -1,19 +1,18 @@
 // Limits of the RPC servers (Connect / gRPC-Web on the gateway, native gRPC):
 // - the public API's per-token rate limit also covers LogService and NoteService over
 //   Connect and native gRPC, in the same budget as /v1 REST;
-// - request messages nested deeper than 64 levels (JSON or binary, compressed or not) are
-//   refused with a clean INVALID_ARGUMENT before they are decoded, instead of a stack
-//   overflow's "Maximum call stack size exceeded"; what is accepted can be read back.
+// - request messages nested deeper than 64 messages (JSON or binary, compressed or not, unary
+//   or a stream kept open) are refused with a clean INVALID_ARGUMENT, instead of a stack
+//   overflow or Connect's INTERNAL "parse binary: …"; what is accepted can be read back.
 import { gzipSync } from "node:zlib";
 import * as grpc from "@grpc/grpc-js";
-import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AdminService, PublishWorkflowRequestSchema } from "../gen/runhook/v1/admin_pb.js";
+import { AdminService } from "../gen/runhook/v1/admin_pb.js";
 import { ListActivityLogsRequestSchema, ListActivityLogsResponseSchema, LogService } from "../gen/runhook/v1/log_pb.js";
 import { ListNotesRequestSchema, ListNotesResponseSchema, NoteService } from "../gen/runhook/v1/note_pb.js";
-import { binaryTooDeep, MAX_MESSAGE_DEPTH } from "../src/api/message-depth.js";
+import { MAX_MESSAGE_NESTING } from "../src/api/message-nesting.js";
 import { apiClient } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow, grpcUnary } from "./helpers/webhook.js";
@@ -171,7 +170,7 @@ async function rawGrpc(addr: string, path: string, token: string, body: Buffer):
 }
 
 describe("deeply nested request messages", () => {
-  const REFUSED = `the request message is nested deeper than ${MAX_MESSAGE_DEPTH} levels`;
+  const REFUSED = `the request message is nested deeper than ${MAX_MESSAGE_NESTING} levels`;
   let server: TestServer;
   let w: World;
   let path: string;
@@ -224,33 +223,48 @@ describe("deeply nested request messages", () => {
     expect({ status: trailers["grpc-status"], message: decodeURIComponent(String(trailers["grpc-message"])) }).toEqual({ status: "3", message: REFUSED });
   });
 
+  // Levels as protobuf counts them: the request, its step, the step's updateRecord, the Struct
+  // `set`, then a Value and a Struct (or ListValue) for each level of the JSON inside.
+  const structLevels = (n: number) => 3 + 2 * n;
+  const listLevels = (n: number) => 5 + 2 * n; // {"a": [[…]]}: Struct, Value, then ListValue and Value per list
+
   it("up to the limit is accepted, stored, and read back over JSON and binary", async () => {
-    // The request {…"steps":[{"updateRecord":{"set":{"a":…}}}]} uses 4 levels before `set`.
-    const res = await connectPost("application/json", publishJson(w.workflowId, MAX_MESSAGE_DEPTH - 4));
+    const fits = (MAX_MESSAGE_NESTING - 3) >> 1;
+    expect([structLevels(fits), structLevels(fits + 1)]).toEqual([MAX_MESSAGE_NESTING - 1, MAX_MESSAGE_NESTING + 1]);
+    const res = await connectPost("application/json", publishJson(w.workflowId, fits));
     expect(res.status, await res.clone().text()).toBe(200);
-    expect((await connectPost("application/json", publishJson(w.workflowId, MAX_MESSAGE_DEPTH - 3))).status).toBe(400);
+    expect(await (await connectPost("application/json", publishJson(w.workflowId, fits + 1))).json()).toEqual({ code: "invalid_argument", message: REFUSED });
+    const lists = (MAX_MESSAGE_NESTING - 5) >> 1;
+    expect(listLevels(lists)).toBeLessThanOrEqual(MAX_MESSAGE_NESTING);
+    expect(await rawGrpc(server.grpcAddr, path, w.adminToken, publishBinary(w.workflowId, nestedListValue(lists)))).toEqual({ status: 0, message: "" });
+    expect(await rawGrpc(server.grpcAddr, path, w.adminToken, publishBinary(w.workflowId, nestedListValue(lists + 1)))).toEqual({ status: grpc.status.INVALID_ARGUMENT, message: REFUSED });
+    // Read back by protobuf-es clients, whose own limit is 100 levels: the answer wraps the steps deeper.
     const binary = createClient(AdminService, createGrpcTransport({ baseUrl: `http://${server.grpcAddr}` }));
     const got = await binary.getWorkflow({ workflowId: w.workflowId }, { headers: auth(w.adminToken) });
-    expect(got.workflow?.versions.length).toBe(2);
+    expect(got.workflow?.versions.length).toBe(3);
     expect(await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId })).toBeDefined();
   });
 
-  it("the binary measure agrees with ProtoJSON's nesting", () => {
-    const msg = (n: number) => create(PublishWorkflowRequestSchema, {
-      workflowId: "w",
-      steps: [{ kind: { case: "updateRecord", value: { set: JSON.parse(`${'{"a":'.repeat(n)}1${"}".repeat(n)}`) } } }],
-    });
-    // JSON: root, steps array, step, updateRecord, then the struct's n objects.
-    for (const n of [1, 10, MAX_MESSAGE_DEPTH - 4, MAX_MESSAGE_DEPTH - 3]) {
-      expect(binaryTooDeep(PublishWorkflowRequestSchema, toBinary(PublishWorkflowRequestSchema, msg(n))), `n=${n}`).toBe(4 + n > MAX_MESSAGE_DEPTH);
+  it("a stream is checked message by message: reflection answers while the client keeps its side open, a deep message ends it", async () => {
+    const http2 = await import("node:http2");
+    const session = http2.connect(`http://${server.grpcAddr}`);
+    try {
+      const stream = session.request({ ":method": "POST", ":path": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "content-type": "application/grpc", te: "trailers", "x-request-id": "deep-stream-1" });
+      const trailers = new Promise<Record<string, unknown>>((r) => stream.on("trailers", r));
+      const frames: Buffer[] = [];
+      const answered = new Promise<void>((resolve) => stream.on("data", (d: Buffer) => (frames.push(d), resolve())));
+      // ServerReflectionRequest{list_services = 7: ""}, and the stream stays open.
+      stream.write(envelope(field(7, Buffer.alloc(0))));
+      await answered;
+      expect(Buffer.concat(frames).toString("latin1")).toContain("runhook.v1.TriggerService");
+      // Then a message of unknown groups nested 1,000 deep, still without closing our side.
+      stream.write(envelope(Buffer.alloc(1000, (15 << 3) | 3)));
+      const t = await trailers;
+      expect({ status: t["grpc-status"], message: decodeURIComponent(String(t["grpc-message"])) }).toEqual({ status: "3", message: REFUSED });
+      expect(t["x-request-id"]).toBe("deep-stream-1");
+    } finally {
+      session.close();
     }
-    // Lists count like JSON arrays: the struct {"a": [[…]]}.
-    for (const n of [MAX_MESSAGE_DEPTH - 6, MAX_MESSAGE_DEPTH - 5]) {
-      const bytes = publishBinary("w", nestedListValue(n));
-      expect(binaryTooDeep(PublishWorkflowRequestSchema, bytes), `lists n=${n}`).toBe(5 + n > MAX_MESSAGE_DEPTH);
-    }
-    // Malformed input is left to the decoder.
-    expect(binaryTooDeep(PublishWorkflowRequestSchema, Buffer.from([0x0a, 0x80]))).toBe(false);
   });
 
   it("a Connect body over the size limit is refused, and the server keeps serving", async () => {

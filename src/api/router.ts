@@ -1,14 +1,14 @@
 // What both Connect servers (the Fastify gateway and the native gRPC server) serve, and how:
 // every service with the standard health and reflection services, the public API's
 // per-token rate limit on LogService, NoteService and RunService (shared with /v1 REST), the read limit,
-// and the depth guard that refuses deeply nested request messages before they are decoded.
+// and the check that refuses request messages nested too deep, with INVALID_ARGUMENT.
 import type { ConnectRouter, ConnectRouterOptions } from "@connectrpc/connect";
 import { apiRateLimitInterceptor } from "./rate-limit.js";
 import type { Deps } from "../deps.js";
 import { Health, registerHealth } from "./health.js";
 import { registerReflection } from "./reflection.js";
 import { registerServices, SERVICE_DESCS, type Services } from "./services.js";
-import { guardMessageDepth, messageDepthInterceptor } from "./message-depth.js";
+import { guardMessageNesting, nestingReadOptions } from "./message-nesting.js";
 import { observeInterceptor } from "./observe.js";
 import { errorInterceptor } from "../errors.js";
 
@@ -20,7 +20,7 @@ export function connectServerOptions(deps: Deps, services: Services): ConnectRou
       // The standard health and reflection services, so grpcurl and `buf curl` work without our protos.
       registerHealth(router, deps.health);
       registerReflection(router, [...SERVICE_DESCS, Health]);
-      guardMessageDepth(router, readMaxBytes);
+      guardMessageNesting(router, readMaxBytes);
     },
     // Observed first (every answer gets its request id and is counted); then errors go out as
     // toConnectError makes them (the database unreachable: UNAVAILABLE with retry-after; bugs:
@@ -29,8 +29,9 @@ export function connectServerOptions(deps: Deps, services: Services): ConnectRou
       observeInterceptor(deps),
       errorInterceptor((err, procedure) => deps.logger.error({ err, procedure }, "unhandled error in an RPC")),
       apiRateLimitInterceptor(deps),
-      messageDepthInterceptor,
     ],
     readMaxBytes,
+    binaryOptions: nestingReadOptions,
+    jsonOptions: nestingReadOptions,
   };
 }

@@ -30,6 +30,13 @@ export interface EmbeddedOptions {
   progress: (message: string) => void;
   /** extra JVM options, after runhook's own (the benchmarks use -Drunhook.h2=stock). */
   javaOptions?: string[];
+  /**
+   * In memory only. `publish`: join the in-memory server that another local runhook server
+   * runs for this data dir, or start one that others can join (`runhook start`). `join`: only
+   * join one, else fail with one line (`runhook worker` and `seed`: a database of their own
+   * would be unseen by the server and gone with them). Unset: a private server (tests, benchmarks).
+   */
+  share?: "publish" | "join";
 }
 
 type Progress = (message: string) => void;
@@ -305,14 +312,19 @@ async function withDirLock<T>(lock: string, staleMs: number, pollMs: number, pol
   }
 }
 
+/** Why a `runhook worker` or `seed` on the memory backend cannot run alone. */
+export function noMemoryServerError(dataDir: string): Error {
+  return new Error(`RUNHOOK_EMBEDDED=memory keeps the database inside the runhook server that started it, and none is running for the data dir ${dataDir}: start \`runhook start\` there first, or use RUNHOOK_EMBEDDED=file or MONGODB_URI`);
+}
+
 /**
  * Starts mongo-java-server: in memory (its own server), or persistent with its file under
  * `<dataDir>/mongo/`, joining the one another local runhook process (a `runhook worker`,
  * say) already runs for that data dir (then `port` is that server's, whatever `o.port` asked,
- * and stop() does nothing).
+ * and stop() does nothing). A shared in-memory server (`o.share`) is found the same way.
  */
 export async function startEmbeddedServer(o: EmbeddedOptions): Promise<EmbeddedServer> {
-  if (!o.persistent) {
+  if (!o.persistent && !o.share) {
     const jar = await ensureEmbeddedJar(o.cacheDir, o.progress);
     await requireJava(false);
     const s = await spawnServer(jar, o.port ?? 0, undefined, o.javaOptions);
@@ -320,16 +332,18 @@ export async function startEmbeddedServer(o: EmbeddedOptions): Promise<EmbeddedS
   }
   const dir = join(o.dataDir, "mongo");
   mkdirSync(dir, { recursive: true });
-  const stateFile = join(dir, "running.json");
+  const backend = o.persistent ? "running" : "memory";
+  const stateFile = join(dir, `${backend}.json`);
   const joined = await joinRunning(stateFile, o.progress);
   if (joined) return joined;
+  if (!o.persistent && o.share === "join") throw noMemoryServerError(o.dataDir);
   const jar = await ensureEmbeddedJar(o.cacheDir, o.progress);
   await requireJava(false);
   // One process starts the server for a data dir (H2 locks the file); the others join it.
-  return withDirLock(join(dir, "start.lock"), 2 * START_TIMEOUT_MS, 200, () => joinRunning(stateFile, o.progress), async () => {
+  return withDirLock(join(dir, o.persistent ? "start.lock" : "memory.start.lock"), 2 * START_TIMEOUT_MS, 200, () => joinRunning(stateFile, o.progress), async () => {
     const again = await joinRunning(stateFile, o.progress);
     if (again) return again;
-    const s = await spawnServer(jar, o.port ?? 0, join(dir, "runhook.mv"), o.javaOptions);
+    const s = await spawnServer(jar, o.port ?? 0, o.persistent ? join(dir, "runhook.mv") : undefined, o.javaOptions);
     const state: RunningState = { pid: s.child.pid!, port: s.port };
     writeFileSync(`${stateFile}.${process.pid}.tmp`, JSON.stringify(state));
     renameSync(`${stateFile}.${process.pid}.tmp`, stateFile);
