@@ -193,6 +193,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!/^https?:\/\/[^/]+(\/.*)?$/.test(publicBaseUrl)) throw new ConfigError(`PUBLIC_BASE_URL must be an http(s) URL, got "${publicBaseUrl}"`);
   const mongodbUri = env.MONGODB_URI || undefined;
   if (mongodbUri && !/^mongodb(\+srv)?:\/\//.test(mongodbUri)) throw new ConfigError("MONGODB_URI must start with mongodb:// or mongodb+srv://");
+  if (mongodbUri && /[?&]w=0(&|$)/i.test(mongodbUri)) throw new ConfigError("MONGODB_URI must not set w=0: runhook acknowledges only writes the database has confirmed");
   return {
     port,
     grpcPort: int(env, "GRPC_PORT", 50051, 0, 65535),

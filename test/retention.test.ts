@@ -63,6 +63,7 @@ describe("write concern", () => {
     const env = { ...process.env, ...testEnv(testDbName()) };
     expect(() => loadConfig({ ...env, RUNHOOK_WRITE_CONCERN: "0" })).toThrow(ConfigError);
     expect(() => loadConfig({ ...env, RUNHOOK_WRITE_CONCERN: "all" })).toThrow(/RUNHOOK_WRITE_CONCERN must be "majority" or a number of members from 1 to 99, got "all"/);
+    expect(() => loadConfig({ ...env, MONGODB_URI: `${uriFor(testDbName())}?w=0` })).toThrow(/MONGODB_URI must not set w=0/);
     expect(() => loadConfig({ ...env, RUNHOOK_WRITE_JOURNAL: "maybe" })).toThrow(/RUNHOOK_WRITE_JOURNAL must be true or false/);
     expect(() => loadConfig({ ...env, RUNHOOK_RUN_RETENTION_DAYS: "0" })).toThrow(/RUNHOOK_RUN_RETENTION_DAYS must be between 1 and 36500/);
     // `runhook start` stops at once with the variable's name.
