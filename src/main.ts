@@ -3,7 +3,7 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { FastifyInstance } from "fastify";
 import type { Config } from "./config.js";
-import { connect, createStore, ensureIndexes, isUnavailable, sweepExpired, SWEEP_EVERY_MS, type Database } from "./store/index.js";
+import { connect, createStore, ensureIndexes, isUnavailable, sweepEveryMs, sweepExpired, SWEEP_EVERY_MS, type Database, type TtlIndex } from "./store/index.js";
 import { startEmbeddedServer, type EmbeddedServer } from "./store/embedded.js";
 import type { Deps } from "./deps.js";
 import { buildGateway } from "./http/app.js";
@@ -86,13 +86,29 @@ function logWriteConcern(db: Database, logger: Logger, embedded: boolean): void 
   logger.info({ writeConcern: { w, journal, wtimeoutMS } }, `write concern in force: w=${String(w)}, journal=${String(journal)}${note}`);
 }
 
-/** Removes what the TTL indexes expire, every SWEEP_EVERY_MS (for the embedded server, which never does). */
+/**
+ * Removes what the TTL indexes expire (for the embedded server, which never does): each index
+ * every sweepEveryMs of it, all of them first a minute after start.
+ */
 function startSweeper(db: Database, config: Config, logger: Logger): NodeJS.Timeout {
+  const sweptAt = new Map<string, number>();
+  let sweeping = false;
   const sweeper = setInterval(() => {
-    sweepExpired(db, config.retention).then(
-      (removed) => Object.keys(removed).length > 0 && logger.info({ removed }, "removed expired documents (retention)"),
-      (err: unknown) => !isUnavailable(err) && logger.warn({ err }, "sweeping expired documents failed"),
-    );
+    if (sweeping) return;
+    sweeping = true;
+    const now = Date.now();
+    const due = (t: TtlIndex) => {
+      const key = `${t.collection}.${t.field}`;
+      if (now - (sweptAt.get(key) ?? 0) < sweepEveryMs(t)) return false;
+      sweptAt.set(key, now);
+      return true;
+    };
+    sweepExpired(db, config.retention, new Date(now), due)
+      .then(
+        (removed) => Object.keys(removed).length > 0 && logger.info({ removed }, "removed expired documents (retention)"),
+        (err: unknown) => !isUnavailable(err) && logger.warn({ err }, "sweeping expired documents failed"),
+      )
+      .finally(() => (sweeping = false));
   }, SWEEP_EVERY_MS);
   sweeper.unref();
   return sweeper;
