@@ -12,7 +12,9 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../src/config.js";
 import { startRunhook } from "../src/main.js";
-import { connect, ensureIndexes, sweepExpired, ttlIndexes, type Database } from "../src/store/index.js";
+import { Code } from "@connectrpc/connect";
+import { toConnectError } from "../src/errors.js";
+import { connect, ensureIndexes, MongoServerError, sweepExpired, ttlIndexes, type Database } from "../src/store/index.js";
 import { activityStream } from "../src/store/logs.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { ROOT, startServer, testDbName, testEnv, uriFor, type TestServer } from "./helpers/server.js";
@@ -57,6 +59,11 @@ describe("write concern", () => {
     } finally {
       await db?.close();
     }
+  });
+
+  it("answers a write whose write concern timed out (a replica set without its majority) 503 unavailable", () => {
+    const timedOut = new MongoServerError({ code: 64, codeName: "WriteConcernFailed", errmsg: "waiting for replication timed out" });
+    expect(toConnectError(timedOut).code).toBe(Code.Unavailable);
   });
 
   it("refuses a write concern that acknowledges nothing, or that it cannot read", async () => {
