@@ -64,7 +64,30 @@ export interface Config {
   metricsPort: number | "off" | undefined;
   /** Seeds the demo data on an empty database at `start`. */
   demo: boolean;
+  /** The write concern of every write (README: Database outages). */
+  writeConcern: WriteConcernSetting;
+  /** How long finished runs, and log entries, are kept (README: Retention). */
+  retention: Retention;
 }
+
+/** `w`: "majority" or a number of members; `journal`: acknowledged only once in the on-disk journal. */
+export interface WriteConcernSetting {
+  w: "majority" | number;
+  journal: boolean;
+}
+
+/** Writes survive a crash of the server, and on a replica set a failover too. */
+export const DEFAULT_WRITE_CONCERN: WriteConcernSetting = { w: "majority", journal: true };
+
+export interface Retention {
+  /** Finished runs (with their lease and step results) are removed this long after they finished. */
+  runDays: number;
+  /** Activity and admin log entries are removed this long after their timestamp. */
+  logDays: number;
+}
+
+/** 400 days of logs: a year of audit trail and a margin. */
+export const DEFAULT_RETENTION: Retention = { runDays: 30, logDays: 400 };
 
 export class ConfigError extends Error {}
 
@@ -137,6 +160,14 @@ function metricsPort(env: NodeJS.ProcessEnv): Config["metricsPort"] {
   return int(env, "METRICS_PORT", 0, 0, 65535);
 }
 
+/** RUNHOOK_WRITE_CONCERN (`majority` or a number of members) and RUNHOOK_WRITE_JOURNAL. */
+function writeConcern(env: NodeJS.ProcessEnv): WriteConcernSetting {
+  const raw = env.RUNHOOK_WRITE_CONCERN || String(DEFAULT_WRITE_CONCERN.w);
+  // w: 0 would acknowledge nothing at all: a 202 must mean the run is stored.
+  if (raw !== "majority" && !/^[1-9]\d{0,1}$/.test(raw)) throw new ConfigError(`RUNHOOK_WRITE_CONCERN must be "majority" or a number of members from 1 to 99, got "${raw}"`);
+  return { w: raw === "majority" ? raw : Number(raw), journal: bool(env, "RUNHOOK_WRITE_JOURNAL", DEFAULT_WRITE_CONCERN.journal) };
+}
+
 function embeddedMode(env: NodeJS.ProcessEnv): Config["embedded"] {
   const raw = env.RUNHOOK_EMBEDDED || "file";
   if (raw !== "file" && raw !== "memory") throw new ConfigError(`RUNHOOK_EMBEDDED must be "file" or "memory", got "${raw}"`);
@@ -166,6 +197,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!/^https?:\/\/[^/]+(\/.*)?$/.test(publicBaseUrl)) throw new ConfigError(`PUBLIC_BASE_URL must be an http(s) URL, got "${publicBaseUrl}"`);
   const mongodbUri = env.MONGODB_URI || undefined;
   if (mongodbUri && !/^mongodb(\+srv)?:\/\//.test(mongodbUri)) throw new ConfigError("MONGODB_URI must start with mongodb:// or mongodb+srv://");
+  if (mongodbUri && /[?&]w=0(&|$)/i.test(mongodbUri)) throw new ConfigError("MONGODB_URI must not set w=0: runhook acknowledges only writes the database has confirmed");
   return {
     port,
     grpcPort: int(env, "GRPC_PORT", 50051, 0, 65535),
@@ -200,5 +232,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     metricsPort: metricsPort(env),
     demo: bool(env, "RUNHOOK_DEMO", true),
+    writeConcern: writeConcern(env),
+    retention: {
+      runDays: int(env, "RUNHOOK_RUN_RETENTION_DAYS", DEFAULT_RETENTION.runDays, 1, 36_500),
+      logDays: int(env, "RUNHOOK_LOG_RETENTION_DAYS", DEFAULT_RETENTION.logDays, 1, 36_500),
+    },
   };
 }

@@ -3,7 +3,7 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { FastifyInstance } from "fastify";
 import type { Config } from "./config.js";
-import { connect, createStore, ensureIndexes, isUnavailable, sweepExpired, SWEEP_EVERY_MS, type Database } from "./store/index.js";
+import { connect, createStore, ensureIndexes, isUnavailable, sweepEveryMs, sweepExpired, SWEEP_EVERY_MS, type Database, type TtlIndex } from "./store/index.js";
 import { startEmbeddedServer, type EmbeddedServer } from "./store/embedded.js";
 import type { Deps } from "./deps.js";
 import { buildGateway } from "./http/app.js";
@@ -72,14 +72,52 @@ export async function openDatabase(config: Config, logger: Logger, mode: StartOp
     const db = await connect(uri, {
       dbName,
       timeoutMs: config.dbTimeoutMs,
+      writeConcern: config.writeConcern,
       onReplaced: ({ stuckMs }) => logger.warn({ stuckMs }, "the database driver's server monitor was stuck: reconnected with a new client"),
     });
-    await ensureIndexes(db);
+    logWriteConcern(db, logger, embedded !== undefined);
+    await ensureIndexes(db, config.retention);
     return { db, embedded };
   } catch (err) {
     await embedded?.stop();
     throw err;
   }
+}
+
+/** One line at start: the write concern every write is acknowledged with. */
+function logWriteConcern(db: Database, logger: Logger, embedded: boolean): void {
+  const { w, journal, wtimeoutMS } = db.writeConcern;
+  const durable = journal === true && (w === "majority" || (typeof w === "number" && w >= 1));
+  const note = embedded ? " (the embedded server ignores write concerns: see Database outages in the README)" : durable ? "" : " — a crash can lose acknowledged writes";
+  logger.info({ writeConcern: { w, journal, wtimeoutMS } }, `write concern in force: w=${String(w)}, journal=${String(journal)}${note}`);
+}
+
+/**
+ * Removes what the TTL indexes expire (for the embedded server, which never does): each index
+ * every sweepEveryMs of it, all of them first a minute after start.
+ */
+function startSweeper(db: Database, config: Config, logger: Logger): NodeJS.Timeout {
+  const sweptAt = new Map<string, number>();
+  let sweeping = false;
+  const sweeper = setInterval(() => {
+    if (sweeping) return;
+    sweeping = true;
+    const now = Date.now();
+    const due = (t: TtlIndex) => {
+      const key = `${t.collection}.${t.field}`;
+      if (now - (sweptAt.get(key) ?? 0) < sweepEveryMs(t)) return false;
+      sweptAt.set(key, now);
+      return true;
+    };
+    sweepExpired(db, config.retention, new Date(now), due)
+      .then(
+        (removed) => Object.keys(removed).length > 0 && logger.info({ removed }, "removed expired documents (retention)"),
+        (err: unknown) => !isUnavailable(err) && logger.warn({ err }, "sweeping expired documents failed"),
+      )
+      .finally(() => (sweeping = false));
+  }, SWEEP_EVERY_MS);
+  sweeper.unref();
+  return sweeper;
 }
 
 /** What every service is built from, on an open database. */
@@ -118,12 +156,9 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
   let grpc: GrpcServer | undefined;
   let executors: Executors | undefined;
   let metricsServer: MetricsServer | undefined;
-  // What MongoDB's TTL index does, for servers that accept it without applying it.
-  const sweeper = setInterval(
-    () => void sweepExpired(db).catch((err: unknown) => !isUnavailable(err) && logger.warn({ err }, "sweeping expired rate-limit windows and idempotency keys failed")),
-    SWEEP_EVERY_MS,
-  );
-  sweeper.unref();
+  // What MongoDB's TTL indexes do, for servers that accept them without applying them: one
+  // sweeper per process (each deletion is idempotent, so processes need not elect one).
+  const sweeper = startSweeper(db, config, logger);
 
   const stop = async () => {
     clearInterval(sweeper);

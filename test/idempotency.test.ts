@@ -145,9 +145,9 @@ describe("idempotent webhook calls", () => {
     const first = await keyed(h, "r1", key);
     await finish(first.body.runId!);
     const hour = 3_600_000;
-    await sweepExpired(db(), new Date(Date.now() + (TTL_HOURS - 0.5) * hour));
+    await sweepExpired(db(), undefined, new Date(Date.now() + (TTL_HOURS - 0.5) * hour));
     expect((await keyed(h, "r1", key)).body.runId).toBe(first.body.runId);
-    await sweepExpired(db(), new Date(Date.now() + (TTL_HOURS + 0.5) * hour));
+    await sweepExpired(db(), undefined, new Date(Date.now() + (TTL_HOURS + 0.5) * hour));
     const later = await keyed(h, "r1", key);
     expect(later.status).toBe(202);
     expect(later.body.runId).not.toBe(first.body.runId);

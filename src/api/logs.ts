@@ -126,6 +126,14 @@ function page<T extends { seq: number }>(docs: T[], limit: number): { docs: T[];
   return docs.length > limit ? { docs: docs.slice(0, limit), hasMore: true } : { docs, hasMore: false };
 }
 
+/** The position of the request's cursor (undefined without one); an ascending one into entries retention removed is refused. */
+async function cursorPosition(reader: LogReader, codec: CursorCodec, kind: LogKind, q: LogQuery, p: Paging): Promise<number | undefined> {
+  if (!p.cursor) return undefined;
+  const pos = codec.decode(p.cursor, q.hash);
+  if (p.order === "asc") await reader.checkCursor(kind, q.stream, pos);
+  return pos;
+}
+
 /**
  * One page of a log. Ascending: entries after the cursor, never past an unresolved
  * position; descending: before it, starting at the watermark. The cursor position is the
@@ -138,7 +146,7 @@ function page<T extends { seq: number }>(docs: T[], limit: number): { docs: T[];
  */
 export async function readPage<K extends LogKind>(store: Store, reader: LogReader, codec: CursorCodec, kind: K, q: LogQuery, p: Paging): Promise<LogPage<LogDocOf<K>>> {
   const logs = store.logs;
-  const pos = p.cursor ? codec.decode(p.cursor, q.hash) : undefined;
+  const pos = await cursorPosition(reader, codec, kind, q, p);
   const filtered = isFiltered(q.selection);
   if (p.order === "desc") {
     const range = pos !== undefined ? { before: pos } : { upTo: await reader.advance(kind, q.stream) };
@@ -184,7 +192,7 @@ export async function readPage<K extends LogKind>(store: Store, reader: LogReade
  * and constant memory: the watermark advance, then one indexed scan sorted by seq.
  */
 export async function* streamLog<K extends LogKind>(store: Store, reader: LogReader, codec: CursorCodec, kind: K, q: LogQuery, p: Paging): AsyncGenerator<LogDocOf<K>> {
-  const pos = p.cursor ? codec.decode(p.cursor, q.hash) : undefined;
+  const pos = await cursorPosition(reader, codec, kind, q, p);
   const wm = await reader.advance(kind, q.stream);
   const range = p.order === "asc" ? { after: pos ?? 0, upTo: wm } : pos !== undefined ? { before: pos } : { upTo: wm };
   yield* store.logs.scan(kind, q.selection, range, p.order === "asc" ? 1 : -1);
@@ -192,7 +200,7 @@ export async function* streamLog<K extends LogKind>(store: Store, reader: LogRea
 
 export function createLogService(deps: Deps, opts: { reader?: LogReader } = {}): ServiceImpl<typeof LogService> {
   const { directory } = deps.store;
-  const reader = opts.reader ?? createLogReader(deps.store);
+  const reader = opts.reader ?? createLogReader(deps.store, { retentionDays: deps.config.retention.logDays });
   const codec = cursorCodec(deps.config);
   return {
     async listActivityLogs(req, ctx) {

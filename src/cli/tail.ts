@@ -5,7 +5,7 @@
 import { once } from "node:events";
 import { open, readFile, rename, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
-import { CliError, EXIT, EXIT_CODES_HELP, answerError, backoffMs, baseUrlOf, errorMessage, parse, report, seconds, sleep, str, tokenOf, tryGet, UsageError, type Answer } from "./common.js";
+import { CliError, EXIT, EXIT_CODES_HELP, answerError, backoffMs, baseUrlOf, errorBody, errorMessage, parse, report, seconds, sleep, str, tokenOf, tryGet, UsageError, type Answer } from "./common.js";
 
 export const TAIL_USAGE = `usage: runhook logs tail --project P --environment E [filters] [--cursor-file F] [--limit N]
                          [--interval SECONDS] [--base-url URL] [--token TOKEN]
@@ -86,6 +86,9 @@ function hintFor(a: Answer, ctx: { token: string; cursorFromFile: string | undef
   const m = errorMessage(a);
   switch (a.status) {
     case 400:
+      if (errorBody(a).code === "failed_precondition") {
+        return `entries after the cursor were removed by retention (RUNHOOK_LOG_RETENTION_DAYS on the server) and cannot be printed; ${ctx.cursorFromFile ? `delete ${ctx.cursorFromFile}` : "start again"} to follow from the oldest entry kept`;
+      }
       if (/cursor/i.test(m) && ctx.cursorFromFile) return `the cursor saved in ${ctx.cursorFromFile} was issued for another log, other filters or an older runhook: delete the file (to start from the oldest entry) or use another --cursor-file`;
       return "a filter value was refused; see the message";
     case 401:

@@ -125,7 +125,7 @@ const BODY_NOTE = "Send `Content-Type: application/json` (parameters such as `; 
 export const jsonBody = (schema: Schema, example?: Schema): Schema => ({ required: true, description: BODY_NOTE, content: json(schema, example) });
 
 const ERROR_STATUS: Record<number, string> = {
-  400: `Bad parameter or body (not JSON, a Content-Type other than application/json, JSON nested deeper than ${MAX_JSON_DEPTH} levels), or a cursor issued for other filters`,
+  400: `Bad parameter or body (not JSON, a Content-Type other than application/json, JSON nested deeper than ${MAX_JSON_DEPTH} levels), a cursor issued for other filters (invalid_argument), or one into log entries removed by retention (failed_precondition)`,
   401: "Missing, expired, revoked or invalid bearer token",
   403: "Token of another project (or its creator is no longer a project admin)",
   404: "Unknown environment, note or run",

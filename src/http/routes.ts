@@ -102,7 +102,7 @@ export const PATH_PARAMS: Record<string, { description: string; schema?: Schema 
 // optional parameter but `limit` also admits "" (the schemas say exactly what the server takes).
 const LIST_QUERY: QueryParam[] = [
   { name: "limit", description: `Page size, 1 to ${MAX_LIMIT} (default ${DEFAULT_LIMIT}); ignored by the NDJSON export`, schema: { type: "integer", minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT } },
-  { name: "cursor", description: "Opaque cursor from a previous nextCursor; bound to the filters, order and time range it was issued with" },
+  { name: "cursor", description: "Opaque cursor from a previous nextCursor; bound to the filters, order and time range it was issued with. An ascending cursor whose next entries were removed by retention is a 400 failed_precondition" },
   { name: "order", description: "asc (default, oldest first) or desc; empty: asc", schema: { type: "string", enum: ["asc", "desc", ""], default: "asc" } },
   { name: "from", description: "Only entries at or after this RFC 3339 time (at most 9 fractional digits); empty: no bound", schema: TIME_SCHEMA },
   { name: "to", description: "Only entries before this RFC 3339 time (at most 9 fractional digits); empty: no bound", schema: TIME_SCHEMA },

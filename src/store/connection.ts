@@ -1,5 +1,6 @@
 // The connection and every collection handle. Only src/store/ touches the driver.
 import { MongoClient, type Collection, type Db } from "mongodb";
+import { DEFAULT_WRITE_CONCERN, type WriteConcernSetting } from "../config.js";
 import type * as T from "./types.js";
 
 /** The driver's command events, for tools that time the database's round trips (bench/). */
@@ -50,13 +51,24 @@ interface Documents {
   idempotencyKeys: T.IdempotencyKeyDoc;
 }
 
-type Handles = { readonly [K in keyof typeof COLLECTIONS]: Collection<Documents[K]> };
+/** A collection by its handle's name (`runs`, `activityLogs`, …). */
+export type CollectionName = keyof typeof COLLECTIONS;
+
+type Handles = { readonly [K in CollectionName]: Collection<Documents[K]> };
+
+/** The write concern the client applies to every write: from the URI where it sets one, else from the configuration. */
+export interface WriteConcernInForce {
+  w: "majority" | number | undefined;
+  journal: boolean | undefined;
+  wtimeoutMS: number | undefined;
+}
 
 /** Collection handles are getters: after a reconnection (see connect()) they name the new client's. */
 export interface Database extends Handles {
   readonly client: MongoClient;
   readonly db: Db;
   name: string;
+  readonly writeConcern: WriteConcernInForce;
   /** The database holding an environment's records. */
   dataDb(name: string): Db;
   /** Calls `listener` with the command's name whenever a command fails (not for a unique index's refusal, which is an answer). */
@@ -82,9 +94,27 @@ export interface ConnectOptions {
   timeoutMs?: number;
   /** Told when the client was replaced because the driver's server monitor was stuck (see below). */
   onReplaced?: (info: { stuckMs: number }) => void;
+  /** The write concern of every write (RUNHOOK_WRITE_CONCERN, RUNHOOK_WRITE_JOURNAL); `w`, `journal` or `wtimeoutMS` in the URI win. */
+  writeConcern?: WriteConcernSetting;
 }
 
 export const DEFAULT_DB_TIMEOUT_MS = 3000;
+/**
+ * How long a write waits for the members its write concern names (wtimeoutMS): a replica set
+ * that lost its majority fails writes after this (503) instead of holding every request.
+ */
+export const WRITE_CONCERN_TIMEOUT_MS = 10_000;
+
+/** The driver's options for `uri`: what the URI itself sets stays as it is (an operator's choice). */
+function clientOptions(uri: string, timeoutMs: number, wc: WriteConcernSetting) {
+  const inUri = (name: string) => new RegExp(`[?&]${name}=`, "i").test(uri);
+  const writeConcern = {
+    ...(inUri("w") ? {} : { w: wc.w }),
+    ...(inUri("journal") ? {} : { journal: wc.journal }),
+    ...(inUri("wtimeoutMS") ? {} : { wtimeoutMS: WRITE_CONCERN_TIMEOUT_MS }),
+  };
+  return { maxPoolSize: 50, monitorCommands: true, writeConcern, ...(inUri("serverSelectionTimeoutMS") ? {} : { serverSelectionTimeoutMS: timeoutMs }) };
+}
 
 /**
  * A heartbeat of the driver's server monitor (polling, not awaited) still running after this
@@ -200,10 +230,9 @@ function startWatchdog(live: Live): NodeJS.Timeout {
  * never replaced (the new client cannot connect), and a client at most every 10 s.
  */
 export async function connect(uri: string, opts: ConnectOptions = {}): Promise<Database> {
-  const timeoutMs = opts.timeoutMs ?? DEFAULT_DB_TIMEOUT_MS;
-  // Options given here win over the URI's: leave an operator's own choice in the URI alone.
-  const inUri = /[?&]serverSelectionTimeoutMS=/i.test(uri);
-  const options = { maxPoolSize: 50, monitorCommands: true, ...(inUri ? {} : { serverSelectionTimeoutMS: timeoutMs }) };
+  // Every write, on every collection, with one write concern: a write the caller is told
+  // succeeded (a 202, a note, a token) survives a crash of the database server.
+  const options = clientOptions(uri, opts.timeoutMs ?? DEFAULT_DB_TIMEOUT_MS, opts.writeConcern ?? DEFAULT_WRITE_CONCERN);
   const failureListeners: FailureListener[] = [];
   const name = opts.dbName ?? databaseName(uri);
   const newClient = () => {
@@ -215,8 +244,10 @@ export async function connect(uri: string, opts: ConnectOptions = {}): Promise<D
   const live: Live = { handles: handles(first.client, name), monitoring: first.monitoring, closed: false, name, newClient, onReplaced: opts.onReplaced };
   const watchdog = startWatchdog(live);
 
+  const wc = first.client.writeConcern;
   const database = {
     name,
+    writeConcern: { w: wc?.w as WriteConcernInForce["w"], journal: wc?.journal, wtimeoutMS: wc?.wtimeoutMS },
     dataDb: (dataName: string) => live.handles.client.db(dataName),
     ping: async () => {
       await live.handles.db.command({ ping: 1 });

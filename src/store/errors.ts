@@ -21,6 +21,7 @@ export function isDuplicateKey(err: unknown): boolean {
 const UNAVAILABLE_CODES = new Set([
   6, // HostUnreachable
   7, // HostNotFound
+  64, // WriteConcernFailed: the write concern's members did not confirm within wtimeoutMS (connection.ts)
   89, // NetworkTimeout
   91, // ShutdownInProgress
   189, // PrimarySteppedDown

@@ -38,5 +38,5 @@ export function createStore(db: Database): Store {
 
 export { connect, databaseName, type Database, type CommandFailedEvent, type CommandStartedEvent, type CommandSucceededEvent } from "./connection.js";
 export { permissionId, projectRoleId, type WebhookChange } from "./directory.js";
-export { ensureIndexes, sweepExpired, SWEEP_EVERY_MS } from "./indexes.js";
+export { ensureIndexes, sweepEveryMs, sweepExpired, ttlIndexes, SWEEP_EVERY_MS, type TtlIndex } from "./indexes.js";
 export { isDuplicateKey, isUnavailable, MongoNetworkError, MongoServerError } from "./errors.js";

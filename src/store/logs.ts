@@ -76,6 +76,8 @@ export interface LogStore {
   counter(stream: string): Promise<number>;
   watermark(stream: string): Promise<number>;
   raiseWatermark(stream: string, pos: number): Promise<void>;
+  /** The lowest position stored in a stream (entry or tombstone), or null when none is. */
+  oldest(kind: LogKind, stream: string): Promise<number | null>;
   /** What is stored at one position (entry or tombstone), or null. */
   at(kind: LogKind, stream: string, seq: number, fields?: string[]): Promise<Position | null>;
   /** Entries (no tombstones) of a stream with after < seq ≤ upTo (or < before), in `order`, at most `limit`. */
@@ -168,6 +170,10 @@ export function logStore(d: Database, counters: CounterStore): LogStore {
     counter: (stream) => counters.current(stream),
     watermark: (stream) => counters.current(watermarkId(stream)),
     raiseWatermark: (stream, pos) => counters.raise(watermarkId(stream), pos),
+    async oldest(kind, stream) {
+      const first = await colls[kind].findOne({ _id: keyRange(stream, {}) } as Filter<Position>, { sort: { _id: 1 }, projection: { seq: 1 } });
+      return first?.seq ?? null;
+    },
     at(kind, stream, seq, fields) {
       const projection = fields ? Object.fromEntries(fields.map((f) => [f, 1])) : undefined;
       return colls[kind].findOne({ _id: streamKey(stream, seq) }, projection ? { projection } : {});

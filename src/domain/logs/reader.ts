@@ -19,6 +19,8 @@
 import { isUnavailable, type Store } from "../../store/index.js";
 import type { LogDocOf, LogKind, Position } from "../../store/logs.js";
 import { sleep } from "../../sleep.js";
+import { DEFAULT_RETENTION } from "../../config.js";
+import { fail } from "../../errors.js";
 
 /** How long a hole may stay open before a reader fills it with a tombstone. */
 export const DEFAULT_HOLE_GRACE_MS = 200;
@@ -49,6 +51,11 @@ export interface LogReader {
    * watermark to the last position the caller consumed.
    */
   forward<K extends LogKind>(kind: K, stream: string, after: number, opts?: WalkOptions): AsyncGenerator<Resolved<LogDocOf<K>>>;
+  /**
+   * Refuses (FAILED_PRECONDITION) an ascending cursor at `after` whose next entries retention
+   * removed (see removedAfter): going on would skip them without a word.
+   */
+  checkCursor(kind: LogKind, stream: string, after: number): Promise<void>;
 }
 
 /** What one process's reader knows, shared by its walks. */
@@ -62,7 +69,8 @@ interface ReaderState {
   holeSeen: Map<string, number>;
 }
 
-export function createLogReader(store: Store, opts: { holeGraceMs?: number } = {}): LogReader {
+export function createLogReader(store: Store, opts: { holeGraceMs?: number; retentionDays?: number } = {}): LogReader {
+  const retentionDays = opts.retentionDays ?? DEFAULT_RETENTION.logDays;
   const reader: ReaderState = {
     logs: store.logs,
     grace: opts.holeGraceMs ?? DEFAULT_HOLE_GRACE_MS,
@@ -82,7 +90,30 @@ export function createLogReader(store: Store, opts: { holeGraceMs?: number } = {
       return p;
     },
     forward: ((kind: LogKind, stream: string, after: number, o?: WalkOptions) => forward(reader, kind, stream, after, o)) as LogReader["forward"],
+    async checkCursor(kind, stream, after) {
+      if (!(await removedAfter(reader, kind, stream, after))) return;
+      throw fail.precondition(
+        `the cursor points into ${kind} log entries already removed by retention (entries are kept ${retentionDays} days): start again without a cursor, or from a time (from)`,
+      );
+    },
   };
+}
+
+/**
+ * Retention removes entries (and tombstones) by age, oldest first, so a cursor can point
+ * before what is kept. The position after it is then missing although it was resolved once —
+ * at or below the watermark — or, above it, although `after` itself is gone too and a later
+ * position is kept. A position that is merely not written yet (a hole) is neither: the walk
+ * waits for it or tombstones it, as always. Point reads only, except when `after` is gone.
+ */
+async function removedAfter(reader: ReaderState, kind: LogKind, stream: string, after: number): Promise<boolean> {
+  const { logs } = reader;
+  const next = after + 1;
+  if (await logs.at(kind, stream, next, ["_id"])) return false;
+  if (next <= (await stored(reader, stream))) return true;
+  if (after > 0 && (await logs.at(kind, stream, after, ["_id"]))) return false;
+  const oldest = await logs.oldest(kind, stream);
+  return oldest !== null && oldest > next;
 }
 
 async function stored(reader: ReaderState, stream: string): Promise<number> {
