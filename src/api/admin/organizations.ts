@@ -24,6 +24,8 @@ export function organizationMethods(deps: Deps): Pick<AdminImpl, "bootstrap"> {
   const dir = deps.store.directory;
   return {
     async bootstrap(req, ctx) {
+      // Switched off, the secret is not even compared: nothing left to guess.
+      if (!deps.config.bootstrap) throw fail.denied("Bootstrap is switched off on this server (RUNHOOK_BOOTSTRAP=off)");
       const secret = bearer(authorization(ctx));
       if (!secret || !sameSecret(secret, deps.config.bootstrapSecret)) throw fail.unauthenticated("Bootstrap needs the operator secret as bearer token");
       const orgName = req.organizationName.trim();
