@@ -189,7 +189,7 @@ async function queueRun(deps: Deps, input: TriggerInput, a: Accepted): Promise<{
       collection: collection.name,
       recordId,
       runId: run._id,
-      details: { workflowId: workflow._id, workflowVersion: version.version, workflowName: workflow.name },
+      details: { workflowId: workflow._id, workflowVersion: version.version, workflowName: workflow.name, tokenId: principal.token._id },
     })
     .catch((err: unknown) => deps.logger.error({ err, runId: run._id }, "could not write the workflow.run.triggered activity entry"));
   deps.metrics.runsCreated.inc();
