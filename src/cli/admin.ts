@@ -4,6 +4,7 @@ import { ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
+import { terminalSafe } from "./common.js";
 
 export const ADMIN_USAGE = `
   admin <group> <action> [--flag value …]   administration over AdminService (prints JSON)
@@ -164,11 +165,11 @@ export async function runAdminCommand(args: string[], env: NodeJS.ProcessEnv = p
   try {
     const call = client[method.localName as keyof typeof client] as unknown as (r: unknown, o: unknown) => Promise<never>;
     const res = await call(request, { headers: { authorization: `Bearer ${secret}` } });
-    process.stdout.write(JSON.stringify(toJson(method.output, res, { alwaysEmitImplicit: true }), null, 2) + "\n");
+    process.stdout.write(terminalSafe(JSON.stringify(toJson(method.output, res, { alwaysEmitImplicit: true }), null, 2)) + "\n");
     return 0;
   } catch (err) {
     const ce = ConnectError.from(err);
-    process.stderr.write(`runhook admin ${command}: ${ce.message}\n`);
+    process.stderr.write(`runhook admin ${command}: ${terminalSafe(ce.message)}\n`);
     return 1;
   }
 }
