@@ -702,7 +702,7 @@ export const BootstrapResponseSchema: GenMessage<BootstrapResponse> = /*@__PURE_
  */
 export type CreateUserRequest = Message<"runhook.v1.CreateUserRequest"> & {
   /**
-   * E-mail, unique.
+   * E-mail, unique within the organization.
    *
    * @generated from field: string email = 1;
    */
