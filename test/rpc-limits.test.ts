@@ -98,13 +98,168 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
   it("calls without a token have no bucket: all UNAUTHENTICATED, nothing written (their limit is per address, auth-throttle.test.ts)", async () => {
     await awaitFreshWindow(10_000);
     const native = createGrpcTransport({ baseUrl: `http://${server.grpcAddr}` });
-    const before = await server.deps.store.db.rateLimits.countDocuments({});
+    const before = await server.deps.store.db.rateLimits.countDocuments({ expiresAt: { $gt: new Date() } });
     const codes: Code[] = [];
     for (let i = 0; i < LIMIT + 2; i++) {
       const err = await createClient(LogService, native).listAdminLogs({ projectName: w.projectName }).then(() => undefined, (e: unknown) => ConnectError.from(e));
       codes.push(err!.code);
     }
     expect(codes).toEqual(Array(LIMIT + 2).fill(Code.Unauthenticated));
-    expect(await server.deps.store.db.rateLimits.countDocuments({})).toBe(before);
+    expect(await server.deps.store.db.rateLimits.countDocuments({ expiresAt: { $gt: new Date() } })).toBe(before);
+  });
+});
+
+// ---------------------------------------------------------------- nesting
+
+const varint = (n: number) => {
+  const out: number[] = [];
+  for (; n > 127; n = Math.floor(n / 128)) out.push((n % 128) | 128);
+  out.push(n);
+  return Buffer.from(out);
+};
+const field = (no: number, payload: Buffer) => Buffer.concat([varint((no << 3) | 2), varint(payload.length), payload]);
+
+/** google.protobuf.Value holding lists nested `n` deep (Value.list_value = 6, ListValue.values = 1). */
+function nestedListValue(n: number): Buffer {
+  let v = Buffer.from([0x20, 0x01]); // bool_value = true
+  for (let i = 0; i < n; i++) v = field(6, field(1, v));
+  return v;
+}
+
+/** PublishWorkflowRequest{workflow_id, steps: [Step{update_record: {set: Struct{"a": value}}}]} in binary. */
+function publishBinary(workflowId: string, value: Buffer): Buffer {
+  const struct = field(1, Buffer.concat([field(1, Buffer.from("a")), field(2, value)]));
+  return Buffer.concat([field(1, Buffer.from(workflowId)), field(2, field(2, field(1, struct)))]);
+}
+
+/** The same in JSON, with the struct's values nested `n` objects deep. */
+function publishJson(workflowId: string, n: number): string {
+  return `{"workflowId":"${workflowId}","steps":[{"updateRecord":{"set":${'{"a":'.repeat(n)}1${"}".repeat(n)}}}]}`;
+}
+
+const envelope = (payload: Buffer, flags = 0) => {
+  const head = Buffer.alloc(5);
+  head[0] = flags;
+  head.writeUInt32BE(payload.length, 1);
+  return Buffer.concat([head, payload]);
+};
+
+/** grpc-status and grpc-message of a gRPC-Web answer: in its headers, or in its trailer frame (flag 0x80). */
+async function grpcWebStatus(res: Response): Promise<{ status: string | null; message: string | null }> {
+  let fields = new Headers(res.headers);
+  const body = Buffer.from(await res.arrayBuffer());
+  for (let pos = 0; pos + 5 <= body.length; pos += 5 + body.readUInt32BE(pos + 1)) {
+    if (body[pos]! & 0x80) {
+      fields = new Headers(body.subarray(pos + 5, pos + 5 + body.readUInt32BE(pos + 1)).toString("utf8").split("\r\n").filter(Boolean).map((l) => [l.slice(0, l.indexOf(":")).trim(), l.slice(l.indexOf(":") + 1).trim()] as [string, string]));
+    }
+  }
+  const message = fields.get("grpc-message");
+  return { status: fields.get("grpc-status"), message: message === null ? null : decodeURIComponent(message) };
+}
+
+/** Native gRPC with a hand-made request body: status and message from the trailers. */
+async function rawGrpc(addr: string, path: string, token: string, body: Buffer): Promise<{ status: number; message: string }> {
+  const client = new grpc.Client(addr, grpc.credentials.createInsecure());
+  const md = new grpc.Metadata();
+  md.set("authorization", `Bearer ${token}`);
+  try {
+    return await new Promise((resolve) =>
+      client.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, body, md, (err) => resolve({ status: err?.code ?? 0, message: err?.details ?? "" })),
+    );
+  } finally {
+    client.close();
+  }
+}
+
+describe("deeply nested request messages", () => {
+  const REFUSED = `the request message is nested deeper than ${MAX_MESSAGE_DEPTH} levels`;
+  let server: TestServer;
+  let w: World;
+  let path: string;
+  beforeAll(async () => {
+    server = await startServer({ env: { RUNHOOK_EXECUTOR: "false" } });
+    w = await createWorld(server.deps.store.db);
+    path = "/runhook.v1.AdminService/PublishWorkflow";
+  });
+  afterAll(async () => server?.stop());
+
+  const connectPost = (contentType: string, body: Buffer | string, extra: Record<string, string> = {}) =>
+    fetch(`${server.baseUrl}${path}`, { method: "POST", headers: { ...auth(w.adminToken), "content-type": contentType, ...extra }, body: typeof body === "string" ? body : new Uint8Array(body) });
+
+  it("Connect JSON: 10,000 levels of Struct is a clean invalid_argument, not a stack overflow", async () => {
+    for (const n of [200, 10_000, 40_000]) {
+      const res = await connectPost("application/json", publishJson(w.workflowId, n));
+      expect(res.status, `depth ${n}`).toBe(400);
+      expect(await res.json()).toEqual({ code: "invalid_argument", message: REFUSED });
+    }
+    // Compressed, and in other JSON protocols (Connect streaming envelope).
+    const gz = await connectPost("application/json", gzipSync(publishJson(w.workflowId, 10_000)), { "content-encoding": "gzip" });
+    expect(await gz.json()).toEqual({ code: "invalid_argument", message: REFUSED });
+  });
+
+  it("binary over Connect, gRPC-Web and native gRPC (plain, compressed, unknown groups) is refused the same way", async () => {
+    const deep = publishBinary(w.workflowId, nestedListValue(20_000));
+    expect(deep.length).toBeLessThan(server.deps.config.bodyLimitBytes);
+    const proto = await connectPost("application/proto", deep);
+    expect(proto.status).toBe(400);
+    expect(await proto.json()).toEqual({ code: "invalid_argument", message: REFUSED });
+
+    const web = await connectPost("application/grpc-web+proto", envelope(deep));
+    expect(await grpcWebStatus(web)).toEqual({ status: "3", message: REFUSED });
+
+    expect(await rawGrpc(server.grpcAddr, path, w.adminToken, deep)).toEqual({ status: grpc.status.INVALID_ARGUMENT, message: REFUSED });
+    // Unknown groups nested 100,000 deep (one byte each): protobuf-es skips them recursively.
+    const groups = Buffer.concat([field(1, Buffer.from(w.workflowId)), Buffer.alloc(100_000, (15 << 3) | 3)]);
+    expect(await rawGrpc(server.grpcAddr, path, w.adminToken, groups)).toEqual({ status: grpc.status.INVALID_ARGUMENT, message: REFUSED });
+
+    // A gzip-compressed message in a gRPC envelope (flag 1) is measured after decompression.
+    const session = await import("node:http2").then((h) => h.connect(`http://${server.grpcAddr}`));
+    const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers", "grpc-encoding": "gzip", ...auth(w.adminToken) });
+    const trailers: Record<string, unknown> = {};
+    stream.on("response", (h) => Object.assign(trailers, h));
+    stream.on("trailers", (t) => Object.assign(trailers, t));
+    stream.resume();
+    stream.end(envelope(gzipSync(deep), 1));
+    await new Promise((r) => stream.on("close", r));
+    session.close();
+    expect({ status: trailers["grpc-status"], message: decodeURIComponent(String(trailers["grpc-message"])) }).toEqual({ status: "3", message: REFUSED });
+  });
+
+  it("up to the limit is accepted, stored, and read back over JSON and binary", async () => {
+    // The request {…"steps":[{"updateRecord":{"set":{"a":…}}}]} uses 4 levels before `set`.
+    const res = await connectPost("application/json", publishJson(w.workflowId, MAX_MESSAGE_DEPTH - 4));
+    expect(res.status, await res.clone().text()).toBe(200);
+    expect((await connectPost("application/json", publishJson(w.workflowId, MAX_MESSAGE_DEPTH - 3))).status).toBe(400);
+    const binary = createClient(AdminService, createGrpcTransport({ baseUrl: `http://${server.grpcAddr}` }));
+    const got = await binary.getWorkflow({ workflowId: w.workflowId }, { headers: auth(w.adminToken) });
+    expect(got.workflow?.versions.length).toBe(2);
+    expect(await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId })).toBeDefined();
+  });
+
+  it("the binary measure agrees with ProtoJSON's nesting", () => {
+    const msg = (n: number) => create(PublishWorkflowRequestSchema, {
+      workflowId: "w",
+      steps: [{ kind: { case: "updateRecord", value: { set: JSON.parse(`${'{"a":'.repeat(n)}1${"}".repeat(n)}`) } } }],
+    });
+    // JSON: root, steps array, step, updateRecord, then the struct's n objects.
+    for (const n of [1, 10, MAX_MESSAGE_DEPTH - 4, MAX_MESSAGE_DEPTH - 3]) {
+      expect(binaryTooDeep(PublishWorkflowRequestSchema, toBinary(PublishWorkflowRequestSchema, msg(n))), `n=${n}`).toBe(4 + n > MAX_MESSAGE_DEPTH);
+    }
+    // Lists count like JSON arrays: the struct {"a": [[…]]}.
+    for (const n of [MAX_MESSAGE_DEPTH - 6, MAX_MESSAGE_DEPTH - 5]) {
+      const bytes = publishBinary("w", nestedListValue(n));
+      expect(binaryTooDeep(PublishWorkflowRequestSchema, bytes), `lists n=${n}`).toBe(5 + n > MAX_MESSAGE_DEPTH);
+    }
+    // Malformed input is left to the decoder.
+    expect(binaryTooDeep(PublishWorkflowRequestSchema, Buffer.from([0x0a, 0x80]))).toBe(false);
+  });
+
+  it("a Connect body over the size limit is refused, and the server keeps serving", async () => {
+    const big = JSON.stringify({ workflowId: w.workflowId, steps: [], triggerRoles: ["x".repeat(server.deps.config.bodyLimitBytes)] });
+    const res = await connectPost("application/json", big);
+    expect(await res.json()).toMatchObject({ code: "resource_exhausted" });
+    expect((await fetch(`${server.baseUrl}/healthz`)).status).toBe(200);
+    const ok = await createClient(LogService, createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" })).listAdminLogs({ projectName: w.projectName }, { headers: auth(w.apiToken) });
+    expect(ok.hasMore).toBe(false);
   });
 });
