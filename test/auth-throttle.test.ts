@@ -7,7 +7,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminService, BootstrapRequestSchema, BootstrapResponseSchema } from "../gen/runhook/v1/admin_pb.js";
-import { addressBucket } from "../src/api/auth-throttle.js";
+import { addressBucket, AuthFailureThrottle } from "../src/api/auth-throttle.js";
 import { API_TOKEN_PREFIX, newToken } from "../src/domain/auth/tokens.js";
 import { signWebhookKey, webhookUrl } from "../src/domain/webhook-keys.js";
 import { apiClient } from "./helpers/api.js";
@@ -133,5 +133,23 @@ describe("addressBucket", () => {
     expect(addressBucket("2001:db8:1:2::bbbb")).toBe("2001:db8:1:2::/64");
     expect(addressBucket("2001:db8::1")).toBe("2001:db8:0:0::/64");
     expect(addressBucket(undefined)).toBe("unknown");
+  });
+});
+
+describe("AuthFailureThrottle", () => {
+  it("refuses an address at the limit until its minute ends; beyond 100,000 failing addresses, new ones share one bucket", () => {
+    const t = new AuthFailureThrottle(2);
+    const at = 1_800_000_000_000; // a whole minute
+    t.fail("192.0.2.1", at);
+    expect(t.check("192.0.2.1", at).allowed).toBe(true);
+    t.fail("192.0.2.1", at + 1000);
+    expect(t.check("192.0.2.1", at + 1000)).toMatchObject({ allowed: false, remaining: 0, retryAfter: 59 });
+    expect(t.check("192.0.2.2", at + 1000).allowed).toBe(true);
+    expect(t.check("192.0.2.1", at + 60_000).allowed).toBe(true); // a new window
+    for (let i = 0; i < 100_000; i++) t.fail(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, at + 60_000);
+    t.fail("198.51.100.1", at + 60_000);
+    t.fail("198.51.100.2", at + 60_000);
+    expect(t.check("198.51.100.3", at + 60_000).allowed).toBe(false);
+    expect(t.check("10.0.0.1", at + 60_000).allowed).toBe(true); // tracked on its own
   });
 });
