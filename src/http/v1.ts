@@ -30,7 +30,7 @@ import { API_ROUTES, NDJSON, routeUrl, type ApiRoute } from "./routes.js";
  * authenticates; one shared fixed-window counter in MongoDB for all instances, the same one
  * the LogService / NoteService / RunService RPCs count in (api/rate-limit.ts). A missing or
  * unknown token is answered 401 here and writes nothing; its response carries the figures of
- * the client address's limit on failed authentications instead (http/auth-throttle.ts counts
+ * the client address's limit on failed authentications instead (registerAuthThrottle, app.ts, counts
  * the 401). Every /v1 response carries the X-RateLimit-* headers and the IETF draft
  * `RateLimit` / `RateLimit-Policy` headers; over the limit → 429 with Retry-After.
  */
