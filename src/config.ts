@@ -1,6 +1,7 @@
 // One typed configuration object, read from the environment and validated at start.
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
+import { isIP } from "node:net";
 import { join, resolve } from "node:path";
 
 export interface Config {
@@ -34,6 +35,12 @@ export interface Config {
   docs: boolean;
   /** How long a trigger call's idempotency key is remembered (RUNHOOK_IDEMPOTENCY_TTL_HOURS). */
   idempotencyTtlMs: number;
+  /** Failed authentications (401s) a client address may make per minute before all its calls get 429. */
+  authFailureLimitPerMinute: number;
+  /** Proxies whose X-Forwarded-For names the client (addresses or CIDRs); empty: the peer address is the client. */
+  trustedProxies: string[];
+  /** Whether AdminService.Bootstrap is served (the operator switches it off once the organizations exist). */
+  bootstrap: boolean;
   /** Limits of the HTTP/1.1 gateway against slow or idle clients (README: Configuration). */
   http: {
     /** Complete request headers must arrive within this time (from the connection or the request start). */
@@ -62,7 +69,7 @@ export interface Config {
   };
   /** Port of GET /metrics (Prometheus): a number (0: any free port), "off", or unset (main.ts decides). */
   metricsPort: number | "off" | undefined;
-  /** Seeds the demo data on an empty database at `start`. */
+  /** Seeds the demo data on an empty database at `start` (by default only on the embedded database). */
   demo: boolean;
   /** The write concern of every write (README: Database outages). */
   writeConcern: WriteConcernSetting;
@@ -184,6 +191,18 @@ function httpLimits(env: NodeJS.ProcessEnv): Config["http"] {
   return { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs: int(env, "RUNHOOK_HTTP_KEEP_ALIVE_TIMEOUT_MS", 72_000, 100, 3_600_000) };
 }
 
+/** RUNHOOK_TRUSTED_PROXIES: comma-separated IPv4/IPv6 addresses or CIDR ranges. */
+function trustedProxies(env: NodeJS.ProcessEnv): string[] {
+  const list = (env.RUNHOOK_TRUSTED_PROXIES ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  for (const p of list) {
+    const [addr, bits, extra] = p.split("/");
+    const max = isIP(addr ?? "") === 4 ? 32 : isIP(addr ?? "") === 6 ? 128 : 0;
+    const ok = max > 0 && extra === undefined && (bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= max));
+    if (!ok) throw new ConfigError(`RUNHOOK_TRUSTED_PROXIES must list IP addresses or CIDR ranges, got "${p}"`);
+  }
+  return list;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = resolve(env.RUNHOOK_DATA_DIR || ".data");
   const port = int(env, "PORT", 8080, 0, 65535);
@@ -217,6 +236,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     apiRateLimitPerMinute: int(env, "RUNHOOK_API_RATE_LIMIT", 600, 1, 1_000_000),
     docs: bool(env, "RUNHOOK_DOCS", true),
     idempotencyTtlMs: int(env, "RUNHOOK_IDEMPOTENCY_TTL_HOURS", 24, 1, 24 * 365) * 3_600_000,
+    authFailureLimitPerMinute: int(env, "RUNHOOK_AUTH_FAILURE_LIMIT", 100, 1, 1_000_000),
+    trustedProxies: trustedProxies(env),
+    bootstrap: bool(env, "RUNHOOK_BOOTSTRAP", true),
     http: httpLimits(env),
     grpc: {
       idleTimeoutMs: int(env, "RUNHOOK_GRPC_IDLE_TIMEOUT_MS", 120_000, 100, 86_400_000),
@@ -231,11 +253,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       leaseMs: int(env, "RUNHOOK_EXECUTOR_LEASE_MS", 10_000, 1000, 600_000),
     },
     metricsPort: metricsPort(env),
-    demo: bool(env, "RUNHOOK_DEMO", true),
     writeConcern: writeConcern(env),
     retention: {
       runDays: int(env, "RUNHOOK_RUN_RETENTION_DAYS", DEFAULT_RETENTION.runDays, 1, 36_500),
       logDays: int(env, "RUNHOOK_LOG_RETENTION_DAYS", DEFAULT_RETENTION.logDays, 1, 36_500),
     },
+    // A real MongoDB is production until the operator asks for the demo: no live tokens in its logs.
+    demo: bool(env, "RUNHOOK_DEMO", !mongodbUri),
   };
 }

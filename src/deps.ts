@@ -6,6 +6,7 @@ import type { Store } from "./store/index.js";
 import type { HealthStatus } from "./api/health.js";
 import type { Metrics } from "./metrics.js";
 import type { DatabaseMonitor } from "./db-monitor.js";
+import type { AuthFailureThrottle } from "./api/auth-throttle.js";
 
 export interface Deps {
   /** The database, through its verbs (its collection handles, `store.db`, are for tests). */
@@ -20,4 +21,6 @@ export interface Deps {
   metrics: Metrics;
   /** Whether the database answers (a ping a second): /readyz, the health status, executors. */
   dbMonitor: DatabaseMonitor;
+  /** Failed authentications per client address, in this process (the limit before authentication). */
+  authFailures: AuthFailureThrottle;
 }

@@ -6,6 +6,7 @@ import type { Config } from "./config.js";
 import { connect, createStore, ensureIndexes, isUnavailable, sweepEveryMs, sweepExpired, SWEEP_EVERY_MS, type Database, type TtlIndex } from "./store/index.js";
 import { startEmbeddedServer, type EmbeddedServer } from "./store/embedded.js";
 import type { Deps } from "./deps.js";
+import { AuthFailureThrottle } from "./api/auth-throttle.js";
 import { buildGateway } from "./http/app.js";
 import { startGrpcServer, type GrpcServer } from "./http/grpc-server.js";
 import { startExecutors, type Executors } from "./worker/executor.js";
@@ -131,7 +132,7 @@ export function createDeps(db: Database, config: Config, logger: Logger): Deps {
   const events = new EventEmitter();
   events.setMaxListeners(0);
   const dbMonitor = monitorDatabase(() => db.ping(), { intervalMs: DB_CHECK_EVERY_MS, timeoutMs: Math.min(config.dbTimeoutMs, DB_CHECK_TIMEOUT_MS) });
-  return { store, config, logger, events, health: createHealthStatus({ services: [...SERVICE_DESCS] }), metrics, dbMonitor };
+  return { store, config, logger, events, health: createHealthStatus({ services: [...SERVICE_DESCS] }), metrics, dbMonitor, authFailures: new AuthFailureThrottle(config.authFailureLimitPerMinute) };
 }
 
 export async function startRunhook(config: Config, opts: StartOptions): Promise<Runhook> {

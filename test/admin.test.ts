@@ -225,7 +225,8 @@ describe("AdminService: who may call what", () => {
     expect(await code(c.createEnvironment({ projectId: o.project.id, name: "staging" }))).toBe("ok");
     expect(await code(c.createTeam({ projectId: o.project.id, name: "t2" }))).toBe("ok");
     expect(await code(c.setProjectRole({ projectId: o.project.id, userId: o.user.user.id, role: "editor" }))).toBe("ok");
-    expect(await code(c.updateProject({ projectId: o.project.id, requiresSso: true }))).toBe("ok");
+    // requires_sso is changed only from an SSO session (the SSO tests below).
+    expect(await code(c.updateProject({ projectId: o.project.id, requiresSso: true }))).toBe(Code.PermissionDenied);
     const api = await c.createApiToken({ projectId: o.project.id, name: "siem" });
     expect(api.plaintext).toMatch(/^rh_api_/);
     expect(api.token!.user!.id).toBe(o.admin.user.id);
@@ -273,13 +274,35 @@ describe("AdminService: who may call what", () => {
     expect(JSON.stringify(doc)).not.toContain(t.plaintext);
   });
 
-  it("SSO tokens: only an organization admin or an SSO session may create them", async () => {
+  it("SSO tokens come only from the identity provider's stand-in (the operator secret) or an SSO session, for oneself", async () => {
     const o = await org();
+    // Not an organization admin's to hand out, for others or for itself; not a user's.
+    expect(await code(o.root.createApplicationToken({ userId: o.user.user.id, sso: true }))).toBe(Code.PermissionDenied);
+    expect(await code(o.root.createApplicationToken({ sso: true }))).toBe(Code.PermissionDenied);
     expect(await code(o.user.client.createApplicationToken({ sso: true }))).toBe(Code.PermissionDenied);
-    const bySso = await o.root.createApplicationToken({ userId: o.user.user.id, sso: true });
-    expect(bySso.token!.sso).toBe(true);
-    const fromSession = await adminClient(server.baseUrl, bySso.plaintext).createApplicationToken({ sso: true });
-    expect(fromSession.token!.sso).toBe(true);
+    // IssueSsoToken: the operator secret only.
+    expect(await code(o.root.issueSsoToken({ userId: o.user.user.id }))).toBe(Code.Unauthenticated);
+    const operator = adminClient(server.baseUrl, BOOTSTRAP_SECRET);
+    const userSso = await operator.issueSsoToken({ userId: o.user.user.id, name: "sso login" });
+    expect(userSso.token).toMatchObject({ sso: true, user: { id: o.user.user.id } });
+    // An SSO session makes more SSO tokens for itself only.
+    const fromSession = await adminClient(server.baseUrl, userSso.plaintext).createApplicationToken({ sso: true });
+    expect(fromSession.token).toMatchObject({ sso: true, user: { id: o.user.user.id } });
+    const rootSso = adminClient(server.baseUrl, (await operator.issueSsoToken({ userId: o.boot.admin!.id })).plaintext);
+    expect(await code(rootSso.createApplicationToken({ userId: o.user.user.id, sso: true }))).toBe(Code.PermissionDenied);
+    expect(await code(rootSso.createApplicationToken({ userId: o.user.user.id }))).toBe("ok");
+  });
+
+  it("requires_sso and API tokens of an SSO project need the caller's own SSO session", async () => {
+    const o = await org();
+    const adminSso = adminClient(server.baseUrl, (await adminClient(server.baseUrl, BOOTSTRAP_SECRET).issueSsoToken({ userId: o.admin.user.id })).plaintext);
+    expect(await code(o.admin.client.updateProject({ projectId: o.project.id, requiresSso: true }))).toBe(Code.PermissionDenied);
+    expect(await code(o.root.updateProject({ projectId: o.project.id, requiresSso: true }))).toBe(Code.PermissionDenied);
+    expect((await adminSso.updateProject({ projectId: o.project.id, requiresSso: true })).project!.requiresSso).toBe(true);
+    expect(await code(o.admin.client.createApiToken({ projectId: o.project.id }))).toBe(Code.PermissionDenied);
+    expect(await code(adminSso.createApiToken({ projectId: o.project.id }))).toBe("ok");
+    // Nor can a non-SSO session turn it off again.
+    expect(await code(o.admin.client.updateProject({ projectId: o.project.id, requiresSso: false }))).toBe(Code.PermissionDenied);
   });
 
   it("organization admins revoke tokens of users of their organization", async () => {
@@ -291,6 +314,28 @@ describe("AdminService: who may call what", () => {
 });
 
 describe("AdminService: admin logs", () => {
+  it("entries about a user's tokens reach /v1 in every project of the user; a run names the token that started it", async () => {
+    const o = await org();
+    const p2 = (await o.root.createProject({ name: `p2-${o.tag}` })).project!;
+    await o.root.setProjectRole({ projectId: p2.id, userId: o.user.user.id, role: "user" });
+    await o.root.setProjectRole({ projectId: p2.id, userId: o.admin.user.id, role: "admin" });
+    const tok = await o.user.client.createApplicationToken({ name: "ci" });
+    const on = await o.editor.client.enableWebhook({ workflowId: o.workflow.id });
+    const hook = await postHook(local(on.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl), tok.plaintext, { record_id: "1" });
+    expect(hook.status).toBe(202);
+    await o.user.client.revokeApplicationToken({ tokenId: tok.token!.id });
+    for (const project of [o.project, p2]) {
+      const api = (await o.admin.client.createApiToken({ projectId: project.id })).plaintext;
+      const res = await fetch(`${server.baseUrl}/v1/project/${project.name}/admin-logs?userId=${o.user.user.id}`, { headers: { authorization: `Bearer ${api}` } });
+      expect(res.status).toBe(200);
+      const entries = ((await res.json()) as { adminLogs: { action: string; target: string; details: Record<string, unknown> }[] }).adminLogs;
+      const about = entries.filter((e) => e.target === `token/${tok.token!.id}`).map((e) => e.action);
+      expect(about, project.name).toEqual(["token.created", "token.revoked"]);
+    }
+    const run = await fetch(`${server.baseUrl}/v1/runs/${hook.body.runId}`, { headers: { authorization: `Bearer ${o.admin.token}` } });
+    expect(((await run.json()) as { tokenId: string }).tokenId).toBe(tok.token!.id);
+  });
+
   it("logs every change with its actor and action name, never a secret", async () => {
     const o = await org();
     const e = o.editor.client;

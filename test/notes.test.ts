@@ -73,7 +73,13 @@ describe("notes", () => {
       [{ collection: "orders", recordId: "r1" }, /content/],
       [{ collection: "orders", recordId: "r1", content: "<script>x</script>" }, /content/],
       [{ collection: "nope", recordId: "r1", content: "x" }, /collection/],
-      [{ collection: "orders", recordId: "r1", content: "x", title: "t".repeat(501) }, /title/],
+      [{ collection: "orders", recordId: "r1", content: "x", title: "t".repeat(201) }, /title is longer than 200/],
+      // Titles are plain text: no markup, no control characters (a terminal or a UI shows them as they are).
+      [{ collection: "orders", recordId: "r1", content: "x", title: "<img src=x onerror=alert(1)>" }, /title must be plain text/],
+      [{ collection: "orders", recordId: "r1", content: "x", title: "a\u001b]52;c;evil\u0007" }, /title must be plain text/],
+      // recordId follows the webhook's record_id rule.
+      [{ collection: "orders", recordId: "r".repeat(1025), content: "x" }, /recordId is longer than 1024/],
+      [{ collection: "orders", recordId: "\ud800", content: "x" }, /recordId must be valid Unicode/],
       [{ collection: "orders", recordId: "r1", content: "x".repeat(64 * 1024 + 1) }, /content/],
       [{ collection: 5, recordId: "r1", content: "x" }, /collection/],
       [[1, 2], /object/],
@@ -86,8 +92,8 @@ describe("notes", () => {
     const bad = await api().call("POST", notes(), { rawBody: "{not json" });
     expect(bad.status).toBe(400);
     expect(bad.body).toMatchObject({ code: "invalid_argument", error: expect.any(String) });
-    // A title of exactly 500 characters and 64 KiB of content are fine.
-    await create({ title: "t".repeat(500), content: "y".repeat(64 * 1024) });
+    // A title of exactly 200 characters ("a < b" is text, not a tag), a 1024-character record id and 64 KiB of content are fine.
+    await create({ title: "a < b ".padEnd(200, "t"), recordId: "r".repeat(1024), content: "y".repeat(64 * 1024) });
   });
 
   it("answers 413 for a body over the limit", async () => {

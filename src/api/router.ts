@@ -1,9 +1,11 @@
 // What both Connect servers (the Fastify gateway and the native gRPC server) serve, and how:
-// every service with the standard health and reflection services, the public API's
-// per-token rate limit on LogService, NoteService and RunService (shared with /v1 REST), the read limit,
-// and the check that refuses request messages nested too deep, with INVALID_ARGUMENT.
+// every service with the standard health and reflection services, the limit on failed
+// authentications per client address, the public API's per-token rate limit on LogService,
+// NoteService and RunService (shared with /v1 REST), the read limit, and the check that refuses
+// request messages nested too deep, with INVALID_ARGUMENT.
 import type { ConnectRouter, ConnectRouterOptions } from "@connectrpc/connect";
 import { apiRateLimitInterceptor } from "./rate-limit.js";
+import { authThrottleInterceptor } from "./auth-throttle.js";
 import type { Deps } from "../deps.js";
 import { Health, registerHealth } from "./health.js";
 import { registerReflection } from "./reflection.js";
@@ -24,10 +26,12 @@ export function connectServerOptions(deps: Deps, services: Services): ConnectRou
     },
     // Observed first (every answer gets its request id and is counted); then errors go out as
     // toConnectError makes them (the database unreachable: UNAVAILABLE with retry-after; bugs:
-    // INTERNAL, logged); then the rate limit, like /v1 (it answers before anything else).
+    // INTERNAL, logged); then the limit before authentication (per client address), then the
+    // per-token rate limit, like /v1 (they answer before anything else).
     interceptors: [
       observeInterceptor(deps),
       errorInterceptor((err, procedure) => deps.logger.error({ err, procedure }, "unhandled error in an RPC")),
+      authThrottleInterceptor(deps.authFailures, () => deps.metrics.rateLimitRefusals.inc({ bucket: "auth" })),
       apiRateLimitInterceptor(deps),
     ],
     readMaxBytes,

@@ -1,14 +1,15 @@
 // `runhook admin …`: AdminService over Connect (HTTP/1.1) on RUNHOOK_URL, authenticated with
-// RUNHOOK_TOKEN (RUNHOOK_BOOTSTRAP_SECRET for bootstrap). Prints the response as JSON.
+// RUNHOOK_TOKEN (RUNHOOK_BOOTSTRAP_SECRET for bootstrap and sso-token). Prints the response as JSON.
 import { ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
+import { terminalSafe } from "./common.js";
 
 export const ADMIN_USAGE = `
   admin <group> <action> [--flag value …]   administration over AdminService (prints JSON)
       env: RUNHOOK_URL (default http://localhost:8080), RUNHOOK_TOKEN (application token),
-           RUNHOOK_BOOTSTRAP_SECRET (for bootstrap)
+           RUNHOOK_BOOTSTRAP_SECRET (for bootstrap and sso-token)
     admin bootstrap --org NAME --email EMAIL [--name NAME]
     admin users create --email EMAIL [--name NAME] [--org-admin]
     admin projects create --name NAME [--sso]
@@ -26,7 +27,8 @@ export const ADMIN_USAGE = `
     admin workflows get --workflow ID
     admin webhook enable|disable|regenerate --workflow ID
     admin webhook rate-limit --workflow ID --per-minute N
-    admin tokens create [--user ID] [--name NAME] [--ttl SECONDS] [--sso]
+    admin tokens create [--user ID] [--name NAME] [--ttl SECONDS] [--sso]   (--sso: from an SSO token, for oneself)
+    admin sso-token --user ID [--name NAME] [--ttl SECONDS]   (the operator, standing in for the identity provider)
     admin tokens revoke --token ID
     admin api-tokens create --project ID [--name NAME] [--ttl SECONDS]
     admin api-tokens revoke --token ID
@@ -117,6 +119,7 @@ const COMMANDS: Record<string, { rpc: string; build: (f: Flags) => JsonObject; b
   "webhook regenerate": { rpc: "regenerateWebhook", build: (f) => ({ workflowId: req(f, "workflow") }) },
   "webhook rate-limit": { rpc: "setWebhookRateLimit", build: (f) => ({ workflowId: req(f, "workflow"), rateLimitPerMinute: num(f, "per-minute", true)! }) },
   "tokens create": { rpc: "createApplicationToken", build: (f) => ({ userId: str(f, "user") ?? "", name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0, sso: f.sso === true }) },
+  "sso-token": { rpc: "issueSsoToken", bootstrap: true, build: (f) => ({ userId: req(f, "user"), name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0 }) },
   "tokens revoke": { rpc: "revokeApplicationToken", build: (f) => ({ tokenId: req(f, "token") }) },
   "api-tokens create": { rpc: "createApiToken", build: (f) => ({ projectId: req(f, "project"), name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0 }) },
   "api-tokens revoke": { rpc: "revokeApiToken", build: (f) => ({ tokenId: req(f, "token") }) },
@@ -164,11 +167,12 @@ export async function runAdminCommand(args: string[], env: NodeJS.ProcessEnv = p
   try {
     const call = client[method.localName as keyof typeof client] as unknown as (r: unknown, o: unknown) => Promise<never>;
     const res = await call(request, { headers: { authorization: `Bearer ${secret}` } });
-    process.stdout.write(JSON.stringify(toJson(method.output, res, { alwaysEmitImplicit: true }), null, 2) + "\n");
+    // Pretty JSON: its only raw line breaks are its own; each line is escaped.
+    process.stdout.write(JSON.stringify(toJson(method.output, res, { alwaysEmitImplicit: true }), null, 2).split("\n").map(terminalSafe).join("\n") + "\n");
     return 0;
   } catch (err) {
     const ce = ConnectError.from(err);
-    process.stderr.write(`runhook admin ${command}: ${ce.message}\n`);
+    process.stderr.write(`runhook admin ${command}: ${terminalSafe(ce.message)}\n`);
     return 1;
   }
 }

@@ -105,6 +105,31 @@ export interface Answer {
   json: unknown;
 }
 
+/**
+ * Characters a terminal would act on instead of showing: C0 and C1 controls, DEL, line and
+ * paragraph separators, bidirectional overrides. A record id, a step error or any other
+ * string a tenant wrote could otherwise move the cursor, rewrite the screen or set the
+ * clipboard (OSC 52).
+ */
+const TERMINAL_CONTROLS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * The one escaping of what runhook prints: each such character as `\uXXXX`. Applied to JSON
+ * text it keeps it valid JSON that parses to the same value (JSON.stringify already escaped
+ * the C0 controls; the rest is only ever inside strings).
+ */
+export function terminalSafe(s: string): string {
+  return s.replace(TERMINAL_CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
+/** Every string of a JSON value, made terminal-safe (an answer about to be shown as text). */
+export function terminalSafeJson(v: unknown): unknown {
+  if (typeof v === "string") return terminalSafe(v);
+  if (Array.isArray(v)) return v.map(terminalSafeJson);
+  if (v && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [terminalSafe(k), terminalSafeJson(x)]));
+  return v;
+}
+
 /** The `{"error", "code", …}` body of an error answer, as far as present. */
 export function errorBody(a: Answer): { error?: string; code?: string; runId?: string } {
   const j = a.json;
@@ -209,6 +234,7 @@ export function answerError(a: Answer, hint?: string): CliError {
 
 /** Prints a CliError or UsageError (with the command's usage) and returns the exit code. */
 export function report(err: unknown, prefix: string, usage: string): number {
+  if (err instanceof Error) err.message = terminalSafe(err.message);
   if (err instanceof UsageError) {
     process.stderr.write(`${prefix}: ${err.message}\n${usage.split("\n")[0]}\n(${prefix} --help for more)\n`);
     return EXIT.USAGE;

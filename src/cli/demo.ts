@@ -48,6 +48,12 @@ export async function callAdmin<I extends DescMessage, O extends DescMessage>(ad
   return callUnary(admin, desc, init, { headers: new Headers({ authorization: `Bearer ${token}` }), via: "api" });
 }
 
+/** The demo organization's admin, if both exist. */
+async function demoAdmin(dir: DirectoryStore) {
+  const org = await dir.organizations.byName(DEMO.organization);
+  return org && dir.users.byEmail(org._id, DEMO.adminEmail);
+}
+
 /** The demo organization's admin and a fresh application token for them (logged). */
 async function demoAdminToken(deps: Deps, services: Services): Promise<string> {
   try {
@@ -56,7 +62,7 @@ async function demoAdminToken(deps: Deps, services: Services): Promise<string> {
   } catch (err) {
     if ((err as { code?: number }).code !== 6 /* already exists */) throw err;
   }
-  const admin = await deps.store.directory.users.byEmail(DEMO.adminEmail);
+  const admin = await demoAdmin(deps.store.directory);
   if (!admin) throw new Error(`the demo organization exists but its admin ${DEMO.adminEmail} does not`);
   const t = await issueAppToken(deps, admin, { name: "demo seed", ttlMs: DEFAULT_TOKEN_TTL_MS, sso: false });
   await adminLog(deps, admin, "token.created", `token/${t.doc._id}`, { userId: admin._id, name: "demo seed" });
@@ -120,7 +126,7 @@ async function seedWorld(dir: DirectoryStore, c: AdminCall, orgId: string): Prom
     async () => (await c("createCollection", { environmentId, name: DEMO.collection, primaryKey: ["id"] })).collection,
   );
   const user = await ensure(
-    () => dir.users.byEmail(DEMO.userEmail),
+    () => dir.users.byEmail(orgId, DEMO.userEmail),
     async () => (await c("createUser", { email: DEMO.userEmail, name: "Demo User" })).user,
   );
   return { projectId, dataDatabase: environment.dataDatabase, teamId, renderingId: idOf(rendering), collectionId: idOf(collection), userId: idOf(user) };
@@ -170,7 +176,7 @@ export async function seedDemo(deps: Deps, services: Services): Promise<SeedOutp
   const { store } = deps;
   const dir = store.directory;
   const adminToken = await demoAdminToken(deps, services);
-  const admin = (await dir.users.byEmail(DEMO.adminEmail))!;
+  const admin = (await demoAdmin(dir))!;
   const c: AdminCall = (method, init) => callAdmin(services.admin, method, adminToken, init as never) as Promise<Loose>;
 
   const world = await seedWorld(dir, c, admin.organizationId);

@@ -5,7 +5,7 @@
 import { once } from "node:events";
 import { open, readFile, rename, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
-import { CliError, EXIT, EXIT_CODES_HELP, answerError, backoffMs, baseUrlOf, errorBody, errorMessage, parse, report, seconds, sleep, str, tokenOf, tryGet, UsageError, type Answer } from "./common.js";
+import { CliError, EXIT, EXIT_CODES_HELP, answerError, backoffMs, baseUrlOf, errorBody, errorMessage, parse, report, seconds, sleep, str, tokenOf, tryGet, terminalSafe, UsageError, type Answer } from "./common.js";
 
 export const TAIL_USAGE = `usage: runhook logs tail --project P --environment E [filters] [--cursor-file F] [--limit N]
                          [--interval SECONDS] [--base-url URL] [--token TOKEN]
@@ -262,7 +262,7 @@ async function takePage(plan: TailPlan, a: Answer, at: TailPosition, stopWatch: 
   const items = body?.[plan.itemsKey];
   if (!Array.isArray(items)) throw new CliError(`unexpected answer: ${a.text.slice(0, 200)}`, EXIT.ERROR);
   if (items.length > 0) {
-    if (!process.stdout.write(items.map((e) => JSON.stringify(e)).join("\n") + "\n")) await Promise.race([once(process.stdout, "drain"), once(stop, "abort")]);
+    if (!process.stdout.write(items.map((e) => terminalSafe(JSON.stringify(e))).join("\n") + "\n")) await Promise.race([once(process.stdout, "drain"), once(stop, "abort")]);
     if (stopWatch.stdoutBroken) return false;
   }
   if (typeof body.nextCursor === "string" && body.nextCursor !== "" && body.nextCursor !== at.cursor) {

@@ -1,7 +1,7 @@
 // `runhook trigger <webhook-url> <record-id>`: POST the webhook as any integrator does and
 // explain the answer. stdout carries only the run id (or, with --json, the raw answer body).
 import { randomUUID } from "node:crypto";
-import { CliError, EXIT, EXIT_CODES_HELP, NetworkError, answerError, errorBody, errorMessage, parse, report, request, retryAfterMs, seconds, tokenOf, UsageError, type Answer } from "./common.js";
+import { CliError, EXIT, EXIT_CODES_HELP, NetworkError, answerError, errorBody, errorMessage, parse, report, request, retryAfterMs, seconds, tokenOf, terminalSafe, UsageError, type Answer } from "./common.js";
 
 export const TRIGGER_USAGE = `usage: runhook trigger <webhook-url> <record-id> [--token TOKEN] [--idempotency-key KEY | --no-idempotency-key] [--json]
 
@@ -95,7 +95,7 @@ export async function runTrigger(args: string[], env: NodeJS.ProcessEnv = proces
       if (err instanceof NetworkError) throw new CliError(err.message, EXIT.UNAVAILABLE, `the run may or may not have been created; ${retry}`);
       throw err;
     }
-    if (json) process.stdout.write(a.text + (a.text.endsWith("\n") ? "" : "\n"));
+    if (json) process.stdout.write(terminalSafe(a.text.trimEnd()) + "\n");
 
     if (a.status === 202) {
       const runId = (a.json as { runId?: unknown } | undefined)?.runId;

@@ -1,7 +1,7 @@
 // `runhook runs watch <runId>`: follows a run with the version-based long-poll of
 // GET /v1/runs/{id}?wait=30s&version=<v> until it is finished. On a terminal the run and its
 // steps are redrawn in place with a spinner; otherwise one plain line per change.
-import { CliError, EXIT, EXIT_CODES_HELP, answerError, backoffMs, baseUrlOf, parse, report, seconds, sleep, tokenOf, tryGet, UsageError } from "./common.js";
+import { CliError, EXIT, EXIT_CODES_HELP, answerError, backoffMs, baseUrlOf, parse, report, seconds, sleep, terminalSafeJson, tokenOf, tryGet, UsageError } from "./common.js";
 
 export const WATCH_USAGE = `usage: runhook runs watch <runId> [--base-url URL] [--token TOKEN]
 
@@ -236,7 +236,8 @@ async function followRun(url: string, token: string, view: View, stop: AbortSign
     const a = got.answer;
     if (a.status !== 200) throw answerError(a, HINTS[a.status]);
     failures = 0;
-    const run = a.json as RunView;
+    // Shown as text: every string the server sent (record id, errors…) escaped once, here.
+    const run = terminalSafeJson(a.json) as RunView;
     if (!run || typeof run !== "object" || typeof run.state !== "string") throw new CliError(`unexpected answer: ${a.text.slice(0, 200)}`, EXIT.ERROR);
     version = String(run.version ?? "0");
     view.update(run);

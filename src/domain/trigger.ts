@@ -7,6 +7,7 @@ import { authenticateApp, type AppPrincipal } from "./auth/tokens.js";
 import type { Deps } from "../deps.js";
 import { fail, ONGOING_RUN_ID } from "../errors.js";
 import { newRunDoc, RUN_QUEUED } from "./runs/model.js";
+import { checkedRecordId } from "./runs/records.js";
 import { activityStream } from "../store/logs.js";
 import type { CollectionDoc, EnvironmentDoc, ProjectDoc, RenderingDoc, WorkflowDoc, WorkflowVersionDoc } from "../store/types.js";
 import { verifyWebhookKey } from "./webhook-keys.js";
@@ -127,24 +128,15 @@ async function checkTrigger(deps: Deps, input: TriggerInput): Promise<Accepted> 
   }
 
   // 6. The body, and the idempotency key beside it.
-  const recordId = checkedRecordId(input.body);
+  const recordId = recordIdOfBody(input.body);
   if (input.idempotencyKey !== undefined) checkIdempotencyKey(input.idempotencyKey);
   return { workflow, version, rendering, project, environment, collection, principal, recordId };
 }
 
 /** The body's record id, or INVALID_ARGUMENT saying why it is unusable. */
-function checkedRecordId(body: TriggerBody): string {
+function recordIdOfBody(body: TriggerBody): string {
   if ("bodyError" in body) throw fail.invalid(body.bodyError);
-  const recordId = body.recordId;
-  if (recordId === undefined || recordId === null) throw fail.invalid("record_id is required");
-  if (typeof recordId !== "string") throw fail.invalid("record_id must be a string");
-  if (recordId === "") throw fail.invalid("record_id must not be empty");
-  // An unpaired UTF-16 surrogate (JSON "\ud800") cannot be stored: MongoDB's UTF-8 would turn it
-  // into U+FFFD, so two different ids would become one record and share one active-run slot.
-  if (/\p{Cs}/u.test(recordId)) throw fail.invalid("record_id must be valid Unicode text (it contains an unpaired surrogate)");
-  // Characters are Unicode code points (as JSON Schema counts them): the UTF-16 length is a quick upper bound.
-  if (recordId.length > 1024 && [...recordId].length > 1024) throw fail.invalid("record_id is longer than 1024 characters");
-  return recordId;
+  return checkedRecordId(body.recordId, "record_id");
 }
 
 /**
@@ -201,7 +193,7 @@ async function queueRun(deps: Deps, input: TriggerInput, a: Accepted, runId?: st
       collection: collection.name,
       recordId,
       runId: run._id,
-      details: { workflowId: workflow._id, workflowVersion: version.version, workflowName: workflow.name },
+      details: { workflowId: workflow._id, workflowVersion: version.version, workflowName: workflow.name, tokenId: principal.token._id },
     })
     .catch((err: unknown) => deps.logger.error({ err, runId: run._id }, "could not write the workflow.run.triggered activity entry"));
   deps.metrics.runsCreated.inc();

@@ -2,7 +2,7 @@
 // the /v1 REST API, health endpoints, the OpenAPI document and its reference page.
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { Duplex } from "node:stream";
-import Fastify, { type FastifyInstance } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { fail, isInternal } from "../errors.js";
 import type { Deps } from "../deps.js";
@@ -12,8 +12,9 @@ import type { Services } from "../api/services.js";
 import { sendError } from "./bridge.js";
 import { registerWebhookRoutes, WEBHOOK_ROUTE } from "./webhook.js";
 import { REQUEST_ID_HEADER, requestIdOf } from "../request-id.js";
-import { registerApiRateLimit, registerV1Routes } from "./v1.js";
-import { clientAddressKey } from "../api/rate-limit.js";
+import { isApiRequest, registerApiRateLimit, registerV1Routes } from "./v1.js";
+import { clientAddressKey, rateLimitHeaders } from "../api/rate-limit.js";
+import { authThrottled } from "../api/auth-throttle.js";
 import { connectServerOptions } from "../api/router.js";
 import { acceptRawBodies } from "./body.js";
 import { HEALTHZ, READYZ } from "./routes.js";
@@ -52,6 +53,26 @@ function registerHealthRoutes(app: FastifyInstance, deps: Deps): void {
   });
 }
 
+/**
+ * The limit before authentication on the webhook and /v1 (RPCs have the same as an
+ * interceptor, api/auth-throttle.ts): an address over it is answered 429 before its token is
+ * read, and every 401 these routes answer counts one failure of the address.
+ */
+function registerAuthThrottle(app: FastifyInstance, deps: Deps): void {
+  const guarded = (req: FastifyRequest) => req.routeOptions.url === WEBHOOK_ROUTE || isApiRequest(req);
+  app.addHook("onRequest", async (req, reply) => {
+    if (!guarded(req)) return;
+    const d = deps.authFailures.check(req.ip);
+    if (d.allowed) return;
+    deps.metrics.rateLimitRefusals.inc({ bucket: "auth" });
+    if (isApiRequest(req)) reply.headers(rateLimitHeaders(d));
+    return sendError(reply, authThrottled(d));
+  });
+  app.addHook("onResponse", async (req, reply) => {
+    if (reply.statusCode === 401 && guarded(req)) deps.authFailures.fail(req.ip);
+  });
+}
+
 export async function buildGateway(deps: Deps, services: Services): Promise<FastifyInstance> {
   const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = deps.config.http;
   const app = Fastify({
@@ -60,6 +81,8 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
     return503OnClosing: true,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: true },
+    // req.ip: the peer, or the client X-Forwarded-For names when the peer is a proxy the operator trusts.
+    trustProxy: deps.config.trustedProxies.length > 0 ? deps.config.trustedProxies : false,
     // Slow clients: the headers, then the whole request, must arrive in time (408 and the
     // connection is closed otherwise); answers may take longer (long-polls, NDJSON exports).
     // Node checks these deadlines every connectionsCheckingInterval, so it follows the shortest.
@@ -113,7 +136,9 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
   });
 
   registerHealthRoutes(app, deps);
-  // Per-token rate limit + headers on every /v1 response (root hook: covers /v1/runs too).
+  // Failed authentications per address, then the per-token rate limit + headers on every /v1
+  // response (root hooks: they cover /v1/runs and the webhook's plugin too).
+  registerAuthThrottle(app, deps);
   registerApiRateLimit(app, deps);
   await app.register(async (scope) => registerWebhookRoutes(scope, services));
   // The /v1 plugin: one body parser for all its routes (body.ts), then the routes.

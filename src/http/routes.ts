@@ -12,6 +12,8 @@ import { MAX_IDEMPOTENCY_KEY_LENGTH } from "../domain/idempotency.js";
 import { DEFAULT_LIMIT, MAX_LIMIT } from "../domain/logs/cursor.js";
 import { MAX_WAIT_SECONDS } from "../api/runs.js";
 import { MAX_JSON_DEPTH } from "../json-depth.js";
+import { MAX_NOTE_TITLE_CHARS } from "../domain/notes/threads.js";
+import { MAX_RECORD_ID_CHARS } from "../domain/runs/records.js";
 import { errorAnswer, errorResponses, json, jsonBody, pathParam, ref, type Schema, type SchemaBuilder } from "./openapi-schemas.js";
 import { boolField, boolParam, listOptions, runWait, stringField, stringFilters, TIME_SCHEMA, WAIT_SCHEMA, type QueryReader } from "./params.js";
 
@@ -195,7 +197,7 @@ const NOTE_ROUTES = [
     doc: {
       tag: "Notes",
       summary: "Create a note with its first message",
-      description: "The author is the admin who generated the token. content is HTML, sanitized with an allow-list, at most 64 KiB; title at most 500 characters. An unknown collection is a 400.",
+      description: `The author is the admin who generated the token. content is HTML, sanitized with an allow-list, at most 64 KiB; title plain text (no control characters, no HTML tags) of at most ${MAX_NOTE_TITLE_CHARS} characters; recordId at most ${MAX_RECORD_ID_CHARS} characters. An unknown collection is a 400.`,
       answer: "The note",
       body: { name: "CreateNoteBody", omit: ["scope"], required: ["collection", "recordId", "content"] },
       errors: [413],
@@ -330,7 +332,7 @@ export const WEBHOOK: OtherRoute = {
     WebhookRequest: {
       type: "object",
       required: ["record_id"],
-      properties: { record_id: { type: "string", minLength: 1, maxLength: 1024, description: "Packed record id (composite keys joined with |), at most 1024 characters (Unicode code points; no lone surrogates)" } },
+      properties: { record_id: { type: "string", minLength: 1, maxLength: MAX_RECORD_ID_CHARS, description: `Packed record id (composite keys joined with |), at most ${MAX_RECORD_ID_CHARS} characters (Unicode code points; no lone surrogates)` } },
       additionalProperties: true,
     },
     // The webhook answers the run id alone; a replay is marked by the Idempotent-Replayed header.

@@ -11,7 +11,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
-import { apiRateBucket, hitApiRateLimit } from "../api/rate-limit.js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { apiRateBucket, hitApiRateLimit, rateLimitHeaders } from "../api/rate-limit.js";
 import type { Deps } from "../deps.js";
 import type { Services } from "../api/services.js";
 import { jsonObjectBody } from "./body.js";
@@ -25,16 +26,28 @@ import { API_ROUTES, NDJSON, routeUrl, type ApiRoute } from "./routes.js";
 
 /**
  * Per-token rate limit of the public API, on the root instance so that it covers every
- * route under /v1 (including /v1/runs). Keyed by the sha256 of the bearer token (by
- * client address without one); one shared fixed-window counter in MongoDB for all
- * instances, the same one the LogService / NoteService RPCs count in (api/rate-limit.ts).
- * Every /v1 response carries the X-RateLimit-* headers and the IETF draft `RateLimit` /
- * `RateLimit-Policy` headers; over the limit → 429 with Retry-After.
+ * route under /v1 (including /v1/runs). Keyed by the sha256 of the bearer token once it
+ * authenticates; one shared fixed-window counter in MongoDB for all instances, the same one
+ * the LogService / NoteService / RunService RPCs count in (api/rate-limit.ts). A missing or
+ * unknown token is answered 401 here and writes nothing; its response carries the figures of
+ * the client address's limit on failed authentications instead (registerAuthThrottle, app.ts, counts
+ * the 401). Every /v1 response carries the X-RateLimit-* headers and the IETF draft
+ * `RateLimit` / `RateLimit-Policy` headers; over the limit → 429 with Retry-After.
  */
 export function registerApiRateLimit(app: FastifyInstance, deps: Deps): void {
   app.addHook("onRequest", async (req, reply) => {
     if (!isApiRequest(req)) return;
-    const { headers, error } = await hitApiRateLimit(deps, apiRateBucket(req.headers.authorization, req.ip));
+    let bucket: string;
+    try {
+      bucket = await apiRateBucket(deps, req.headers.authorization);
+    } catch (err) {
+      if (!(err instanceof ConnectError && err.code === Code.Unauthenticated)) throw err;
+      const d = deps.authFailures.check(req.ip);
+      // This 401 counts once answered: show the address's figures as they will be.
+      reply.headers(rateLimitHeaders({ ...d, remaining: Math.max(0, d.remaining - 1) }));
+      return sendError(reply, err);
+    }
+    const { headers, error } = await hitApiRateLimit(deps, bucket);
     reply.headers(headers);
     if (error) return sendError(reply, error);
   });

@@ -45,6 +45,7 @@ function organizationsStore(d: Database) {
   return {
     ...documents(d, "organizations"),
     remove: async (id: string) => void (await d.organizations.deleteOne({ _id: id })),
+    byName: (name: string) => d.organizations.findOne({ name }),
     /** Whether any organization exists (an empty database gets the demo). */
     any: async () => (await d.organizations.countDocuments({}, { limit: 1 })) > 0,
   };
@@ -76,6 +77,8 @@ function rolesStore(d: Database) {
       }
     },
     remove: async (projectId: string, userId: string) => void (await d.projectRoles.deleteOne({ _id: projectRoleId(projectId, userId) })),
+    /** The ids of the projects the user has a role on. */
+    projectsOf: async (userId: string): Promise<string[]> => (await d.projectRoles.find({ userId }, { projection: { projectId: 1 } }).toArray()).map((r) => r.projectId),
   };
 }
 
@@ -150,7 +153,8 @@ export function directoryStore(d: Database) {
     organizations: organizationsStore(d),
     users: {
       ...documents(d, "users"),
-      byEmail: (email: string) => d.users.findOne({ email }),
+      /** E-mail addresses are unique per organization, so a lookup names the organization. */
+      byEmail: (organizationId: string, email: string) => d.users.findOne({ organizationId, email }),
     },
     projects: projectsStore(d),
     roles: rolesStore(d),

@@ -37,12 +37,19 @@ export function ttlIndexes(retention: Retention = DEFAULT_RETENTION): TtlIndex[]
 export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_RETENTION): Promise<void> {
   const ttl = ttlIndexes(retention);
   await Promise.all(ttl.map((t) => changeExpiry(d, t)));
+  // Before e-mail addresses were unique per organization they were unique everywhere: that index goes.
+  await d.users.dropIndex("email_1").catch((err: { code?: number }) => {
+    if (err.code !== 26 && err.code !== 27) throw err; // NamespaceNotFound, IndexNotFound: nothing to drop
+  });
   await Promise.all([
     ...ttl.map((t) => d[t.collection].createIndex({ [t.field]: 1 }, { expireAfterSeconds: t.expireAfterSeconds })),
     d.organizations.createIndex({ name: 1 }, { unique: true }),
-    d.users.createIndex({ email: 1 }, { unique: true }),
+    // An address is unique within its organization only (another organization learns nothing).
+    d.users.createIndex({ organizationId: 1, email: 1 }, { unique: true }),
     d.projects.createIndex({ organizationId: 1, name: 1 }, { unique: true }),
     d.projectRoles.createIndex({ projectId: 1, userId: 1 }, { unique: true }),
+    // The projects of a user: where entries about the user's tokens and account are logged.
+    d.projectRoles.createIndex({ userId: 1 }),
     d.environments.createIndex({ projectId: 1, name: 1 }, { unique: true }),
     d.teams.createIndex({ projectId: 1, name: 1 }, { unique: true }),
     d.renderings.createIndex({ teamId: 1, environmentId: 1 }, { unique: true }),
@@ -63,9 +70,12 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     d.activityLogs.createIndex({ runId: 1, seq: 1 }),
     d.activityLogs.createIndex({ environmentId: 1, action: 1, seq: 1 }),
     d.activityLogs.createIndex({ environmentId: 1, "user.id": 1, seq: 1 }),
+    d.activityLogs.createIndex({ environmentId: 1, "user.email": 1, seq: 1 }),
     d.activityLogs.createIndex({ environmentId: 1, collection: 1, recordId: 1, seq: 1 }),
     d.adminLogs.createIndex({ projectId: 1, seq: 1 }),
     d.adminLogs.createIndex({ projectId: 1, action: 1, seq: 1 }),
+    d.adminLogs.createIndex({ projectId: 1, "actor.id": 1, seq: 1 }),
+    d.adminLogs.createIndex({ projectId: 1, "actor.email": 1, seq: 1 }),
     d.notes.createIndex({ environmentId: 1, seq: 1 }),
     d.notes.createIndex({ environmentId: 1, collection: 1, recordId: 1, seq: 1 }),
     d.notes.createIndex({ seq: 1 }, { unique: true }),

@@ -1,9 +1,10 @@
 // What the AdminService methods share: the caller, the lookups that check the caller's
 // access on the way, the admin-log writer and the small validators.
+import { createHash, timingSafeEqual } from "node:crypto";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { AdminService } from "../../../gen/runhook/v1/admin_pb.js";
 import { isRole, type Role } from "../../domain/auth/roles.js";
-import { authenticateApp, type AppPrincipal } from "../../domain/auth/tokens.js";
+import { authenticateApp, bearer, type AppPrincipal } from "../../domain/auth/tokens.js";
 import { isDuplicateKey } from "../../store/index.js";
 import type { DirectoryStore } from "../../store/directory.js";
 import type * as T from "../../store/types.js";
@@ -18,6 +19,19 @@ export const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}$/;
 /** The caller: every method but bootstrap needs an application token. */
 export function caller(dir: DirectoryStore, ctx: HandlerContext): Promise<AppPrincipal> {
   return authenticateApp(dir, authorization(ctx));
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  // Hash both so the comparison is constant-time whatever the lengths.
+  const a = createHash("sha256").update(given).digest();
+  const b = createHash("sha256").update(expected).digest();
+  return timingSafeEqual(a, b);
+}
+
+/** Throws UNAUTHENTICATED unless the call carries the operator (bootstrap) secret as its bearer token. */
+export function requireOperator(deps: Deps, ctx: HandlerContext, method: string): void {
+  const secret = bearer(authorization(ctx));
+  if (!secret || !sameSecret(secret, deps.config.bootstrapSecret)) throw fail.unauthenticated(`${method} needs the operator secret as bearer token`);
 }
 
 export function requireOrgAdmin(p: AppPrincipal): void {
@@ -68,6 +82,25 @@ export function adminLog(
     target,
     details,
   });
+}
+
+/**
+ * An entry about a user's account or tokens, in the admin log of every project the user has a
+ * role on (where /v1 serves it: a SIEM sees who minted a token that later starts runs); a user
+ * without a project yet only in the organization's stream.
+ */
+export async function adminLogAboutUser(deps: Deps, actor: T.UserDoc, subject: T.UserDoc, action: string, target: string, details: Record<string, unknown>): Promise<void> {
+  const projects = await deps.store.directory.roles.projectsOf(subject._id);
+  if (projects.length === 0) {
+    await adminLog(deps, actor, action, target, details);
+    return;
+  }
+  await Promise.all(projects.map((projectId) => adminLog(deps, actor, action, target, details, { projectId })));
+}
+
+/** Throws PERMISSION_DENIED unless the caller's own token comes from an SSO session. */
+export function requireSsoSession(p: AppPrincipal, what: string): void {
+  if (!p.token.sso) throw fail.denied(`${what} needs a token generated in an SSO session`);
 }
 
 /** The project, when the caller has at least `need` on it (organization admins have everything). */

@@ -8,6 +8,7 @@ import type * as T from "../../store/types.js";
 import { fail } from "../../errors.js";
 import { MAX_WAIT_STEP_SECONDS } from "../../domain/runs/model.js";
 import { signWebhookKey, webhookUrl } from "../../domain/webhook-keys.js";
+import { checkTitle } from "../../domain/notes/threads.js";
 
 export const MAX_STEPS = 100;
 export const MAX_NOTE_BYTES = 64 * 1024;
@@ -57,7 +58,7 @@ export function stepsFromProto(steps: Step[], primaryKey: string[]): T.StepDoc[]
         const { content, title } = s.kind.value;
         if (content.trim() === "") throw fail.invalid(`${at}.add_note.content: must not be empty`);
         if (Buffer.byteLength(content) > MAX_NOTE_BYTES) throw fail.invalid(`${at}.add_note.content: at most 64 KiB`);
-        if (title.length > 200) throw fail.invalid(`${at}.add_note.title: at most 200 characters`);
+        checkTitle(title, `${at}.add_note.title`);
         return { type: "add_note", content, title };
       }
       default:

@@ -5,7 +5,7 @@ import { isDuplicateKey } from "../../store/index.js";
 import type { DirectoryStore } from "../../store/directory.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../errors.js";
-import { adminLog, caller, inProject, insertUnique, requireOrgAdmin, userInOrg, type AdminImpl } from "./common.js";
+import { adminLog, caller, inProject, insertUnique, requireOrgAdmin, requireSsoSession, userInOrg, type AdminImpl } from "./common.js";
 import { environmentToProto, projectToProto } from "./convert.js";
 
 const PROJECT_NAME = /^[A-Za-z0-9._-]{1,100}$/;
@@ -27,6 +27,7 @@ export function projectMethods(deps: Deps): Pick<AdminImpl, "createProject" | "u
       const p = await caller(dir, ctx);
       const project = await inProject(dir, p, req.projectId, "admin");
       if (req.requiresSso === undefined) return { project: projectToProto(project) };
+      requireSsoSession(p, "changing requires_sso");
       const after = await dir.projects.setRequiresSso(project._id, req.requiresSso);
       if (!after) throw fail.notFound(`project "${req.projectId}" not found`);
       await adminLog(deps, p.user, "project.updated", `project/${project._id}`, { requiresSso: req.requiresSso }, { projectId: project._id });

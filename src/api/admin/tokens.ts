@@ -4,7 +4,7 @@ import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, newToken } from "../../domain/auth/
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../errors.js";
-import { adminLog, caller, inProject, required, userInOrg, type AdminImpl } from "./common.js";
+import { adminLog, adminLogAboutUser, caller, inProject, required, requireOperator, requireSsoSession, userInOrg, type AdminImpl } from "./common.js";
 import { apiTokenToProto, appTokenToProto } from "./convert.js";
 
 const DAY_MS = 86_400_000;
@@ -34,7 +34,7 @@ function tokenName(name: string, fallback: string): string {
   return n;
 }
 
-export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToken" | "revokeApplicationToken" | "createApiToken" | "revokeApiToken"> {
+export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToken" | "issueSsoToken" | "revokeApplicationToken" | "createApiToken" | "revokeApiToken"> {
   const dir = deps.store.directory;
   return {
     async createApplicationToken(req, ctx) {
@@ -44,11 +44,24 @@ export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToke
         if (!p.user.organizationAdmin) throw fail.denied("only organization admins create tokens for other users");
         owner = await userInOrg(dir, p, req.userId);
       }
-      if (req.sso && !p.user.organizationAdmin && !p.token.sso) throw fail.denied("an SSO token can only be created from an SSO session or by an organization admin");
+      // An SSO token says "made in an SSO session": only such a session makes one, for its own user.
+      if (req.sso) requireSsoSession(p, "an SSO token");
+      if (req.sso && owner._id !== p.user._id) throw fail.denied("an SSO token can only be created for oneself");
       const name = tokenName(req.name, "token");
       const { doc, plaintext } = await issueAppToken(deps, owner, { name, ttlMs: ttlMs(req.ttlSeconds), sso: req.sso });
-      await adminLog(deps, p.user, "token.created", `token/${doc._id}`, { userId: owner._id, email: owner.email, name, sso: doc.sso, expiresAt: doc.expiresAt.toISOString() });
+      await adminLogAboutUser(deps, p.user, owner, "token.created", `token/${doc._id}`, { userId: owner._id, email: owner.email, name, sso: doc.sso, expiresAt: doc.expiresAt.toISOString() });
       return { token: appTokenToProto(doc, owner), plaintext };
+    },
+
+    // The identity provider's stand-in: the operator secret vouches for the login.
+    async issueSsoToken(req, ctx) {
+      requireOperator(deps, ctx, "IssueSsoToken");
+      const user = await dir.users.get(required(req.userId, "user_id"));
+      if (!user) throw fail.notFound(`user "${req.userId}" not found`);
+      const name = tokenName(req.name, "sso token");
+      const { doc, plaintext } = await issueAppToken(deps, user, { name, ttlMs: ttlMs(req.ttlSeconds), sso: true });
+      await adminLogAboutUser(deps, user, user, "token.created", `token/${doc._id}`, { userId: user._id, email: user.email, name, sso: true, issuedBy: "operator", expiresAt: doc.expiresAt.toISOString() });
+      return { token: appTokenToProto(doc, user), plaintext };
     },
 
     async revokeApplicationToken(req, ctx) {
@@ -59,7 +72,7 @@ export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToke
       const administered = p.user.organizationAdmin && owner?.organizationId === p.user.organizationId;
       if (!token || !owner || !(mine || administered)) throw fail.notFound(`token "${req.tokenId}" not found`);
       const revokedAt = new Date();
-      if (await dir.appTokens.revoke(token._id, revokedAt)) await adminLog(deps, p.user, "token.revoked", `token/${token._id}`, { userId: owner._id, email: owner.email, name: token.name });
+      if (await dir.appTokens.revoke(token._id, revokedAt)) await adminLogAboutUser(deps, p.user, owner, "token.revoked", `token/${token._id}`, { userId: owner._id, email: owner.email, name: token.name });
       const after = (await dir.appTokens.get(token._id)) ?? { ...token, revokedAt };
       return { token: appTokenToProto(after, owner) };
     },
@@ -67,6 +80,7 @@ export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToke
     async createApiToken(req, ctx) {
       const p = await caller(dir, ctx);
       const project = await inProject(dir, p, req.projectId, "admin");
+      if (project.requiresSso) requireSsoSession(p, "an API token of a project that requires SSO");
       const name = tokenName(req.name, "api token");
       const id = randomUUID();
       const t = newToken(API_TOKEN_PREFIX, id);

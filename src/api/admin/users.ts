@@ -2,7 +2,7 @@
 import { randomUUID } from "node:crypto";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../errors.js";
-import { adminLog, caller, EMAIL, insertUnique, requireOrgAdmin, type AdminImpl } from "./common.js";
+import { adminLogAboutUser, caller, EMAIL, insertUnique, requireOrgAdmin, type AdminImpl } from "./common.js";
 import { userToProto } from "./convert.js";
 
 export function userMethods(deps: Deps): Pick<AdminImpl, "createUser"> {
@@ -16,7 +16,7 @@ export function userMethods(deps: Deps): Pick<AdminImpl, "createUser"> {
       const name = req.name.trim() || email;
       if (name.length > 200) throw fail.invalid("name: at most 200 characters");
       const user = await insertUnique(dir.users.insert, { _id: randomUUID(), organizationId: p.user.organizationId, email, name, organizationAdmin: req.organizationAdmin, createdAt: new Date() }, `user "${email}"`);
-      await adminLog(deps, p.user, "user.created", `user/${user._id}`, { email, organizationAdmin: user.organizationAdmin });
+      await adminLogAboutUser(deps, p.user, user, "user.created", `user/${user._id}`, { email, organizationAdmin: user.organizationAdmin });
       return { user: userToProto(user) };
     },
   };

@@ -44,13 +44,20 @@ export async function assertMayTrigger(
   return r.role;
 }
 
+/** Throws PERMISSION_DENIED unless a project API token's creator is still an admin of its project. */
+export async function assertApiTokenCreatorIsAdmin(dir: DirectoryStore, p: ApiPrincipal): Promise<void> {
+  if ((await dir.roles.get(p.project._id, p.user._id)) !== "admin") throw fail.denied("the token's creator is no longer an admin of the project");
+}
+
 /**
  * Throws PERMISSION_DENIED unless the principal may follow (or cancel) the run: a project API
- * token of the run's project, or an application token of a user who may trigger its workflow.
+ * token of the run's project whose creator is still its admin, or an application token of a
+ * user who may trigger its workflow.
  */
 export async function assertMayFollowRun(dir: DirectoryStore, p: AppPrincipal | ApiPrincipal, run: RunDoc): Promise<void> {
   if (p.kind === "api") {
     if (p.project._id !== run.projectId) throw fail.denied("the API token belongs to another project");
+    await assertApiTokenCreatorIsAdmin(dir, p);
     return;
   }
   const [project, rendering, workflow] = await Promise.all([

@@ -3,6 +3,7 @@
 import type { DirectoryStore } from "../../store/directory.js";
 import type { EnvironmentDoc } from "../../store/types.js";
 import { fail } from "../../errors.js";
+import { assertApiTokenCreatorIsAdmin } from "./access.js";
 import { authenticateApi, type ApiPrincipal } from "./tokens.js";
 
 export interface ApiScope extends ApiPrincipal {
@@ -21,11 +22,10 @@ export async function apiScope(dir: DirectoryStore, authorizationHeader: string 
   if (projectName !== principal.project.name) throw fail.denied("the token does not belong to this project");
   const needEnv = environmentName !== undefined;
   if (needEnv && !environmentName) throw fail.invalid("environment name is required");
-  const [role, environment] = await Promise.all([
-    dir.roles.get(principal.project._id, principal.user._id),
+  const [, environment] = await Promise.all([
+    assertApiTokenCreatorIsAdmin(dir, principal),
     needEnv ? dir.environments.byName(principal.project._id, environmentName!) : Promise.resolve(null),
   ]);
-  if (role !== "admin") throw fail.denied("the token's creator is no longer an admin of the project");
   if (needEnv && !environment) throw fail.notFound(`unknown environment "${environmentName}"`);
   return { ...principal, environment };
 }

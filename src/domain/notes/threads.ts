@@ -6,8 +6,10 @@ import type { Store } from "../../store/index.js";
 import type { NoteScopeIds } from "../../store/notes.js";
 import type { NoteDoc, NoteMessageDoc, UserRefDoc } from "../../store/types.js";
 import { sanitizeNoteContent } from "./sanitize.js";
+import { checkedRecordId } from "../runs/records.js";
 
-export const MAX_TITLE_CHARS = 500;
+/** The longest note title, in characters (the Notes API and the `add_note` step). */
+export const MAX_NOTE_TITLE_CHARS = 200;
 export const MAX_NOTE_MESSAGES = 200;
 
 export interface NewNote extends NoteScopeIds {
@@ -18,12 +20,19 @@ export interface NewNote extends NoteScopeIds {
   user: UserRefDoc;
 }
 
-export function checkTitle(title: string): void {
-  if (title.length > MAX_TITLE_CHARS) throw fail.invalid(`title is longer than ${MAX_TITLE_CHARS} characters`);
+/**
+ * A title is plain text: at most MAX_NOTE_TITLE_CHARS characters, no control characters and
+ * no HTML tags (it is never sanitized, so whatever shows it cannot be tricked by it).
+ */
+export function checkTitle(title: string, field = "title"): void {
+  if ([...title].length > MAX_NOTE_TITLE_CHARS) throw fail.invalid(`${field} is longer than ${MAX_NOTE_TITLE_CHARS} characters`);
+  if (/[\p{Cc}\p{Cs}]/u.test(title)) throw fail.invalid(`${field} must be plain text on one line (no control characters)`);
+  if (/<[A-Za-z!/?]/.test(title)) throw fail.invalid(`${field} must be plain text (no HTML tags)`);
 }
 
 export async function createNote(store: Store, n: NewNote): Promise<NoteDoc> {
   checkTitle(n.title);
+  checkedRecordId(n.recordId, "recordId");
   const content = sanitizeNoteContent(n.content);
   const now = new Date();
   return store.notes.insert({

@@ -60,6 +60,7 @@ export function runMessage(r: RunDoc): MessageInitShape<typeof RunSchema> {
     updatedAt: ts(r.updatedAt),
     version: BigInt(r.version),
     requestId: r.requestId ?? "",
+    tokenId: r.tokenId,
   };
 }
 

@@ -1,5 +1,22 @@
 // Packed record ids (key parts joined with `|`, `|` and `\` escaped with `\`) and how a record is matched as a user sees it.
 import type { RecordMatch } from "../../store/records.js";
+import { fail } from "../../errors.js";
+
+/** The longest record id, in Unicode code points (webhook bodies, TriggerRun, notes). */
+export const MAX_RECORD_ID_CHARS = 1024;
+
+/** The one record id rule: a non-empty string of valid Unicode, at most MAX_RECORD_ID_CHARS; INVALID_ARGUMENT naming `field` otherwise. */
+export function checkedRecordId(recordId: unknown, field: string): string {
+  if (recordId === undefined || recordId === null) throw fail.invalid(`${field} is required`);
+  if (typeof recordId !== "string") throw fail.invalid(`${field} must be a string`);
+  if (recordId === "") throw fail.invalid(`${field} must not be empty`);
+  // An unpaired UTF-16 surrogate (JSON "\ud800") cannot be stored: MongoDB's UTF-8 would turn it
+  // into U+FFFD, so two different ids would become one record and share one active-run slot.
+  if (/\p{Cs}/u.test(recordId)) throw fail.invalid(`${field} must be valid Unicode text (it contains an unpaired surrogate)`);
+  // Characters are Unicode code points (as JSON Schema counts them): the UTF-16 length is a quick upper bound.
+  if (recordId.length > MAX_RECORD_ID_CHARS && [...recordId].length > MAX_RECORD_ID_CHARS) throw fail.invalid(`${field} is longer than ${MAX_RECORD_ID_CHARS} characters`);
+  return recordId;
+}
 
 /**
  * Splits a packed record id into its key parts: parts are joined with `|`, and a

@@ -1,0 +1,155 @@
+// The limit before authentication: failed authentications per client address, on every way
+// in (webhook, /v1, Connect, gRPC-Web, native gRPC, AdminService.Bootstrap); guessed tokens
+// never write a rate-limit bucket; X-Forwarded-For counts only from trusted proxies; the
+// operator can switch Bootstrap off. Real servers on the real database.
+import { randomBytes, randomUUID } from "node:crypto";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcWebTransport } from "@connectrpc/connect-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AdminService, BootstrapRequestSchema, BootstrapResponseSchema } from "../gen/runhook/v1/admin_pb.js";
+import { addressBucket, AuthFailureThrottle } from "../src/api/auth-throttle.js";
+import { API_TOKEN_PREFIX, newToken } from "../src/domain/auth/tokens.js";
+import { signWebhookKey, webhookUrl } from "../src/domain/webhook-keys.js";
+import { apiClient } from "./helpers/api.js";
+import { BOOTSTRAP_SECRET, startServer, type TestServer } from "./helpers/server.js";
+import { adminClient, awaitFreshWindow, grpcTrigger, grpcUnary, postHook } from "./helpers/webhook.js";
+import { createWorld, type World } from "./helpers/world.js";
+
+/** A well-formed token nobody issued: it reaches the token lookup, like a real guess. */
+const guess = () => newToken(API_TOKEN_PREFIX, randomUUID()).plaintext;
+const bootstrapOverGrpc = (addr: string, secret: string) =>
+  grpcUnary(addr, "/runhook.v1.AdminService/Bootstrap", BootstrapRequestSchema, BootstrapResponseSchema, { organizationName: `o-${randomUUID().slice(0, 8)}`, adminEmail: "a@example.test" }, secret);
+
+describe("guessing tokens over /v1 and the webhook (default limit, behind a trusted proxy)", () => {
+  let server: TestServer;
+  let w: World;
+  beforeAll(async () => {
+    // "" = the default limit; the proxy in front is this machine.
+    server = await startServer({ env: { RUNHOOK_AUTH_FAILURE_LIMIT: "", RUNHOOK_TRUSTED_PROXIES: "127.0.0.1,::1" } });
+    w = await createWorld(server.deps.store.db);
+  });
+  afterAll(async () => server?.stop());
+
+  it("1,500 made-up tokens from one address: 100 × 401, then 429 with Retry-After, and no bucket document per guess", async () => {
+    await awaitFreshWindow(20_000);
+    const buckets = () => server.deps.store.db.rateLimits.countDocuments({ expiresAt: { $gt: new Date() } });
+    const before = await buckets();
+    const from = { "x-forwarded-for": "203.0.113.7" };
+    const path = `/v1/project/${w.projectName}/admin-logs`;
+    const statuses: number[] = [];
+    let last: Awaited<ReturnType<ReturnType<typeof apiClient>["get"]>> | undefined;
+    for (let i = 0; i < 1500; i++) {
+      last = await apiClient(server.gateway, guess()).get(path, { headers: from });
+      statuses.push(last.status);
+    }
+    expect(statuses.slice(0, 100).every((s) => s === 401)).toBe(true);
+    expect(statuses.slice(100).every((s) => s === 429)).toBe(true);
+    expect(last!.body).toEqual({ code: "resource_exhausted", error: expect.stringContaining("failed authentications") });
+    expect(Number(last!.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(last!.headers.get("x-ratelimit-limit")).toBe("100");
+    expect(last!.headers.get("x-ratelimit-remaining")).toBe("0");
+    expect(await buckets()).toBe(before);
+    // The address is refused before its token is looked at: the real token too, and the webhook.
+    expect((await apiClient(server.gateway, w.apiToken).get(path, { headers: from })).status).toBe(429);
+    const hook = await server.gateway.inject({ method: "POST", url: "/hooks/x", headers: { ...from, authorization: `Bearer ${w.userToken}`, "content-type": "application/json" }, payload: "{}" });
+    expect(hook.statusCode).toBe(429);
+    expect(hook.headers["retry-after"]).toBeDefined();
+    // Another address is not affected; its authenticated calls count in the token's bucket only.
+    const ok = await apiClient(server.gateway, w.apiToken).get(path, { headers: { "x-forwarded-for": "203.0.113.8" } });
+    expect(ok.status).toBe(200);
+    expect(ok.headers.get("x-ratelimit-limit")).toBe("600");
+  });
+
+  it("webhook 401s count too", async () => {
+    await awaitFreshWindow(10_000);
+    const key = signWebhookKey(server.deps.config, { workflowId: w.workflowId, renderingId: w.renderingId, generation: 1 });
+    const url = webhookUrl({ publicBaseUrl: "" }, key);
+    const from = { "x-forwarded-for": "198.51.100.3" };
+    const statuses: number[] = [];
+    for (let i = 0; i < 110; i++) {
+      const r = await server.gateway.inject({ method: "POST", url, headers: { ...from, authorization: `Bearer rh_app_${randomBytes(8).toString("hex")}`, "content-type": "application/json" }, payload: JSON.stringify({ record_id: "r1" }) });
+      statuses.push(r.statusCode);
+    }
+    expect(statuses.filter((s) => s === 401)).toHaveLength(100);
+    expect(statuses.slice(100).every((s) => s === 429)).toBe(true);
+  });
+
+  it("/v1 answers without a token carry the address's figures, not a token bucket", async () => {
+    await awaitFreshWindow(5_000);
+    const r = await apiClient(server.gateway).get(`/v1/project/${w.projectName}/admin-logs`, { headers: { "x-forwarded-for": "192.0.2.44" } });
+    expect(r.status).toBe(401);
+    expect(r.headers.get("x-ratelimit-limit")).toBe("100");
+    expect(r.headers.get("x-ratelimit-remaining")).toBe("99");
+  });
+});
+
+describe("every RPC surface, Bootstrap included (limit 20, no trusted proxy)", () => {
+  let server: TestServer;
+  let w: World;
+  beforeAll(async () => {
+    server = await startServer({ env: { RUNHOOK_AUTH_FAILURE_LIMIT: "20" } });
+    w = await createWorld(server.deps.store.db);
+  });
+  afterAll(async () => server?.stop());
+
+  it("native gRPC Bootstrap guesses are limited, then every surface refuses the address, whatever X-Forwarded-For says", async () => {
+    await awaitFreshWindow(15_000);
+    for (let i = 0; i < 20; i++) expect((await bootstrapOverGrpc(server.grpcAddr, `guess-${i}-0123456789abcdef`)).error?.code).toBe(16); // UNAUTHENTICATED
+    const refused = await bootstrapOverGrpc(server.grpcAddr, BOOTSTRAP_SECRET);
+    expect(refused.error?.code).toBe(8); // RESOURCE_EXHAUSTED, even with the right secret
+    expect(Number(refused.error!.metadata.get("retry-after")[0])).toBeGreaterThanOrEqual(1);
+    expect((await grpcTrigger(server.grpcAddr, "http://x/hooks/y", "r1", w.userToken)).error?.code).toBe(8);
+    // Connect and gRPC-Web on the gateway: same address (X-Forwarded-For is not trusted here).
+    const connectErr = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId }).catch((e: unknown) => e);
+    expect(ConnectError.from(connectErr).code).toBe(Code.ResourceExhausted);
+    const web = createClient(AdminService, createGrpcWebTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" }));
+    const webErr = await web.getWorkflow({ workflowId: w.workflowId }, { headers: { authorization: `Bearer ${w.adminToken}`, "x-forwarded-for": "203.0.113.9" } }).catch((e: unknown) => e);
+    expect(ConnectError.from(webErr).code).toBe(Code.ResourceExhausted);
+    expect((await apiClient(server.baseUrl, w.apiToken).get(`/v1/project/${w.projectName}/admin-logs`, { headers: { "x-forwarded-for": "203.0.113.9" } })).status).toBe(429);
+    // Health needs no token and is never refused.
+    expect((await fetch(`${server.baseUrl}/healthz`)).status).toBe(200);
+  });
+});
+
+describe("RUNHOOK_BOOTSTRAP=off", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer({ env: { RUNHOOK_BOOTSTRAP: "off" } });
+  });
+  afterAll(async () => server?.stop());
+
+  it("refuses Bootstrap even with the operator secret", async () => {
+    const r = await bootstrapOverGrpc(server.grpcAddr, BOOTSTRAP_SECRET);
+    expect(r.error?.code).toBe(7); // PERMISSION_DENIED
+    expect(r.error?.details).toContain("switched off");
+  });
+});
+
+describe("addressBucket", () => {
+  it("keeps IPv4, unmaps IPv4-mapped IPv6 and groups IPv6 by /64", () => {
+    expect(addressBucket("203.0.113.7")).toBe("203.0.113.7");
+    expect(addressBucket("::ffff:203.0.113.7")).toBe("203.0.113.7");
+    expect(addressBucket("2001:db8:1:2:aaaa::1")).toBe("2001:db8:1:2::/64");
+    expect(addressBucket("2001:db8:1:2::bbbb")).toBe("2001:db8:1:2::/64");
+    expect(addressBucket("2001:db8::1")).toBe("2001:db8:0:0::/64");
+    expect(addressBucket(undefined)).toBe("unknown");
+  });
+});
+
+describe("AuthFailureThrottle", () => {
+  it("refuses an address at the limit until its minute ends; beyond 100,000 failing addresses, new ones share one bucket", () => {
+    const t = new AuthFailureThrottle(2);
+    const at = 1_800_000_000_000; // a whole minute
+    t.fail("192.0.2.1", at);
+    expect(t.check("192.0.2.1", at).allowed).toBe(true);
+    t.fail("192.0.2.1", at + 1000);
+    expect(t.check("192.0.2.1", at + 1000)).toMatchObject({ allowed: false, remaining: 0, retryAfter: 59 });
+    expect(t.check("192.0.2.2", at + 1000).allowed).toBe(true);
+    expect(t.check("192.0.2.1", at + 60_000).allowed).toBe(true); // a new window
+    for (let i = 0; i < 100_000; i++) t.fail(`10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, at + 60_000);
+    t.fail("198.51.100.1", at + 60_000);
+    t.fail("198.51.100.2", at + 60_000);
+    expect(t.check("198.51.100.3", at + 60_000).allowed).toBe(false);
+    expect(t.check("10.0.0.1", at + 60_000).allowed).toBe(true); // tracked on its own
+  });
+});
