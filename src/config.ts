@@ -53,6 +53,8 @@ export interface Config {
   executor: {
     enabled: boolean;
     concurrency: number;
+    /** How many of a process's `concurrency` slots one project may hold at once (fair share). */
+    projectConcurrency: number;
     pollIntervalMs: number;
     leaseMs: number;
   };
@@ -186,13 +188,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxConcurrentStreams: int(env, "RUNHOOK_GRPC_MAX_CONCURRENT_STREAMS", 100, 1, 10_000),
       maxHeaderListSize: int(env, "RUNHOOK_GRPC_MAX_HEADER_LIST_SIZE", 16 * 1024, 1024, 1024 * 1024),
     },
-    executor: {
-      enabled: bool(env, "RUNHOOK_EXECUTOR", true),
-      concurrency: int(env, "RUNHOOK_EXECUTOR_CONCURRENCY", 8, 1, 1000),
-      pollIntervalMs: int(env, "RUNHOOK_EXECUTOR_POLL_MS", 500, 10, 60_000),
-      leaseMs: int(env, "RUNHOOK_EXECUTOR_LEASE_MS", 10_000, 1000, 600_000),
-    },
+    executor: executorConfig(env),
     metricsPort: metricsPort(env),
     demo: bool(env, "RUNHOOK_DEMO", true),
+  };
+}
+
+/** Executors; by default one project may hold all slots but one, which stays for the others. */
+function executorConfig(env: NodeJS.ProcessEnv): Config["executor"] {
+  const concurrency = int(env, "RUNHOOK_EXECUTOR_CONCURRENCY", 8, 1, 1000);
+  return {
+    enabled: bool(env, "RUNHOOK_EXECUTOR", true),
+    concurrency,
+    projectConcurrency: int(env, "RUNHOOK_EXECUTOR_PROJECT_CONCURRENCY", Math.max(1, concurrency - 1), 1, concurrency),
+    pollIntervalMs: int(env, "RUNHOOK_EXECUTOR_POLL_MS", 500, 10, 60_000),
+    leaseMs: int(env, "RUNHOOK_EXECUTOR_LEASE_MS", 10_000, 1000, 600_000),
   };
 }

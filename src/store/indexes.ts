@@ -21,9 +21,12 @@ export async function ensureIndexes(d: Database): Promise<void> {
     // the run is ongoing and the run's own id once it is finished. The 409 answer finds the
     // ongoing run by it.
     d.runs.createIndex({ activeKey: 1 }, { unique: true }),
-    // Claiming: RUNNING runs whose lease expired, then the oldest QUEUED run.
-    d.runs.createIndex({ state: 1, createdAt: 1 }),
+    // Claiming: RUNNING runs whose lease expired, parked runs that are due, then QUEUED runs
+    // project by project (round-robin), oldest first. Queue metrics: the oldest QUEUED run.
     d.runs.createIndex({ state: 1, "lease.expiresAt": 1 }),
+    d.runs.createIndex({ state: 1, waitUntil: 1 }),
+    d.runs.createIndex({ state: 1, projectId: 1, createdAt: 1 }),
+    d.runs.createIndex({ state: 1, createdAt: 1 }),
     // Logs: unfiltered pages are `_id` (stream key) lookups and ranges; filtered pages, time
     // ranges and the export are scope + filter + the list order `seq`.
     d.activityLogs.createIndex({ environmentId: 1, seq: 1 }),

@@ -60,6 +60,7 @@ export function runMessage(r: RunDoc): MessageInitShape<typeof RunSchema> {
     updatedAt: ts(r.updatedAt),
     version: BigInt(r.version),
     requestId: r.requestId ?? "",
+    waitUntil: ts(r.waitUntil),
   };
 }
 
@@ -98,6 +99,7 @@ export function newRunDoc(n: NewRun): RunDoc {
     stepIndex: 0,
     error: "",
     lease: null,
+    waitUntil: null,
     createdAt: now,
     startedAt: null,
     finishedAt: null,
