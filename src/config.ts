@@ -62,6 +62,31 @@ export interface Config {
   metricsPort: number | "off" | undefined;
   /** Seeds the demo data on an empty database at `start`. */
   demo: boolean;
+  /**
+   * Existing databases an organization may attach as an environment's data database
+   * (database name → organization id); every other environment gets a database the server
+   * makes. Operator configuration only: tenants never name a database themselves.
+   */
+  dataDatabasesAllowed: Map<string, string>;
+}
+
+/** A MongoDB database name runhook accepts for an environment's records. */
+export const DATA_DATABASE_NAME = /^[A-Za-z0-9_-]{1,63}$/;
+/** MongoDB's own databases: never an environment's. */
+export const SYSTEM_DATABASES = ["admin", "local", "config"];
+
+/** RUNHOOK_DATA_DATABASES_ALLOWED: "database=organizationId[,database=organizationId…]". */
+function dataDatabasesAllowed(env: NodeJS.ProcessEnv): Map<string, string> {
+  const allowed = new Map<string, string>();
+  for (const part of (env.RUNHOOK_DATA_DATABASES_ALLOWED ?? "").split(",")) {
+    if (!part.trim()) continue;
+    const m = /^([^=]+)=([0-9a-f-]{36})$/.exec(part.trim());
+    if (!m || !DATA_DATABASE_NAME.test(m[1]!) || SYSTEM_DATABASES.includes(m[1]!)) {
+      throw new ConfigError(`RUNHOOK_DATA_DATABASES_ALLOWED must be 'database=organizationId[,…]' (database: 1-63 letters, digits, '_' or '-', not admin/local/config; organization: its id), got "${part.trim()}"`);
+    }
+    allowed.set(m[1]!, m[2]!);
+  }
+  return allowed;
 }
 
 export class ConfigError extends Error {}
@@ -191,6 +216,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     executor: executorConfig(env),
     metricsPort: metricsPort(env),
     demo: bool(env, "RUNHOOK_DEMO", true),
+    dataDatabasesAllowed: dataDatabasesAllowed(env),
   };
 }
 

@@ -11,6 +11,8 @@ export async function ensureIndexes(d: Database): Promise<void> {
     d.projects.createIndex({ organizationId: 1, name: 1 }, { unique: true }),
     d.projectRoles.createIndex({ projectId: 1, userId: 1 }, { unique: true }),
     d.environments.createIndex({ projectId: 1, name: 1 }, { unique: true }),
+    // No two environments (of one tenant or two) ever share a data database.
+    d.environments.createIndex({ dataDatabase: 1 }, { unique: true }),
     d.teams.createIndex({ projectId: 1, name: 1 }, { unique: true }),
     d.renderings.createIndex({ teamId: 1, environmentId: 1 }, { unique: true }),
     d.collections.createIndex({ environmentId: 1, name: 1 }, { unique: true }),
