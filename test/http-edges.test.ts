@@ -366,7 +366,8 @@ describe("timeouts and limits against slow clients", () => {
     });
     // Meanwhile a long-poll of 3 s on the same kind of connection completes.
     const q = await queueRun(tight.deps.store.db, w, "r4");
-    const running = await waitForRun(tight.deps.store.db, q._id, (r) => r.steps[0]!.state === "RUNNING");
+    // Parked on its wait: nothing changes for the 3 s.
+    const running = await waitForRun(tight.deps.store.db, q._id, (r) => !!r.waitUntil);
     const polled = await grpcGetRun(tight.grpcAddr, w.userToken, { runId: q._id, waitSeconds: 3, knownVersion: BigInt(running.version) });
     expect(Number(polled.run!.version)).toBe(running.version);
 
