@@ -62,12 +62,14 @@ export function createClaimer(env: ClaimerEnv): Claimer {
   /** The project of the last run claimed: the round-robin goes on after it. */
   let afterProject: string | undefined;
   const claimRounds = coalesced(async () => {
-    const queuedOnly = !takeovers;
+    let queuedOnly = !takeovers;
     takeovers = false;
     try {
       while (!stopped && env.hasFreeSlot()) {
         const claim = await env.machine.claimNext(env.newLease(), { queuedOnly, busyProjects: env.busyProjects(), afterProject });
         if (!claim) break;
+        // A QUEUED run came: there was no expired lease nor due parked run to take first.
+        if (!claim.takeover && !claim.resumed) queuedOnly = true;
         afterProject = claim.run.projectId;
         env.onClaimed(claim.run);
       }
