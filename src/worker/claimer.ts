@@ -44,9 +44,11 @@ export interface ClaimerEnv {
 export interface Claimer {
   /**
    * Claims runs while there are free slots and claimable runs. With `takeovers` (the poll, a
-   * freed slot, a parked run's due time) runs whose lease expired and due parked runs come first, so that busy executors with a queue still
-   * take over a dead executor's runs at their next free slot; a queued-run event looks for
-   * QUEUED runs only (it has one to claim).
+   * parked run's due time, the database back) runs whose lease expired and due parked runs
+   * come first, in the next round that has a free slot, so that busy executors with a queue
+   * still take over a dead executor's runs at their first free slot after a poll; other rounds
+   * (a queued-run event, a freed slot) look for QUEUED runs only, which keeps a busy
+   * executor's claims to one query or two.
    */
   pump(takeovers?: boolean): Promise<void>;
   /** Starts claiming: on queued-run events, every poll interval, and when the database is back. */
@@ -62,6 +64,8 @@ export function createClaimer(env: ClaimerEnv): Claimer {
   /** The project of the last run claimed: the round-robin goes on after it. */
   let afterProject: string | undefined;
   const claimRounds = coalesced(async () => {
+    // Without a free slot nothing is claimed: `takeovers` stays for the next round that has one.
+    if (stopped || !env.hasFreeSlot()) return false;
     let queuedOnly = !takeovers;
     takeovers = false;
     try {

@@ -63,7 +63,7 @@ export function startExecutors(deps: Deps): Executors {
     busyProjects: () => runs.projectsWithAtLeast(projectConcurrency),
     onClaimed: (run) => runs.start(run),
   });
-  const runs = activeRuns(env, () => void claimer.pump(true));
+  const runs = activeRuns(env, () => void claimer.pump());
   const onCancelled = (id: string) => runs.stopRun(id, "gone");
   deps.events.on(RUN_CANCELLED, onCancelled);
   claimer.start();
