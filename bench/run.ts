@@ -181,7 +181,7 @@ async function main(): Promise<number> {
 
   results.webhook = await scenario("webhook", () => webhookScenario(ctx, { concurrencies: [1, 16, 64], durationMs: quick ? 3000 : 15_000, repeat: quick ? 1 : 2, conflictConcurrency: quick ? 16 : 64 }));
   results.roundTrips = await scenario("roundtrips", () => roundTripsScenario(ctx, { calls: quick ? 20 : 100, runs: quick ? 5 : 20 }));
-  results.pickup = await scenario("pickup", () => pickupScenario(ctx, { runs: quick ? 50 : 200, historyRuns: quick ? 10_000 : 50_000 }));
+  results.pickup = await scenario("pickup", () => pickupScenario(ctx, { runs: quick ? 50 : 200, historyRuns: quick ? 10_000 : 50_000, backlogRuns: quick ? 1000 : 5000 }));
   results.e2e = await scenario("e2e", () =>
     e2eScenario(ctx, quick
       ? { pacedRuns: 10, burstRuns: 40, triggerConcurrency: 16, rawDurationMs: 1500, probeTimeoutMs: 8000, finishTimeoutMs: 15_000 }

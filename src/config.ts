@@ -64,6 +64,8 @@ export interface Config {
   executor: {
     enabled: boolean;
     concurrency: number;
+    /** How many of a process's `concurrency` slots one project may hold at once (fair share). */
+    projectConcurrency: number;
     pollIntervalMs: number;
     leaseMs: number;
   };
@@ -75,6 +77,31 @@ export interface Config {
   writeConcern: WriteConcernSetting;
   /** How long finished runs, and log entries, are kept (README: Retention). */
   retention: Retention;
+  /**
+   * Existing databases an organization may attach as an environment's data database
+   * (database name → organization id); every other environment gets a database the server
+   * makes. Operator configuration only: tenants never name a database themselves.
+   */
+  dataDatabasesAllowed: Map<string, string>;
+}
+
+/** A MongoDB database name runhook accepts for an environment's records. */
+export const DATA_DATABASE_NAME = /^[A-Za-z0-9_-]{1,63}$/;
+/** MongoDB's own databases: never an environment's. */
+export const SYSTEM_DATABASES = ["admin", "local", "config"];
+
+/** RUNHOOK_DATA_DATABASES_ALLOWED: "database=organizationId[,database=organizationId…]". */
+function dataDatabasesAllowed(env: NodeJS.ProcessEnv): Map<string, string> {
+  const allowed = new Map<string, string>();
+  for (const part of (env.RUNHOOK_DATA_DATABASES_ALLOWED ?? "").split(",")) {
+    if (!part.trim()) continue;
+    const m = /^([^=]+)=([0-9a-f-]{36})$/.exec(part.trim());
+    if (!m || !DATA_DATABASE_NAME.test(m[1]!) || SYSTEM_DATABASES.includes(m[1]!)) {
+      throw new ConfigError(`RUNHOOK_DATA_DATABASES_ALLOWED must be 'database=organizationId[,…]' (database: 1-63 letters, digits, '_' or '-', not admin/local/config; organization: its id), got "${part.trim()}"`);
+    }
+    allowed.set(m[1]!, m[2]!);
+  }
+  return allowed;
 }
 
 /** `w`: "majority" or a number of members; `journal`: acknowledged only once in the on-disk journal. */
@@ -246,12 +273,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxConcurrentStreams: int(env, "RUNHOOK_GRPC_MAX_CONCURRENT_STREAMS", 100, 1, 10_000),
       maxHeaderListSize: int(env, "RUNHOOK_GRPC_MAX_HEADER_LIST_SIZE", 16 * 1024, 1024, 1024 * 1024),
     },
-    executor: {
-      enabled: bool(env, "RUNHOOK_EXECUTOR", true),
-      concurrency: int(env, "RUNHOOK_EXECUTOR_CONCURRENCY", 8, 1, 1000),
-      pollIntervalMs: int(env, "RUNHOOK_EXECUTOR_POLL_MS", 500, 10, 60_000),
-      leaseMs: int(env, "RUNHOOK_EXECUTOR_LEASE_MS", 10_000, 1000, 600_000),
-    },
+    executor: executorConfig(env),
     metricsPort: metricsPort(env),
     writeConcern: writeConcern(env),
     retention: {
@@ -260,5 +282,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     // A real MongoDB is production until the operator asks for the demo: no live tokens in its logs.
     demo: bool(env, "RUNHOOK_DEMO", !mongodbUri),
+    dataDatabasesAllowed: dataDatabasesAllowed(env),
+  };
+}
+
+/** Executors; by default one project may hold all slots but one, which stays for the others. */
+function executorConfig(env: NodeJS.ProcessEnv): Config["executor"] {
+  const concurrency = int(env, "RUNHOOK_EXECUTOR_CONCURRENCY", 8, 1, 1000);
+  return {
+    enabled: bool(env, "RUNHOOK_EXECUTOR", true),
+    concurrency,
+    projectConcurrency: int(env, "RUNHOOK_EXECUTOR_PROJECT_CONCURRENCY", Math.max(1, concurrency - 1), 1, concurrency),
+    pollIntervalMs: int(env, "RUNHOOK_EXECUTOR_POLL_MS", 500, 10, 60_000),
+    leaseMs: int(env, "RUNHOOK_EXECUTOR_LEASE_MS", 10_000, 1000, 600_000),
   };
 }

@@ -196,6 +196,8 @@ describe("runhook runs watch", () => {
     expect(lines.at(-1)).toMatch(/^run SUCCEEDED in \d+(\.\d)? s$/);
     // The wait step was seen running: the long-poll reports changes as they happen.
     expect(lines).toContain("step 2/3 wait: RUNNING");
+    // …and parked, with the time its wait ends.
+    expect(lines.filter((l) => /^run waiting until \d{4}-\d\d-\d\dT[\d:.]+Z \(\d+(\.\d)? (ms|s) left\)$/.test(l))).toHaveLength(1);
 
     const r = await (await fetch(`${server.baseUrl}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${w.apiToken}` } })).json();
     expect((r as { state: string }).state).toBe("SUCCEEDED");

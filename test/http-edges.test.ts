@@ -304,7 +304,7 @@ describe("timeouts and limits against slow clients", () => {
 
   it("HTTP: an answer may take longer than the request timeout (long-poll)", async () => {
     const q = await queueRun(tight.deps.store.db, w, "r2");
-    const running = await waitForRun(tight.deps.store.db, q._id, (r) => r.steps[0]!.state === "RUNNING");
+    const running = await waitForRun(tight.deps.store.db, q._id, (r) => !!r.waitUntil); // parked: no change for 30 s
     const res = await fetch(`${tight.baseUrl}/v1/runs/${q._id}?wait=3s&version=${running.version}`, { headers: auth(w.userToken) });
     expect(res.status).toBe(200);
     expect(((await res.json()) as { version: string }).version).toBe(String(running.version));
@@ -366,7 +366,8 @@ describe("timeouts and limits against slow clients", () => {
     });
     // Meanwhile a long-poll of 3 s on the same kind of connection completes.
     const q = await queueRun(tight.deps.store.db, w, "r4");
-    const running = await waitForRun(tight.deps.store.db, q._id, (r) => r.steps[0]!.state === "RUNNING");
+    // Parked on its wait: nothing changes for the 3 s.
+    const running = await waitForRun(tight.deps.store.db, q._id, (r) => !!r.waitUntil);
     const polled = await grpcGetRun(tight.grpcAddr, w.userToken, { runId: q._id, waitSeconds: 3, knownVersion: BigInt(running.version) });
     expect(Number(polled.run!.version)).toBe(running.version);
 

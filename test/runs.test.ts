@@ -461,7 +461,7 @@ describe("following runs", () => {
     const watching = (async () => {
       for await (const m of client.watchRun({ runId: q._id }, { headers: auth(w.apiToken) })) states.push(m.run!.state);
     })();
-    const now = await waitForRun(db, q._id, (r) => r.steps[0]!.state === "RUNNING");
+    const now = await waitForRun(db, q._id, (r) => !!r.waitUntil); // parked on its 1 s wait
     const t0 = Date.now();
     const changed = await client.getRun({ runId: q._id, waitSeconds: 10, knownVersion: BigInt(now.version) }, { headers: auth(w.userToken) });
     const waited = Date.now() - t0;
@@ -533,7 +533,7 @@ describe("GET /v1/runs/{runId}", () => {
   it("long-polls: returns as soon as the version changes, or when the wait is over", async () => {
     const w = await createWorld(db, { steps: [{ type: "wait", seconds: 30 }] });
     const q = await queueRun(db, w, "r1");
-    const running = await waitForRun(db, q._id, (r) => r.steps[0]!.state === "RUNNING");
+    const running = await waitForRun(db, q._id, (r) => !!r.waitUntil); // parked on its wait
     // Nothing changes for 1 s: answers after the wait with the same version.
     let t0 = Date.now();
     let res = await fetch(`${server.baseUrl}/v1/runs/${q._id}?wait=1&version=${running.version}`, { headers: auth(w.userToken) });

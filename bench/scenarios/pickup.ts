@@ -4,7 +4,10 @@
 // trigger stores them (store.runs.create of a newRunDoc):
 //   same instance: then the `run.queued` event on the worker's own instance, as the trigger
 //     emits it: claimed at once;
-//   other instance: no event, as if another instance had queued it: found by the poll.
+//   other instance: no event, as if another instance had queued it: found by the poll;
+//   backlog in another project: same instance, while another project (another organization)
+//     has `backlogRuns` QUEUED runs, all older than ours (fair share: ours must not wait
+//     behind them; compare its p99 with the idle same-instance case).
 import { RUN_QUEUED } from "../../src/domain/runs/model.js";
 import { createLogger } from "../../src/logging.js";
 import { startRunhook } from "../../src/main.js";
@@ -31,6 +34,8 @@ export interface PickupResult {
   finishedRunsBefore: number;
   sameInstance: PickupFigures;
   otherInstance: PickupFigures;
+  /** Same instance while another project has a backlog of QUEUED runs (fair share). */
+  backlog?: { backlogRuns: number; queuedAtStart: number; queuedAtEnd: number; sameInstance: PickupFigures; p99VsIdle: number | null };
   /** Same instance again once `finishedRuns` more finished runs are stored (does the runs collection's size matter?). */
   withHistory?: { finishedRuns: number; sameInstance: PickupFigures };
 }
@@ -40,10 +45,10 @@ function figures(lat: number[]): PickupFigures {
   return { n: s.length, p50Ms: percentile(s, 50), p90Ms: percentile(s, 90), p99Ms: percentile(s, 99), maxMs: s.length ? round(s[s.length - 1]!) : null };
 }
 
-export async function pickupScenario(ctx: BenchContext, o: { runs: number; finishedRuns?: number; pollMs?: number; historyRuns?: number }): Promise<PickupResult> {
+export async function pickupScenario(ctx: BenchContext, o: { runs: number; finishedRuns?: number; pollMs?: number; historyRuns?: number; backlogRuns?: number }): Promise<PickupResult> {
   const dbName = `${ctx.runTag}_pickup`;
   const store = await openStore(ctx, dbName);
-  const w = await benchWorld(ctx, store, { steps: [{ type: "wait", seconds: 0 }], records: Array.from({ length: 3 * o.runs }, (_, i) => ({ id: `r${i}` })) });
+  const w = await benchWorld(ctx, store, { steps: [{ type: "wait", seconds: 0 }], records: Array.from({ length: 4 * o.runs }, (_, i) => ({ id: `r${i}` })) });
   const config = serverConfig(ctx, dbName, { RUNHOOK_EXECUTOR_POLL_MS: String(o.pollMs ?? 100), LOG_LEVEL: "silent" });
   const rh = await startRunhook(config, { mode: "worker", logger: createLogger("silent") });
   const { pollIntervalMs, concurrency } = config.executor;
@@ -85,6 +90,25 @@ export async function pickupScenario(ctx: BenchContext, o: { runs: number; finis
     ctx.log(`  same instance (insert + run.queued event): p50 ${sameInstance.p50Ms} p90 ${sameInstance.p90Ms} p99 ${sameInstance.p99Ms} max ${sameInstance.maxMs} ms (n=${sameInstance.n})`);
     const otherInstance = await measure(o.runs, false);
     ctx.log(`  other instance (insert only, found by the ${pollIntervalMs} ms poll): p50 ${otherInstance.p50Ms} p90 ${otherInstance.p90Ms} p99 ${otherInstance.p99Ms} max ${otherInstance.maxMs} ms (n=${otherInstance.n})`);
+    let backlog: PickupResult["backlog"];
+    if (o.backlogRuns) {
+      const other = await benchWorld(ctx, store, { steps: STEPS, records: Array.from({ length: o.backlogRuns }, (_, i) => ({ id: `b${i}` })) });
+      const queuedOf = () => store.db.runs.countDocuments({ projectId: other.projectId, state: "QUEUED" });
+      const since = Date.now() - 60_000; // older than every run measured
+      for (let i = 0; i < o.backlogRuns; i += 1000) {
+        await store.db.runs.insertMany(Array.from({ length: Math.min(1000, o.backlogRuns - i) }, (_, k) => runDocLike(other, `b${i + k}`, STEPS, new Date(since + i + k))));
+      }
+      rh.deps.events.emit(RUN_QUEUED, "backlog");
+      const queuedAtStart = await queuedOf();
+      const again = await measure(3 * o.runs, true);
+      const queuedAtEnd = await queuedOf();
+      const p99VsIdle = again.p99Ms !== null && sameInstance.p99Ms ? round(again.p99Ms / sameInstance.p99Ms) : null;
+      backlog = { backlogRuns: o.backlogRuns, queuedAtStart, queuedAtEnd, sameInstance: again, p99VsIdle };
+      ctx.log(`  same instance, another project with ${o.backlogRuns} queued runs (${queuedAtStart} → ${queuedAtEnd} still queued while measuring): p50 ${again.p50Ms} p90 ${again.p90Ms} p99 ${again.p99Ms} max ${again.maxMs} ms (n=${again.n}); p99 ${p99VsIdle}× the idle one`);
+      // The rest of the backlog is not what the next case measures.
+      await store.db.runs.deleteMany({ projectId: other.projectId, state: "QUEUED" });
+      while ((await store.db.runs.countDocuments({ projectId: other.projectId, state: "RUNNING" })) > 0) await sleep(20);
+    }
     let withHistory: PickupResult["withHistory"];
     if (o.historyRuns) {
       await storeFinished(o.historyRuns, "history");
@@ -92,7 +116,7 @@ export async function pickupScenario(ctx: BenchContext, o: { runs: number; finis
       withHistory = { finishedRuns: prefill + o.historyRuns, sameInstance: again };
       ctx.log(`  same instance, ${withHistory.finishedRuns} more finished runs stored: p50 ${again.p50Ms} p90 ${again.p90Ms} p99 ${again.p99Ms} max ${again.maxMs} ms (n=${again.n})`);
     }
-    return { pollIntervalMs, concurrency, finishedRunsBefore: prefill, sameInstance, otherInstance, withHistory };
+    return { pollIntervalMs, concurrency, finishedRunsBefore: prefill, sameInstance, otherInstance, backlog, withHistory };
   } finally {
     await rh.stop();
   }

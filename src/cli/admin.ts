@@ -15,6 +15,7 @@ export const ADMIN_USAGE = `
     admin projects create --name NAME [--sso]
     admin projects update --project ID --sso true|false
     admin environments create --project ID --name NAME [--data-database DB]
+      (--data-database: only a database the operator allowed for the organization, RUNHOOK_DATA_DATABASES_ALLOWED)
     admin teams create --project ID --name NAME
     admin teams add-member|remove-member --team ID --user ID
     admin renderings create --team ID --environment ID

@@ -45,6 +45,15 @@ interface RunView {
   startedAt?: string;
   finishedAt?: string;
   version?: string | number;
+  /** Set while the run is parked on a wait step. */
+  waitUntil?: string;
+}
+
+/** "waiting until <time> (<left> left)" for a parked run, else "". */
+export function waitingText(run: RunView, now: number): string {
+  const until = time(run.waitUntil);
+  if (until === undefined) return "";
+  return `waiting until ${new Date(until).toISOString()} (${formatDuration(until - now)} left)`;
 }
 
 const time = (s: string | undefined): number | undefined => {
@@ -96,6 +105,7 @@ function plainView(out: NodeJS.WriteStream): View {
         const d = s.state === "RUNNING" ? undefined : stepDuration(s, Date.now());
         out.write(`step ${i + 1}/${n} ${s.type}: ${s.state}${d !== undefined ? ` in ${formatDuration(d)}` : ""}${s.error ? `: ${s.error}` : ""}\n`);
       });
+      if (run.waitUntil && run.waitUntil !== last?.waitUntil) out.write(`run ${waitingText(run, Date.now())}\n`);
       if (last && run.state !== last.state) {
         const d = FINISHED.has(run.state ?? "") ? stepDuration(run, Date.now()) : undefined;
         out.write(`run ${run.state}${d !== undefined ? ` in ${formatDuration(d)}` : ""}\n`);
@@ -121,7 +131,8 @@ function ttyView(out: NodeJS.WriteStream): View {
     const state = run.state ?? "";
     const done = FINISHED.has(state);
     const total = done ? stepDuration(run, now) : time(run.createdAt) !== undefined ? now - time(run.createdAt)! : undefined;
-    const head = `run ${run.id}  ${target(run)}  ${done || final ? (MARK[state] ?? "") : spin} ${state}${total !== undefined ? `  ${formatDuration(total)}` : ""}`;
+    const waiting = done ? "" : waitingText(run, now);
+    const head = `run ${run.id}  ${target(run)}  ${done || final ? (MARK[state] ?? "") : spin} ${state}${total !== undefined ? `  ${formatDuration(total)}` : ""}${waiting ? `  ${waiting}` : ""}`;
     const steps = run.steps ?? [];
     const width = Math.max(...steps.map((s) => (s.type ?? "").length), 4);
     return [

@@ -51,6 +51,8 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     // The projects of a user: where entries about the user's tokens and account are logged.
     d.projectRoles.createIndex({ userId: 1 }),
     d.environments.createIndex({ projectId: 1, name: 1 }, { unique: true }),
+    // No two environments (of one tenant or two) ever share a data database.
+    d.environments.createIndex({ dataDatabase: 1 }, { unique: true }),
     d.teams.createIndex({ projectId: 1, name: 1 }, { unique: true }),
     d.renderings.createIndex({ teamId: 1, environmentId: 1 }, { unique: true }),
     d.collections.createIndex({ environmentId: 1, name: 1 }, { unique: true }),
@@ -61,9 +63,12 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     // the run is ongoing and the run's own id once it is finished. The 409 answer finds the
     // ongoing run by it.
     d.runs.createIndex({ activeKey: 1 }, { unique: true }),
-    // Claiming: RUNNING runs whose lease expired, then the oldest QUEUED run.
-    d.runs.createIndex({ state: 1, createdAt: 1 }),
+    // Claiming: RUNNING runs whose lease expired, parked runs that are due, then QUEUED runs
+    // project by project (round-robin), oldest first. Queue metrics: the oldest QUEUED run.
     d.runs.createIndex({ state: 1, "lease.expiresAt": 1 }),
+    d.runs.createIndex({ state: 1, waitUntil: 1 }),
+    d.runs.createIndex({ state: 1, projectId: 1, createdAt: 1 }),
+    d.runs.createIndex({ state: 1, createdAt: 1 }),
     // Logs: unfiltered pages are `_id` (stream key) lookups and ranges; filtered pages, time
     // ranges and the export are scope + filter + the list order `seq`.
     d.activityLogs.createIndex({ environmentId: 1, seq: 1 }),

@@ -21,6 +21,18 @@ export interface Claim {
   run: RunDoc;
   /** The run was RUNNING under an expired lease, not QUEUED. */
   takeover: boolean;
+  /** The run was parked on a wait step that is now due. */
+  resumed: boolean;
+}
+
+/** Which runs a claim may take, for fairness between projects. */
+export interface ClaimScope {
+  /** Only QUEUED runs (a queued-run event: it has one to claim). */
+  queuedOnly?: boolean;
+  /** Projects that may not take one more slot now (the claimer's per-project limit). */
+  busyProjects?: string[];
+  /** Round-robin: QUEUED runs of projects after this one (in id order) come first, then from the start. */
+  afterProject?: string;
 }
 
 export type CreateOutcome = { created: true } | { created: false; ongoingRunId: string | null };
@@ -36,12 +48,14 @@ export interface RunStore {
   /** The runs among `ids` (one query), in no particular order. */
   getMany(ids: string[]): Promise<RunDoc[]>;
   /**
-   * Claims one run for `lease`: unless `queuedOnly`, the RUNNING run whose lease expired first
-   * (its executor died or let it go: a takeover), else the oldest QUEUED run (it becomes
-   * RUNNING). Runs already under way come first, so that a steady stream of new runs never
-   * keeps a dead executor's runs waiting beyond lease + poll. Null when there is none.
+   * Claims one run for `lease`, never one of `busyProjects`: unless `queuedOnly`, the RUNNING
+   * run whose lease expired first (its executor died or let it go: a takeover), else the
+   * parked run due first (its wait is over), else a QUEUED run (it becomes RUNNING): the
+   * oldest of the first project after `afterProject` that has one, wrapping around. Runs
+   * already under way come first, so that a steady stream of new runs never keeps a dead
+   * executor's runs waiting beyond lease + poll. Null when there is none.
    */
-  claimNext(lease: Lease, now: Date, opts?: { queuedOnly?: boolean }): Promise<Claim | null>;
+  claimNext(lease: Lease, now: Date, opts?: ClaimScope): Promise<Claim | null>;
   /**
    * Sets `set` on run `id` if it meets `cond`, in one step, and returns the run after it (null
    * when it does not meet it). `visible` changes bump `version`, which wakes followers.
@@ -81,21 +95,32 @@ export function runStore(d: Database): RunStore {
     get: (id) => d.runs.findOne({ _id: id }),
     getMany: (ids) => d.runs.find({ _id: { $in: ids } }).toArray(),
     async claimNext(lease, now, opts = {}) {
+      const notBusy = opts.busyProjects?.length ? { projectId: { $nin: opts.busyProjects } } : {};
       if (!opts.queuedOnly) {
         const expired = await d.runs.findOneAndUpdate(
-          { state: "RUNNING", "lease.expiresAt": { $lt: now } },
+          { state: "RUNNING", "lease.expiresAt": { $lt: now }, ...notBusy },
           { $set: { lease, updatedAt: now }, $inc: { version: 1 } },
           { sort: { "lease.expiresAt": 1 }, returnDocument: "after" },
         );
-        if (expired) return { run: expired, takeover: true };
+        if (expired) return { run: expired, takeover: true, resumed: false };
+        const due = await d.runs.findOneAndUpdate(
+          { state: "RUNNING", waitUntil: { $lte: now }, ...notBusy },
+          { $set: { lease, waitUntil: null, updatedAt: now }, $inc: { version: 1 } },
+          { sort: { waitUntil: 1 }, returnDocument: "after" },
+        );
+        if (due) return { run: due, takeover: false, resumed: true };
       }
       const at = new Date(Math.max(now.getTime(), Date.now())); // a first query took some time
-      const queued = await d.runs.findOneAndUpdate(
-        { state: "QUEUED" },
-        { $set: { state: "RUNNING", lease, startedAt: at, updatedAt: at }, $inc: { version: 1 } },
-        { sort: { createdAt: 1 }, returnDocument: "after" },
-      );
-      return queued && { run: queued, takeover: false };
+      const claimQueued = (projectId: Record<string, unknown>) =>
+        d.runs.findOneAndUpdate(
+          { state: "QUEUED", projectId },
+          { $set: { state: "RUNNING", lease, startedAt: at, updatedAt: at }, $inc: { version: 1 } },
+          { sort: { projectId: 1, createdAt: 1 }, returnDocument: "after" },
+        );
+      const busy = opts.busyProjects?.length ? { $nin: opts.busyProjects } : { $exists: true };
+      let queued = opts.afterProject !== undefined ? await claimQueued({ ...busy, $gt: opts.afterProject }) : null;
+      queued ??= await claimQueued(busy);
+      return queued && { run: queued, takeover: false, resumed: false };
     },
     async queueStats() {
       const [depth, oldest] = await Promise.all([

@@ -98,6 +98,11 @@ export interface RunDoc {
   stepIndex: number;
   error: string;
   lease: { owner: string; expiresAt: Date } | null;
+  /**
+   * Set while the run is parked on a wait step (RUNNING, no lease): when it is due. Claimers
+   * take it then (absent on runs stored before parking existed).
+   */
+  waitUntil?: Date | null;
   createdAt: Date;
   startedAt: Date | null;
   finishedAt: Date | null;

@@ -1,8 +1,13 @@
 // Claiming: runs come to this process's executors through MongoDB alone.
 //
 // A claim is one sorted findOneAndUpdate (store.runs.claimNext): a RUNNING run whose lease
-// expired (its executor died, or let it go while stopping), or else the oldest QUEUED run.
-// Any number of processes can claim from one database.
+// expired (its executor died, or let it go while stopping), or else a parked run whose wait
+// is due, or else a QUEUED run. Any number of processes can claim from one database.
+//
+// Fair share. QUEUED runs are claimed round-robin over the projects that have some (the
+// oldest run of the next project after the last one claimed), and one project holds at most
+// `projectConcurrency` of this process's slots: one project's backlog never keeps another
+// project's run waiting for more than a free slot.
 //
 // Pick-up. A run queued on this instance (deps.events RUN_QUEUED) is claimed at once; runs
 // queued elsewhere, and runs whose lease expired, within pollIntervalMs. A freed slot claims
@@ -30,6 +35,8 @@ export interface ClaimerEnv {
   newLease(): Lease;
   /** Whether the executors can take one more run. */
   hasFreeSlot(): boolean;
+  /** Projects that hold as many of this process's slots as one project may. */
+  busyProjects(): string[];
   /** A run just claimed, to run. */
   onClaimed(run: RunDoc): void;
 }
@@ -37,9 +44,11 @@ export interface ClaimerEnv {
 export interface Claimer {
   /**
    * Claims runs while there are free slots and claimable runs. With `takeovers` (the poll, a
-   * freed slot) runs whose lease expired come first, so that busy executors with a queue still
-   * take over a dead executor's runs at their next free slot; a queued-run event looks for
-   * QUEUED runs only (it has one to claim).
+   * parked run's due time, the database back) runs whose lease expired and due parked runs
+   * come first, in the next round that has a free slot, so that busy executors with a queue
+   * still take over a dead executor's runs at their first free slot after a poll; other rounds
+   * (a queued-run event, a freed slot) look for QUEUED runs only, which keeps a busy
+   * executor's claims to one query or two.
    */
   pump(takeovers?: boolean): Promise<void>;
   /** Starts claiming: on queued-run events, every poll interval, and when the database is back. */
@@ -52,13 +61,20 @@ export function createClaimer(env: ClaimerEnv): Claimer {
   let stopped = false;
   /** The next round also takes over runs whose lease expired. */
   let takeovers = false;
+  /** The project of the last run claimed: the round-robin goes on after it. */
+  let afterProject: string | undefined;
   const claimRounds = coalesced(async () => {
-    const queuedOnly = !takeovers;
+    // Without a free slot nothing is claimed: `takeovers` stays for the next round that has one.
+    if (stopped || !env.hasFreeSlot()) return false;
+    let queuedOnly = !takeovers;
     takeovers = false;
     try {
       while (!stopped && env.hasFreeSlot()) {
-        const claim = await env.machine.claimNext(env.newLease(), { queuedOnly });
+        const claim = await env.machine.claimNext(env.newLease(), { queuedOnly, busyProjects: env.busyProjects(), afterProject });
         if (!claim) break;
+        // A QUEUED run came: there was no expired lease nor due parked run to take first.
+        if (!claim.takeover && !claim.resumed) queuedOnly = true;
+        afterProject = claim.run.projectId;
         env.onClaimed(claim.run);
       }
     } catch (err) {

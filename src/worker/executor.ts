@@ -1,8 +1,11 @@
 // Executors: claim runs through MongoDB alone (claimer.ts) and run them (runner.ts) under
 // leases (lease.ts), up to `concurrency` runs at once in this process.
 //
-// Stopping: claiming stops, waits end and their runs are released for another executor to
-// resume at once; a data step in flight finishes first.
+// Waits: a run on a wait step is parked in the database (runner.ts) and leaves its slot; this
+// process claims it again when it is due (a timer), any other one at its next poll.
+//
+// Stopping: claiming stops; a data step in flight finishes first, then its run is released
+// for another executor to resume at once. Parked runs need nothing: they are in the database.
 //
 // Database outages. Claims, renewals and a run's writes fail while the database cannot be
 // reached. Claiming goes on (claimer.ts); a runner that lost the database mid-run keeps its
@@ -27,21 +30,28 @@ export interface Executors {
 }
 
 export function startExecutors(deps: Deps): Executors {
-  const { concurrency, pollIntervalMs, leaseMs } = deps.config.executor;
+  const { concurrency, projectConcurrency, pollIntervalMs, leaseMs } = deps.config.executor;
   const executorId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const log = deps.logger.child({ executor: executorId });
   const machine = runStateMachine(deps.store, runMetrics(deps.metrics));
   const stopped = new AbortController();
+  const wakeUps = new Set<NodeJS.Timeout>();
   const env: RunnerEnv = {
     deps,
-    store: deps.store,
     machine,
     executorId,
     leaseMs,
     renewEveryMs: renewalInterval(leaseMs),
-    checkEveryMs: pollIntervalMs,
     log,
     stopping: stopped.signal,
+    wakeAt(until) {
+      const timer = setTimeout(() => {
+        wakeUps.delete(timer);
+        void claimer.pump(true);
+      }, Math.max(0, until.getTime() - Date.now()) + 5);
+      timer.unref();
+      wakeUps.add(timer);
+    },
   };
   const claimer = createClaimer({
     deps,
@@ -50,13 +60,14 @@ export function startExecutors(deps: Deps): Executors {
     pollIntervalMs,
     newLease: leaseIssuer(executorId, leaseMs),
     hasFreeSlot: () => runs.size() < concurrency,
+    busyProjects: () => runs.projectsWithAtLeast(projectConcurrency),
     onClaimed: (run) => runs.start(run),
   });
-  const runs = activeRuns(env, () => void claimer.pump(true));
+  const runs = activeRuns(env, () => void claimer.pump());
   const onCancelled = (id: string) => runs.stopRun(id, "gone");
   deps.events.on(RUN_CANCELLED, onCancelled);
   claimer.start();
-  log.info({ concurrency, pollIntervalMs, leaseMs }, "executors started");
+  log.info({ concurrency, projectConcurrency, pollIntervalMs, leaseMs }, "executors started");
 
   return {
     id: executorId,
@@ -65,9 +76,11 @@ export function startExecutors(deps: Deps): Executors {
       runs.stopping = true;
       stopped.abort();
       claimer.stop();
+      for (const t of wakeUps) clearTimeout(t);
+      wakeUps.clear();
       deps.events.off(RUN_CANCELLED, onCancelled);
-      // Waits end now and leave their run to another executor; a data step in flight
-      // finishes, then its run is released. Bounded: a lease left behind simply expires.
+      // A data step in flight finishes, then its run is released for another executor.
+      // Bounded: a lease left behind simply expires.
       await runs.stopAll(Math.min(leaseMs, 5000));
       log.info({ left: runs.size() }, "executors stopped");
     },
@@ -75,6 +88,7 @@ export function startExecutors(deps: Deps): Executors {
 }
 
 interface ActiveRun {
+  projectId: string;
   abort: AbortController;
   done: Promise<void>;
 }
@@ -83,6 +97,8 @@ interface ActiveRuns {
   /** Set when the executors stop: a run claimed from then on is handed back at once. */
   stopping: boolean;
   size(): number;
+  /** The projects with at least `n` runs here. */
+  projectsWithAtLeast(n: number): string[];
   /** Runs a run just claimed. */
   start(run: RunDoc): void;
   stopRun(id: string, reason: StopReason): void;
@@ -96,6 +112,11 @@ function activeRuns(env: RunnerEnv, onFreed: () => void): ActiveRuns {
   const table: ActiveRuns = {
     stopping: false,
     size: () => active.size,
+    projectsWithAtLeast(n) {
+      const count = new Map<string, number>();
+      for (const a of active.values()) count.set(a.projectId, (count.get(a.projectId) ?? 0) + 1);
+      return [...count].filter(([, c]) => c >= n).map(([p]) => p);
+    },
     start: (run) => startRun(env, table, active, run, onFreed),
     stopRun(id, reason) {
       const a = active.get(id)?.abort;
@@ -128,7 +149,7 @@ function startRun(env: RunnerEnv, table: ActiveRuns, active: Map<string, ActiveR
     return;
   }
   const abort = new AbortController();
-  const entry: ActiveRun = { abort, done: Promise.resolve() };
+  const entry: ActiveRun = { projectId: run.projectId, abort, done: Promise.resolve() };
   active.set(run._id, entry);
   entry.done = runClaimed(env, run, owner, abort.signal, (reason) => table.stopRun(run._id, reason))
     .catch((err: unknown) => logRunError(env.log, run._id, err))

@@ -6,7 +6,6 @@
 // in the past (runs/state.ts), and happens only after the heartbeat has stopped and its beat
 // in flight has landed: no renewal can extend a released lease.
 import type { Logger } from "pino";
-import type { Store } from "../store/index.js";
 import { isUnavailable } from "../store/index.js";
 import type { Lease } from "../store/runs.js";
 import type { RunStateMachine } from "../domain/runs/state.js";
@@ -23,19 +22,14 @@ export function renewalInterval(leaseMs: number): number {
 }
 
 export interface LeaseEnv {
-  store: Store;
   machine: RunStateMachine;
   leaseMs: number;
   /** The lease is renewed this often. */
   renewEveryMs: number;
-  /** While a step waits, the run is re-read this often, to notice a cancellation made elsewhere. */
-  checkEveryMs: number;
 }
 
 /** What the runner tells the heartbeat of its lease. */
 export interface HeartbeatState {
-  /** While true, each beat also re-reads the run, to notice that it is no longer ours. */
-  waiting: boolean;
   /** A change of the run has just extended the lease: the next renewal can wait. */
   renewed(): void;
 }
@@ -53,15 +47,11 @@ export function holdLease(env: LeaseEnv, log: Logger, id: string, owner: string,
   let lastRenew = Date.now();
   let beat: Promise<void> = Promise.resolve();
   let beating = false;
-  const state: HeartbeatState = { waiting: false, renewed: () => void (lastRenew = Date.now()) };
+  const state: HeartbeatState = { renewed: () => void (lastRenew = Date.now()) };
   const tick = async () => {
-    if (Date.now() - lastRenew >= env.renewEveryMs) {
-      if (!(await env.machine.renew(id, owner, new Date(Date.now() + env.leaseMs)))) return onGone();
-      lastRenew = Date.now();
-    } else if (state.waiting) {
-      const cur = await env.store.runs.get(id);
-      if (!cur || cur.state !== "RUNNING" || cur.lease?.owner !== owner) onGone();
-    }
+    if (Date.now() - lastRenew < env.renewEveryMs) return;
+    if (!(await env.machine.renew(id, owner, new Date(Date.now() + env.leaseMs)))) return onGone();
+    lastRenew = Date.now();
   };
   const timer = setInterval(() => {
     // One beat at a time: piling up renewals of one run would only contend with its steps' updates.
@@ -70,7 +60,7 @@ export function holdLease(env: LeaseEnv, log: Logger, id: string, owner: string,
     beat = tick()
       .catch((err: unknown) => (isUnavailable(err) ? log.debug({ err }, "lease renewal failed: the database is unreachable") : log.warn({ err }, "lease renewal failed")))
       .finally(() => (beating = false));
-  }, Math.min(env.checkEveryMs, env.renewEveryMs));
+  }, Math.max(50, Math.floor(env.renewEveryMs / 2)));
   const stop = async () => {
     clearInterval(timer);
     await beat;

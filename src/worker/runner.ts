@@ -23,7 +23,7 @@ import type { RunDoc, StepDoc } from "../store/types.js";
 import { writeRunActivity } from "../domain/runs/activity.js";
 import { MAX_WAIT_STEP_SECONDS, RUN_CHANGED } from "../domain/runs/model.js";
 import { runDataStep, StepFailure } from "./steps.js";
-import { holdLease, type HeartbeatState, type LeaseEnv } from "./lease.js";
+import { holdLease, type LeaseEnv } from "./lease.js";
 import { sleepUnlessAborted } from "../sleep.js";
 
 /** A step started this many times without finishing fails its run. */
@@ -41,6 +41,8 @@ export interface RunnerEnv extends LeaseEnv {
   log: Logger;
   /** Aborted when the executors stop (whatever happens to single runs). */
   stopping: AbortSignal;
+  /** A run was parked until `until`: claim again then (other processes find it by their poll). */
+  wakeAt(until: Date): void;
 }
 
 /**
@@ -94,9 +96,9 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
     if (version.steps.length !== run.steps.length) return await fail(`the run's steps do not match version ${run.workflowVersion} of the workflow`, null);
     for (let i = run.stepIndex; i < version.steps.length; i++) {
       if (signal.aborted) return;
-      const outcome = await runStep(env, log, run, owner, i, version.steps[i]!, signal, lease.state, changed);
+      const outcome = await runStep(env, log, run, owner, i, version.steps[i]!, changed);
       if (outcome.kind === "failed") return await fail(outcome.error, i);
-      if (outcome.kind === "stopped") return;
+      if (outcome.kind === "stopped" || outcome.kind === "parked") return;
       if (outcome.kind === "finished") return await activity("workflow.run.succeeded", {});
     }
     // stepIndex at or past the end: nothing left to run (a zero-step workflow).
@@ -122,7 +124,7 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
   }
 }
 
-type StepOutcome = { kind: "next" } | { kind: "finished" } | { kind: "stopped" } | { kind: "failed"; error: string };
+type StepOutcome = { kind: "next" } | { kind: "finished" } | { kind: "parked" } | { kind: "stopped" } | { kind: "failed"; error: string };
 
 async function runStep(
   env: RunnerEnv,
@@ -131,39 +133,55 @@ async function runStep(
   owner: string,
   i: number,
   step: StepDoc,
-  signal: AbortSignal,
-  hb: HeartbeatState,
   changed: (res: RunDoc | null) => RunDoc | null,
 ): Promise<StepOutcome> {
   const prev = run.steps[i]!;
+  if (step.type === "wait") return await waitStep(env, log, run, owner, i, step, changed);
   const attempts = (prev.attempts ?? 0) + 1;
   if (attempts > MAX_ATTEMPTS) return { kind: "failed", error: `step ${i} (${step.type}) was started ${MAX_ATTEMPTS} times without finishing` };
   const now = new Date();
-  // A resumed wait keeps its start, so it waits only the remainder.
-  const startedAt = step.type === "wait" && prev.state === "RUNNING" && prev.startedAt ? prev.startedAt : now;
-  if (!changed(await env.machine.stepStarted(run._id, owner, i, { startedAt, attempts, executor: env.executorId }, new Date(now.getTime() + env.leaseMs)))) return { kind: "stopped" };
-  Object.assign(prev, { state: "RUNNING", startedAt, attempts });
+  if (!changed(await env.machine.stepStarted(run._id, owner, i, { startedAt: now, attempts, executor: env.executorId }, new Date(now.getTime() + env.leaseMs)))) return { kind: "stopped" };
+  Object.assign(prev, { state: "RUNNING", startedAt: now, attempts });
 
   let output: Record<string, unknown> | null = null;
-  if (step.type === "wait") {
-    const seconds = Number(step.seconds);
-    if (!Number.isFinite(seconds) || seconds < 0 || seconds > MAX_WAIT_STEP_SECONDS) return { kind: "failed", error: `wait: seconds must be between 0 and ${MAX_WAIT_STEP_SECONDS}` };
-    hb.waiting = true;
-    const elapsed = await sleepUnlessAborted(startedAt.getTime() + seconds * 1000 - Date.now(), signal);
-    hb.waiting = false;
-    if (!elapsed) return { kind: "stopped" };
-  } else {
-    try {
-      output = await runDataStep(env.deps, run, step);
-    } catch (err) {
-      if (err instanceof StepFailure) return { kind: "failed", error: err.message };
-      if (isUnavailable(err)) throw err; // the lease expires; another attempt follows
-      log.error({ err, step: i }, "step failed unexpectedly");
-      return { kind: "failed", error: `step ${i} (${step.type}) failed: ${err instanceof Error ? err.message : String(err)}` };
-    }
+  try {
+    output = await runDataStep(env.deps, run, step);
+  } catch (err) {
+    if (err instanceof StepFailure) return { kind: "failed", error: err.message };
+    if (isUnavailable(err)) throw err; // the lease expires; another attempt follows
+    log.error({ err, step: i }, "step failed unexpectedly");
+    return { kind: "failed", error: `step ${i} (${step.type}) failed: ${err instanceof Error ? err.message : String(err)}` };
   }
+  return await stepDone(env, run, owner, i, output, changed);
+}
+
+/**
+ * A wait step: started (once: a resumed wait keeps its start, so it waits only the
+ * remainder), then done when its time is over, or else the run is parked until then and this
+ * executor lets it go: a wait holds no slot and no lease.
+ */
+async function waitStep(env: RunnerEnv, log: Logger, run: RunDoc, owner: string, i: number, step: Extract<StepDoc, { type: "wait" }>, changed: (res: RunDoc | null) => RunDoc | null): Promise<StepOutcome> {
+  const prev = run.steps[i]!;
+  const seconds = Number(step.seconds);
+  if (!Number.isFinite(seconds) || seconds < 0 || seconds > MAX_WAIT_STEP_SECONDS) return { kind: "failed", error: `wait: seconds must be between 0 and ${MAX_WAIT_STEP_SECONDS}` };
+  let startedAt = prev.state === "RUNNING" ? prev.startedAt : null;
+  if (!startedAt) {
+    startedAt = new Date();
+    const attempts = (prev.attempts ?? 0) + 1;
+    if (!changed(await env.machine.stepStarted(run._id, owner, i, { startedAt, attempts, executor: env.executorId }, new Date(startedAt.getTime() + env.leaseMs)))) return { kind: "stopped" };
+    Object.assign(prev, { state: "RUNNING", startedAt, attempts });
+  }
+  const until = new Date(startedAt.getTime() + seconds * 1000);
+  if (until.getTime() <= Date.now()) return await stepDone(env, run, owner, i, null, changed);
+  if (!changed(await env.machine.park(run._id, owner, i, until))) return { kind: "stopped" };
+  log.debug({ step: i, until }, "run parked on its wait step");
+  env.wakeAt(until);
+  return { kind: "parked" };
+}
+
+async function stepDone(env: RunnerEnv, run: RunDoc, owner: string, i: number, output: Record<string, unknown> | null, changed: (res: RunDoc | null) => RunDoc | null): Promise<StepOutcome> {
   const last = i === run.steps.length - 1;
   if (!changed(await env.machine.stepDone(run._id, owner, i, output, last, new Date(Date.now() + env.leaseMs)))) return { kind: "stopped" };
-  prev.state = "SUCCEEDED";
+  run.steps[i]!.state = "SUCCEEDED";
   return { kind: last ? "finished" : "next" };
 }

@@ -163,7 +163,9 @@ export type Environment = Message<"runhook.v1.Environment"> & {
   name: string;
 
   /**
-   * MongoDB database that holds the environment's records.
+   * MongoDB database that holds the environment's records: made by the
+   * server, or one the operator allowed (RUNHOOK_DATA_DATABASES_ALLOWED).
+   * Unique: no two environments share one.
    *
    * @generated from field: string data_database = 4;
    */
@@ -870,7 +872,11 @@ export type CreateEnvironmentRequest = Message<"runhook.v1.CreateEnvironmentRequ
   name: string;
 
   /**
-   * MongoDB database of its records; default `<service database>_d_<first 12 hex digits of the environment id>`.
+   * Leave empty: the server makes the environment's database,
+   * `<service database>_d_<first 12 hex digits of the environment id>`.
+   * Otherwise it must name a database the operator allowed in configuration
+   * (RUNHOOK_DATA_DATABASES_ALLOWED) that no other environment uses;
+   * any other name is PERMISSION_DENIED, one in use ALREADY_EXISTS.
    *
    * @generated from field: string data_database = 3;
    */

@@ -7,9 +7,10 @@ import type { Deps } from "../../deps.js";
 import { fail } from "../../errors.js";
 import { adminLog, caller, inProject, insertUnique, requireOrgAdmin, requireSsoSession, userInOrg, type AdminImpl } from "./common.js";
 import { environmentToProto, projectToProto } from "./convert.js";
+import { DATA_DATABASE_NAME, SYSTEM_DATABASES } from "../../config.js";
+import type { ProjectDoc } from "../../store/types.js";
 
 const PROJECT_NAME = /^[A-Za-z0-9._-]{1,100}$/;
-const DATABASE_NAME = /^[A-Za-z0-9_-]{1,63}$/;
 
 export function projectMethods(deps: Deps): Pick<AdminImpl, "createProject" | "updateProject" | "createEnvironment" | "setProjectRole"> {
   const dir = deps.store.directory;
@@ -39,10 +40,16 @@ export function projectMethods(deps: Deps): Pick<AdminImpl, "createProject" | "u
       const project = await inProject(dir, p, req.projectId, "admin");
       if (!PROJECT_NAME.test(req.name)) throw fail.invalid("name: 1-100 letters, digits, '.', '_' or '-'");
       const _id = randomUUID();
-      const dataDatabase = req.dataDatabase || `${deps.store.databaseName}_d_${_id.replace(/-/g, "").slice(0, 12)}`;
-      if (!DATABASE_NAME.test(dataDatabase)) throw fail.invalid("data_database: 1-63 letters, digits, '_' or '-'");
-      if (["admin", "local", "config", deps.store.databaseName].includes(dataDatabase)) throw fail.invalid(`data_database: "${dataDatabase}" is reserved`);
-      const environment = await insertUnique(dir.environments.insert, { _id, projectId: project._id, name: req.name, dataDatabase, createdAt: new Date() }, `environment "${req.name}"`);
+      const dataDatabase = dataDatabaseFor(deps, project, _id, req.dataDatabase);
+      const environment = { _id, projectId: project._id, name: req.name, dataDatabase, createdAt: new Date() };
+      try {
+        await dir.environments.insert(environment);
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
+        // Either unique index: the name in the project, or the database of another environment.
+        if (await dir.environments.byName(project._id, req.name)) throw fail.exists(`environment "${req.name}" already exists`);
+        throw fail.exists(`data_database: "${dataDatabase}" is already the database of another environment`);
+      }
       await adminLog(deps, p.user, "environment.created", `environment/${_id}`, { name: req.name, dataDatabase }, { projectId: project._id, environment: req.name });
       return { environment: environmentToProto(environment) };
     },
@@ -61,4 +68,19 @@ export function projectMethods(deps: Deps): Pick<AdminImpl, "createProject" | "u
       return {};
     },
   };
+}
+
+/**
+ * The data database of a new environment: one the server makes from its id, or (when the
+ * request names one) a database the operator allowed for the project's organization in
+ * configuration. Tenants never reach a database by naming it.
+ */
+function dataDatabaseFor(deps: Deps, project: ProjectDoc, environmentId: string, requested: string): string {
+  if (!requested) return `${deps.store.databaseName}_d_${environmentId.replace(/-/g, "").slice(0, 12)}`;
+  if (!DATA_DATABASE_NAME.test(requested)) throw fail.invalid("data_database: 1-63 letters, digits, '_' or '-'");
+  if ([...SYSTEM_DATABASES, deps.store.databaseName].includes(requested)) throw fail.invalid(`data_database: "${requested}" is reserved`);
+  if (deps.config.dataDatabasesAllowed.get(requested) !== project.organizationId) {
+    throw fail.denied(`data_database: "${requested}" is not a database the operator allowed for this organization (RUNHOOK_DATA_DATABASES_ALLOWED); leave it empty for a database of its own`);
+  }
+  return requested;
 }

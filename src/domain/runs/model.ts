@@ -61,6 +61,7 @@ export function runMessage(r: RunDoc): MessageInitShape<typeof RunSchema> {
     version: BigInt(r.version),
     requestId: r.requestId ?? "",
     tokenId: r.tokenId,
+    waitUntil: ts(r.waitUntil),
   };
 }
 
@@ -99,6 +100,7 @@ export function newRunDoc(n: NewRun): RunDoc {
     stepIndex: 0,
     error: "",
     lease: null,
+    waitUntil: null,
     createdAt: now,
     startedAt: null,
     finishedAt: null,

@@ -4,15 +4,18 @@
 //
 //   QUEUED ──claim──▶ RUNNING ──finish──▶ SUCCEEDED | FAILED
 //      └────────────── cancel ─────────────▶ CANCELLED (from either ongoing state)
+//
+// A wait step parks its run: it stays RUNNING, gives up its lease and gets `waitUntil`; a
+// claimer takes it again once that time has passed (the executor's slot is free meanwhile).
 import type { Store } from "../../store/index.js";
-import type { Claim, Lease, RunCondition } from "../../store/runs.js";
+import type { Claim, ClaimScope, Lease, RunCondition } from "../../store/runs.js";
 import { ONGOING_STATES, type RunDoc, type StepState } from "../../store/types.js";
 
 export type FinalState = "SUCCEEDED" | "FAILED" | "CANCELLED";
 
 /** The fields that finish a run: final state, and the (workflow, record) slot freed for the next call. */
 function finishing(runId: string, state: FinalState, error: string, now: Date): Record<string, unknown> {
-  return { state, error, finishedAt: now, updatedAt: now, lease: null, activeKey: runId };
+  return { state, error, finishedAt: now, updatedAt: now, lease: null, waitUntil: null, activeKey: runId };
 }
 
 function stepFields(index: number, fields: Record<string, unknown>): Record<string, unknown> {
@@ -20,8 +23,8 @@ function stepFields(index: number, fields: Record<string, unknown>): Record<stri
 }
 
 export interface RunStateMachine {
-  /** QUEUED → RUNNING (or, unless `queuedOnly`, a RUNNING run whose lease expired) for a new lease. */
-  claimNext(lease: Lease, opts?: { queuedOnly?: boolean }): Promise<Claim | null>;
+  /** QUEUED → RUNNING (or, unless `queuedOnly`, a RUNNING run whose lease expired or whose wait is due) for a new lease. */
+  claimNext(lease: Lease, scope?: ClaimScope): Promise<Claim | null>;
   /** Extends the owner's lease (not a visible change). */
   renew(id: string, owner: string, until: Date): Promise<RunDoc | null>;
   /** Lets another executor take the run at once: the owner gives up its lease. */
@@ -32,6 +35,8 @@ export interface RunStateMachine {
   stepDone(id: string, owner: string, index: number, output: Record<string, unknown> | null, last: boolean, leaseUntil: Date): Promise<RunDoc | null>;
   /** The owner finishes the run (SUCCEEDED with no step left, or FAILED, with the failing step when there is one). */
   finish(id: string, owner: string, state: "SUCCEEDED" | "FAILED", error: string, failedStep: number | null): Promise<RunDoc | null>;
+  /** The owner parks the run on its wait step `index` until `until`: it keeps RUNNING and lets its lease go. */
+  park(id: string, owner: string, index: number, until: Date): Promise<RunDoc | null>;
   /** Anyone allowed: CANCELLED from the version the caller read, the current step with it. */
   cancel(run: RunDoc, error: string): Promise<RunDoc | null>;
 }
@@ -55,7 +60,7 @@ export function runStateMachine(store: Store, hooks: RunHooks = {}): RunStateMac
       const claim = await runs.claimNext(lease, new Date(), opts);
       if (claim) {
         if (claim.takeover) hooks.takenOver?.(claim.run);
-        else hooks.claimed?.(claim.run);
+        else if (!claim.resumed) hooks.claimed?.(claim.run);
       }
       return claim;
     },
@@ -79,6 +84,7 @@ export function runStateMachine(store: Store, hooks: RunHooks = {}): RunStateMac
       if (failedStep !== null) Object.assign(set, stepFields(failedStep, { state: "FAILED" satisfies StepState, error, finishedAt: now }));
       return runs.transition(id, owned(owner), set).then(finished);
     },
+    park: (id, owner, index, until) => runs.transition(id, owned(owner, { stepIndex: index }), { lease: null, waitUntil: until, updatedAt: new Date() }),
     cancel(run, error) {
       const now = new Date();
       const set = finishing(run._id, "CANCELLED", error, now);

@@ -1,0 +1,103 @@
+// Data databases belong to the server: an organization never reaches a database by naming
+// it. CreateEnvironment makes one per environment; naming one works only for a database the
+// operator allowed for that organization in configuration; no two environments (of one
+// tenant or two) ever share one, down to a unique index. Real server and database.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { randomUUID } from "node:crypto";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ConfigError, loadConfig } from "../src/config.js";
+import { isDuplicateKey } from "../src/store/index.js";
+import { BOOTSTRAP_SECRET, startServer, testEnv, type TestServer } from "./helpers/server.js";
+import { adminClient } from "./helpers/webhook.js";
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startServer({ env: { RUNHOOK_EXECUTOR: "false" } });
+});
+afterAll(async () => {
+  await server?.stop();
+});
+const db = () => server.deps.store.db;
+
+let n = 0;
+/** An organization and a project of its own, built through AdminService as a tenant would. */
+async function tenant() {
+  const tag = `${Date.now().toString(36)}${n++}`;
+  const boot = await adminClient(server.baseUrl, BOOTSTRAP_SECRET).bootstrap({ organizationName: `org-${tag}`, adminEmail: `root-${tag}@example.test`, adminName: "Root" });
+  const admin = adminClient(server.baseUrl, boot.adminToken);
+  const project = (await admin.createProject({ name: `proj-${tag}` })).project!;
+  return { orgId: boot.organization!.id, admin, project };
+}
+
+async function refused(p: Promise<unknown>): Promise<{ code: Code; message: string }> {
+  try {
+    await p;
+  } catch (err) {
+    const e = ConnectError.from(err);
+    return { code: e.code, message: e.rawMessage };
+  }
+  throw new Error("expected the call to be refused");
+}
+
+describe("data databases", () => {
+  it("a tenant cannot get a database by naming it: not another tenant's, not any other", async () => {
+    const victim = await tenant();
+    const attacker = await tenant();
+    const victimEnv = (await victim.admin.createEnvironment({ projectId: victim.project.id, name: "production" })).environment!;
+    expect(victimEnv.dataDatabase).toBe(`${db().name}_d_${victimEnv.id.replace(/-/g, "").slice(0, 12)}`);
+    for (const name of [victimEnv.dataDatabase, "shared_victim_db", "another_application"]) {
+      const r = await refused(attacker.admin.createEnvironment({ projectId: attacker.project.id, name: `steal-${n++}`, dataDatabase: name }));
+      expect(r.code, name).toBe(Code.PermissionDenied);
+      expect(r.message).toContain("RUNHOOK_DATA_DATABASES_ALLOWED");
+    }
+    expect(await db().environments.countDocuments({ projectId: attacker.project.id })).toBe(0);
+    expect(await db().environments.countDocuments({ dataDatabase: victimEnv.dataDatabase })).toBe(1);
+    // What the server makes is the environment's own: the attacker's environment gets another.
+    const own = (await attacker.admin.createEnvironment({ projectId: attacker.project.id, name: "production" })).environment!;
+    expect(own.dataDatabase).not.toBe(victimEnv.dataDatabase);
+  });
+
+  it("an allowed database is attached by its organization only, and by one environment only", async () => {
+    const owner = await tenant();
+    const other = await tenant();
+    const legacy = `legacy_crm_${n++}`;
+    // As the operator configures it: RUNHOOK_DATA_DATABASES_ALLOWED=<legacy>=<owner's organization id>.
+    server.deps.config.dataDatabasesAllowed.set(legacy, owner.orgId);
+    const denied = await refused(other.admin.createEnvironment({ projectId: other.project.id, name: "production", dataDatabase: legacy }));
+    expect(denied.code).toBe(Code.PermissionDenied);
+    const env = (await owner.admin.createEnvironment({ projectId: owner.project.id, name: "production", dataDatabase: legacy })).environment!;
+    expect(env.dataDatabase).toBe(legacy);
+    const again = await refused(owner.admin.createEnvironment({ projectId: owner.project.id, name: "staging", dataDatabase: legacy }));
+    expect(again.code).toBe(Code.AlreadyExists);
+    expect(again.message).toContain(`"${legacy}" is already the database of another environment`);
+    // The environment's own name clash is still told as such.
+    const sameName = await refused(owner.admin.createEnvironment({ projectId: owner.project.id, name: "production" }));
+    expect(sameName).toMatchObject({ code: Code.AlreadyExists, message: 'environment "production" already exists' });
+    // Reserved names stay refused even when listed.
+    server.deps.config.dataDatabasesAllowed.set(db().name, owner.orgId);
+    expect((await refused(owner.admin.createEnvironment({ projectId: owner.project.id, name: "svc", dataDatabase: db().name }))).code).toBe(Code.InvalidArgument);
+    server.deps.config.dataDatabasesAllowed.delete(db().name);
+  });
+
+  it("two environments can never share a database: a unique index refuses even a direct insert", async () => {
+    const t = await tenant();
+    const env = (await t.admin.createEnvironment({ projectId: t.project.id, name: "production" })).environment!;
+    const err = await db()
+      .environments.insertOne({ _id: randomUUID(), projectId: randomUUID(), name: "production", dataDatabase: env.dataDatabase, createdAt: new Date() })
+      .then(() => null, (e: unknown) => e);
+    expect(isDuplicateKey(err)).toBe(true);
+  });
+
+  it("the allow-list is configuration: database=organizationId pairs, reserved names refused", () => {
+    const id = randomUUID();
+    const base = testEnv("cfg");
+    expect([...loadConfig({ ...base, RUNHOOK_DATA_DATABASES_ALLOWED: ` crm=${id}, billing_2=${id} ` }).dataDatabasesAllowed]).toEqual([
+      ["crm", id],
+      ["billing_2", id],
+    ]);
+    expect(loadConfig(base).dataDatabasesAllowed.size).toBe(0);
+    for (const bad of ["crm", `admin=${id}`, `a.b=${id}`, "crm=not-an-id"]) {
+      expect(() => loadConfig({ ...base, RUNHOOK_DATA_DATABASES_ALLOWED: bad }), bad).toThrow(ConfigError);
+    }
+  });
+});
