@@ -154,6 +154,19 @@ describe("idempotent webhook calls", () => {
     expect(later.headers.get("idempotent-replayed")).toBeNull();
   });
 
+  it("an expired key is forgotten at once, before the TTL monitor or the sweep removes it", async () => {
+    const h = await hook();
+    const key = randomUUID();
+    const first = await keyed(h, "r1", key);
+    await finish(first.body.runId!);
+    await db().idempotencyKeys.updateOne({ runId: first.body.runId! }, { $set: { expiresAt: new Date(Date.now() - 1000) } });
+    const later = await keyed(h, "r1", key);
+    expect([later.status, later.headers.get("idempotent-replayed")]).toEqual([202, null]);
+    expect(later.body.runId).not.toBe(first.body.runId);
+    // The new call's reservation took the old one's place: a repeat now replays the new run.
+    expect((await keyed(h, "r1", key)).body.runId).toBe(later.body.runId);
+  });
+
   it("without the header, a call after the run finished starts a fresh run (seed rule 3)", async () => {
     const h = await hook();
     const keysBefore = await db().idempotencyKeys.countDocuments({});
