@@ -4,14 +4,15 @@
 // - beside `runhook start` on RUNHOOK_EMBEDDED=memory, `seed` and `worker` join the server's
 //   in-memory database (its tokens work, its runs are executed by the worker); without such a
 //   server they refuse with one line instead of starting a database of their own.
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SeedOutput } from "../src/cli/demo.js";
-import { ROOT, spawnServer, startServer, testEnv, type ChildServer, type TestServer } from "./helpers/server.js";
+import { spawnCli, type Cli } from "./helpers/cli.js";
+import { spawnServer, startServer, testEnv, type ChildServer, type TestServer } from "./helpers/server.js";
 import { postHook } from "./helpers/webhook.js";
 import { createWorld } from "./helpers/world.js";
 
@@ -22,37 +23,11 @@ afterAll(() => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-interface Run {
-  child: ChildProcess;
-  out: () => string;
-  exited: Promise<{ code: number | null; stdout: string; stderr: string }>;
-}
-
 /** The environment without runhook's settings (but where the embedded database's jar is cached). */
 const CLEAN = Object.fromEntries(Object.entries(process.env).filter(([k]) => k === "RUNHOOK_CACHE_DIR" || !(k.startsWith("RUNHOOK_") || ["MONGODB_URI", "PORT", "GRPC_PORT", "METRICS_PORT"].includes(k))));
 
 /** `node bin/runhook.js …args` with `env` over a clean environment; killed after 60 s. */
-function runhook(args: string[], env: Record<string, string>): Run {
-  const child = spawn(process.execPath, [join(ROOT, "bin/runhook.js"), ...args], {
-    cwd: tmp,
-    env: { ...CLEAN, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  children.add(child);
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
-  const exited = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
-    child.once("close", (code) => {
-      clearTimeout(timer);
-      children.delete(child);
-      resolve({ code, stdout, stderr });
-    }),
-  );
-  return { child, out: () => stdout, exited };
-}
+const runhook = (args: string[], env: Record<string, string>): Cli => spawnCli(args, { env: { ...CLEAN, ...env }, cwd: tmp, timeoutMs: 60_000, children });
 
 /** The webhook URL that `seed` printed for its PUBLIC_BASE_URL, on the server actually listening at `baseUrl`. */
 const onServer = (webhookUrl: string, baseUrl: string) => {

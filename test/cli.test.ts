@@ -1,6 +1,6 @@
 // The integrator commands (`runhook trigger`, `runhook runs watch`, `runhook logs tail`) run as
 // child processes, as users run them, against the real server and the demo world.
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,7 +8,8 @@ import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SeedOutput } from "../src/cli/demo.js";
 import { apiClient } from "./helpers/api.js";
-import { ROOT, seed, startServer, type TestServer } from "./helpers/server.js";
+import { spawnCli, type Cli } from "./helpers/cli.js";
+import { seed, startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, local, UUID_RE } from "./helpers/webhook.js";
 import { createWorld, type World } from "./helpers/world.js";
 import { sleep } from "../src/sleep.js";
@@ -30,36 +31,11 @@ afterAll(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-interface Cli {
-  child: ChildProcess;
-  /** stdout so far */
-  out(): string;
-  err(): string;
-  exited: Promise<{ code: number | null; stdout: string; stderr: string }>;
-}
-
 /** `node bin/runhook.js …args` with a clean RUNHOOK_* environment plus `env`; killed after `timeoutMs`. */
 function start(args: string[], env: Record<string, string> = {}, opts: { timeoutMs?: number; nodeArgs?: string[] } = {}): Cli {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("RUNHOOK_") && k !== "MONGODB_URI"));
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), join(ROOT, "bin/runhook.js"), ...args], {
-    cwd: tmp, // nothing may be written to the working directory (.data/ …)
-    env: { ...base, RUNHOOK_URL: server.baseUrl, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  children.add(child);
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  const timer = setTimeout(() => child.kill("SIGKILL"), opts.timeoutMs ?? 30_000);
-  const exited = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
-    child.once("close", (code) => {
-      clearTimeout(timer);
-      children.delete(child);
-      resolve({ code, stdout, stderr });
-    }),
-  );
-  return { child, out: () => stdout, err: () => stderr, exited };
+  // cwd: nothing may be written to the working directory (.data/ …)
+  return spawnCli(args, { env: { ...base, RUNHOOK_URL: server.baseUrl, ...env }, cwd: tmp, timeoutMs: opts.timeoutMs ?? 30_000, nodeArgs: opts.nodeArgs, children });
 }
 
 const run = (args: string[], env?: Record<string, string>, opts?: Parameters<typeof start>[2]) => start(args, env, opts).exited;

@@ -154,6 +154,19 @@ describe("idempotent webhook calls", () => {
     expect(later.headers.get("idempotent-replayed")).toBeNull();
   });
 
+  it("an expired key is forgotten at once, before the TTL monitor or the sweep removes it", async () => {
+    const h = await hook();
+    const key = randomUUID();
+    const first = await keyed(h, "r1", key);
+    await finish(first.body.runId!);
+    await db().idempotencyKeys.updateOne({ runId: first.body.runId! }, { $set: { expiresAt: new Date(Date.now() - 1000) } });
+    const later = await keyed(h, "r1", key);
+    expect([later.status, later.headers.get("idempotent-replayed")]).toEqual([202, null]);
+    expect(later.body.runId).not.toBe(first.body.runId);
+    // The new call's reservation took the old one's place: a repeat now replays the new run.
+    expect((await keyed(h, "r1", key)).body.runId).toBe(later.body.runId);
+  });
+
   it("without the header, a call after the run finished starts a fresh run (seed rule 3)", async () => {
     const h = await hook();
     const keysBefore = await db().idempotencyKeys.countDocuments({});
@@ -177,6 +190,23 @@ describe("idempotent webhook calls", () => {
     expect(theirs.status).toBe(202);
     expect(theirs.body.runId).not.toBe(first.body.runId);
     expect(theirs.headers.get("idempotent-replayed")).toBeNull();
+  });
+
+  it("a key is per webhook: the same user with the same key on another webhook starts a run there", async () => {
+    const h = await hook();
+    const key = randomUUID();
+    const first = await keyed(h, "r1", key);
+    await finish(first.body.runId!);
+    // A second workflow of the same project, which the same user may trigger.
+    const workflow = (await db().workflows.findOne({ _id: h.w.workflowId }))!;
+    const otherId = randomUUID();
+    await db().workflows.insertOne({ ...workflow, _id: otherId, name: "another workflow" });
+    const got = await adminClient(server.baseUrl, h.w.adminToken).getWorkflow({ workflowId: otherId });
+    const other = { w: { ...h.w, workflowId: otherId }, url: local(got.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl) };
+    const there = await keyed(other, "r1", key);
+    expect([there.status, there.headers.get("idempotent-replayed")]).toEqual([202, null]);
+    expect(there.body.runId).not.toBe(first.body.runId);
+    expect(await runsOf(other.w)).toBe(1);
   });
 
   it("a reservation left by a call that died before storing its run is completed by a retry, with the reserved runId", async () => {

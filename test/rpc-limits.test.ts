@@ -258,8 +258,10 @@ describe("deeply nested request messages", () => {
       stream.write(envelope(field(7, Buffer.alloc(0))));
       await answered;
       expect(Buffer.concat(frames).toString("latin1")).toContain("runhook.v1.TriggerService");
-      // Then a message of unknown groups nested 1,000 deep, still without closing our side.
-      stream.write(envelope(Buffer.alloc(1000, (15 << 3) | 3)));
+      // Then a message of unknown groups nested 1,000 deep, still without closing our side, in
+      // small pieces (its header split too): it is checked once its last byte arrives.
+      const deep = envelope(Buffer.alloc(1000, (15 << 3) | 3));
+      for (let at = 0; at < deep.length; at += 3) stream.write(deep.subarray(at, at + 3));
       const t = await trailers;
       expect({ status: t["grpc-status"], message: decodeURIComponent(String(t["grpc-message"])) }).toEqual({ status: "3", message: REFUSED });
       expect(t["x-request-id"]).toBe("deep-stream-1");

@@ -98,20 +98,36 @@ async function* unaryChecked(body: AsyncIterable<Uint8Array>, call: Call, encodi
   yield bytes;
 }
 
-/** Enveloped messages (flags, 4-byte length, payload), each checked when its last byte arrives. */
+/**
+ * Enveloped messages (flags, 4-byte length, payload), each checked when its last byte arrives.
+ * Chunks are joined only once the header, then the whole message, is there: a message sent in
+ * many small frames costs its size in copies, not its size times the number of frames.
+ */
 async function* envelopesChecked(body: AsyncIterable<Uint8Array>, call: Call, encoding: string | null, maxBytes: number) {
-  let pending = Buffer.alloc(0);
+  let pending: Uint8Array[] = []; // the bytes after the last message checked
+  let size = 0;
+  let need = 5; // what the next step waits for: a header, then the message it announces
   let unchecked = false; // after a message over the limit, which Connect refuses anyway
   for await (const chunk of body) {
-    if (!unchecked) pending = Buffer.concat([pending, chunk]);
-    while (!unchecked && pending.length >= 5) {
-      const length = pending.readUInt32BE(1);
-      if (length > maxBytes) unchecked = true;
-      else if (pending.length < 5 + length) break;
-      else {
-        const payload = pending.subarray(5, 5 + length);
-        checkNesting(call, pending[0]! & 0x01 ? decompress(encoding, payload, maxBytes) : payload);
-        pending = pending.subarray(5 + length);
+    if (!unchecked) {
+      pending.push(chunk);
+      size += chunk.byteLength;
+    }
+    while (!unchecked && size >= need) {
+      const bytes = Buffer.concat(pending, size);
+      const length = bytes.readUInt32BE(1);
+      if (length > maxBytes) {
+        unchecked = true;
+        pending = [];
+      } else if (bytes.length < 5 + length) {
+        pending = [bytes];
+        need = 5 + length;
+      } else {
+        const payload = bytes.subarray(5, 5 + length);
+        checkNesting(call, bytes[0]! & 0x01 ? decompress(encoding, payload, maxBytes) : payload);
+        pending = [bytes.subarray(5 + length)];
+        size -= 5 + length;
+        need = 5;
       }
     }
     yield chunk;

@@ -64,6 +64,11 @@ export async function startOnce(deps: Deps, call: KeyedCall, start: (runId: stri
     if (reserved.stored) return startReserved(deps, mine, start);
     const first = reserved.existing;
     if (!first) continue; // released just now: try again
+    // Expired but not yet removed (the TTL monitor and the sweep run once a minute): forgotten all the same.
+    if (first.expiresAt.getTime() <= now) {
+      if (await keys.replace(first, mine)) return startReserved(deps, mine, start);
+      continue;
+    }
     if (first.requestHash !== requestHash) throw mismatch();
     const seen = await awaitFirst(deps, first);
     if (seen === "stored") return { runId: first.runId, replayed: true };

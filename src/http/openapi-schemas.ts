@@ -140,7 +140,7 @@ const ERROR_EXAMPLE: Record<number, { error: string; code: string }> = {
   401: { error: "missing, expired or invalid bearer token", code: "unauthenticated" },
   403: { error: "the token does not belong to this project", code: "permission_denied" },
   404: { error: 'unknown environment "staging"', code: "not_found" },
-  409: { error: "conflict", code: "already_exists" },
+  409: { error: "the run kept changing; try again", code: "aborted" },
   413: { error: "request body larger than 262144 bytes", code: "resource_exhausted" },
   429: { error: "rate limit of 600 requests per minute exceeded; retry after 17 s", code: "resource_exhausted" },
 };

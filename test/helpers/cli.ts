@@ -1,0 +1,41 @@
+// `node bin/runhook.js …` as a child process, as users run it: its output so far, and its exit.
+import { spawn, type ChildProcess } from "node:child_process";
+import { join } from "node:path";
+import { ROOT } from "./server.js";
+
+export interface Cli {
+  child: ChildProcess;
+  /** stdout so far */
+  out(): string;
+  err(): string;
+  exited: Promise<{ code: number | null; stdout: string; stderr: string }>;
+}
+
+export interface CliOptions {
+  /** The whole environment of the command. */
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  /** Killed after this long. */
+  timeoutMs: number;
+  nodeArgs?: string[];
+  /** Holds the command until it exits (the test file kills what is left at its end). */
+  children: Set<ChildProcess>;
+}
+
+export function spawnCli(args: string[], o: CliOptions): Cli {
+  const child = spawn(process.execPath, [...(o.nodeArgs ?? []), join(ROOT, "bin/runhook.js"), ...args], { cwd: o.cwd, env: o.env, stdio: ["ignore", "pipe", "pipe"] });
+  o.children.add(child);
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  const timer = setTimeout(() => child.kill("SIGKILL"), o.timeoutMs);
+  const exited = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      o.children.delete(child);
+      resolve({ code, stdout, stderr });
+    }),
+  );
+  return { child, out: () => stdout, err: () => stderr, exited };
+}
