@@ -88,7 +88,20 @@ export interface Config {
 /** A MongoDB database name runhook accepts for an environment's records. */
 export const DATA_DATABASE_NAME = /^[A-Za-z0-9_-]{1,63}$/;
 /** MongoDB's own databases: never an environment's. */
-export const SYSTEM_DATABASES = ["admin", "local", "config"];
+const SYSTEM_DATABASES = ["admin", "local", "config"];
+
+/**
+ * Whether a database can never be attached as an environment's: MongoDB's own, and (given the
+ * service database) that one and the names the server makes for environments,
+ * `<service database>_d_…`, another environment's database now or once. In any case of letters:
+ * MongoDB tells database names apart only case-insensitively.
+ */
+export function isReservedDatabase(name: string, serviceDatabase?: string): boolean {
+  const n = name.toLowerCase();
+  if (SYSTEM_DATABASES.includes(n)) return true;
+  const own = serviceDatabase?.toLowerCase();
+  return own !== undefined && (n === own || n.startsWith(`${own}_d_`));
+}
 
 /** RUNHOOK_DATA_DATABASES_ALLOWED: "database=organizationId[,database=organizationId…]". */
 function dataDatabasesAllowed(env: NodeJS.ProcessEnv): Map<string, string> {
@@ -96,7 +109,7 @@ function dataDatabasesAllowed(env: NodeJS.ProcessEnv): Map<string, string> {
   for (const part of (env.RUNHOOK_DATA_DATABASES_ALLOWED ?? "").split(",")) {
     if (!part.trim()) continue;
     const m = /^([^=]+)=([0-9a-f-]{36})$/.exec(part.trim());
-    if (!m || !DATA_DATABASE_NAME.test(m[1]!) || SYSTEM_DATABASES.includes(m[1]!)) {
+    if (!m || !DATA_DATABASE_NAME.test(m[1]!) || isReservedDatabase(m[1]!)) {
       throw new ConfigError(`RUNHOOK_DATA_DATABASES_ALLOWED must be 'database=organizationId[,…]' (database: 1-63 letters, digits, '_' or '-', not admin/local/config; organization: its id), got "${part.trim()}"`);
     }
     allowed.set(m[1]!, m[2]!);

@@ -7,7 +7,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminService, BootstrapRequestSchema, BootstrapResponseSchema } from "../gen/runhook/v1/admin_pb.js";
-import { addressBucket, AuthFailureThrottle } from "../src/api/auth-throttle.js";
+import { addressBucket, AuthFailureThrottle, coarseBucket } from "../src/api/auth-throttle.js";
 import { API_TOKEN_PREFIX, newToken } from "../src/domain/auth/tokens.js";
 import { signWebhookKey, webhookUrl } from "../src/domain/webhook-keys.js";
 import { apiClient } from "./helpers/api.js";
@@ -136,8 +136,16 @@ describe("addressBucket", () => {
   });
 });
 
+describe("coarseBucket", () => {
+  it("names the network of an address bucket: IPv4 /16, IPv6 /32", () => {
+    expect(coarseBucket("198.51.100.7")).toBe("198.51.0.0/16");
+    expect(coarseBucket(addressBucket("2001:db8:1:2:aaaa::1"))).toBe("2001:db8::/32");
+    expect(coarseBucket("unknown")).toBe("overflow");
+  });
+});
+
 describe("AuthFailureThrottle", () => {
-  it("refuses an address at the limit until its minute ends; beyond 100,000 failing addresses, new ones share one bucket", () => {
+  it("refuses an address at the limit until its minute ends; beyond 100,000 failing addresses, new ones share their network's bucket", () => {
     const t = new AuthFailureThrottle(2);
     const at = 1_800_000_000_000; // a whole minute
     t.fail("192.0.2.1", at);
@@ -151,5 +159,11 @@ describe("AuthFailureThrottle", () => {
     t.fail("198.51.100.2", at + 60_000);
     expect(t.check("198.51.100.3", at + 60_000).allowed).toBe(false);
     expect(t.check("10.0.0.1", at + 60_000).allowed).toBe(true); // tracked on its own
+    // Only the failing network shares that bucket: a new client elsewhere is not locked out.
+    expect(t.check("203.0.113.5", at + 60_000).allowed).toBe(true);
+    t.fail("2001:db8:aaaa:1::1", at + 60_000);
+    t.fail("2001:db8:bbbb:2::1", at + 60_000);
+    expect(t.check("2001:db8:cccc:3::1", at + 60_000).allowed).toBe(false);
+    expect(t.check("2001:db9::1", at + 60_000).allowed).toBe(true);
   });
 });

@@ -77,6 +77,13 @@ describe("data databases", () => {
     server.deps.config.dataDatabasesAllowed.set(db().name, owner.orgId);
     expect((await refused(owner.admin.createEnvironment({ projectId: owner.project.id, name: "svc", dataDatabase: db().name }))).code).toBe(Code.InvalidArgument);
     server.deps.config.dataDatabasesAllowed.delete(db().name);
+    // In any case of letters (MongoDB tells database names apart only so), and the server's own
+    // names for environments (another environment's database, now or once).
+    for (const reserved of [db().name.toUpperCase(), "Admin", `${db().name}_d_0123456789ab`, `${db().name.toUpperCase()}_D_0123456789ab`]) {
+      server.deps.config.dataDatabasesAllowed.set(reserved, owner.orgId);
+      expect((await refused(owner.admin.createEnvironment({ projectId: owner.project.id, name: `svc-${n++}`, dataDatabase: reserved }))).code, reserved).toBe(Code.InvalidArgument);
+      server.deps.config.dataDatabasesAllowed.delete(reserved);
+    }
   });
 
   it("two environments can never share a database: a unique index refuses even a direct insert", async () => {
@@ -96,7 +103,7 @@ describe("data databases", () => {
       ["billing_2", id],
     ]);
     expect(loadConfig(base).dataDatabasesAllowed.size).toBe(0);
-    for (const bad of ["crm", `admin=${id}`, `a.b=${id}`, "crm=not-an-id"]) {
+    for (const bad of ["crm", `admin=${id}`, `Config=${id}`, `a.b=${id}`, "crm=not-an-id"]) {
       expect(() => loadConfig({ ...base, RUNHOOK_DATA_DATABASES_ALLOWED: bad }), bad).toThrow(ConfigError);
     }
   });

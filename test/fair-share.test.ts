@@ -112,6 +112,9 @@ describe("waits do not hold executors", () => {
     expect(run.state).toBe("SUCCEEDED");
     expect(run.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "SUCCEEDED", "SUCCEEDED"]);
     expect(run.steps[1]!.finishedAt!.getTime() - run.steps[1]!.startedAt!.getTime()).toBeGreaterThanOrEqual(4000);
+    // The resumed wait kept its start: it waited the remainder, not 4 s again.
+    expect(run.steps[1]!.startedAt).toEqual(parked.steps[1]!.startedAt);
+    expect(run.steps[1]!.attempts).toBe(1);
     expect(await db.dataDb(w.dataDatabase).collection(w.collection).findOne({ id: "r1" })).toMatchObject({ status: "done" });
   });
 });

@@ -77,6 +77,8 @@ describe("notes", () => {
       // Titles are plain text: no markup, no control characters (a terminal or a UI shows them as they are).
       [{ collection: "orders", recordId: "r1", content: "x", title: "<img src=x onerror=alert(1)>" }, /title must be plain text/],
       [{ collection: "orders", recordId: "r1", content: "x", title: "a\u001b]52;c;evil\u0007" }, /title must be plain text/],
+      [{ collection: "orders", recordId: "r1", content: "x", title: "line\u2028break" }, /title must be plain text/],
+      [{ collection: "orders", recordId: "r1", content: "x", title: "invoice \u202egpj.exe" }, /title must be plain text/],
       // recordId follows the webhook's record_id rule.
       [{ collection: "orders", recordId: "r".repeat(1025), content: "x" }, /recordId is longer than 1024/],
       [{ collection: "orders", recordId: "\ud800", content: "x" }, /recordId must be valid Unicode/],

@@ -15,8 +15,14 @@ import type { RateDecision } from "../store/rate-limits.js";
 import { clientAddressKey } from "./rate-limit.js";
 
 const WINDOW_MS = 60_000;
-/** Beyond this many failing addresses in one window, new ones share one bucket (memory stays bounded). */
+/**
+ * Beyond this many failing addresses in one window, a new one is counted with its network
+ * (coarseBucket), so memory stays bounded and an attacker who fills the table blocks new
+ * clients of its own networks only, not every new client of the service.
+ */
 const MAX_ADDRESSES = 100_000;
+/** Beyond this many networks too (out of reach: IPv4 has 65,536 /16s), the rest share one bucket. */
+const MAX_NETWORKS = 100_000;
 const OVERFLOW = "overflow";
 
 /**
@@ -35,6 +41,15 @@ export function addressBucket(address: string | undefined): string {
   return `${groups.slice(0, 4).map((g) => parseInt(g, 16).toString(16)).join(":")}::/64`;
 }
 
+/** The network of an address bucket, once the table is full: IPv4 by /16, IPv6 by /32 (a provider's allocation). */
+export function coarseBucket(bucket: string): string {
+  const v4 = /^(\d+)\.(\d+)\.\d+\.\d+$/.exec(bucket);
+  if (v4) return `${v4[1]}.${v4[2]}.0.0/16`;
+  const v6 = /^([0-9a-f]+):([0-9a-f]+):[0-9a-f]+:[0-9a-f]+::\/64$/.exec(bucket);
+  if (v6) return `${v6[1]}:${v6[2]}::/32`;
+  return OVERFLOW;
+}
+
 export class AuthFailureThrottle {
   private window = 0;
   private failures = new Map<string, number>();
@@ -49,7 +64,9 @@ export class AuthFailureThrottle {
       this.failures.clear();
     }
     const b = addressBucket(address);
-    return !this.failures.has(b) && this.failures.size >= MAX_ADDRESSES ? OVERFLOW : b;
+    if (this.failures.has(b) || this.failures.size < MAX_ADDRESSES) return b;
+    const network = coarseBucket(b);
+    return this.failures.has(network) || this.failures.size < MAX_ADDRESSES + MAX_NETWORKS ? network : OVERFLOW;
   }
 
   /** The address's standing before a call: allowed while it has fewer failures than the limit this window. */

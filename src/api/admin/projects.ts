@@ -7,7 +7,7 @@ import type { Deps } from "../../deps.js";
 import { fail } from "../../errors.js";
 import { adminLog, caller, inProject, insertUnique, requireOrgAdmin, requireSsoSession, userInOrg, type AdminImpl } from "./common.js";
 import { environmentToProto, projectToProto } from "./convert.js";
-import { DATA_DATABASE_NAME, SYSTEM_DATABASES } from "../../config.js";
+import { DATA_DATABASE_NAME, isReservedDatabase } from "../../config.js";
 import type { ProjectDoc } from "../../store/types.js";
 
 const PROJECT_NAME = /^[A-Za-z0-9._-]{1,100}$/;
@@ -78,9 +78,10 @@ export function projectMethods(deps: Deps): Pick<AdminImpl, "createProject" | "u
 function dataDatabaseFor(deps: Deps, project: ProjectDoc, environmentId: string, requested: string): string {
   if (!requested) return `${deps.store.databaseName}_d_${environmentId.replace(/-/g, "").slice(0, 12)}`;
   if (!DATA_DATABASE_NAME.test(requested)) throw fail.invalid("data_database: 1-63 letters, digits, '_' or '-'");
-  if ([...SYSTEM_DATABASES, deps.store.databaseName].includes(requested)) throw fail.invalid(`data_database: "${requested}" is reserved`);
   if (deps.config.dataDatabasesAllowed.get(requested) !== project.organizationId) {
     throw fail.denied(`data_database: "${requested}" is not a database the operator allowed for this organization (RUNHOOK_DATA_DATABASES_ALLOWED); leave it empty for a database of its own`);
   }
+  // Even when listed: the service's own, MongoDB's, and the names it makes for environments.
+  if (isReservedDatabase(requested, deps.store.databaseName)) throw fail.invalid(`data_database: "${requested}" is reserved`);
   return requested;
 }

@@ -26,7 +26,8 @@ export interface NewNote extends NoteScopeIds {
  */
 export function checkTitle(title: string, field = "title"): void {
   if ([...title].length > MAX_NOTE_TITLE_CHARS) throw fail.invalid(`${field} is longer than ${MAX_NOTE_TITLE_CHARS} characters`);
-  if (/[\p{Cc}\p{Cs}]/u.test(title)) throw fail.invalid(`${field} must be plain text on one line (no control characters)`);
+  // Controls, line and paragraph separators, and bidirectional overrides (they reorder what a UI shows).
+  if (/[\p{Cc}\p{Cs}\p{Zl}\p{Zp}\u202a-\u202e\u2066-\u2069]/u.test(title)) throw fail.invalid(`${field} must be plain text on one line (no control characters)`);
   if (/<[A-Za-z!/?]/.test(title)) throw fail.invalid(`${field} must be plain text (no HTML tags)`);
 }
 
