@@ -69,15 +69,18 @@ describe("runhook trigger", () => {
     const runId = first.stdout.trim();
     expect(runId).toMatch(UUID_RE);
 
-    // The demo workflow waits 5 s: the run is still ongoing.
-    const second = await run(["trigger", demoUrl, record!, "--token", demo.userToken]);
+    // The demo workflow waits 5 s: the run is still ongoing for both calls, made at once so that
+    // two process start-ups on a busy machine fit in that wait (--json: the raw answer body on
+    // stdout, same exit code).
+    const [second, json] = await Promise.all([
+      run(["trigger", demoUrl, record!, "--token", demo.userToken]),
+      run(["trigger", demoUrl, record!, "--json"], { RUNHOOK_TOKEN: demo.userToken }),
+    ]);
     expect(second.code).toBe(8);
     expect(second.stdout).toBe("");
     expect(second.stderr).toContain(`already ongoing on record "${record}": ${runId}`);
     expect(second.stderr).toContain(`runhook runs watch ${runId}`);
 
-    // --json: the raw answer body on stdout, same exit code.
-    const json = await run(["trigger", demoUrl, record!, "--json"], { RUNHOOK_TOKEN: demo.userToken });
     expect(json.code).toBe(8);
     expect(JSON.parse(json.stdout)).toEqual({ error: "a run of this workflow is already ongoing on this record", code: "already_exists", runId });
 
