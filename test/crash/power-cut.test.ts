@@ -9,7 +9,6 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MongoClient } from "mongodb";
 import { loadConfig } from "../../src/config.js";
 import { pidAlive, startEmbeddedServer } from "../../src/store/embedded.js";
 import { connect, type Database } from "../../src/store/index.js";
@@ -151,14 +150,14 @@ describe("power cut", () => {
     const open = async () => {
       const s = await startEmbeddedServer({ dataDir: dir, cacheDir, persistent: true, progress: () => {} });
       const { pid } = JSON.parse(readFileSync(join(dir, "mongo", "running.json"), "utf8")) as { pid: number };
-      return { s, pid, client: new MongoClient(s.uri, { directConnection: true }) };
+      return { s, pid, client: await connect(`${s.uri}bulk`, { dbName: "bulk" }) };
     };
     try {
       let acked = 0;
       const payload = "x".repeat(4000);
       for (let round = 0; round < ROUNDS; round++) {
         const { s, pid, client } = await open();
-        const docs = client.db("bulk").collection<{ _id: string; payload: string }>("docs");
+        const docs = client.db.collection<{ _id: string; payload: string }>("docs");
         expect(await docs.countDocuments()).toBeGreaterThanOrEqual(acked);
         let writing = true;
         const writer = (async () => {
@@ -179,14 +178,14 @@ describe("power cut", () => {
         process.kill(pid, "SIGKILL");
         writing = false;
         await writer;
-        await client.close(true);
+        await client.close();
         await s.stop();
         expect(acked).toBeGreaterThan(before);
       }
       const { s, client } = await open();
-      const docs = client.db("bulk").collection("docs");
+      const docs = client.db.collection<{ _id: string }>("docs");
       expect(await docs.countDocuments()).toBeGreaterThanOrEqual(acked);
-      await docs.insertOne({ _id: "after" } as never);
+      await docs.insertOne({ _id: "after" });
       await client.close();
       await s.stop();
       console.log(`[mid-commit] ${JSON.stringify({ rounds: ROUNDS, ackedDocs: acked })}`);
