@@ -46,7 +46,7 @@ async function pool(n: number, fn: (i: number) => Promise<unknown>): Promise<num
     while (next < n) {
       const i = next++;
       await fn(i);
-      if (i % 10_000 === 0 && i) log(`${i}…`);
+      if (i % 10_000 === 0 && i) log(`${i}… (file ${fileMb()} MB, ${Math.round(performance.now() - t)} ms)`);
     }
   }));
   return Math.round(n / ((performance.now() - t) / 1000));

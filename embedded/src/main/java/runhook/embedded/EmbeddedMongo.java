@@ -333,7 +333,13 @@ public final class EmbeddedMongo {
           boolean ok = commitAndSync();
           cycleNs = System.nanoTime() - t;
           expected = Math.max(group.size(), expected - (expected + 7) / 8);
-          for (Consumer<Boolean> done : group) done.accept(ok);
+          for (Consumer<Boolean> done : group) {
+            try {
+              done.accept(ok);
+            } catch (RuntimeException e) {
+              // that connection's event loop is gone (the server is stopping): nobody to answer
+            }
+          }
         }
         synchronized (this) {
           if (closed && waiting.isEmpty()) return;
