@@ -36,6 +36,7 @@ const env = {
 const steps = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }] as const;
 
 let server: ChildServer | undefined;
+let serverLogs: ReturnType<typeof collectLogs>;
 let javaPid = 0;
 let db: Database | undefined;
 let world: World;
@@ -44,7 +45,7 @@ let hookPath: string;
 /** `runhook start` on the data dir, and its Java database's pid and port. */
 async function start(): Promise<void> {
   server = await spawnServer(testDbName(), { env });
-  collectLogs(server.child); // drain its output
+  serverLogs = collectLogs(server.child);
   const state = JSON.parse(readFileSync(join(dataDir, "mongo", "running.json"), "utf8")) as { pid: number; port: number };
   javaPid = state.pid;
   await db?.close();
@@ -121,7 +122,9 @@ describe("power cut", () => {
       const { acked, statuses } = await loadAndCut(round, killAfterMs);
       allAcked.push(...acked);
       await start();
-      const found = await db!.runs.countDocuments({ _id: { $in: acked } });
+      const found = await db!.runs.countDocuments({ _id: { $in: acked } }).catch((err: Error) => {
+        throw new Error(`round ${round}: ${err.message}; runhook exit ${server!.child.exitCode}, java alive ${pidAlive(javaPid)}; its output:\n${serverLogs.raw().slice(-3000)}`);
+      });
       figures.push({ round, killAfterMs, acked: acked.length, statuses, lost: acked.length - found });
       console.log(`[power-cut] ${JSON.stringify(figures.at(-1))}`);
     }

@@ -72,8 +72,8 @@ import org.h2.mvstore.type.ObjectDataType;
  * {@code new H2Backend(file)}; {@code runhook.h2.commitMs} (default 0) above 0 turns the
  * durability off and commits every that many ms instead (H2's auto-commit, as before: a kill
  * -9 can lose that much acknowledged data; the benchmarks' "before"); {@code
- * runhook.h2.cacheMb} (default 32) its page cache; {@code runhook.h2.retentionMs} overrides
- * H2's 45 s chunk retention; {@code runhook.h2.compactFillRate} (default 60) see {@link
+ * runhook.h2.cacheMb} (default 32) its page cache; {@code runhook.h2.retentionMs} how long dead
+ * chunks are kept (default 1 s; H2's 45 s with commitMs); {@code runhook.h2.compactFillRate} (default 60) see {@link
  * GroupCommit}; {@code runhook.h2.compactMaxLiveMb} (default 32) see {@link
  * FastH2Backend#close}.
  */
@@ -150,7 +150,10 @@ public final class EmbeddedMongo {
       MVStore store = builder.open();
       try {
         if (commitMs > 0) store.setAutoCommitDelay(commitMs);
-        String retentionMs = System.getProperty("runhook.h2.retentionMs");
+        // H2 keeps dead chunks 45 s in case the OS has not written the newer ones yet; every
+        // group commit is synced, and a command in flight holds its version (handleCommand),
+        // so 1 s is ample. With 45 s the file held ~5× its live data under steady writes.
+        String retentionMs = System.getProperty("runhook.h2.retentionMs", commitMs > 0 ? null : "1000");
         if (retentionMs != null) store.setRetentionTime(Integer.parseInt(retentionMs));
         MVMap<String, String> format = store.openMap(FORMAT_MAP);
         String found = format.get("format");
@@ -187,16 +190,23 @@ public final class EmbeddedMongo {
      */
     @Override
     public Document handleCommand(Channel channel, String databaseName, String command, Document query) {
-      if (groupCommit == null || isRead(command, query)) return super.handleCommand(channel, databaseName, command, query);
-      Document reply;
-      groupCommit.writes.readLock().lock();
+      if (groupCommit == null) return super.handleCommand(channel, databaseName, command, query);
+      // The version the command reads stays on disk while it runs, however short the retention.
+      MVStore.TxCounter version = getMvStore().registerVersionUsage();
       try {
-        reply = super.handleCommand(channel, databaseName, command, query);
+        if (isRead(command, query)) return super.handleCommand(channel, databaseName, command, query);
+        Document reply;
+        groupCommit.writes.readLock().lock();
+        try {
+          reply = super.handleCommand(channel, databaseName, command, query);
+        } finally {
+          groupCommit.writes.readLock().unlock();
+        }
+        DurableReplies.of(channel).holdNextReply(groupCommit);
+        return reply;
       } finally {
-        groupCommit.writes.readLock().unlock();
+        getMvStore().deregisterVersionUsage(version);
       }
-      DurableReplies.of(channel).holdNextReply(groupCommit);
-      return reply;
     }
 
     private static final Set<String> READS = Set.of("find", "getmore", "count", "distinct", "listcollections", "listindexes",
