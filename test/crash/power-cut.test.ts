@@ -46,10 +46,19 @@ let hookPath: string;
 async function start(): Promise<void> {
   server = await spawnServer(testDbName(), { env });
   serverLogs = collectLogs(server.child);
-  const state = JSON.parse(readFileSync(join(dataDir, "mongo", "running.json"), "utf8")) as { pid: number; port: number };
-  javaPid = state.pid;
   await db?.close();
-  db = await connect(`mongodb://127.0.0.1:${state.port}/runhook`, { dbName: "runhook" });
+  db = undefined;
+  let last = "";
+  for (const deadline = Date.now() + 15_000; !db && Date.now() < deadline; ) {
+    const raw = readFileSync(join(dataDir, "mongo", "running.json"), "utf8");
+    const state = JSON.parse(raw) as { pid: number; port: number };
+    javaPid = state.pid;
+    db = await connect(`mongodb://127.0.0.1:${state.port}/runhook`, { dbName: "runhook", timeoutMs: 2000 }).catch((err: Error) => {
+      last = `${err.message}; running.json ${raw}; java alive ${pidAlive(state.pid)}; runhook exit ${server!.child.exitCode}`;
+      return undefined;
+    });
+  }
+  if (!db) throw new Error(`runhook's database does not answer: ${last}; its output:\n${serverLogs.raw().slice(-3000)}`);
 }
 
 beforeAll(async () => {
