@@ -42,6 +42,15 @@ let db: Database | undefined;
 let world: World;
 let hookPath: string;
 
+/** The launcher's record of the running database server (pid, port), if any. */
+function runningState(): { pid: number; port: number } | undefined {
+  try {
+    return JSON.parse(readFileSync(join(dataDir, "mongo", "running.json"), "utf8")) as { pid: number; port: number };
+  } catch {
+    return undefined;
+  }
+}
+
 /** `runhook start` on the data dir, and its Java database's pid and port. */
 async function start(): Promise<void> {
   server = await spawnServer(testDbName(), { env });
@@ -50,11 +59,15 @@ async function start(): Promise<void> {
   db = undefined;
   let last = "";
   for (const deadline = Date.now() + 15_000; !db && Date.now() < deadline; ) {
-    const raw = readFileSync(join(dataDir, "mongo", "running.json"), "utf8");
-    const state = JSON.parse(raw) as { pid: number; port: number };
-    javaPid = state.pid;
-    db = await connect(`mongodb://127.0.0.1:${state.port}/runhook`, { dbName: "runhook", timeoutMs: 2000 }).catch((err: Error) => {
-      last = `${err.message}; running.json ${raw}; java alive ${pidAlive(state.pid)}; runhook exit ${server!.child.exitCode}`;
+    const found = runningState();
+    if (!found) {
+      last = `no running.json; runhook exit ${server.child.exitCode ?? server.child.signalCode}`;
+      await sleep(500);
+      continue;
+    }
+    javaPid = found.pid;
+    db = await connect(`mongodb://127.0.0.1:${found.port}/runhook`, { dbName: "runhook", timeoutMs: 2000 }).catch((err: Error) => {
+      last = `${err.message}; java ${found.pid} alive ${pidAlive(found.pid)}; runhook exit ${server!.child.exitCode ?? server!.child.signalCode}`;
       return undefined;
     });
   }
@@ -132,7 +145,7 @@ describe("power cut", () => {
       allAcked.push(...acked);
       await start();
       const found = await db!.runs.countDocuments({ _id: { $in: acked } }).catch((err: Error) => {
-        throw new Error(`round ${round}: ${err.message}; runhook exit ${server!.child.exitCode}, java alive ${pidAlive(javaPid)}; its output:\n${serverLogs.raw().slice(-3000)}`);
+        throw new Error(`round ${round}: ${err.message}; runhook exit ${server!.child.exitCode ?? server!.child.signalCode}, java alive ${pidAlive(javaPid)}; its output:\n${serverLogs.raw().slice(-3000)}`);
       });
       figures.push({ round, killAfterMs, acked: acked.length, statuses, lost: acked.length - found });
       console.log(`[power-cut] ${JSON.stringify(figures.at(-1))}`);
