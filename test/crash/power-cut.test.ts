@@ -113,7 +113,7 @@ async function loadAndCut(round: number, killAfterMs: number): Promise<{ acked: 
     }
   };
   await Promise.all(Array.from({ length: CALLERS }, caller));
-  expect(cut, "the load ran out of records before the cut").toBe(true);
+  expect(cut, `no 202 after ${killAfterMs} ms (${JSON.stringify(tally(statuses, (s) => s))}); runhook exit ${server!.child.exitCode ?? server!.child.signalCode}; its output:\n${serverLogs.raw().slice(-3000)}`).toBe(true);
   for (const deadline = Date.now() + 10_000; pids.some(pidAlive) && Date.now() < deadline; ) await sleep(20);
   return { acked, statuses: tally(statuses, (s) => s) };
 }
