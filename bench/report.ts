@@ -4,6 +4,7 @@ import type { LogsResult } from "./scenarios/logs.js";
 import type { PickupResult } from "./scenarios/pickup.js";
 import { formatTrace, type RoundTripsResult } from "./scenarios/roundtrips.js";
 import type { Phase, WebhookResult } from "./scenarios/webhook.js";
+import type { BackendsResult } from "./scenarios/backends.js";
 
 type Or<T> = T | { error: string } | null;
 
@@ -16,6 +17,7 @@ export interface BenchResults {
   dirty: boolean;
   durationS?: number;
   webhook: Or<WebhookResult>;
+  backends?: Or<BackendsResult>;
   roundTrips: Or<RoundTripsResult>;
   pickup: Or<PickupResult>;
   e2e: Or<E2eResult>;
@@ -168,6 +170,8 @@ export function renderMarkdown(r: BenchResults): string {
     }
   }
 
+  renderBackends(out, r.backends);
+
   out.push("", "## Database round trips of one webhook call", "");
   const rt = ok(r.roundTrips);
   if (r.roundTrips && "error" in r.roundTrips) out.push(`failed: ${r.roundTrips.error}`);
@@ -279,4 +283,16 @@ export function renderMarkdown(r: BenchResults): string {
   out.push(`| runhook RSS ≤ 150 MB idle | ${f(h.rssIdleMb, " MB")} | ${status(h.rssIdleMb, TARGETS.rssIdleMb, false)} |`);
   out.push(`| runhook RSS ≤ 300 MB under load | ${f(h.rssLoadMb, " MB")} | ${status(h.rssLoadMb, TARGETS.rssLoadMb, false)} |`);
   return out.join("\n") + "\n";
+}
+
+/** The webhook accept on each embedded backend, side by side. */
+function renderBackends(out: string[], r: Or<BackendsResult> | undefined): void {
+  out.push("", "## Webhook accept on each embedded backend (REST, distinct records, interleaved)", "");
+  const b = ok(r ?? null);
+  if (r && "error" in r) return void out.push(`failed: ${r.error}`);
+  if (!b) return void out.push("not run");
+  for (const x of b.backends) out.push(`- **${x.name}**: ${x.what}`);
+  out.push("", `| conc. | ${b.backends.map((x) => `${x.name} 202/s | p99 ms`).join(" | ")} |`, `|---:|${b.backends.map(() => "---:|---:").join("|")}|`);
+  for (const l of b.levels) out.push(`| ${l.concurrency} | ${b.backends.map((x) => `${f(l.byBackend[x.name]?.okPerSec)} | ${f(l.byBackend[x.name]?.p99Ms)}`).join(" | ")} |`);
+  out.push("", `file ÷ file-ack-before-commit at the top concurrency: ${pct(b.fileVsAckBeforeCommit)} (target ≥ 80 %).`);
 }

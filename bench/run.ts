@@ -20,6 +20,7 @@ import { logsScenario } from "./scenarios/logs.js";
 import { pickupScenario } from "./scenarios/pickup.js";
 import { roundTripsScenario } from "./scenarios/roundtrips.js";
 import { webhookScenario } from "./scenarios/webhook.js";
+import { backendsScenario } from "./scenarios/backends.js";
 import { parseDuration, renderSoakMarkdown, soakScenario } from "./scenarios/soak.js";
 import { headline, renderMarkdown, type BenchResults } from "./report.js";
 
@@ -172,6 +173,7 @@ async function main(): Promise<number> {
     commit: git("rev-parse", "--short", "HEAD"),
     dirty: git("status", "--porcelain").length > 0,
     webhook: null,
+    backends: null,
     roundTrips: null,
     pickup: null,
     e2e: null,
@@ -180,6 +182,7 @@ async function main(): Promise<number> {
   };
 
   results.webhook = await scenario("webhook", () => webhookScenario(ctx, { concurrencies: [1, 16, 64], durationMs: quick ? 3000 : 15_000, repeat: quick ? 1 : 2, conflictConcurrency: quick ? 16 : 64 }));
+  results.backends = await scenario("backends", () => backendsScenario(ctx, { concurrencies: [1, 16, 64], durationMs: quick ? 3000 : 15_000, repeat: quick ? 1 : 2 }));
   results.roundTrips = await scenario("roundtrips", () => roundTripsScenario(ctx, { calls: quick ? 20 : 100, runs: quick ? 5 : 20 }));
   results.pickup = await scenario("pickup", () => pickupScenario(ctx, { runs: quick ? 50 : 200, historyRuns: quick ? 10_000 : 50_000, backlogRuns: quick ? 1000 : 5000 }));
   results.e2e = await scenario("e2e", () =>

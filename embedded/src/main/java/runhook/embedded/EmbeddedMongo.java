@@ -18,18 +18,26 @@ import de.bwaldvogel.mongo.backend.h2.H2Database;
 import de.bwaldvogel.mongo.backend.memory.MemoryBackend;
 import de.bwaldvogel.mongo.bson.Document;
 import de.bwaldvogel.mongo.bson.ObjectId;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelOutboundHandlerAdapter;
+import io.netty.channel.ChannelPromise;
 import java.io.InputStream;
 import java.lang.reflect.Field;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.time.Instant;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.function.Consumer;
 import org.h2.mvstore.DataUtils;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.MVStore;
@@ -54,12 +62,20 @@ import org.h2.mvstore.type.ObjectDataType;
  * for keys that are not Comparable (every index key is a KeyValue), serializes both sides of
  * each comparison of a B-tree search. See bench/results/2026-11-23-embedded-backends.md.
  *
+ * <p>Durability (file backend): a write is answered only once the MVStore commit that holds it
+ * is on disk, fsync included ({@link GroupCommit}, {@link DurableReplies}), so a kill -9 or a
+ * power cut loses no acknowledged write; reads are answered at once. A kill in the middle of a
+ * commit leaves a torn last chunk, which H2 skips when it opens the file (it falls back to the
+ * last complete one, which holds everything acknowledged).
+ *
  * <p>System properties (for benchmarks): {@code runhook.h2=stock} uses the unmodified
- * {@code new H2Backend(file)}; {@code runhook.h2.commitMs} (default 1000) is the MVStore
- * auto-commit delay, the most a kill -9 of this process can lose; {@code
- * runhook.h2.cacheMb} (default 32) its page cache; {@code runhook.h2.retentionMs} overrides
- * H2's 45 s chunk retention; {@code runhook.h2.compactMaxLiveMb} (default 32) see
- * {@link FastH2Backend#close}.
+ * {@code new H2Backend(file)}; {@code runhook.h2.commitMs} (default 0) above 0 turns the
+ * durability off and commits every that many ms instead (H2's auto-commit, as before: a kill
+ * -9 can lose that much acknowledged data; the benchmarks' "before"); {@code
+ * runhook.h2.cacheMb} (default 32) its page cache; {@code runhook.h2.retentionMs} how long dead
+ * chunks are kept (default 1 s; H2's 45 s with commitMs); {@code runhook.h2.compactFillRate} (default 60) see {@link
+ * GroupCommit}; {@code runhook.h2.compactMaxLiveMb} (default 32) see {@link
+ * FastH2Backend#close}.
  */
 public final class EmbeddedMongo {
   private EmbeddedMongo() {}
@@ -125,15 +141,19 @@ public final class EmbeddedMongo {
     private static final long COMPACT_MAX_LIVE_MB = Long.getLong("runhook.h2.compactMaxLiveMb", 32);
 
     static FastH2Backend open(String fileName) {
-      int commitMs = Integer.getInteger("runhook.h2.commitMs", 1000);
+      int commitMs = Integer.getInteger("runhook.h2.commitMs", 0);
       int cacheMb = Integer.getInteger("runhook.h2.cacheMb", 32);
-      MVStore store = new MVStore.Builder()
-          .fileName(fileName)
-          .cacheSize(cacheMb)
-          .open();
+      MVStore.Builder builder = new MVStore.Builder().fileName(fileName).cacheSize(cacheMb);
+      // Durable: only the group commit stores (no background writer, no store triggered by a
+      // writer's unsaved memory), so that every chunk in the file holds whole writes.
+      if (commitMs <= 0) builder.autoCommitDisabled().autoCommitBufferSize(0);
+      MVStore store = builder.open();
       try {
-        store.setAutoCommitDelay(commitMs);
-        String retentionMs = System.getProperty("runhook.h2.retentionMs");
+        if (commitMs > 0) store.setAutoCommitDelay(commitMs);
+        // H2 keeps dead chunks 45 s in case the OS has not written the newer ones yet; every
+        // group commit is synced, and a command in flight holds its version (handleCommand),
+        // so 1 s is ample. With 45 s the file held ~5× its live data under steady writes.
+        String retentionMs = System.getProperty("runhook.h2.retentionMs", commitMs > 0 ? null : "1000");
         if (retentionMs != null) store.setRetentionTime(Integer.parseInt(retentionMs));
         MVMap<String, String> format = store.openMap(FORMAT_MAP);
         String found = format.get("format");
@@ -147,15 +167,60 @@ public final class EmbeddedMongo {
         } else if (!FORMAT.equals(found)) {
           throw new IllegalStateException(fileName + " has format " + found + ", this server reads " + FORMAT);
         }
-        return new FastH2Backend(store);
+        return new FastH2Backend(store, commitMs <= 0 ? new GroupCommit(store) : null);
       } catch (RuntimeException e) {
         store.closeImmediately();
         throw e;
       }
     }
 
-    private FastH2Backend(MVStore store) {
+    /** null: acknowledge before commit (runhook.h2.commitMs > 0, for benchmarks). */
+    private final GroupCommit groupCommit;
+
+    private FastH2Backend(MVStore store, GroupCommit groupCommit) {
       super(store);
+      this.groupCommit = groupCommit;
+    }
+
+    /**
+     * Every command but a known read runs under the shared side of the commit lock, and its
+     * reply is held until a commit after it is on disk. (Both wire paths, OP_MSG and the legacy
+     * OP_QUERY $cmd, come through here.) A command that throws gets its error reply at once:
+     * an error acknowledges nothing.
+     */
+    @Override
+    public Document handleCommand(Channel channel, String databaseName, String command, Document query) {
+      if (groupCommit == null) return super.handleCommand(channel, databaseName, command, query);
+      // The version the command reads stays on disk while it runs, however short the retention.
+      MVStore.TxCounter version = getMvStore().registerVersionUsage();
+      try {
+        if (isRead(command, query)) return super.handleCommand(channel, databaseName, command, query);
+        Document reply;
+        groupCommit.writes.readLock().lock();
+        try {
+          reply = super.handleCommand(channel, databaseName, command, query);
+        } finally {
+          groupCommit.writes.readLock().unlock();
+        }
+        DurableReplies.of(channel).holdNextReply(groupCommit);
+        return reply;
+      } finally {
+        getMvStore().deregisterVersionUsage(version);
+      }
+    }
+
+    private static final Set<String> READS = Set.of("find", "getmore", "count", "distinct", "listcollections", "listindexes",
+        "listdatabases", "hello", "ismaster", "ping", "buildinfo", "killcursors", "endsessions", "serverstatus", "dbstats",
+        "collstats", "whatsmyuri", "getlasterror", "reseterror", "getparameter", "connectionstatus", "hostinfo",
+        "getcmdlineopts", "getlog", "validate", "explain", "currentop", "saslstart", "saslcontinue", "logout");
+
+    static boolean isRead(String command, Document query) {
+      String name = command.toLowerCase(java.util.Locale.ROOT);
+      if (name.equals("aggregate")) {
+        return !(query.get("pipeline") instanceof List<?> stages)
+            || stages.stream().noneMatch(s -> s instanceof Document d && (d.containsKey("$out") || d.containsKey("$merge")));
+      }
+      return READS.contains(name);
     }
 
     @Override
@@ -185,12 +250,193 @@ public final class EmbeddedMongo {
         // only an estimate; close normally
       }
       String fileName = store.getFileStore().getFileName();
+      if (groupCommit != null) groupCommit.close(); // the last group: committed and answered
       store.close(0); // commit, clean-shutdown mark, sync, unlock
       super.close(); // the store is closed already: this only forgets the databases
       if (compact) {
         // What MVStore.close(-1) does, without compressing every page (CPU).
         MVStoreTool.compact(fileName, false);
       }
+    }
+  }
+
+  /**
+   * Group commit: a write is answered once an MVStore commit that holds it is on disk.
+   * MVStore.commit() only writes the chunk (the OS may keep it in its cache); FileStore.sync()
+   * is the fsync. One commit + sync serves every write that finished before it began, so while
+   * one is in flight the next group gathers. Writes hold the shared side of {@link #writes}
+   * while they run and a commit the exclusive side (not the sync), so a chunk never holds half
+   * of a write (a unique index entry without its document, say) for a crash to leave behind.
+   * Between groups, at most once a second, sparse chunks are rewritten (what H2's background
+   * writer would do) so that the file's space is reused.
+   */
+  static final class GroupCommit implements Runnable {
+    private static final long HOUSEKEEPING_NS = 1_000_000_000L;
+    /** Rewrite chunks while their live share is below this (%), at most this many bytes a time. */
+    private static final int COMPACT_FILL_RATE = Integer.getInteger("runhook.h2.compactFillRate", 60);
+    private static final int COMPACT_WRITE = 4 << 20;
+    private static final long GATHER_MAX_NS = 5_000_000;
+
+    final ReentrantReadWriteLock writes = new ReentrantReadWriteLock();
+    private final MVStore store;
+    private final Thread thread;
+    private List<Consumer<Boolean>> waiting = new ArrayList<>();
+    private boolean closed;
+
+    GroupCommit(MVStore store) {
+      this.store = store;
+      thread = new Thread(this, "runhook-group-commit");
+      thread.setDaemon(true);
+      thread.start();
+    }
+
+    /** Calls done(true) once a commit begun after this call is on disk, done(false) if it failed. */
+    void afterNextCommit(Consumer<Boolean> done) {
+      synchronized (this) {
+        if (!closed) {
+          waiting.add(done);
+          notifyAll();
+          return;
+        }
+      }
+      done.accept(false);
+    }
+
+    /** Commits and answers what is waiting, then stops. */
+    void close() {
+      synchronized (this) {
+        closed = true;
+        notifyAll();
+      }
+      try {
+        thread.join();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+
+    @Override
+    public void run() {
+      long housekept = System.nanoTime();
+      int expected = 0; // about how many writers there are: a recent group's size, decaying
+      long cycleNs = 0; // the last commit + sync
+      for (;;) {
+        List<Consumer<Boolean>> group;
+        synchronized (this) {
+          try {
+            if (waiting.isEmpty() && !closed) wait(1000);
+            // The writers answered by the last commit come back within a moment: wait for
+            // them a little (a fraction of a commit), else every other commit serves only
+            // the one write that came in while the previous commit ran.
+            long until = System.nanoTime() + Math.min(cycleNs / 4, GATHER_MAX_NS);
+            for (long left; !closed && waiting.size() < expected && (left = until - System.nanoTime()) > 0; ) {
+              wait(left / 1_000_000, (int) (left % 1_000_000));
+            }
+          } catch (InterruptedException e) {
+            closed = true;
+          }
+          group = waiting;
+          waiting = new ArrayList<>();
+        }
+        if (!group.isEmpty()) {
+          long t = System.nanoTime();
+          boolean ok = commitAndSync();
+          cycleNs = System.nanoTime() - t;
+          expected = Math.max(group.size(), expected - (expected + 7) / 8);
+          for (Consumer<Boolean> done : group) {
+            try {
+              done.accept(ok);
+            } catch (RuntimeException e) {
+              // that connection's event loop is gone (the server is stopping): nobody to answer
+            }
+          }
+        }
+        synchronized (this) {
+          if (closed && waiting.isEmpty()) return;
+        }
+        if (System.nanoTime() - housekept > HOUSEKEEPING_NS) {
+          housekept = System.nanoTime();
+          try {
+            if (store.compact(COMPACT_FILL_RATE, COMPACT_WRITE)) commitAndSync();
+          } catch (RuntimeException e) {
+            e.printStackTrace(); // only space reuse; the next commit reports a broken store
+          }
+        }
+      }
+    }
+
+    private boolean commitAndSync() {
+      try {
+        writes.writeLock().lock();
+        try {
+          store.commit();
+        } finally {
+          writes.writeLock().unlock();
+        }
+        store.sync();
+        return true;
+      } catch (RuntimeException e) {
+        e.printStackTrace(); // the writers get their connection closed, not an acknowledgement
+        return false;
+      }
+    }
+  }
+
+  /**
+   * Holds a write's reply until its group commit is on disk, without blocking the event loop:
+   * the backend marks the channel's next reply, and this handler (last in the pipeline, so the
+   * first one a reply passes on its way out) parks it and sends it from the channel's event
+   * loop once the commit is synced. A reply that follows a held one waits behind it. If the
+   * commit failed the connection is closed: the client sees a network error, never an answer.
+   */
+  static final class DurableReplies extends ChannelOutboundHandlerAdapter {
+    private record Held(Object message, ChannelPromise promise, boolean[] ready) {}
+
+    private final ArrayDeque<Held> queue = new ArrayDeque<>();
+    private GroupCommit holdNext;
+
+    static DurableReplies of(Channel channel) {
+      DurableReplies h = channel.pipeline().get(DurableReplies.class);
+      if (h == null) {
+        h = new DurableReplies();
+        channel.pipeline().addLast(h);
+      }
+      return h;
+    }
+
+    void holdNextReply(GroupCommit commit) {
+      holdNext = commit;
+    }
+
+    @Override
+    public void write(ChannelHandlerContext ctx, Object message, ChannelPromise promise) {
+      GroupCommit commit = holdNext;
+      holdNext = null;
+      if (commit == null && queue.isEmpty()) {
+        ctx.write(message, promise);
+        return;
+      }
+      Held held = new Held(message, promise, new boolean[] {commit == null});
+      queue.add(held);
+      if (commit != null) {
+        commit.afterNextCommit(ok -> ctx.executor().execute(() -> {
+          if (!ok) {
+            ctx.close();
+            return;
+          }
+          held.ready()[0] = true;
+          while (!queue.isEmpty() && queue.peek().ready()[0]) {
+            Held h = queue.poll();
+            ctx.write(h.message(), h.promise());
+          }
+          ctx.flush();
+        }));
+      }
+    }
+
+    @Override
+    public void flush(ChannelHandlerContext ctx) {
+      if (queue.isEmpty()) ctx.flush(); // else the release above flushes
     }
   }
 

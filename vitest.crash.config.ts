@@ -1,0 +1,15 @@
+import { defineConfig } from "vitest/config";
+
+// `npm run test:crash`: the power-cut loop (test/crash/), apart from `npm test` because it
+// takes minutes. RUNHOOK_CRASH_ROUNDS sets the number of power cuts (default 3).
+export default defineConfig({
+  test: {
+    include: ["test/crash/**/*.test.ts"],
+    globalSetup: ["test/helpers/global-setup.ts"],
+    testTimeout: 600_000,
+    hookTimeout: 600_000,
+    pool: "forks",
+    fileParallelism: false,
+    reporters: ["default"],
+  },
+});
