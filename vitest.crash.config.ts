@@ -1,7 +1,8 @@
 import { defineConfig } from "vitest/config";
 
-// `npm run test:crash`: the power-cut loop (test/crash/), apart from `npm test` because it
-// takes minutes. RUNHOOK_CRASH_ROUNDS sets the number of power cuts (default 3).
+// `npm run test:crash`: processes and the database killed or stopped under load (test/crash/:
+// power cuts, SIGKILLed servers and workers, a database outage), apart from `npm test` because
+// they take minutes. RUNHOOK_CRASH_ROUNDS sets the number of power cuts (default 3).
 export default defineConfig({
   test: {
     include: ["test/crash/**/*.test.ts"],

@@ -217,7 +217,7 @@ function startWatchdog(live: Live): NodeJS.Timeout {
  * Connects, and keeps the connection usable across database outages.
  *
  * The driver's server monitor can get stuck for good when the server goes away: seen with
- * mongodb 6.20 against a stopped and restarted server (test/db-outage.test.ts, in about one
+ * mongodb 6.20 against a stopped and restarted server (test/crash/db-outage.test.ts, in about one
  * run out of five), a heartbeat started while the server was closing its connections never
  * ended — no success, no failure, not even after connectTimeoutMS — and the monitor never
  * checked again: the server stayed Unknown and every operation failed server selection long

@@ -43,7 +43,7 @@ const SOCKET_ERRORS = new Set(["EPIPE", "ECONNRESET", "ECONNREFUSED", "ECONNABOR
 
 /**
  * The database could not be reached: the operation may succeed later. What an outage
- * produces (measured against a stopped server, test/db-outage.test.ts): operations in flight
+ * produces (measured against a stopped server, test/crash/db-outage.test.ts): operations in flight
  * when it goes fail at once with MongoNetworkError (connection closed; MongoPoolClearedError,
  * a subclass, for those queued in the pool; or a raw EPIPE, above), later ones with
  * MongoServerSelectionError after serverSelectionTimeoutMS (RUNHOOK_DB_TIMEOUT_MS). A failover

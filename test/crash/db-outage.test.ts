@@ -11,16 +11,16 @@ import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { Health, HealthCheckRequestSchema, HealthCheckResponseSchema, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.js";
-import { loadConfig } from "../src/config.js";
-import { startEmbeddedServer, type EmbeddedServer } from "../src/store/embedded.js";
-import { connect, ensureIndexes, type Database } from "../src/store/index.js";
-import type { RunDoc } from "../src/store/types.js";
-import { spawnServer, testDbName, type ChildServer } from "./helpers/server.js";
-import { createWorld, type World } from "./helpers/world.js";
-import { adminClient, grpcTrigger, grpcUnary, sleep } from "./helpers/webhook.js";
-import { FINISHED } from "./helpers/runs.js";
-import { collectLogs, freePort, ms, tally, timedFetch, type Call } from "./helpers/load.js";
+import { Health, HealthCheckRequestSchema, HealthCheckResponseSchema, HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
+import { loadConfig } from "../../src/config.js";
+import { startEmbeddedServer, type EmbeddedServer } from "../../src/store/embedded.js";
+import { connect, ensureIndexes, type Database } from "../../src/store/index.js";
+import type { RunDoc } from "../../src/store/types.js";
+import { spawnServer, testDbName, type ChildServer } from "../helpers/server.js";
+import { createWorld, type World } from "../helpers/world.js";
+import { adminClient, grpcTrigger, grpcUnary, sleep } from "../helpers/webhook.js";
+import { FINISHED } from "../helpers/runs.js";
+import { collectLogs, freePort, ms, tally, timedFetch, type Call } from "../helpers/load.js";
 
 const OUTAGE_MS = 10_000;
 /** RUNHOOK_DB_TIMEOUT_MS of the server under test: how long a call waits for the database before its 503. */

@@ -31,15 +31,15 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildOpenApi } from "../src/http/openapi.js";
-import { parseRfc3339, parseWait } from "../src/http/params.js";
-import { MAX_WAIT_SECONDS } from "../src/api/runs.js";
-import { apiClient } from "./helpers/api.js";
-import { queueRun, waitForRun } from "./helpers/runs.js";
-import { ROOT, startServer, type TestServer } from "./helpers/server.js";
-import { ensureVenv, hasPython } from "./helpers/venv.js";
-import { adminClient, local } from "./helpers/webhook.js";
-import { createWorld, type World } from "./helpers/world.js";
+import { buildOpenApi } from "../../src/http/openapi.js";
+import { parseRfc3339, parseWait } from "../../src/http/params.js";
+import { MAX_WAIT_SECONDS } from "../../src/api/runs.js";
+import { apiClient } from "../helpers/api.js";
+import { queueRun, waitForRun } from "../helpers/runs.js";
+import { ROOT, startServer, type TestServer } from "../helpers/server.js";
+import { ensureVenv, hasPython } from "../helpers/venv.js";
+import { adminClient, local } from "../helpers/webhook.js";
+import { createWorld, type World } from "../helpers/world.js";
 
 const REQUIREMENTS = ["schemathesis==4.32.5", "hypothesis==6.170.15"];
 /** Per operation and phase (13 operations; coverage, fuzzing and stateful phases): about 900 requests a run. */

@@ -4,13 +4,13 @@
 // their lease expires; no (workflow, record) ever has two ongoing runs; the webhook rate limit
 // stays exact across the servers and the crash.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, ensureIndexes, type Database } from "../src/store/index.js";
-import type { RunDoc } from "../src/store/types.js";
-import { spawnServer, testDbName, uriFor, type ChildServer } from "./helpers/server.js";
-import { createWorld, type World } from "./helpers/world.js";
-import { adminClient, awaitFreshWindow, sleep } from "./helpers/webhook.js";
-import { FINISHED } from "./helpers/runs.js";
-import { collectLogs, ms, tally, timedFetch, type Call } from "./helpers/load.js";
+import { connect, ensureIndexes, type Database } from "../../src/store/index.js";
+import type { RunDoc } from "../../src/store/types.js";
+import { spawnServer, testDbName, uriFor, type ChildServer } from "../helpers/server.js";
+import { createWorld, type World } from "../helpers/world.js";
+import { adminClient, awaitFreshWindow, sleep } from "../helpers/webhook.js";
+import { FINISHED } from "../helpers/runs.js";
+import { collectLogs, ms, tally, timedFetch, type Call } from "../helpers/load.js";
 
 const LEASE_MS = 2000;
 const POLL_MS = 100;

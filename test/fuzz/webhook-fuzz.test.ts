@@ -6,14 +6,14 @@
 // still serve afterwards.
 //
 // The generator is a seeded PRNG: a failure names its seed and case, and
-// `RUNHOOK_FUZZ_SEED=<seed> npx vitest run test/webhook-fuzz.test.ts` replays it
+// `RUNHOOK_FUZZ_SEED=<seed> npm run test:fuzz -- test/fuzz/webhook-fuzz.test.ts` replays it
 // (`RUNHOOK_FUZZ_CASES` changes the number of random cases).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MAX_JSON_DEPTH } from "../src/json-depth.js";
-import { waitForRun } from "./helpers/runs.js";
-import { startServer, type TestServer } from "./helpers/server.js";
-import { adminClient, local, postHook, UUID_RE } from "./helpers/webhook.js";
-import { createWorld, type World } from "./helpers/world.js";
+import { MAX_JSON_DEPTH } from "../../src/json-depth.js";
+import { waitForRun } from "../helpers/runs.js";
+import { startServer, type TestServer } from "../helpers/server.js";
+import { adminClient, local, postHook, UUID_RE } from "../helpers/webhook.js";
+import { createWorld, type World } from "../helpers/world.js";
 
 const SEED = Number(process.env.RUNHOOK_FUZZ_SEED ?? 0x5eed_2025);
 const CASES = Number(process.env.RUNHOOK_FUZZ_CASES ?? 3000);
