@@ -45,11 +45,15 @@ describe("data databases", () => {
     const attacker = await tenant();
     const victimEnv = (await victim.admin.createEnvironment({ projectId: victim.project.id, name: "production" })).environment!;
     expect(victimEnv.dataDatabase).toBe(`${db().name}_d_${victimEnv.id.replace(/-/g, "").slice(0, 12)}`);
-    for (const name of [victimEnv.dataDatabase, "shared_victim_db", "another_application"]) {
+    for (const name of ["shared_victim_db", "another_application"]) {
       const r = await refused(attacker.admin.createEnvironment({ projectId: attacker.project.id, name: `steal-${n++}`, dataDatabase: name }));
       expect(r.code, name).toBe(Code.PermissionDenied);
       expect(r.message).toContain("RUNHOOK_DATA_DATABASES_ALLOWED");
     }
+    // The victim's own database is one the server made: reserved, whoever asks.
+    const stolen = await refused(attacker.admin.createEnvironment({ projectId: attacker.project.id, name: `steal-${n++}`, dataDatabase: victimEnv.dataDatabase }));
+    expect(stolen.code).toBe(Code.InvalidArgument);
+    expect(stolen.message).toContain("reserved");
     expect(await db().environments.countDocuments({ projectId: attacker.project.id })).toBe(0);
     expect(await db().environments.countDocuments({ dataDatabase: victimEnv.dataDatabase })).toBe(1);
     // What the server makes is the environment's own: the attacker's environment gets another.

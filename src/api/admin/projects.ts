@@ -78,10 +78,10 @@ export function projectMethods(deps: Deps): Pick<AdminImpl, "createProject" | "u
 function dataDatabaseFor(deps: Deps, project: ProjectDoc, environmentId: string, requested: string): string {
   if (!requested) return `${deps.store.databaseName}_d_${environmentId.replace(/-/g, "").slice(0, 12)}`;
   if (!DATA_DATABASE_NAME.test(requested)) throw fail.invalid("data_database: 1-63 letters, digits, '_' or '-'");
+  // Never, even when listed: the service's own, MongoDB's, and the names it makes for environments.
+  if (isReservedDatabase(requested, deps.store.databaseName)) throw fail.invalid(`data_database: "${requested}" is reserved (the service's, MongoDB's, or one the server makes for an environment)`);
   if (deps.config.dataDatabasesAllowed.get(requested) !== project.organizationId) {
     throw fail.denied(`data_database: "${requested}" is not a database the operator allowed for this organization (RUNHOOK_DATA_DATABASES_ALLOWED); leave it empty for a database of its own`);
   }
-  // Even when listed: the service's own, MongoDB's, and the names it makes for environments.
-  if (isReservedDatabase(requested, deps.store.databaseName)) throw fail.invalid(`data_database: "${requested}" is reserved`);
   return requested;
 }
