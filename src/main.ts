@@ -76,7 +76,7 @@ export async function openDatabase(config: Config, logger: Logger, mode: StartOp
       writeConcern: config.writeConcern,
       onReplaced: ({ stuckMs }) => logger.warn({ stuckMs }, "the database driver's server monitor was stuck: reconnected with a new client"),
     });
-    logWriteConcern(db, logger, embedded !== undefined);
+    logWriteConcern(db, logger, embedded ? config.embedded : undefined);
     await ensureIndexes(db, config.retention);
     return { db, embedded };
   } catch (err) {
@@ -86,10 +86,14 @@ export async function openDatabase(config: Config, logger: Logger, mode: StartOp
 }
 
 /** One line at start: the write concern every write is acknowledged with. */
-function logWriteConcern(db: Database, logger: Logger, embedded: boolean): void {
+function logWriteConcern(db: Database, logger: Logger, embedded: Config["embedded"] | undefined): void {
   const { w, journal, wtimeoutMS } = db.writeConcern;
   const durable = journal === true && (w === "majority" || (typeof w === "number" && w >= 1));
-  const note = embedded ? " (the embedded server ignores write concerns: see Database outages in the README)" : durable ? "" : " — a crash can lose acknowledged writes";
+  // The embedded server ignores write concerns: what a write survives is its backend's doing.
+  const note =
+    embedded === "file" ? " (ignored by the embedded server: its file backend answers a write once it is on disk)"
+    : embedded === "memory" ? " (ignored by the embedded server: its memory backend keeps nothing across a restart)"
+    : durable ? "" : " — a crash can lose acknowledged writes";
   logger.info({ writeConcern: { w, journal, wtimeoutMS } }, `write concern in force: w=${String(w)}, journal=${String(journal)}${note}`);
 }
 
