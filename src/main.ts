@@ -3,7 +3,7 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { FastifyInstance } from "fastify";
 import type { Config } from "./config.js";
-import { connect, createStore, ensureIndexes, isUnavailable, sweepEveryMs, sweepExpired, SWEEP_EVERY_MS, type Database, type TtlIndex } from "./store/index.js";
+import { connect, createStore, ensureIndexes, isUnavailable, sweepEveryMs, sweepExpired, SWEEP_EVERY_MS, ttlIndexes, type Database, type TtlIndex } from "./store/index.js";
 import { startEmbeddedServer, type EmbeddedServer } from "./store/embedded.js";
 import type { Deps } from "./deps.js";
 import { AuthFailureThrottle } from "./api/auth-throttle.js";
@@ -99,19 +99,23 @@ function logWriteConcern(db: Database, logger: Logger, embedded: Config["embedde
 
 /**
  * Removes what the TTL indexes expire (for the embedded server, which never does): each index
- * every sweepEveryMs of it, all of them first a minute after start.
+ * every sweepEveryMs of it. The first sweep of each falls at a random point of its first
+ * period (a minute at least): a restart, or processes started together, do not all scan every
+ * collection at once (on the embedded server a sweep holds its collection, and so every write,
+ * for seconds).
  */
 function startSweeper(db: Database, config: Config, logger: Logger): NodeJS.Timeout {
-  const sweptAt = new Map<string, number>();
+  const key = (t: TtlIndex) => `${t.collection}.${t.field}`;
+  const started = Date.now();
+  const sweptAt = new Map(ttlIndexes(config.retention).map((t) => [key(t), started - Math.random() * sweepEveryMs(t)]));
   let sweeping = false;
   const sweeper = setInterval(() => {
     if (sweeping) return;
     sweeping = true;
     const now = Date.now();
     const due = (t: TtlIndex) => {
-      const key = `${t.collection}.${t.field}`;
-      if (now - (sweptAt.get(key) ?? 0) < sweepEveryMs(t)) return false;
-      sweptAt.set(key, now);
+      if (now - (sweptAt.get(key(t)) ?? 0) < sweepEveryMs(t)) return false;
+      sweptAt.set(key(t), now);
       return true;
     };
     sweepExpired(db, config.retention, new Date(now), due)
