@@ -3,7 +3,7 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { FastifyInstance } from "fastify";
 import type { Config } from "./config.js";
-import { connect, createStore, ensureIndexes, isUnavailable, sweepEveryMs, sweepExpired, SWEEP_EVERY_MS, type Database, type TtlIndex } from "./store/index.js";
+import { connect, createStore, ensureIndexes, isUnavailable, sweepEveryMs, sweepExpired, SWEEP_EVERY_MS, ttlIndexes, type Database, type TtlIndex } from "./store/index.js";
 import { startEmbeddedServer, type EmbeddedServer } from "./store/embedded.js";
 import type { Deps } from "./deps.js";
 import { AuthFailureThrottle } from "./api/auth-throttle.js";
@@ -76,7 +76,7 @@ export async function openDatabase(config: Config, logger: Logger, mode: StartOp
       writeConcern: config.writeConcern,
       onReplaced: ({ stuckMs }) => logger.warn({ stuckMs }, "the database driver's server monitor was stuck: reconnected with a new client"),
     });
-    logWriteConcern(db, logger, embedded !== undefined);
+    logWriteConcern(db, logger, embedded ? config.embedded : undefined);
     await ensureIndexes(db, config.retention);
     return { db, embedded };
   } catch (err) {
@@ -86,28 +86,36 @@ export async function openDatabase(config: Config, logger: Logger, mode: StartOp
 }
 
 /** One line at start: the write concern every write is acknowledged with. */
-function logWriteConcern(db: Database, logger: Logger, embedded: boolean): void {
+function logWriteConcern(db: Database, logger: Logger, embedded: Config["embedded"] | undefined): void {
   const { w, journal, wtimeoutMS } = db.writeConcern;
   const durable = journal === true && (w === "majority" || (typeof w === "number" && w >= 1));
-  const note = embedded ? " (the embedded server ignores write concerns: see Database outages in the README)" : durable ? "" : " — a crash can lose acknowledged writes";
+  // The embedded server ignores write concerns: what a write survives is its backend's doing.
+  const note =
+    embedded === "file" ? " (ignored by the embedded server: its file backend answers a write once it is on disk)"
+    : embedded === "memory" ? " (ignored by the embedded server: its memory backend keeps nothing across a restart)"
+    : durable ? "" : " — a crash can lose acknowledged writes";
   logger.info({ writeConcern: { w, journal, wtimeoutMS } }, `write concern in force: w=${String(w)}, journal=${String(journal)}${note}`);
 }
 
 /**
  * Removes what the TTL indexes expire (for the embedded server, which never does): each index
- * every sweepEveryMs of it, all of them first a minute after start.
+ * every sweepEveryMs of it. The first sweep of each falls at a random point of its first
+ * period (a minute at least): a restart, or processes started together, do not all scan every
+ * collection at once (on the embedded server a sweep holds its collection, and so every write,
+ * for seconds).
  */
 function startSweeper(db: Database, config: Config, logger: Logger): NodeJS.Timeout {
-  const sweptAt = new Map<string, number>();
+  const key = (t: TtlIndex) => `${t.collection}.${t.field}`;
+  const started = Date.now();
+  const sweptAt = new Map(ttlIndexes(config.retention).map((t) => [key(t), started - Math.random() * sweepEveryMs(t)]));
   let sweeping = false;
   const sweeper = setInterval(() => {
     if (sweeping) return;
     sweeping = true;
     const now = Date.now();
     const due = (t: TtlIndex) => {
-      const key = `${t.collection}.${t.field}`;
-      if (now - (sweptAt.get(key) ?? 0) < sweepEveryMs(t)) return false;
-      sweptAt.set(key, now);
+      if (now - (sweptAt.get(key(t)) ?? 0) < sweepEveryMs(t)) return false;
+      sweptAt.set(key(t), now);
       return true;
     };
     sweepExpired(db, config.retention, new Date(now), due)

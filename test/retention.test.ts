@@ -228,4 +228,18 @@ describe("retention", () => {
     expect(r.status).toBe(200);
     expect(r.body.activityLogs.map((e: { runId: string }) => e.runId)).toContain(after);
   });
+
+  it("does not call a hole at the first position removed under a cursor issued on an empty log", async () => {
+    const w = await createWorld(server.deps.store.db);
+    const api = apiClient(server.gateway, w.apiToken);
+    const empty = await api.get(activity(w));
+    expect(empty.body.activityLogs).toEqual([]);
+    const start = empty.body.nextCursor as string;
+    // Position 1 taken by a writer that never writes it; the next entries land at 2 and on.
+    await server.deps.store.counters.next(activityStream(w.environmentId));
+    const run = await trigger(w, w.recordIds[0]!);
+    const r = await api.get(activity(w) + qs({ cursor: start }));
+    expect(r.status).toBe(200);
+    expect(r.body.activityLogs.map((e: { runId: string }) => e.runId)).toContain(run);
+  });
 });

@@ -107,11 +107,14 @@ export function createLogReader(store: Store, opts: { holeGraceMs?: number; rete
  * waits for it or tombstones it, as always. Point reads only, except when `after` is gone.
  */
 async function removedAfter(reader: ReaderState, kind: LogKind, stream: string, after: number): Promise<boolean> {
+  // A cursor at 0 (issued on an empty stream) reads from the oldest entry kept, as no cursor
+  // does: nothing is skipped, and a hole at 1 under a written 2 must not read as removed.
+  if (after === 0) return false;
   const { logs } = reader;
   const next = after + 1;
   if (await logs.at(kind, stream, next, ["_id"])) return false;
   if (next <= (await stored(reader, stream))) return true;
-  if (after > 0 && (await logs.at(kind, stream, after, ["_id"]))) return false;
+  if (await logs.at(kind, stream, after, ["_id"])) return false;
   const oldest = await logs.oldest(kind, stream);
   return oldest !== null && oldest > next;
 }

@@ -241,6 +241,7 @@ public final class EmbeddedMongo {
       MVStore store = getMvStore();
       boolean compact = false;
       try {
+        if (groupCommit != null && groupCommit.failed) throw new IllegalStateException("no commit after a failed one");
         store.commit();
         long size = store.getFileStore().size();
         // the file's used blocks × the live share of their chunks
@@ -251,6 +252,11 @@ public final class EmbeddedMongo {
       }
       String fileName = store.getFileStore().getFileName();
       if (groupCommit != null) groupCommit.close(); // the last group: committed and answered
+      if (groupCommit != null && groupCommit.failed) {
+        store.closeImmediately(); // no chunk on top of one that may be lost: reopen at the last complete one
+        super.close();
+        return;
+      }
       store.close(0); // commit, clean-shutdown mark, sync, unlock
       super.close(); // the store is closed already: this only forgets the databases
       if (compact) {
@@ -354,7 +360,7 @@ public final class EmbeddedMongo {
         synchronized (this) {
           if (closed && waiting.isEmpty()) return;
         }
-        if (System.nanoTime() - housekept > HOUSEKEEPING_NS) {
+        if (!failed && System.nanoTime() - housekept > HOUSEKEEPING_NS) {
           housekept = System.nanoTime();
           try {
             if (store.compact(COMPACT_FILL_RATE, COMPACT_WRITE)) commitAndSync();
@@ -365,7 +371,16 @@ public final class EmbeddedMongo {
       }
     }
 
+    /**
+     * Set by the first failed commit or sync, for good: after a failed fsync the OS may have
+     * dropped that chunk's pages while a later fsync succeeds, so a later chunk (which points
+     * into it) must never acknowledge a write. Writers get their connection closed until a
+     * restart reopens the file at its last complete chunk.
+     */
+    private volatile boolean failed;
+
     private boolean commitAndSync() {
+      if (failed) return false;
       try {
         writes.writeLock().lock();
         try {
@@ -375,7 +390,8 @@ public final class EmbeddedMongo {
         }
         store.sync();
         return true;
-      } catch (RuntimeException e) {
+      } catch (RuntimeException | Error e) {
+        failed = true;
         e.printStackTrace(); // the writers get their connection closed, not an acknowledgement
         return false;
       }
