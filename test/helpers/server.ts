@@ -5,11 +5,12 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { inject } from "vitest";
+import { afterAll, beforeEach, inject } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/logging.js";
 import { startRunhook, type Runhook } from "../../src/main.js";
 import { seedDemo, type SeedOutput } from "../../src/cli/demo.js";
+import { connect, ensureIndexes, type Database } from "../../src/store/index.js";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
 export const BOOTSTRAP_SECRET = "test-bootstrap-secret-0123456789";
@@ -121,4 +122,47 @@ export const uuid = () => randomUUID();
 /** The demo world (as `runhook seed --json` prints it) on `server`'s database. */
 export function seed(server: TestServer): Promise<SeedOutput> {
   return seedDemo(server.deps, server.services);
+}
+
+/** What databasePerTest hands out: the current test's database and a spawner of server processes on it. */
+export interface DatabasePerTest {
+  readonly db: Database;
+  readonly dbName: string;
+  spawn(opts?: { mode?: "start" | "worker"; env?: Record<string, string> }): Promise<ChildServer>;
+}
+
+/**
+ * For files whose tests each need a database of their own (so that one test's leftovers never
+ * queue before another's runs) and server processes on it: registers the hooks (a fresh,
+ * indexed database before each test; every spawned process killed and every connection closed
+ * after the file).
+ */
+export function databasePerTest(): DatabasePerTest {
+  let db: Database | undefined;
+  let dbName = "";
+  const opened: Database[] = [];
+  const children: ChildServer[] = [];
+  beforeEach(async () => {
+    dbName = testDbName();
+    db = await connect(uriFor(dbName), { dbName });
+    opened.push(db);
+    await ensureIndexes(db);
+  });
+  afterAll(async () => {
+    await Promise.allSettled(children.map((c) => c.kill()));
+    await Promise.allSettled(opened.map((d) => d.close()));
+  });
+  return {
+    get db() {
+      return db!;
+    },
+    get dbName() {
+      return dbName;
+    },
+    async spawn(opts) {
+      const c = await spawnServer(dbName, opts);
+      children.push(c);
+      return c;
+    },
+  };
 }
