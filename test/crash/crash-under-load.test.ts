@@ -115,12 +115,23 @@ describe("crash under load", () => {
 
     /** Kills a process and follows the runs it held: when each was taken over (new owner) or finished. */
     const takeovers: Array<{ who: string; runs: number; maxMs: number }> = [];
+    const heldBy = async (pid: string) => (await db.runs.find({ workflowId: { $in: workflows }, state: "RUNNING" }).toArray()).filter((r) => pidOf(r.lease?.owner) === pid);
     const kill = async (c: ChildServer, who: string) => {
       const pid = String(c.child.pid);
       dead.add(c);
+      // A run holds a lease only between its steps' writes (a wait holds none), so a kill at a
+      // fixed instant may cut off none: freeze the process (its writes already sent land) until
+      // it is seen holding a run, and kill it frozen.
+      for (let tries = 0; tries < 50; tries++) {
+        c.child.kill("SIGSTOP");
+        await sleep(100);
+        if ((await heldBy(pid)).length > 0) break;
+        c.child.kill("SIGCONT");
+        await sleep(20 + Math.random() * 80);
+      }
       await c.kill();
       const at = Date.now();
-      const held = (await db.runs.find({ workflowId: { $in: workflows }, state: "RUNNING" }).toArray()).filter((r) => pidOf(r.lease?.owner) === pid);
+      const held = await heldBy(pid);
       let maxMs = 0;
       await Promise.all(
         held.map(async (r) => {
