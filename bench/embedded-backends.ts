@@ -1,4 +1,4 @@
-// mongo-java-server's backends under runhook's launcher (src/store/embedded.ts), through runhook's
+// mongo-java-server's backends under runhook's launcher (src/embedded/index.ts), through runhook's
 // store (src/store: its connection, indexes and verbs): runs.create/s of a run document at
 // concurrency 1, 16 and 64, counters.next (a findOneAndUpdate $inc on one document) at 64,
 // the Java process's RSS, the H2 file's size,
@@ -14,9 +14,9 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, wr
 import { homedir, loadavg, cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { newRunDoc } from "../src/domain/runs/model.js";
-import { ensureEmbeddedJar, startEmbeddedServer, type EmbeddedServer } from "../src/store/embedded.js";
+import { ensureEmbeddedJar, startEmbeddedServer, type EmbeddedServer } from "../src/embedded/index.js";
 import { connect, createStore, ensureIndexes, type Store } from "../src/store/index.js";
-import { sleep } from "../src/sleep.js";
+import { sleep } from "../src/lib/sleep.js";
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
 const quick = process.argv.includes("--quick");
@@ -322,7 +322,7 @@ try {
     "",
     `\`node --import tsx bench/embedded-backends.ts${quick ? " --quick" : ""}\`: ${rounds} round(s) of ${seconds} s per phase, backends interleaved, medians shown. ` +
       `${cpus().length} CPUs, load average at the end ${loadavg().map((x) => x.toFixed(1)).join(" ")} (the machine is shared: single runs vary a lot). ` +
-      `Node ${process.version}, runhook's store (src/store: connect(), ensureIndexes(), runs.create, counters.next). JVM flags: the launcher's (see src/store/embedded.ts).`,
+      `Node ${process.version}, runhook's store (src/store: connect(), ensureIndexes(), runs.create, counters.next). JVM flags: the launcher's (see src/embedded/index.ts).`,
     "",
     "Runs as the trigger stores them (newRunDoc: ~25 fields, UUID strings, 3 steps), by runs.create into a collection with runhook's indexes (`activeKey` unique; the non-unique ones are accepted but ignored by mongo-java-server). " +
       "The collection grows through the phases (c=1, then 16, then 64). `$inc`: counters.next (findOneAndUpdate on one document), c=64.",

@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import { cpus, homedir, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { newRunDoc } from "../src/domain/runs/model.js";
-import { startEmbeddedServer, type EmbeddedServer } from "../src/store/embedded.js";
+import { startEmbeddedServer, type EmbeddedServer } from "../src/embedded/index.js";
 import { connect, createStore, ensureIndexes, type Store } from "../src/store/index.js";
 import { BACKENDS } from "./scenarios/backends.js";
 

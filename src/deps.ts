@@ -3,10 +3,10 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { Config } from "./config.js";
 import type { Store } from "./store/index.js";
-import type { HealthStatus } from "./api/health.js";
-import type { Metrics } from "./metrics.js";
-import type { DatabaseMonitor } from "./db-monitor.js";
-import type { AuthFailureThrottle } from "./api/auth-throttle.js";
+import type { HealthStatus } from "./rpc/health.js";
+import type { Metrics } from "./lib/metrics.js";
+import type { DatabaseMonitor } from "./store/monitor.js";
+import type { AuthFailureThrottle } from "./rpc/auth-throttle.js";
 
 export interface Deps {
   /** The database, through its verbs (its collection handles, `store.db`, are for tests). */

@@ -4,16 +4,16 @@ import type { Logger } from "pino";
 import type { FastifyInstance } from "fastify";
 import type { Config } from "./config.js";
 import { connect, createStore, ensureIndexes, isUnavailable, sweepEveryMs, sweepExpired, SWEEP_EVERY_MS, ttlIndexes, type Database, type TtlIndex } from "./store/index.js";
-import { startEmbeddedServer, type EmbeddedServer } from "./store/embedded.js";
+import { startEmbeddedServer, type EmbeddedServer } from "./embedded/index.js";
 import type { Deps } from "./deps.js";
-import { AuthFailureThrottle } from "./api/auth-throttle.js";
+import { AuthFailureThrottle } from "./rpc/auth-throttle.js";
 import { buildGateway } from "./http/app.js";
-import { startGrpcServer, type GrpcServer } from "./http/grpc-server.js";
+import { startGrpcServer, type GrpcServer } from "./rpc/grpc-server.js";
 import { startExecutors, type Executors } from "./worker/executor.js";
-import { createServices, SERVICE_DESCS, type Services } from "./api/services.js";
-import { createHealthStatus, ServingStatus } from "./api/health.js";
-import { monitorDatabase } from "./db-monitor.js";
-import { createMetrics, startMetricsServer, type MetricsServer } from "./metrics.js";
+import { createServices, SERVICE_DESCS, type Services } from "./services/index.js";
+import { createHealthStatus, ServingStatus } from "./rpc/health.js";
+import { monitorDatabase } from "./store/monitor.js";
+import { createMetrics, startMetricsServer, type MetricsServer } from "./lib/metrics.js";
 
 /** Where a server on the embedded database (the demo) serves its metrics unless METRICS_PORT says otherwise. */
 export const DEMO_METRICS_PORT = 9464;

@@ -7,7 +7,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminService, BootstrapRequestSchema, BootstrapResponseSchema } from "../gen/runhook/v1/admin_pb.js";
-import { addressBucket, AuthFailureThrottle, coarseBucket } from "../src/api/auth-throttle.js";
+import { addressBucket, AuthFailureThrottle, coarseBucket } from "../src/rpc/auth-throttle.js";
 import { API_TOKEN_PREFIX, newToken } from "../src/domain/auth/tokens.js";
 import { signWebhookKey, webhookUrl } from "../src/domain/webhook-keys.js";
 import { apiClient } from "./helpers/api.js";

@@ -12,7 +12,7 @@ import { spawnCli, type Cli } from "./helpers/cli.js";
 import { seed, startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, local, UUID_RE } from "./helpers/webhook.js";
 import { createWorld, type World } from "./helpers/world.js";
-import { sleep } from "../src/sleep.js";
+import { sleep } from "../src/lib/sleep.js";
 
 let server: TestServer;
 let demo: SeedOutput;

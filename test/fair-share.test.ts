@@ -12,7 +12,7 @@ import type { RunDoc, StepDoc } from "../src/store/types.js";
 import { databasePerTest, type ChildServer } from "./helpers/server.js";
 import { createWorld, type World } from "./helpers/world.js";
 import { queueRun, waitForRun } from "./helpers/runs.js";
-import { sleep } from "../src/sleep.js";
+import { sleep } from "../src/lib/sleep.js";
 
 // Each test has its own database (connected and indexed), and its server processes on it.
 const t = databasePerTest();

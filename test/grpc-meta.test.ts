@@ -20,9 +20,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { RunService } from "../gen/runhook/v1/run_pb.js";
 import { TriggerService } from "../gen/runhook/v1/trigger_pb.js";
-import { createHealthStatus, registerHealth } from "../src/api/health.js";
-import type { HealthStatus } from "../src/api/health.js";
-import { registerReflection } from "../src/api/reflection.js";
+import { createHealthStatus, registerHealth } from "../src/rpc/health.js";
+import type { HealthStatus } from "../src/rpc/health.js";
+import { registerReflection } from "../src/rpc/reflection.js";
 
 const execFileAsync = promisify(execFile);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");

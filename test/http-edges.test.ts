@@ -4,7 +4,7 @@
 import http2 from "node:http2";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MAX_JSON_DEPTH } from "../src/json-depth.js";
+import { MAX_JSON_DEPTH } from "../src/lib/json-depth.js";
 import { apiClient } from "./helpers/api.js";
 import { rawHttp, rawRequest } from "./helpers/raw.js";
 import { grpcGetRun, queueRun, waitForRun } from "./helpers/runs.js";

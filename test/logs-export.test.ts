@@ -7,7 +7,7 @@ import type { ActivityLogDoc } from "../src/store/types.js";
 import { activityStream, streamKey } from "../src/store/logs.js";
 import { spawnServer, testDbName, uriFor, type ChildServer } from "./helpers/server.js";
 import { createWorld, type World } from "./helpers/world.js";
-import { sleep } from "../src/sleep.js";
+import { sleep } from "../src/lib/sleep.js";
 
 const N = Number(process.env.EXPORT_ENTRIES ?? 100_000);
 let db: Database;

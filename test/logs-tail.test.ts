@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { apiClient, qs } from "./helpers/api.js";
 import { ROOT, startServer, uriFor, type TestServer } from "./helpers/server.js";
 import { createWorld, type World } from "./helpers/world.js";
-import { sleep } from "../src/sleep.js";
+import { sleep } from "../src/lib/sleep.js";
 
 const PROCESSES = 2;
 const LOOPS = 2;

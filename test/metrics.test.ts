@@ -7,7 +7,7 @@ import { spawnServer, startServer, testDbName, uriFor, type ChildServer, type Te
 import { createWorld, type World } from "./helpers/world.js";
 import { waitForRun } from "./helpers/runs.js";
 import { adminClient, grpcTrigger, local, postHook } from "./helpers/webhook.js";
-import { sleep } from "../src/sleep.js";
+import { sleep } from "../src/lib/sleep.js";
 
 let server: TestServer;
 beforeAll(async () => {

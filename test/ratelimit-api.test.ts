@@ -5,7 +5,7 @@ import { connect, type Database } from "../src/store/index.js";
 import { apiClient } from "./helpers/api.js";
 import { spawnServer, startServer, testDbName, uriFor, type ChildServer, type TestServer } from "./helpers/server.js";
 import { addApiToken, createWorld, type World } from "./helpers/world.js";
-import { sleep } from "../src/sleep.js";
+import { sleep } from "../src/lib/sleep.js";
 
 describe("rate-limit headers", () => {
   let server: TestServer;

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminService } from "../gen/runhook/v1/admin_pb.js";
 import { ListActivityLogsRequestSchema, ListActivityLogsResponseSchema, LogService } from "../gen/runhook/v1/log_pb.js";
 import { ListNotesRequestSchema, ListNotesResponseSchema, NoteService } from "../gen/runhook/v1/note_pb.js";
-import { MAX_MESSAGE_NESTING } from "../src/api/message-nesting.js";
+import { MAX_MESSAGE_NESTING } from "../src/rpc/message-nesting.js";
 import { apiClient } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow, grpcUnary } from "./helpers/webhook.js";

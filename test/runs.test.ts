@@ -25,7 +25,7 @@ import { startServer, testDbName, uriFor, type TestServer } from "./helpers/serv
 import { addAppToken, addUser, createWorld } from "./helpers/world.js";
 import { grpcGetRun, queueRun, waitForRun } from "./helpers/runs.js";
 import { adminClient, local, postHook } from "./helpers/webhook.js";
-import { sleep } from "../src/sleep.js";
+import { sleep } from "../src/lib/sleep.js";
 
 let server: TestServer;
 let db: Database;

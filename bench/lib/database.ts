@@ -4,7 +4,7 @@
 import { execFileSync } from "node:child_process";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { startEmbeddedServer } from "../../src/store/embedded.js";
+import { startEmbeddedServer } from "../../src/embedded/index.js";
 
 export interface BenchDatabase {
   uri: string;

@@ -145,4 +145,4 @@ export function summarize(values: number[]): { n: number; p50Ms: number | null; 
 export const ratio = (a: number | null | undefined, b: number | null | undefined): number | null =>
   a == null || b == null || b === 0 ? null : round(a / b, 3);
 
-export { sleep } from "../../src/sleep.js";
+export { sleep } from "../../src/lib/sleep.js";

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Pool } from "undici";
-import { startEmbeddedServer, type EmbeddedServer } from "../../src/store/embedded.js";
+import { startEmbeddedServer, type EmbeddedServer } from "../../src/embedded/index.js";
 import type { StepDoc } from "../../src/store/types.js";
 import { loadConfig } from "../../src/config.js";
 import { benchWorld, openStore, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";

@@ -9,7 +9,7 @@
 //     has `backlogRuns` QUEUED runs, all older than ours (fair share: ours must not wait
 //     behind them; compare its p99 with the idle same-instance case).
 import { RUN_QUEUED } from "../../src/domain/runs/model.js";
-import { createLogger } from "../../src/logging.js";
+import { createLogger } from "../../src/lib/logging.js";
 import { startRunhook } from "../../src/main.js";
 import type { RunDoc, StepDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, serverConfig, type BenchContext, type BenchWorld } from "../lib/context.js";

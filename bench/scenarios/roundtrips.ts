@@ -5,7 +5,7 @@
 // were in flight together: they form one stage.
 import { performance } from "node:perf_hooks";
 import { Pool } from "undici";
-import { createLogger } from "../../src/logging.js";
+import { createLogger } from "../../src/lib/logging.js";
 import { startRunhook } from "../../src/main.js";
 import { newRunDoc, RUN_QUEUED } from "../../src/domain/runs/model.js";
 import { label, recordCommands, stagesOf, type Command } from "../lib/commands.js";

@@ -2,7 +2,7 @@
 // exit codes, HTTP over the built-in fetch, Retry-After and backoff. These commands use the
 // public REST API exactly as any integrator does: nothing here (or in what it imports) may
 // reach the database, `mongodb` or the server's configuration (src/config.ts).
-import { sleep as plainSleep, sleepUnlessAborted } from "../sleep.js";
+import { sleep as plainSleep, sleepUnlessAborted } from "../lib/sleep.js";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 
 /** Exit codes of the integrator commands (README: "Command line for integrators"). */

@@ -4,14 +4,14 @@
 import type { DescMessage, DescMethodUnary, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import type { Deps } from "../deps.js";
-import { callUnary } from "../api/call.js";
+import { callUnary } from "../rpc/in-process.js";
 import { hashToken } from "../domain/auth/tokens.js";
 import { isDuplicateKey, type Store } from "../store/index.js";
 import type { DirectoryStore } from "../store/directory.js";
-import type { Services } from "../api/services.js";
+import type { Services } from "../services/index.js";
 import { keyOfUrl } from "../domain/webhook-keys.js";
-import { adminLog } from "../api/admin/common.js";
-import { DEFAULT_TOKEN_TTL_MS, issueAppToken } from "../api/admin/tokens.js";
+import { adminLog } from "../services/admin/common.js";
+import { DEFAULT_TOKEN_TTL_MS, issueAppToken } from "../services/admin/tokens.js";
 
 export interface SeedOutput {
   baseUrl: string;

@@ -58,7 +58,7 @@ async function main(argv: string[]): Promise<number> {
   const json = rest.includes("--json");
   const [{ loadConfig }, { createLogger }, { startRunhook }, { seedDemo, seedDemoIfEmpty }] = await Promise.all([
     import("../config.js"),
-    import("../logging.js"),
+    import("../lib/logging.js"),
     import("../main.js"),
     import("./demo.js"),
   ]);

@@ -6,7 +6,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Deps } from "../deps.js";
 import { fail } from "../errors.js";
-import { sleep } from "../sleep.js";
+import { sleep } from "../lib/sleep.js";
 import type { IdempotencyKeyDoc } from "../store/types.js";
 
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;

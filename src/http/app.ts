@@ -6,16 +6,16 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { fail, isInternal } from "../errors.js";
 import type { Deps } from "../deps.js";
-import { requestIdKey } from "../api/context.js";
-import { redactUrl } from "../logging.js";
-import type { Services } from "../api/services.js";
+import { requestIdKey } from "../services/context.js";
+import { redactUrl } from "../lib/logging.js";
+import type { Services } from "../services/index.js";
 import { sendError } from "./bridge.js";
 import { registerWebhookRoutes, WEBHOOK_ROUTE } from "./webhook.js";
-import { REQUEST_ID_HEADER, requestIdOf } from "../request-id.js";
+import { REQUEST_ID_HEADER, requestIdOf } from "../rpc/request-id.js";
 import { isApiRequest, registerApiRateLimit, registerV1Routes } from "./v1.js";
-import { clientAddressKey, rateLimitHeaders } from "../api/rate-limit.js";
-import { authThrottled } from "../api/auth-throttle.js";
-import { connectServerOptions } from "../api/router.js";
+import { clientAddressKey, rateLimitHeaders } from "../rpc/rate-limit.js";
+import { authThrottled } from "../rpc/auth-throttle.js";
+import { connectServerOptions } from "../rpc/router.js";
 import { acceptRawBodies } from "./body.js";
 import { HEALTHZ, READYZ } from "./routes.js";
 import { registerDocsRoutes } from "./docs.js";
@@ -45,7 +45,7 @@ function clientError(deps: Deps, err: Error & { code?: string }, socket: Duplex)
 
 function registerHealthRoutes(app: FastifyInstance, deps: Deps): void {
   app.get(HEALTHZ.path, async () => ({ status: "ok" }));
-  // Ready while the database answers (src/db-monitor.ts: a ping a second, so probes cost it nothing).
+  // Ready while the database answers (src/store/monitor.ts: a ping a second, so probes cost it nothing).
   app.get(READYZ.path, async (_req, reply) => {
     if (deps.health.shuttingDown) return reply.code(503).send({ error: "shutting down", code: "unavailable" });
     if (!deps.dbMonitor.up) return sendError(reply, fail.unavailable("database unreachable"));
@@ -55,7 +55,7 @@ function registerHealthRoutes(app: FastifyInstance, deps: Deps): void {
 
 /**
  * The limit before authentication on the webhook and /v1 (RPCs have the same as an
- * interceptor, api/auth-throttle.ts): an address over it is answered 429 before its token is
+ * interceptor, rpc/auth-throttle.ts): an address over it is answered 429 before its token is
  * read, and every 401 these routes answer counts one failure of the address.
  */
 function registerAuthThrottle(app: FastifyInstance, deps: Deps): void {

@@ -10,7 +10,7 @@
 //   error handler), before anything is parsed.
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { fail } from "../errors.js";
-import { depthError } from "../json-depth.js";
+import { depthError } from "../lib/json-depth.js";
 
 /** A body as received, parsed only by the route that takes one (so routes without a body never fail on it). */
 export class RawBody {

@@ -1,11 +1,11 @@
 // REST → RPC: the webhook and /v1 routes reach the service implementations through the one
-// in-process bridge (api/call.ts), with the HTTP request's headers and request id, and a
+// in-process bridge (rpc/in-process.ts), with the HTTP request's headers and request id, and a
 // signal aborted when the client goes away.
 import { toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import type { ContextValues } from "@connectrpc/connect";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { CallOptions } from "../api/call.js";
-import type { Via } from "../api/context.js";
+import type { CallOptions } from "../rpc/in-process.js";
+import type { Via } from "../services/context.js";
 import { toHttpError } from "../errors.js";
 
 /** How a route calls a service: as its HTTP request, with the handler's response headers copied to the reply. */

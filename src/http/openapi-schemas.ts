@@ -3,7 +3,7 @@
 // from the implementation), and the request body and error answers every route shares.
 import { ScalarType, type DescField, type DescMessage } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
-import { MAX_JSON_DEPTH } from "../json-depth.js";
+import { MAX_JSON_DEPTH } from "../lib/json-depth.js";
 
 export type Schema = Record<string, unknown>;
 

@@ -8,7 +8,7 @@ import { timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { FastifyRequest } from "fastify";
 import { fail } from "../errors.js";
 import { MAX_LIMIT } from "../domain/logs/cursor.js";
-import { MAX_WAIT_SECONDS } from "../api/runs.js";
+import { MAX_WAIT_SECONDS } from "../services/runs.js";
 import type { Schema } from "./openapi-schemas.js";
 
 /** A query parameter's value by name (undefined when absent). */

@@ -12,12 +12,12 @@ import { LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { apiRateBucket, hitApiRateLimit, rateLimitHeaders } from "../api/rate-limit.js";
+import { apiRateBucket, hitApiRateLimit, rateLimitHeaders } from "../rpc/rate-limit.js";
 import type { Deps } from "../deps.js";
-import type { Services } from "../api/services.js";
+import type { Services } from "../services/index.js";
 import { jsonObjectBody } from "./body.js";
 import { openApiDocument, registerOpenApiRoute } from "./openapi.js";
-import { callServerStream, callUnary } from "../api/call.js";
+import { callServerStream, callUnary } from "../rpc/in-process.js";
 import { callOptions, protoJson, sendError } from "./bridge.js";
 import { lenientQuery, strictQuery } from "./params.js";
 import { API_ROUTES, NDJSON, routeUrl, type ApiRoute } from "./routes.js";
@@ -28,7 +28,7 @@ import { API_ROUTES, NDJSON, routeUrl, type ApiRoute } from "./routes.js";
  * Per-token rate limit of the public API, on the root instance so that it covers every
  * route under /v1 (including /v1/runs). Keyed by the sha256 of the bearer token once it
  * authenticates; one shared fixed-window counter in MongoDB for all instances, the same one
- * the LogService / NoteService / RunService RPCs count in (api/rate-limit.ts). A missing or
+ * the LogService / NoteService / RunService RPCs count in (rpc/rate-limit.ts). A missing or
  * unknown token is answered 401 here and writes nothing; its response carries the figures of
  * the client address's limit on failed authentications instead (registerAuthThrottle, app.ts, counts
  * the 401). Every /v1 response carries the X-RateLimit-* headers and the IETF draft

@@ -5,14 +5,14 @@
 // invalid_argument. Neither the key nor the token is ever logged. Refusals and failures are
 // answered (and bugs logged) by the gateway's error handler (app.ts).
 import type { FastifyInstance } from "fastify";
-import type { Services } from "../api/services.js";
+import type { Services } from "../services/index.js";
 import { createContextValues } from "@connectrpc/connect";
 import { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
-import { callUnary } from "../api/call.js";
-import { webhookCallKey } from "../api/context.js";
+import { callUnary } from "../rpc/in-process.js";
+import { webhookCallKey } from "../services/context.js";
 import { parseWebhookBody, type TriggerBody } from "../domain/trigger.js";
 import { acceptRawBodies, contentTypeError, RawBody } from "./body.js";
-import { depthError } from "../json-depth.js";
+import { depthError } from "../lib/json-depth.js";
 import { callOptions } from "./bridge.js";
 import { routeUrl, WEBHOOK } from "./routes.js";
 

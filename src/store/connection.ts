@@ -265,3 +265,16 @@ export async function connect(uri: string, opts: ConnectOptions = {}): Promise<D
   }
   return database as typeof database & Pick<Database, "client" | "db" | keyof Handles>;
 }
+
+/** Whether a database server answers a ping at `uri` within `timeoutMs` (its own short-lived client). */
+export async function pingServer(uri: string, timeoutMs: number): Promise<boolean> {
+  const client = new MongoClient(uri, { serverSelectionTimeoutMS: timeoutMs, connectTimeoutMS: timeoutMs, directConnection: true });
+  try {
+    await client.db("admin").command({ ping: 1 });
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.close().catch(() => {});
+  }
+}

@@ -3,7 +3,7 @@
 // writes them (each change one single-document operation); every call reads them to decide
 // what a caller may do. Each lookup here has its index in indexes.ts (or is by `_id`).
 import type { Collection, Filter, OptionalUnlessRequiredId } from "mongodb";
-import type { Role } from "../domain/auth/roles.js";
+import type { Role } from "./types.js";
 import type { Database } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import type * as T from "./types.js";

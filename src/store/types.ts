@@ -1,5 +1,8 @@
 // Shapes of the documents runhook stores. Ids are UUID strings unless noted.
-import type { Role } from "../domain/auth/roles.js";
+
+/** The roles a project membership can hold (the rules about them live in domain/auth/). */
+export const ROLES = ["admin", "editor", "user"] as const;
+export type Role = (typeof ROLES)[number];
 
 export interface OrganizationDoc { _id: string; name: string; createdAt: Date }
 export interface UserDoc { _id: string; organizationId: string; email: string; name: string; organizationAdmin: boolean; createdAt: Date }

@@ -14,7 +14,7 @@
 // the next run at once (the executor pumps again).
 //
 // Database outages. Claims fail while the database cannot be reached; the claimer logs the
-// outage once, and its end, as the database monitor (src/db-monitor.ts) sees them — not every
+// outage once, and its end, as the database monitor (src/store/monitor.ts) sees them — not every
 // failed poll. Claiming goes on at every poll (each claim waits at most RUNHOOK_DB_TIMEOUT_MS
 // for the database), and at once when the monitor sees the database back.
 import type { Logger } from "pino";
@@ -24,7 +24,7 @@ import { isUnavailable } from "../store/index.js";
 import type { Lease } from "../store/runs.js";
 import { RUN_QUEUED } from "../domain/runs/model.js";
 import type { RunStateMachine } from "../domain/runs/state.js";
-import { coalesced } from "../coalesce.js";
+import { coalesced } from "../lib/coalesce.js";
 
 export interface ClaimerEnv {
   deps: Deps;

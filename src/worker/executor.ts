@@ -18,7 +18,7 @@ import type { RunDoc } from "../store/types.js";
 import { isUnavailable } from "../store/index.js";
 import { RUN_CANCELLED } from "../domain/runs/model.js";
 import { runStateMachine } from "../domain/runs/state.js";
-import { runMetrics } from "../metrics.js";
+import { runMetrics } from "../lib/metrics.js";
 import { runClaimed, type RunnerEnv, type StopReason } from "./runner.js";
 import { createClaimer } from "./claimer.js";
 import { leaseIssuer, renewalInterval } from "./lease.js";

@@ -24,7 +24,7 @@ import { writeRunActivity } from "../domain/runs/activity.js";
 import { MAX_WAIT_STEP_SECONDS, RUN_CHANGED } from "../domain/runs/model.js";
 import { runDataStep, StepFailure } from "./steps.js";
 import { holdLease, type LeaseEnv } from "./lease.js";
-import { sleepUnlessAborted } from "../sleep.js";
+import { sleepUnlessAborted } from "../lib/sleep.js";
 
 /** A step started this many times without finishing fails its run. */
 export const MAX_ATTEMPTS = 5;

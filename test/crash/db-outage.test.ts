@@ -13,7 +13,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Health, HealthCheckRequestSchema, HealthCheckResponseSchema, HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { loadConfig } from "../../src/config.js";
-import { startEmbeddedServer, type EmbeddedServer } from "../../src/store/embedded.js";
+import { startEmbeddedServer, type EmbeddedServer } from "../../src/embedded/index.js";
 import { connect, ensureIndexes, type Database } from "../../src/store/index.js";
 import type { RunDoc } from "../../src/store/types.js";
 import { spawnServer, testDbName, type ChildServer } from "../helpers/server.js";

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
-import { pidAlive, startEmbeddedServer } from "../../src/store/embedded.js";
+import { pidAlive, startEmbeddedServer } from "../../src/embedded/index.js";
 import { connect, type Database } from "../../src/store/index.js";
 import { spawnServer, testDbName, type ChildServer } from "../helpers/server.js";
 import { createWorld, type World } from "../helpers/world.js";

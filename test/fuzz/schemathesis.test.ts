@@ -33,7 +33,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildOpenApi } from "../../src/http/openapi.js";
 import { parseRfc3339, parseWait } from "../../src/http/params.js";
-import { MAX_WAIT_SECONDS } from "../../src/api/runs.js";
+import { MAX_WAIT_SECONDS } from "../../src/services/runs.js";
 import { apiClient } from "../helpers/api.js";
 import { queueRun, waitForRun } from "../helpers/runs.js";
 import { ROOT, startServer, type TestServer } from "../helpers/server.js";

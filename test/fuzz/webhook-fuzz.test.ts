@@ -9,7 +9,7 @@
 // `RUNHOOK_FUZZ_SEED=<seed> npm run test:fuzz -- test/fuzz/webhook-fuzz.test.ts` replays it
 // (`RUNHOOK_FUZZ_CASES` changes the number of random cases).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MAX_JSON_DEPTH } from "../../src/json-depth.js";
+import { MAX_JSON_DEPTH } from "../../src/lib/json-depth.js";
 import { waitForRun } from "../helpers/runs.js";
 import { startServer, type TestServer } from "../helpers/server.js";
 import { adminClient, local, postHook, UUID_RE } from "../helpers/webhook.js";

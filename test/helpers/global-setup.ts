@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../../src/config.js";
-import { startEmbeddedServer } from "../../src/store/embedded.js";
+import { startEmbeddedServer } from "../../src/embedded/index.js";
 
 declare module "vitest" {
   export interface ProvidedContext {

@@ -7,7 +7,7 @@ import { GetRunRequestSchema, GetRunResponseSchema, type GetRunResponse } from "
 import type { Database } from "../../src/store/index.js";
 import { newRunDoc } from "../../src/domain/runs/model.js";
 import { latestActive } from "../../src/domain/trigger.js";
-import { sleep } from "../../src/sleep.js";
+import { sleep } from "../../src/lib/sleep.js";
 import type { RunDoc, RunState, StepDoc } from "../../src/store/types.js";
 import type { World } from "./world.js";
 

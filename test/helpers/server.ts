@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeEach, inject } from "vitest";
 import { loadConfig } from "../../src/config.js";
-import { createLogger } from "../../src/logging.js";
+import { createLogger } from "../../src/lib/logging.js";
 import { startRunhook, type Runhook } from "../../src/main.js";
 import { seedDemo, type SeedOutput } from "../../src/cli/demo.js";
 import { connect, ensureIndexes, type Database } from "../../src/store/index.js";

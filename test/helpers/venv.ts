@@ -8,8 +8,8 @@ import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } 
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { sleep } from "../../src/sleep.js";
-import { pidAlive } from "../../src/store/embedded.js";
+import { sleep } from "../../src/lib/sleep.js";
+import { pidAlive } from "../../src/embedded/index.js";
 
 const exec = promisify(execFile);
 const LOCK_STALE_MS = 10 * 60_000;

@@ -85,8 +85,8 @@ export function grpcTrigger(addr: string, webhookUrl: string, recordId: string, 
   return grpcUnary(addr, "/runhook.v1.TriggerService/TriggerRun", TriggerRunRequestSchema, TriggerRunResponseSchema, { webhookUrl, recordId }, token, opts);
 }
 
-export { sleep } from "../../src/sleep.js";
-import { sleep } from "../../src/sleep.js";
+export { sleep } from "../../src/lib/sleep.js";
+import { sleep } from "../../src/lib/sleep.js";
 
 /** Waits until at least `needMs` remain in the current rate-limit minute, so a burst lands in one window. */
 export async function awaitFreshWindow(needMs: number): Promise<void> {

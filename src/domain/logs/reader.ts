@@ -18,7 +18,7 @@
 // it, where the numbers missing from a range are the holes.
 import { isUnavailable, type Store } from "../../store/index.js";
 import type { LogDocOf, LogKind, Position } from "../../store/logs.js";
-import { sleep } from "../../sleep.js";
+import { sleep } from "../../lib/sleep.js";
 import { DEFAULT_RETENTION } from "../../config.js";
 import { fail } from "../../errors.js";
 

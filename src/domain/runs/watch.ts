@@ -5,7 +5,7 @@ import type { Deps } from "../../deps.js";
 import type { RunDoc } from "../../store/types.js";
 import { isUnavailable } from "../../store/index.js";
 import { isFinished, RUN_CHANGED } from "./model.js";
-import { coalesced } from "../../coalesce.js";
+import { coalesced } from "../../lib/coalesce.js";
 
 export const WATCH_POLL_MS = 150;
 

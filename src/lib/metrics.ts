@@ -2,7 +2,6 @@
 // port (METRICS_PORT) so that they never share the public gateway.
 import { createServer, type Server } from "node:http";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { RunDoc } from "./store/types.js";
 
 /** How long a queue sample is reused: the gauges are read cheaply, not per scrape burst. */
 const QUEUE_SAMPLE_MS = 5_000;
@@ -57,16 +56,24 @@ export function createMetrics(sampleQueue: () => Promise<QueueSample>) {
   };
 }
 
+/** What a run tells the metrics when it is claimed or finished (structural: lib imports nothing of runhook). */
+interface RunTimes {
+  state: string;
+  createdAt: Date;
+  startedAt?: Date | null;
+  finishedAt?: Date | null;
+}
+
 /** What the run state machine tells the metrics (runs/state.ts RunHooks). */
 export function runMetrics(m: Metrics) {
   return {
-    claimed(run: RunDoc) {
+    claimed(run: RunTimes) {
       if (run.startedAt) m.pickupSeconds.observe(Math.max(0, run.startedAt.getTime() - run.createdAt.getTime()) / 1000);
     },
     takenOver() {
       m.leaseTakeovers.inc();
     },
-    finished(run: RunDoc) {
+    finished(run: RunTimes) {
       m.runsFinished.inc({ state: run.state });
       if (run.finishedAt) m.runSeconds.observe({ state: run.state }, Math.max(0, run.finishedAt.getTime() - run.createdAt.getTime()) / 1000);
     },

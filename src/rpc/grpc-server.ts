@@ -4,12 +4,12 @@
 import http2 from "node:http2";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { type Deps } from "../deps.js";
-import { requestIdKey } from "../api/context.js";
+import { requestIdKey } from "../services/context.js";
 import { createContextValues } from "@connectrpc/connect";
-import { REQUEST_ID_HEADER, requestIdOf } from "../request-id.js";
-import { clientAddressKey } from "../api/rate-limit.js";
-import { connectServerOptions } from "../api/router.js";
-import type { Services } from "../api/services.js";
+import { REQUEST_ID_HEADER, requestIdOf } from "./request-id.js";
+import { clientAddressKey } from "./rate-limit.js";
+import { connectServerOptions } from "./router.js";
+import type { Services } from "../services/index.js";
 
 export interface GrpcServer {
   port: number;

@@ -3,7 +3,7 @@
 // Connect, with a handler context like theirs (headers, entry point, request id, signal).
 import { create, type DescMessage, type DescMethodServerStreaming, type DescMethodUnary, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import { createContextValues, createHandlerContext, type ContextValues, type HandlerContext } from "@connectrpc/connect";
-import { requestIdKey, viaKey, type Via } from "./context.js";
+import { requestIdKey, viaKey, type Via } from "../services/context.js";
 
 export interface CallOptions {
   /** The caller's request headers (its `authorization` among them). */

@@ -15,7 +15,7 @@ import { writeRunActivity } from "../domain/runs/activity.js";
 import { isUuid } from "../domain/ids.js";
 import { isFinished, RUN_CANCELLED, RUN_CHANGED, runMessage } from "../domain/runs/model.js";
 import { runStateMachine, type RunStateMachine } from "../domain/runs/state.js";
-import { runMetrics } from "../metrics.js";
+import { runMetrics } from "../lib/metrics.js";
 import { RunWatcher } from "../domain/runs/watch.js";
 
 export const MAX_WAIT_SECONDS = 60;

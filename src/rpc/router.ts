@@ -9,7 +9,7 @@ import { authThrottleInterceptor } from "./auth-throttle.js";
 import type { Deps } from "../deps.js";
 import { Health, registerHealth } from "./health.js";
 import { registerReflection } from "./reflection.js";
-import { registerServices, SERVICE_DESCS, type Services } from "./services.js";
+import { registerServices, SERVICE_DESCS, type Services } from "../services/index.js";
 import { guardMessageNesting, nestingReadOptions } from "./message-nesting.js";
 import { observeInterceptor } from "./observe.js";
 import { errorInterceptor } from "../errors.js";

@@ -12,7 +12,7 @@
 // One HealthStatus is shared by every router it is registered on (native
 // HTTP/2 gRPC server and Fastify gateway), so a single `shutdown()` flips all
 // of them to NOT_SERVING. main.ts also sets everything NOT_SERVING while the
-// database cannot be reached (src/db-monitor.ts) and SERVING once it answers
+// database cannot be reached (src/store/monitor.ts) and SERVING once it answers
 // again; after shutdown() nothing changes any more.
 
 import { create } from "@bufbuild/protobuf";

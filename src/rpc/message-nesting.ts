@@ -20,8 +20,8 @@ import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { fromBinary, fromJsonString, toBinary, type DescMessage } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
-import { REQUEST_ID_HEADER } from "../request-id.js";
-import { requestIdKey } from "./context.js";
+import { REQUEST_ID_HEADER } from "./request-id.js";
+import { requestIdKey } from "../services/context.js";
 
 export const MAX_MESSAGE_NESTING = 64;
 

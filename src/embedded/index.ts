@@ -7,8 +7,8 @@ import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, r
 import { hostname } from "node:os";
 import { join, relative } from "node:path";
 import { promisify } from "node:util";
-import { MongoClient } from "mongodb";
-import { sleep } from "../sleep.js";
+import { pingServer as ping } from "../store/connection.js";
+import { sleep } from "../lib/sleep.js";
 
 const exec = promisify(execFile);
 
@@ -156,18 +156,6 @@ export async function ensureEmbeddedJar(cacheDir: string, progress: Progress): P
     progress(`embedded database built in ${Math.round((Date.now() - started) / 1000)} s (cached in ${dir})`);
     return jar;
   });
-}
-
-async function ping(uri: string, timeoutMs: number): Promise<boolean> {
-  const client = new MongoClient(uri, { serverSelectionTimeoutMS: timeoutMs, connectTimeoutMS: timeoutMs, directConnection: true });
-  try {
-    await client.db("admin").command({ ping: 1 });
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await client.close().catch(() => {});
-  }
 }
 
 /** Whether process `pid` exists (EPERM: it does, owned by another user). */

@@ -2,9 +2,9 @@
 // error metadata), one access-log line, and its count by protocol, method and outcome.
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { type Deps } from "../deps.js";
-import { requestIdKey } from "./context.js";
+import { requestIdKey } from "../services/context.js";
 import { codeName } from "../errors.js";
-import { REQUEST_ID_HEADER } from "../request-id.js";
+import { REQUEST_ID_HEADER } from "./request-id.js";
 
 function protocolOf(contentType: string | null): string {
   if (!contentType) return "unknown";
