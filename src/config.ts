@@ -41,7 +41,7 @@ export interface Config {
   trustedProxies: string[];
   /** Whether AdminService.Bootstrap is served (the operator switches it off once the organizations exist). */
   bootstrap: boolean;
-  /** Limits of the HTTP/1.1 gateway against slow or idle clients (README: Configuration). */
+  /** Limits of the HTTP/1.1 gateway against slow or idle clients (docs/operators.md: Configuration). */
   http: {
     /** Complete request headers must arrive within this time (from the connection or the request start). */
     headersTimeoutMs: number;
@@ -73,9 +73,9 @@ export interface Config {
   metricsPort: number | "off" | undefined;
   /** Seeds the demo data on an empty database at `start` (by default only on the embedded database). */
   demo: boolean;
-  /** The write concern of every write (README: Database outages). */
+  /** The write concern of every write (docs/operators.md: Crashes and power cuts). */
   writeConcern: WriteConcernSetting;
-  /** How long finished runs, and log entries, are kept (README: Retention). */
+  /** How long finished runs, and log entries, are kept (docs/operators.md: Retention). */
   retention: Retention;
   /**
    * Existing databases an organization may attach as an environment's data database

@@ -5,7 +5,7 @@
 import { sleep as plainSleep, sleepUnlessAborted } from "../lib/sleep.js";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 
-/** Exit codes of the integrator commands (README: "Command line for integrators"). */
+/** Exit codes of the integrator commands (docs/integrators.md: "Command line for integrators"). */
 export const EXIT = {
   OK: 0,
   /** An answer the command does not understand, or any other unexpected failure. */

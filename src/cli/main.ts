@@ -13,7 +13,7 @@ async function usage(): Promise<string> {
   worker           run executors only, sharing work with other processes through MongoDB
   seed [--json]    create the demo organization, project, workflow and fresh tokens, and print them
 ${ADMIN_USAGE}${INTEGRATOR_USAGE}
-Configuration comes from environment variables; see README.md.`;
+Configuration comes from environment variables; see docs/operators.md.`;
 }
 
 function printDemo(out: SeedOutput, metricsPort?: number): void {

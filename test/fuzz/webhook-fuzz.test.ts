@@ -267,7 +267,7 @@ describe("webhook body fuzzer", () => {
       return o;
     };
 
-    // Duplicate keys: JSON.parse semantics, the last one counts (documented in the README).
+    // Duplicate keys: JSON.parse semantics, the last one counts (documented in docs/integrators.md).
     let a = id(), b = id();
     await check(`{"record_id":"${a}","record_id":"${b}"}`, "accept", b);
     a = id();
