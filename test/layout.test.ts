@@ -39,6 +39,29 @@ function srcWorldOf(file: string, spec: string): string | undefined {
 
 const FILES = [...sources("src"), ...sources("test"), ...sources("bench"), ...sources("scripts"), ...sources("bin")];
 
+function parse(file: string): ts.SourceFile {
+  return ts.createSourceFile(file, readFileSync(join(ROOT, file), "utf8"), ts.ScriptTarget.Latest, true);
+}
+
+/** The update operators only src/store/ may write. */
+const UPDATE_OPERATORS = new Set(["$set", "$inc", "$push", "$pull"]);
+/** The folders whose files (but src/store/'s) may not write an update operator. */
+const NO_UPDATES_IN = ["src"];
+
+/** Where `file` writes an update operator in its code (as a key or a string; comments do not count). */
+function updateOperatorsIn(file: string): string[] {
+  const source = parse(file);
+  const found: string[] = [];
+  const visit = (node: ts.Node): void => {
+    if ((ts.isIdentifier(node) || ts.isStringLiteralLike(node)) && UPDATE_OPERATORS.has(node.text)) {
+      found.push(`${file}:${source.getLineAndCharacterOfPosition(node.getStart()).line + 1} ${node.text}`);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
 describe("layout", () => {
   it("only src/store/ imports the database driver", () => {
     const offenders = FILES.filter((f) => !f.startsWith("src/store/") && importsOf(f).some((s) => s === "mongodb" || s.startsWith("mongodb/")));
@@ -79,10 +102,18 @@ describe("layout", () => {
     expect(offenders).toEqual([]);
   });
 
+  it("no file outside src/store/ writes an update ($set, $inc, $push, $pull): the store's verbs do", () => {
+    const checked = FILES.filter((f) => NO_UPDATES_IN.some((dir) => f.startsWith(`${dir}/`)) && !f.startsWith("src/store/"));
+    expect(checked.length).toBeGreaterThan(0);
+    expect(checked.flatMap(updateOperatorsIn)).toEqual([]);
+    // The check sees the updates the store does write.
+    expect(updateOperatorsIn("src/store/runs.ts").filter((hit) => hit.endsWith(" $set")).length).toBeGreaterThan(0);
+  });
+
   it(`no function of src/ is ${LONGEST_FUNCTION_LINES} lines or longer`, () => {
     const long: string[] = [];
     for (const f of FILES.filter((f) => f.startsWith("src/") && f.endsWith(".ts"))) {
-      const source = ts.createSourceFile(f, readFileSync(join(ROOT, f), "utf8"), ts.ScriptTarget.Latest, true);
+      const source = parse(f);
       const visit = (node: ts.Node): void => {
         if (ts.isFunctionLike(node) && "body" in node && node.body) {
           const first = source.getLineAndCharacterOfPosition(node.getStart()).line;

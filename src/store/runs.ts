@@ -2,19 +2,26 @@
 // unique index on `activeKey` allows one ongoing run per (workflow, record).
 import type { Database } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
-import type { RunDoc, RunState } from "./types.js";
+import { ONGOING_STATES, type RunDoc, type RunState, type StepResultDoc } from "./types.js";
 
 export interface Lease {
   owner: string;
   expiresAt: Date;
 }
 
-/** What a run must be for a transition to apply. */
-export interface RunCondition {
+/** What a run must be for a change to apply. */
+interface RunCondition {
   state?: RunState[];
   leaseOwner?: string;
   stepIndex?: number;
   version?: number;
+}
+
+/** A step's start, as its executor records it. */
+export interface StepStart {
+  startedAt: Date;
+  attempts: number;
+  executor: string;
 }
 
 export interface Claim {
@@ -37,7 +44,40 @@ export interface ClaimScope {
 
 export type CreateOutcome = { created: true } | { created: false; ongoingRunId: string | null };
 
-export interface RunStore {
+/**
+ * The changes of a run once stored. Each returns the run after it, or null when it does not
+ * apply: the owner's changes apply only while the run is RUNNING under `owner`'s lease (and, for
+ * a step, at step `index`), so not once it was cancelled, finished or taken over. Changes other
+ * than the lease's bump `version`, which wakes followers.
+ */
+export interface RunChanges {
+  /** Extends the lease to `until` (not a visible change). */
+  renewLease(id: string, owner: string, until: Date): Promise<RunDoc | null>;
+  /** Puts `lease` in place of `owner`'s (not a visible change). */
+  replaceLease(id: string, owner: string, lease: Lease): Promise<RunDoc | null>;
+  /** Step `index` becomes RUNNING; the lease is extended to `leaseUntil`. */
+  startStep(id: string, owner: string, index: number, start: StepStart, leaseUntil: Date): Promise<RunDoc | null>;
+  /** Step `index` SUCCEEDED with `output`; the run moves to the next step, its lease extended to `leaseUntil`. */
+  completeStep(id: string, owner: string, index: number, output: Record<string, unknown> | null, leaseUntil: Date): Promise<RunDoc | null>;
+  /** The run's last step, `index`, SUCCEEDED with `output`, and the run with it. */
+  completeLastStep(id: string, owner: string, index: number, output: Record<string, unknown> | null): Promise<RunDoc | null>;
+  /** Parks the run on its wait step `index` until `until`: it stays RUNNING, with no lease. */
+  park(id: string, owner: string, index: number, until: Date): Promise<RunDoc | null>;
+  /** Finishes the run as `state` with `error`; `failedStep`, when not null, FAILED with it. */
+  finish(id: string, owner: string, state: "SUCCEEDED" | "FAILED", error: string, failedStep: number | null): Promise<RunDoc | null>;
+  /**
+   * CANCELLED with `error` if the run is still ongoing at `version` (whoever holds it), and
+   * `step`, when not null, with it.
+   */
+  cancel(id: string, version: number, step: number | null, error: string): Promise<RunDoc | null>;
+  /**
+   * For benchmarks: run `id` SUCCEEDED past its `stepCount` steps, whatever its state, in a
+   * write on `_id` alone (the embedded server scans for any other filter).
+   */
+  markSucceeded(id: string, stepCount: number): Promise<RunDoc | null>;
+}
+
+export interface RunStore extends RunChanges {
   /**
    * Stores a new QUEUED run, or names the ongoing run of its (workflow, record) when the
    * unique index refuses it. `ongoingRunId` is null only when that run finished between the
@@ -56,11 +96,6 @@ export interface RunStore {
    * executor's runs waiting beyond lease + poll. Null when there is none.
    */
   claimNext(lease: Lease, now: Date, opts?: ClaimScope): Promise<Claim | null>;
-  /**
-   * Sets `set` on run `id` if it meets `cond`, in one step, and returns the run after it (null
-   * when it does not meet it). `visible` changes bump `version`, which wakes followers.
-   */
-  transition(id: string, cond: RunCondition, set: Record<string, unknown>, opts?: { visible?: boolean }): Promise<RunDoc | null>;
   /** How many runs are QUEUED, and when the oldest of them was created (for metrics). */
   queueStats(): Promise<{ depth: number; oldest: Date | null }>;
 }
@@ -74,8 +109,57 @@ function conditionFilter(id: string, c: RunCondition): Record<string, unknown> {
   return f;
 }
 
+const owned = (owner: string, stepIndex?: number): RunCondition => ({ state: ["RUNNING"], leaseOwner: owner, ...(stepIndex === undefined ? {} : { stepIndex }) });
+
+/** The fields that finish a run: final state, and the (workflow, record) slot freed for the next call. */
+function finishing(runId: string, state: RunState, error: string, now: Date): Record<string, unknown> {
+  return { state, error, finishedAt: now, updatedAt: now, lease: null, waitUntil: null, activeKey: runId };
+}
+
+/** `fields` of step `index`, as field paths. */
+function stepFields(index: number, fields: Partial<StepResultDoc>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(fields).map(([k, v]) => [`steps.${index}.${k}`, v]));
+}
+
 /** Tries of an insert whose (workflow, record) slot frees between the refusal and the look-up. */
 const CREATE_TRIES = 3;
+
+/** The changes of a run by id, each one conditional findOneAndUpdate on `_id` (the primary key). */
+function runChanges(d: Database): RunChanges {
+  /** Sets `set` on run `id` if it meets `cond`, in one step; a `visible` change bumps `version`. */
+  const change = (id: string, cond: RunCondition, set: Record<string, unknown>, visible = true) =>
+    d.runs.findOneAndUpdate(conditionFilter(id, cond), visible ? { $set: set, $inc: { version: 1 } } : { $set: set }, { returnDocument: "after" });
+  return {
+    renewLease: (id, owner, until) => change(id, owned(owner), { "lease.expiresAt": until }, false),
+    replaceLease: (id, owner, lease) => change(id, owned(owner), { lease }, false),
+    startStep(id, owner, index, start, leaseUntil) {
+      const step = stepFields(index, { state: "RUNNING", startedAt: start.startedAt, finishedAt: null, error: "", attempts: start.attempts, executor: start.executor });
+      return change(id, owned(owner, index), { ...step, "lease.expiresAt": leaseUntil, updatedAt: new Date() });
+    },
+    completeStep(id, owner, index, output, leaseUntil) {
+      const now = new Date();
+      const step = stepFields(index, { state: "SUCCEEDED", finishedAt: now, output });
+      return change(id, owned(owner, index), { ...step, stepIndex: index + 1, updatedAt: now, "lease.expiresAt": leaseUntil });
+    },
+    completeLastStep(id, owner, index, output) {
+      const now = new Date();
+      const step = stepFields(index, { state: "SUCCEEDED", finishedAt: now, output });
+      return change(id, owned(owner, index), { ...step, stepIndex: index + 1, ...finishing(id, "SUCCEEDED", "", now) });
+    },
+    park: (id, owner, index, until) => change(id, owned(owner, index), { lease: null, waitUntil: until, updatedAt: new Date() }),
+    finish(id, owner, state, error, failedStep) {
+      const now = new Date();
+      const step = failedStep === null ? {} : stepFields(failedStep, { state: "FAILED", error, finishedAt: now });
+      return change(id, owned(owner), { ...finishing(id, state, error, now), ...step });
+    },
+    cancel(id, version, step, error) {
+      const now = new Date();
+      const current = step === null ? {} : stepFields(step, { state: "CANCELLED", finishedAt: now });
+      return change(id, { version, state: ONGOING_STATES }, { ...finishing(id, "CANCELLED", error, now), ...current });
+    },
+    markSucceeded: (id, stepCount) => change(id, {}, { ...finishing(id, "SUCCEEDED", "", new Date()), stepIndex: stepCount }),
+  };
+}
 
 export function runStore(d: Database): RunStore {
   return {
@@ -129,9 +213,6 @@ export function runStore(d: Database): RunStore {
       ]);
       return { depth, oldest: oldest?.createdAt ?? null };
     },
-    transition(id, cond, set, opts = {}) {
-      const update = opts.visible === false ? { $set: set } : { $set: set, $inc: { version: 1 } };
-      return d.runs.findOneAndUpdate(conditionFilter(id, cond), update, { returnDocument: "after" });
-    },
+    ...runChanges(d),
   };
 }

@@ -73,6 +73,7 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
     }
     return res;
   };
+  const held: HeldRun = { env, log, owner, changed };
   /** An activity entry about the run's end, already written: logged, waiting out an outage if need be. */
   const activity = async (action: string, details: Record<string, unknown>) => {
     await lease.stop(); // the run is finished: no lease left to keep (and no "gone" to stop this)
@@ -96,10 +97,11 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
     if (version.steps.length !== run.steps.length) return await fail(`the run's steps do not match version ${run.workflowVersion} of the workflow`, null);
     for (let i = run.stepIndex; i < version.steps.length; i++) {
       if (signal.aborted) return;
-      const outcome = await runStep(env, log, run, owner, i, version.steps[i]!, changed);
+      const outcome = await runStep({ ...held, run, index: i, step: version.steps[i]! });
       if (outcome.kind === "failed") return await fail(outcome.error, i);
       if (outcome.kind === "stopped" || outcome.kind === "parked") return;
       if (outcome.kind === "finished") return await activity("workflow.run.succeeded", {});
+      run = outcome.run;
     }
     // stepIndex at or past the end: nothing left to run (a zero-step workflow).
     await succeed();
@@ -124,35 +126,49 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
   }
 }
 
-type StepOutcome = { kind: "next" } | { kind: "finished" } | { kind: "parked" } | { kind: "stopped" } | { kind: "failed"; error: string };
+/** A run this runner holds: the claim's lease owner, and what a change of the run that applied tells. */
+interface HeldRun {
+  env: RunnerEnv;
+  log: Logger;
+  owner: string;
+  /** The run after a change, when it applied (its lease is extended with it and its followers told); else null. */
+  changed(res: RunDoc | null): RunDoc | null;
+}
 
-async function runStep(
-  env: RunnerEnv,
-  log: Logger,
-  run: RunDoc,
-  owner: string,
-  i: number,
-  step: StepDoc,
-  changed: (res: RunDoc | null) => RunDoc | null,
-): Promise<StepOutcome> {
-  const prev = run.steps[i]!;
-  if (step.type === "wait") return await waitStep(env, log, run, owner, i, step, changed);
-  const attempts = (prev.attempts ?? 0) + 1;
+/** Step `index` (defined by `step`) of `run`, as last read. */
+interface StepContext<S extends StepDoc = StepDoc> extends HeldRun {
+  run: RunDoc;
+  index: number;
+  step: S;
+}
+
+/** A step's end: "next" carries the run as that end left it, for the next step. */
+type StepOutcome = { kind: "next"; run: RunDoc } | { kind: "finished" } | { kind: "parked" } | { kind: "stopped" } | { kind: "failed"; error: string };
+
+/** Records the start of the step (its attempt `attempts`) and extends the lease; the run after it, or null when it is no longer ours. */
+async function startStep(s: StepContext, startedAt: Date, attempts: number): Promise<RunDoc | null> {
+  const { env } = s;
+  return s.changed(await env.machine.stepStarted(s.run._id, s.owner, s.index, { startedAt, attempts, executor: env.executorId }, new Date(startedAt.getTime() + env.leaseMs)));
+}
+
+async function runStep(s: StepContext): Promise<StepOutcome> {
+  const { step, index: i } = s;
+  if (step.type === "wait") return await waitStep({ ...s, step });
+  const attempts = (s.run.steps[i]!.attempts ?? 0) + 1;
   if (attempts > MAX_ATTEMPTS) return { kind: "failed", error: `step ${i} (${step.type}) was started ${MAX_ATTEMPTS} times without finishing` };
-  const now = new Date();
-  if (!changed(await env.machine.stepStarted(run._id, owner, i, { startedAt: now, attempts, executor: env.executorId }, new Date(now.getTime() + env.leaseMs)))) return { kind: "stopped" };
-  Object.assign(prev, { state: "RUNNING", startedAt: now, attempts });
+  const run = await startStep(s, new Date(), attempts);
+  if (!run) return { kind: "stopped" };
 
   let output: Record<string, unknown> | null = null;
   try {
-    output = await runDataStep(env.deps, run, step);
+    output = await runDataStep(s.env.deps, run, step);
   } catch (err) {
     if (err instanceof StepFailure) return { kind: "failed", error: err.message };
     if (isUnavailable(err)) throw err; // the lease expires; another attempt follows
-    log.error({ err, step: i }, "step failed unexpectedly");
+    s.log.error({ err, step: i }, "step failed unexpectedly");
     return { kind: "failed", error: `step ${i} (${step.type}) failed: ${err instanceof Error ? err.message : String(err)}` };
   }
-  return await stepDone(env, run, owner, i, output, changed);
+  return await stepDone(s, output);
 }
 
 /**
@@ -160,28 +176,28 @@ async function runStep(
  * remainder), then done when its time is over, or else the run is parked until then and this
  * executor lets it go: a wait holds no slot and no lease.
  */
-async function waitStep(env: RunnerEnv, log: Logger, run: RunDoc, owner: string, i: number, step: Extract<StepDoc, { type: "wait" }>, changed: (res: RunDoc | null) => RunDoc | null): Promise<StepOutcome> {
-  const prev = run.steps[i]!;
-  const seconds = Number(step.seconds);
+async function waitStep(s: StepContext<Extract<StepDoc, { type: "wait" }>>): Promise<StepOutcome> {
+  const { env, index: i } = s;
+  const prev = s.run.steps[i]!;
+  const seconds = Number(s.step.seconds);
   if (!Number.isFinite(seconds) || seconds < 0 || seconds > MAX_WAIT_STEP_SECONDS) return { kind: "failed", error: `wait: seconds must be between 0 and ${MAX_WAIT_STEP_SECONDS}` };
   let startedAt = prev.state === "RUNNING" ? prev.startedAt : null;
   if (!startedAt) {
     startedAt = new Date();
-    const attempts = (prev.attempts ?? 0) + 1;
-    if (!changed(await env.machine.stepStarted(run._id, owner, i, { startedAt, attempts, executor: env.executorId }, new Date(startedAt.getTime() + env.leaseMs)))) return { kind: "stopped" };
-    Object.assign(prev, { state: "RUNNING", startedAt, attempts });
+    if (!(await startStep(s, startedAt, (prev.attempts ?? 0) + 1))) return { kind: "stopped" };
   }
   const until = new Date(startedAt.getTime() + seconds * 1000);
-  if (until.getTime() <= Date.now()) return await stepDone(env, run, owner, i, null, changed);
-  if (!changed(await env.machine.park(run._id, owner, i, until))) return { kind: "stopped" };
-  log.debug({ step: i, until }, "run parked on its wait step");
+  if (until.getTime() <= Date.now()) return await stepDone(s, null);
+  if (!s.changed(await env.machine.park(s.run._id, s.owner, i, until))) return { kind: "stopped" };
+  s.log.debug({ step: i, until }, "run parked on its wait step");
   env.wakeAt(until);
   return { kind: "parked" };
 }
 
-async function stepDone(env: RunnerEnv, run: RunDoc, owner: string, i: number, output: Record<string, unknown> | null, changed: (res: RunDoc | null) => RunDoc | null): Promise<StepOutcome> {
+async function stepDone(s: StepContext, output: Record<string, unknown> | null): Promise<StepOutcome> {
+  const { env, run, index: i } = s;
   const last = i === run.steps.length - 1;
-  if (!changed(await env.machine.stepDone(run._id, owner, i, output, last, new Date(Date.now() + env.leaseMs)))) return { kind: "stopped" };
-  run.steps[i]!.state = "SUCCEEDED";
-  return { kind: last ? "finished" : "next" };
+  const after = s.changed(await env.machine.stepDone(run._id, s.owner, i, output, last, new Date(Date.now() + env.leaseMs)));
+  if (!after) return { kind: "stopped" };
+  return last ? { kind: "finished" } : { kind: "next", run: after };
 }
