@@ -1,7 +1,7 @@
 // Every permission rule, in one place; RPCs, REST and executors all call these.
 import type { DirectoryStore } from "../../store/directory.js";
 import type { AppTokenDoc, ProjectDoc, RenderingDoc, RunDoc, UserDoc, WorkflowDoc } from "../../store/types.js";
-import { fail } from "../../errors.js";
+import { fail } from "../errors.js";
 import type { Role } from "./roles.js";
 import type { ApiPrincipal, AppPrincipal } from "./tokens.js";
 

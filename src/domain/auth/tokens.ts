@@ -2,7 +2,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { DirectoryStore } from "../../store/directory.js";
 import type { ApiTokenDoc, AppTokenDoc, ProjectDoc, UserDoc } from "../../store/types.js";
-import { fail } from "../../errors.js";
+import { fail } from "../errors.js";
 
 export const APP_TOKEN_PREFIX = "rh_app_";
 export const API_TOKEN_PREFIX = "rh_api_";

@@ -1,6 +1,6 @@
 // Note content is HTML, cleaned on write with an allow-list (sanitize-html).
 import sanitizeHtml from "sanitize-html";
-import { fail } from "../../errors.js";
+import { fail } from "../errors.js";
 
 export const MAX_NOTE_CONTENT_BYTES = 64 * 1024;
 

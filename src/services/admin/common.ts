@@ -10,7 +10,7 @@ import type { DirectoryStore } from "../../store/directory.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
 import { authorization } from "../context.js";
-import { fail } from "../../errors.js";
+import { fail } from "../../domain/errors.js";
 
 export type AdminImpl = ServiceImpl<typeof AdminService>;
 

@@ -5,7 +5,7 @@ import type { WorkflowSchema, WebhookSchema } from "../../../gen/runhook/v1/admi
 import type { Step, StepSchema } from "../../../gen/runhook/v1/common_pb.js";
 import type { Config } from "../../config.js";
 import type * as T from "../../store/types.js";
-import { fail } from "../../errors.js";
+import { fail } from "../../domain/errors.js";
 import { MAX_WAIT_STEP_SECONDS } from "../../domain/runs/model.js";
 import { signWebhookKey, webhookUrl } from "../../domain/webhook-keys.js";
 import { checkTitle } from "../../domain/notes/threads.js";

@@ -4,7 +4,7 @@ import { isRole, type Role } from "../../domain/auth/roles.js";
 import { isDuplicateKey } from "../../store/index.js";
 import type { DirectoryStore } from "../../store/directory.js";
 import type { Deps } from "../../deps.js";
-import { fail } from "../../errors.js";
+import { fail } from "../../domain/errors.js";
 import { adminLog, caller, inProject, insertUnique, requireOrgAdmin, requireSsoSession, userInOrg, type AdminImpl } from "./common.js";
 import { environmentToProto, projectToProto } from "./convert.js";
 import { DATA_DATABASE_NAME, isReservedDatabase } from "../../config.js";

@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, newToken } from "../../domain/auth/tokens.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
-import { fail } from "../../errors.js";
+import { fail } from "../../domain/errors.js";
 import { adminLog, adminLogAboutUser, caller, inProject, required, requireOperator, requireSsoSession, userInOrg, type AdminImpl } from "./common.js";
 import { apiTokenToProto, appTokenToProto } from "./convert.js";
 

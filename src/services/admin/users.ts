@@ -1,7 +1,7 @@
 // AdminService: the users of an organization.
 import { randomUUID } from "node:crypto";
 import type { Deps } from "../../deps.js";
-import { fail } from "../../errors.js";
+import { fail } from "../../domain/errors.js";
 import { adminLogAboutUser, caller, EMAIL, insertUnique, requireOrgAdmin, type AdminImpl } from "./common.js";
 import { userToProto } from "./convert.js";
 
