@@ -77,6 +77,19 @@ export async function authenticateApi(dir: DirectoryStore, header: string | null
   return { kind: "api", token, user, project };
 }
 
+function sameSecret(given: string, expected: string): boolean {
+  // Hash both so the comparison is constant-time whatever the lengths.
+  const a = createHash("sha256").update(given).digest();
+  const b = createHash("sha256").update(expected).digest();
+  return timingSafeEqual(a, b);
+}
+
+/** Throws UNAUTHENTICATED unless the `Bearer` header carries the operator (bootstrap) secret; `what` names the call that needs it. */
+export function assertOperator(header: string | null | undefined, operatorSecret: string, what: string): void {
+  const secret = bearer(header);
+  if (!secret || !sameSecret(secret, operatorSecret)) throw fail.unauthenticated(`${what} needs the operator secret as bearer token`);
+}
+
 /** Either kind of token, chosen by its prefix. */
 export async function authenticateAny(dir: DirectoryStore, header: string | null | undefined): Promise<AppPrincipal | ApiPrincipal> {
   const plaintext = bearer(header);

@@ -6,14 +6,14 @@ export const MAX_NOTE_CONTENT_BYTES = 64 * 1024;
 
 const OPTIONS: sanitizeHtml.IOptions = {
   allowedTags: ["p", "br", "b", "strong", "i", "em", "u", "s", "code", "pre", "blockquote", "ul", "ol", "li", "a", "h1", "h2", "h3", "h4", "span", "div", "hr", "table", "thead", "tbody", "tr", "th", "td"],
-  allowedAttributes: { a: ["href", "title"] },
+  // `rel` is allowed only because the transform below sets it on every link.
+  allowedAttributes: { a: ["href", "title", "rel"] },
   allowedSchemes: ["http", "https", "mailto"],
   allowedSchemesAppliedToAttributes: ["href"],
   allowProtocolRelative: false,
   disallowedTagsMode: "discard",
   transformTags: { a: sanitizeHtml.simpleTransform("a", { rel: "noopener noreferrer nofollow" }) },
 };
-OPTIONS.allowedAttributes = { a: ["href", "title", "rel"] };
 
 /** Validates size and returns the sanitized HTML; INVALID_ARGUMENT when empty or too large. */
 export function sanitizeNoteContent(content: string): string {
