@@ -115,7 +115,9 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
   app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
     // sendError() sends at once, so the 413 status must be set here rather than after it.
     if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") return reply.code(413).send({ error: `request body larger than ${deps.config.bodyLimitBytes} bytes`, code: "resource_exhausted" });
-    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500 && !(err instanceof ConnectError)) return sendError(reply, fail.invalid(err.message));
+    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500 && !(err instanceof ConnectError)) {
+      return sendError(reply, fail.invalid(err.message));
+    }
     if (isInternal(err)) {
       const route = req.routeOptions.url;
       // The webhook's bugs keep their own message: operators search for it.

@@ -4,7 +4,7 @@
 // status and `{error, code}` body.
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { OngoingRunSchema } from "../../gen/runhook/v1/trigger_pb.js";
-import { DomainError, type DomainErrorKind } from "../domain/errors.js";
+import { DomainError, fail, type DomainErrorKind } from "../domain/errors.js";
 import { isUnavailable } from "../store/errors.js";
 
 const CODE: Record<DomainErrorKind, Code> = {
@@ -73,7 +73,7 @@ function connectErrorOf(err: DomainError): ConnectError {
 export function toConnectError(err: unknown): ConnectError {
   if (err instanceof ConnectError) return err;
   if (err instanceof DomainError) return connectErrorOf(err);
-  if (isUnavailable(err)) return connectErrorOf(new DomainError("unavailable", "the database is unavailable; retry later", {}, { cause: err }));
+  if (isUnavailable(err)) return connectErrorOf(fail.unavailable(undefined, err));
   return new ConnectError("internal error", Code.Internal, undefined, undefined, err);
 }
 
