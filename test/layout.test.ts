@@ -45,6 +45,16 @@ describe("layout", () => {
     expect(offenders).toEqual([]);
   });
 
+  it("domain/ imports no @connectrpc/* and no gen/", () => {
+    // The rules know no transport: their refusals are DomainErrors, turned into Connect and HTTP answers by rpc/errors.ts.
+    const offenders = FILES.filter((f) => f.startsWith("src/domain/")).flatMap((f) =>
+      importsOf(f)
+        .filter((s) => s.startsWith("@connectrpc/") || (s.startsWith(".") && relative(ROOT, resolve(ROOT, dirname(f), s)).startsWith("gen/")))
+        .map((s) => `${f} imports ${s}`),
+    );
+    expect(offenders).toEqual([]);
+  });
+
   it("each world of src/ imports only the worlds below it", () => {
     // Downward only: http → rpc → services → domain → store → lib. The worker runs over domain
     // and store; main and the CLI wire everything together.
@@ -75,16 +85,6 @@ describe("layout", () => {
         if (to && to !== world && allowed !== "anything" && !allowed.includes(to)) offenders.push(`${f} imports ${spec}`);
       }
     }
-    expect(offenders).toEqual([]);
-  });
-
-  it("domain/ imports no @connectrpc/* and no gen/", () => {
-    // The rules know no transport: their refusals are DomainErrors, turned into Connect and HTTP answers by rpc/errors.ts.
-    const offenders = FILES.filter((f) => f.startsWith("src/domain/")).flatMap((f) =>
-      importsOf(f)
-        .filter((s) => s.startsWith("@connectrpc/") || (s.startsWith(".") && relative(ROOT, resolve(ROOT, dirname(f), s)).startsWith("gen/")))
-        .map((s) => `${f} imports ${s}`),
-    );
     expect(offenders).toEqual([]);
   });
 
