@@ -5,7 +5,7 @@ import type { FastifyInstance } from "fastify";
 import type { Config } from "./config.js";
 import { connect, createStore, ensureIndexes, isUnavailable, sweepEveryMs, sweepExpired, SWEEP_EVERY_MS, ttlIndexes, type Database, type TtlIndex } from "./store/index.js";
 import { startEmbeddedServer, type EmbeddedServer } from "./embedded/index.js";
-import type { Deps } from "./deps.js";
+import type { ServerDeps } from "./rpc/server-deps.js";
 import { AuthFailureThrottle } from "./rpc/auth-throttle.js";
 import { buildGateway } from "./http/app.js";
 import { startGrpcServer, type GrpcServer } from "./rpc/grpc-server.js";
@@ -32,7 +32,7 @@ export const DB_CHECK_EVERY_MS = 1000;
 const DB_CHECK_TIMEOUT_MS = 2000;
 
 export interface Runhook {
-  deps: Deps;
+  deps: ServerDeps;
   services: Services;
   /** Port of GET /metrics, when served. */
   metricsPort?: number;
@@ -130,7 +130,7 @@ function startSweeper(db: Database, config: Config, logger: Logger): NodeJS.Time
 }
 
 /** What every service is built from, on an open database. */
-export function createDeps(db: Database, config: Config, logger: Logger): Deps {
+export function createDeps(db: Database, config: Config, logger: Logger): ServerDeps {
   const store = createStore(db);
   const metrics = createMetrics(async () => {
     const q = await store.runs.queueStats();

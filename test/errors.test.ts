@@ -1,8 +1,9 @@
-// The one Connect-code ↔ HTTP-status table, in both directions, for every status the service
+// The one error table: Connect code → HTTP status and wire name, for every status the service
 // answers over HTTP.
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { codeName, codeOfHttpStatus, fail, httpStatusOf, ONGOING_RUN_ID, toConnectError, toHttpError } from "../src/errors.js";
+import { fail } from "../src/domain/errors.js";
+import { codeName, httpStatusOf, ONGOING_RUN_ID, toConnectError, toHttpError } from "../src/rpc/errors.js";
 import { MongoNetworkError, MongoServerError } from "../src/store/index.js";
 
 const SPEC: [number, Code, string][] = [
@@ -17,13 +18,7 @@ const SPEC: [number, Code, string][] = [
 describe("error table", () => {
   it.each(SPEC)("HTTP %i ↔ %s", (status, code, name) => {
     expect(httpStatusOf(code)).toBe(status);
-    expect(codeOfHttpStatus(status)).toBe(code);
     expect(codeName(code)).toBe(name);
-  });
-
-  it("maps 413 to resource_exhausted and unknown 5xx to internal", () => {
-    expect(codeOfHttpStatus(413)).toBe(Code.ResourceExhausted);
-    expect(codeOfHttpStatus(502)).toBe(Code.Internal);
   });
 
   it("builds the {error, code} body, with runId on 409 and Retry-After on 429", () => {

@@ -68,6 +68,16 @@ describe("layout", () => {
     expect(offenders).toEqual([]);
   });
 
+  it("domain/ imports no @connectrpc/* and no gen/", () => {
+    // The rules know no transport: their refusals are DomainErrors, turned into Connect and HTTP answers by rpc/errors.ts.
+    const offenders = FILES.filter((f) => f.startsWith("src/domain/")).flatMap((f) =>
+      importsOf(f)
+        .filter((s) => s.startsWith("@connectrpc/") || (s.startsWith(".") && relative(ROOT, resolve(ROOT, dirname(f), s)).startsWith("gen/")))
+        .map((s) => `${f} imports ${s}`),
+    );
+    expect(offenders).toEqual([]);
+  });
+
   it("each world of src/ imports only the worlds below it", () => {
     // Downward only: http → rpc → services → domain → store → lib. The worker runs over domain
     // and store; main and the CLI wire everything together.
@@ -76,13 +86,12 @@ describe("layout", () => {
       config: [],
       store: ["lib", "config"],
       embedded: ["store", "lib", "config"],
-      domain: ["store", "lib", "config", "errors", "deps"],
-      services: ["domain", "store", "lib", "config", "errors", "deps"],
-      rpc: ["services", "domain", "store", "lib", "config", "errors", "deps"],
-      http: ["rpc", "services", "domain", "lib", "config", "errors", "deps"],
+      domain: ["store", "lib", "config"],
+      services: ["domain", "store", "lib", "config", "deps"],
+      rpc: ["services", "domain", "store", "lib", "config", "deps"],
+      http: ["rpc", "services", "domain", "lib", "config", "deps"],
       worker: ["domain", "store", "lib", "config", "deps"],
-      errors: ["store"],
-      deps: ["config", "store", "rpc", "lib"],
+      deps: ["config", "store", "lib"],
       cli: "anything",
       main: "anything",
     };

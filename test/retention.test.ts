@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../src/config.js";
 import { startRunhook } from "../src/main.js";
 import { Code } from "@connectrpc/connect";
-import { toConnectError } from "../src/errors.js";
+import { toConnectError } from "../src/rpc/errors.js";
 import { connect, ensureIndexes, MongoServerError, sweepExpired, ttlIndexes, type Database } from "../src/store/index.js";
 import { activityStream } from "../src/store/logs.js";
 import { apiClient, qs } from "./helpers/api.js";

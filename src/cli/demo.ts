@@ -5,6 +5,8 @@ import type { DescMessage, DescMethodUnary, MessageInitShape, MessageShape } fro
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import type { Deps } from "../deps.js";
 import { callUnary } from "../rpc/in-process.js";
+import { codeOf } from "../rpc/errors.js";
+import { Code } from "@connectrpc/connect";
 import { hashToken } from "../domain/auth/tokens.js";
 import { isDuplicateKey, type Store } from "../store/index.js";
 import type { DirectoryStore } from "../store/directory.js";
@@ -60,7 +62,7 @@ async function demoAdminToken(deps: Deps, services: Services): Promise<string> {
     const res = await callAdmin(services.admin, "bootstrap", deps.config.bootstrapSecret, { organizationName: DEMO.organization, adminEmail: DEMO.adminEmail, adminName: "Demo Admin" });
     return (res as unknown as { adminToken: string }).adminToken;
   } catch (err) {
-    if ((err as { code?: number }).code !== 6 /* already exists */) throw err;
+    if (codeOf(err) !== Code.AlreadyExists) throw err;
   }
   const admin = await demoAdmin(deps.store.directory);
   if (!admin) throw new Error(`the demo organization exists but its admin ${DEMO.adminEmail} does not`);
@@ -76,8 +78,7 @@ async function ensure<T>(find: () => Promise<T | null>, make: () => Promise<T>):
   try {
     return await make();
   } catch (err) {
-    const code = (err as { code?: number }).code;
-    if (code !== 6 && !isDuplicateKey(err)) throw err;
+    if (codeOf(err) !== Code.AlreadyExists && !isDuplicateKey(err)) throw err;
     const again = await find();
     if (!again) throw err;
     return again;

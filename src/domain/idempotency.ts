@@ -3,10 +3,11 @@
 // run (a replay) once the run is stored. Only the holder of a reservation ever stores a run, so
 // one key starts at most one run, and a reservation is released when its call is refused.
 import { createHash, randomUUID } from "node:crypto";
-import { Code, ConnectError } from "@connectrpc/connect";
-import type { Deps } from "../deps.js";
-import { fail } from "../errors.js";
+import type { Logger } from "pino";
+import type { Config } from "../config.js";
+import { fail } from "./errors.js";
 import { sleep } from "../lib/sleep.js";
+import type { Store } from "../store/index.js";
 import type { IdempotencyKeyDoc } from "../store/types.js";
 
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
@@ -47,13 +48,20 @@ export interface Outcome {
 }
 
 const mismatch = () => fail.precondition("this Idempotency-Key was already used with another record_id: use a new key for a different call");
-const inFlight = () => new ConnectError("the first call with this Idempotency-Key is still being answered: retry in a moment with the same key", Code.Aborted);
+const inFlight = () => fail.aborted("the first call with this Idempotency-Key is still being answered: retry in a moment with the same key");
+
+/** What keyed calls use: the keys and the runs they start, the keys' lifetime, and a log for a key that could not be freed. */
+export interface IdempotencyDeps {
+  store: Pick<Store, "idempotencyKeys" | "runs">;
+  config: Pick<Config, "idempotencyTtlMs">;
+  logger: Pick<Logger, "warn">;
+}
 
 /**
  * Runs `start(runId)` (which stores the run `runId` or throws) at most once per key: a repeat
  * of an accepted call answers its run and starts nothing.
  */
-export async function startOnce(deps: Deps, call: KeyedCall, start: (runId: string) => Promise<void>): Promise<Outcome> {
+export async function startOnce(deps: IdempotencyDeps, call: KeyedCall, start: (runId: string) => Promise<void>): Promise<Outcome> {
   const keys = deps.store.idempotencyKeys;
   const id = sha256(JSON.stringify([call.workflowId, call.userId, call.key]));
   const requestHash = sha256(JSON.stringify({ record_id: call.recordId }));
@@ -83,7 +91,7 @@ export async function startOnce(deps: Deps, call: KeyedCall, start: (runId: stri
 }
 
 /** Stores the reserved run; when the call is refused, frees the key (unless the run exists after all). */
-async function startReserved(deps: Deps, held: IdempotencyKeyDoc, start: (runId: string) => Promise<void>): Promise<Outcome> {
+async function startReserved(deps: IdempotencyDeps, held: IdempotencyKeyDoc, start: (runId: string) => Promise<void>): Promise<Outcome> {
   try {
     await start(held.runId);
     return { runId: held.runId, replayed: false };
@@ -102,7 +110,7 @@ async function startReserved(deps: Deps, held: IdempotencyKeyDoc, start: (runId:
 }
 
 /** Waits briefly for the call holding `held` to store its run, to release the key, or to be found dead. */
-async function awaitFirst(deps: Deps, held: IdempotencyKeyDoc): Promise<"stored" | "changed" | "abandoned" | "busy"> {
+async function awaitFirst(deps: IdempotencyDeps, held: IdempotencyKeyDoc): Promise<"stored" | "changed" | "abandoned" | "busy"> {
   const until = Date.now() + IN_FLIGHT_WAIT_MS;
   for (;;) {
     if (await deps.store.runs.get(held.runId)) return "stored";

@@ -1,17 +1,28 @@
 // Starting a run on one record: the check order of a trigger call (webhook or TriggerRun),
 // then the run, queued, and its activity entry.
-import { Code, ConnectError } from "@connectrpc/connect";
-import { OngoingRunSchema } from "../../gen/runhook/v1/trigger_pb.js";
+import type { EventEmitter } from "node:events";
+import type { Logger } from "pino";
 import { assertMayTrigger } from "./auth/access.js";
 import { authenticateApp, type AppPrincipal } from "./auth/tokens.js";
-import type { Deps } from "../deps.js";
-import { fail, ONGOING_RUN_ID } from "../errors.js";
+import type { Config } from "../config.js";
+import { fail } from "./errors.js";
+import type { Metrics } from "../lib/metrics.js";
 import { newRunDoc, RUN_QUEUED } from "./runs/model.js";
 import { checkedRecordId } from "./runs/records.js";
-import { activityStream } from "../store/logs.js";
+import type { Store } from "../store/index.js";
 import type { CollectionDoc, EnvironmentDoc, ProjectDoc, RenderingDoc, WorkflowDoc, WorkflowVersionDoc } from "../store/types.js";
 import { verifyWebhookKey } from "./webhook-keys.js";
 import { checkIdempotencyKey, startOnce, type Outcome } from "./idempotency.js";
+
+/** What a trigger call uses: the store, the webhook keys' secret, and where it reports what happened. */
+export interface TriggerDeps {
+  store: Store;
+  config: Pick<Config, "signingKeys" | "idempotencyTtlMs">;
+  logger: Pick<Logger, "warn" | "error">;
+  metrics: Pick<Metrics, "rateLimitRefusals" | "runsCreated">;
+  /** Told RUN_QUEUED (runId) for each run stored: this instance's executors wake at once. */
+  events: Pick<EventEmitter, "emit">;
+}
 
 /** The request body as the route parsed it: the record id, or why the body is unusable. */
 export type TriggerBody = { recordId: unknown } | { bodyError: string };
@@ -48,12 +59,6 @@ export function latestActive(versions: WorkflowVersionDoc[]): WorkflowVersionDoc
   return best;
 }
 
-function ongoingError(runId: string): ConnectError {
-  return new ConnectError("a run of this workflow is already ongoing on this record", Code.AlreadyExists, { [ONGOING_RUN_ID]: runId }, [
-    { desc: OngoingRunSchema, value: { runId } },
-  ]);
-}
-
 /** Everything the checks established about one accepted call. */
 interface Accepted {
   workflow: WorkflowDoc;
@@ -67,11 +72,11 @@ interface Accepted {
 }
 
 /**
- * Creates and queues a run, returning its id; throws ConnectErrors for every refusal. The
+ * Creates and queues a run, returning its id; throws DomainErrors for every refusal. The
  * checks run in the contract's order and the first that fails answers; independent reads are
  * started early, but a failure is only ever reported at its place in that order.
  */
-export async function triggerRun(deps: Deps, input: TriggerInput): Promise<Outcome> {
+export async function triggerRun(deps: TriggerDeps, input: TriggerInput): Promise<Outcome> {
   const accepted = await checkTrigger(deps, input);
   const key = input.idempotencyKey;
   if (key === undefined) return { runId: await queueRun(deps, input, accepted), replayed: false };
@@ -82,7 +87,7 @@ export async function triggerRun(deps: Deps, input: TriggerInput): Promise<Outco
 }
 
 /** Checks 1 to 6: the key, the token, the webhook, the permission, the rate limit, the body (and its idempotency key). */
-async function checkTrigger(deps: Deps, input: TriggerInput): Promise<Accepted> {
+async function checkTrigger(deps: TriggerDeps, input: TriggerInput): Promise<Accepted> {
   const { store } = deps;
   const { directory } = store;
   // 1. The key: well-formed and signed.
@@ -145,11 +150,10 @@ function recordIdOfBody(body: TriggerBody): string {
  * The triggered entry takes its place in the activity log before the run is stored, so that
  * no executor can log the run's outcome ahead of it; it is written once the run is.
  */
-async function queueRun(deps: Deps, input: TriggerInput, a: Accepted, runId?: string): Promise<string> {
+async function queueRun(deps: TriggerDeps, input: TriggerInput, a: Accepted, runId?: string): Promise<string> {
   const { store } = deps;
   const { workflow, version, rendering, project, environment, collection, principal, recordId } = a;
-  const stream = activityStream(environment._id);
-  const seq = await store.counters.next(stream);
+  const position = await store.logs.reserve(environment._id);
   const run = newRunDoc({
     id: runId,
     workflowId: workflow._id,
@@ -171,20 +175,19 @@ async function queueRun(deps: Deps, input: TriggerInput, a: Accepted, runId?: st
   try {
     created = await store.runs.create(run);
   } catch (err) {
-    void store.logs.tombstone("activity", stream, seq).catch(() => {});
+    void position.release().catch(() => {});
     throw err;
   }
   if (!created.created) {
     // No entry for a refused call: its position is resolved at once, so readers never wait for it.
-    void store.logs.tombstone("activity", stream, seq).catch((err: unknown) => deps.logger.warn({ err }, "could not release an activity log position"));
-    if (created.ongoingRunId) throw ongoingError(created.ongoingRunId);
-    throw new ConnectError("the record's run changed state concurrently; retry", Code.Aborted);
+    void position.release().catch((err: unknown) => deps.logger.warn({ err }, "could not release an activity log position"));
+    if (created.ongoingRunId) throw fail.exists("a run of this workflow is already ongoing on this record", created.ongoingRunId);
+    throw fail.aborted("the record's run changed state concurrently; retry");
   }
   // The run is stored: a failure to log it is reported, never turned into an error.
-  await store.logs
-    .putActivity(seq, {
+  await position
+    .put({
       projectId: project._id,
-      environmentId: environment._id,
       environment: environment.name,
       rendering: rendering._id,
       user: { id: principal.user._id, email: principal.user.email },

@@ -3,9 +3,10 @@
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { Duplex } from "node:stream";
 import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
-import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
-import { fail, isInternal } from "../errors.js";
-import type { Deps } from "../deps.js";
+import { ConnectError, createContextValues } from "@connectrpc/connect";
+import { fail } from "../domain/errors.js";
+import { isInternal } from "../rpc/errors.js";
+import type { ServerDeps } from "../rpc/server-deps.js";
 import { requestIdKey } from "../services/context.js";
 import { redactUrl } from "../lib/logging.js";
 import type { Services } from "../services/index.js";
@@ -25,7 +26,7 @@ import { openApiDocument } from "./openapi.js";
  * Errors Node reports before a request reaches Fastify (request timeout, oversized headers,
  * malformed HTTP): answered with the gateway's `{error, code}` body, then the connection closes.
  */
-function clientError(deps: Deps, err: Error & { code?: string }, socket: Duplex): void {
+function clientError(deps: ServerDeps, err: Error & { code?: string }, socket: Duplex): void {
   if (err.code === "ECONNRESET" || socket.destroyed) return;
   const [status, reason, code, message] =
     err.code === "ERR_HTTP_REQUEST_TIMEOUT"
@@ -43,7 +44,7 @@ function clientError(deps: Deps, err: Error & { code?: string }, socket: Duplex)
   socket.destroy();
 }
 
-function registerHealthRoutes(app: FastifyInstance, deps: Deps): void {
+function registerHealthRoutes(app: FastifyInstance, deps: ServerDeps): void {
   app.get(HEALTHZ.path, async () => ({ status: "ok" }));
   // Ready while the database answers (src/store/monitor.ts: a ping a second, so probes cost it nothing).
   app.get(READYZ.path, async (_req, reply) => {
@@ -58,7 +59,7 @@ function registerHealthRoutes(app: FastifyInstance, deps: Deps): void {
  * interceptor, rpc/auth-throttle.ts): an address over it is answered 429 before its token is
  * read, and every 401 these routes answer counts one failure of the address.
  */
-function registerAuthThrottle(app: FastifyInstance, deps: Deps): void {
+function registerAuthThrottle(app: FastifyInstance, deps: ServerDeps): void {
   const guarded = (req: FastifyRequest) => req.routeOptions.url === WEBHOOK_ROUTE || isApiRequest(req);
   app.addHook("onRequest", async (req, reply) => {
     if (!guarded(req)) return;
@@ -73,7 +74,7 @@ function registerAuthThrottle(app: FastifyInstance, deps: Deps): void {
   });
 }
 
-export async function buildGateway(deps: Deps, services: Services): Promise<FastifyInstance> {
+export async function buildGateway(deps: ServerDeps, services: Services): Promise<FastifyInstance> {
   const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = deps.config.http;
   const app = Fastify({
     logger: false,
@@ -115,7 +116,7 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
     // sendError() sends at once, so the 413 status must be set here rather than after it.
     if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") return reply.code(413).send({ error: `request body larger than ${deps.config.bodyLimitBytes} bytes`, code: "resource_exhausted" });
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500 && !(err instanceof ConnectError)) {
-      return sendError(reply, new ConnectError(err.message, Code.InvalidArgument));
+      return sendError(reply, fail.invalid(err.message));
     }
     if (isInternal(err)) {
       const route = req.routeOptions.url;
@@ -124,7 +125,7 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
     }
     return sendError(reply, err);
   });
-  app.setNotFoundHandler((req, reply) => sendError(reply, new ConnectError(`no route for ${req.method} ${redactUrl(req.url)}`, Code.NotFound)));
+  app.setNotFoundHandler((req, reply) => sendError(reply, fail.notFound(`no route for ${req.method} ${redactUrl(req.url)}`)));
 
   // Connect's plugin replaces the JSON body parser, so it lives in its own scope.
   await app.register(async (scope) => {

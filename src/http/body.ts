@@ -9,7 +9,7 @@
 // - Larger than the configured limit: 413 (Fastify's bodyLimit, answered by the gateway's
 //   error handler), before anything is parsed.
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { fail } from "../errors.js";
+import { fail } from "../domain/errors.js";
 import { depthError } from "../lib/json-depth.js";
 
 /** A body as received, parsed only by the route that takes one (so routes without a body never fail on it). */

@@ -6,7 +6,7 @@ import type { ContextValues } from "@connectrpc/connect";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { CallOptions } from "../rpc/in-process.js";
 import type { Via } from "../services/context.js";
-import { toHttpError } from "../errors.js";
+import { toHttpError } from "../rpc/errors.js";
 
 /** How a route calls a service: as its HTTP request, with the handler's response headers copied to the reply. */
 export function callOptions(req: FastifyRequest, reply: FastifyReply, via: Via, values?: ContextValues): CallOptions {

@@ -6,7 +6,7 @@
 // return everything). Bodies are JSON objects; unknown body fields are ignored.
 import { timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { FastifyRequest } from "fastify";
-import { fail } from "../errors.js";
+import { fail } from "../domain/errors.js";
 import { MAX_LIMIT } from "../domain/logs/cursor.js";
 import { MAX_WAIT_SECONDS } from "../services/runs.js";
 import type { Schema } from "./openapi-schemas.js";

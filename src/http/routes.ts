@@ -13,6 +13,7 @@ import { DEFAULT_LIMIT, MAX_LIMIT } from "../domain/logs/cursor.js";
 import { MAX_WAIT_SECONDS } from "../services/runs.js";
 import { MAX_JSON_DEPTH } from "../lib/json-depth.js";
 import { MAX_NOTE_TITLE_CHARS } from "../domain/notes/threads.js";
+import { MAX_NOTE_CONTENT_BYTES } from "../domain/notes/sanitize.js";
 import { MAX_RECORD_ID_CHARS } from "../domain/runs/records.js";
 import { errorAnswer, errorResponses, json, jsonBody, pathParam, ref, type Schema, type SchemaBuilder } from "./openapi-schemas.js";
 import { boolField, boolParam, listOptions, runWait, stringField, stringFilters, TIME_SCHEMA, WAIT_SCHEMA, type QueryReader } from "./params.js";
@@ -197,7 +198,7 @@ const NOTE_ROUTES = [
     doc: {
       tag: "Notes",
       summary: "Create a note with its first message",
-      description: `The author is the admin who generated the token. content is HTML, sanitized with an allow-list, at most 64 KiB; title plain text (no control characters, no HTML tags) of at most ${MAX_NOTE_TITLE_CHARS} characters; recordId at most ${MAX_RECORD_ID_CHARS} characters. An unknown collection is a 400.`,
+      description: `The author is the admin who generated the token. content is HTML, sanitized with an allow-list, at most ${MAX_NOTE_CONTENT_BYTES / 1024} KiB; title plain text (no control characters, no HTML tags) of at most ${MAX_NOTE_TITLE_CHARS} characters; recordId at most ${MAX_RECORD_ID_CHARS} characters. An unknown collection is a 400.`,
       answer: "The note",
       body: { name: "CreateNoteBody", omit: ["scope"], required: ["collection", "recordId", "content"] },
       errors: [413],

@@ -11,9 +11,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { isDomainError } from "../domain/errors.js";
 import { apiRateBucket, hitApiRateLimit, rateLimitHeaders } from "../rpc/rate-limit.js";
 import type { Deps } from "../deps.js";
+import type { ServerDeps } from "../rpc/server-deps.js";
 import type { Services } from "../services/index.js";
 import { jsonObjectBody } from "./body.js";
 import { openApiDocument, registerOpenApiRoute } from "./openapi.js";
@@ -34,14 +35,14 @@ import { API_ROUTES, NDJSON, routeUrl, type ApiRoute } from "./routes.js";
  * the 401). Every /v1 response carries the X-RateLimit-* headers and the IETF draft
  * `RateLimit` / `RateLimit-Policy` headers; over the limit → 429 with Retry-After.
  */
-export function registerApiRateLimit(app: FastifyInstance, deps: Deps): void {
+export function registerApiRateLimit(app: FastifyInstance, deps: ServerDeps): void {
   app.addHook("onRequest", async (req, reply) => {
     if (!isApiRequest(req)) return;
     let bucket: string;
     try {
       bucket = await apiRateBucket(deps, req.headers.authorization);
     } catch (err) {
-      if (!(err instanceof ConnectError && err.code === Code.Unauthenticated)) throw err;
+      if (!isDomainError(err, "unauthenticated")) throw err;
       const d = deps.authFailures.check(req.ip);
       // This 401 counts once answered: show the address's figures as they will be.
       reply.headers(rateLimitHeaders({ ...d, remaining: Math.max(0, d.remaining - 1) }));

@@ -9,8 +9,9 @@
 // flood of failures from many addresses would otherwise be a flood of writes on the shared
 // MongoDB). The price: behind N instances an address may fail up to N × the limit a minute.
 import { isIPv4, isIPv6 } from "node:net";
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { fail } from "../errors.js";
+import { Code, type Interceptor } from "@connectrpc/connect";
+import { fail, type DomainError } from "../domain/errors.js";
+import { codeOf } from "./errors.js";
 import type { RateDecision } from "../store/rate-limits.js";
 import { clientAddressKey } from "./rate-limit.js";
 
@@ -91,7 +92,7 @@ export class AuthFailureThrottle {
 }
 
 /** The 429 of an address over the limit. */
-export function authThrottled(d: RateDecision): ConnectError {
+export function authThrottled(d: RateDecision): DomainError {
   return fail.throttled(d.retryAfter, `too many failed authentications from this address; retry after ${d.retryAfter} s`);
 }
 
@@ -109,7 +110,7 @@ export function authThrottleInterceptor(throttle: AuthFailureThrottle, onRefusal
     try {
       return await next(req);
     } catch (err) {
-      if (err instanceof ConnectError && err.code === Code.Unauthenticated) throttle.fail(address);
+      if (codeOf(err) === Code.Unauthenticated) throttle.fail(address);
       throw err;
     }
   };

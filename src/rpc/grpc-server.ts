@@ -3,7 +3,7 @@
 // SETTINGS, an idle timeout for sessions and a deadline for receiving each stream's request.
 import http2 from "node:http2";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { type Deps } from "../deps.js";
+import type { ServerDeps } from "./server-deps.js";
 import { requestIdKey } from "../services/context.js";
 import { createContextValues } from "@connectrpc/connect";
 import { REQUEST_ID_HEADER, requestIdOf } from "./request-id.js";
@@ -16,7 +16,7 @@ export interface GrpcServer {
   close(): Promise<void>;
 }
 
-export async function startGrpcServer(deps: Deps, services: Services, host: string, port: number): Promise<GrpcServer> {
+export async function startGrpcServer(deps: ServerDeps, services: Services, host: string, port: number): Promise<GrpcServer> {
   const handler = connectNodeAdapter({
     ...connectServerOptions(deps, services),
     contextValues: (req) => createContextValues().set(clientAddressKey, req.socket?.remoteAddress).set(requestIdKey, requestIdOf(req.headers[REQUEST_ID_HEADER])),

@@ -3,7 +3,7 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { type Deps } from "../deps.js";
 import { requestIdKey } from "../services/context.js";
-import { codeName } from "../errors.js";
+import { codeName } from "./errors.js";
 import { REQUEST_ID_HEADER } from "./request-id.js";
 
 function protocolOf(contentType: string | null): string {

@@ -12,7 +12,8 @@ import { RunService } from "../../gen/runhook/v1/run_pb.js";
 import { authenticateAny, bearer, hashToken } from "../domain/auth/tokens.js";
 import type { RateDecision } from "../store/rate-limits.js";
 import type { Deps } from "../deps.js";
-import { fail } from "../errors.js";
+import { DomainError, fail } from "../domain/errors.js";
+import { toConnectError } from "./errors.js";
 
 /** The RPC services of the public API (the groups /v1 serves over REST). */
 export const API_RATE_LIMITED_SERVICES: ReadonlySet<string> = new Set([LogService.typeName, NoteService.typeName, RunService.typeName]);
@@ -42,7 +43,7 @@ export interface ApiRateOutcome {
   /** X-RateLimit-* and the IETF draft RateLimit / RateLimit-Policy headers, for every answer. */
   headers: Record<string, string>;
   /** RESOURCE_EXHAUSTED with `retry-after` (seconds) when over the limit. */
-  error?: ConnectError;
+  error?: DomainError;
 }
 
 /** Counts one call against `bucket` (limit: RUNHOOK_API_RATE_LIMIT per minute) and decides it. */
@@ -68,16 +69,20 @@ export function apiRateLimitInterceptor(deps: Deps): Interceptor {
       for (const [k, v] of Object.entries(headers)) h.set(k, v);
     };
     if (error) {
-      annotate(error.metadata);
-      throw error;
+      const refused = toConnectError(error);
+      annotate(refused.metadata);
+      throw refused;
     }
     try {
       const res = await next(req);
       annotate(res.header);
       return res;
     } catch (err) {
-      if (err instanceof ConnectError) annotate(err.metadata);
-      throw err;
+      // A refusal goes out with the headers too (the error table makes it a ConnectError here);
+      // anything else is left as it is for the error interceptor (a bug is logged there).
+      const refused = err instanceof DomainError ? toConnectError(err) : err;
+      if (refused instanceof ConnectError) annotate(refused.metadata);
+      throw refused;
     }
   };
 }

@@ -6,15 +6,15 @@
 import type { ConnectRouter, ConnectRouterOptions } from "@connectrpc/connect";
 import { apiRateLimitInterceptor } from "./rate-limit.js";
 import { authThrottleInterceptor } from "./auth-throttle.js";
-import type { Deps } from "../deps.js";
+import type { ServerDeps } from "./server-deps.js";
 import { Health, registerHealth } from "./health.js";
 import { registerReflection } from "./reflection.js";
 import { registerServices, SERVICE_DESCS, type Services } from "../services/index.js";
 import { guardMessageNesting, nestingReadOptions } from "./message-nesting.js";
 import { observeInterceptor } from "./observe.js";
-import { errorInterceptor } from "../errors.js";
+import { errorInterceptor } from "./errors.js";
 
-export function connectServerOptions(deps: Deps, services: Services): ConnectRouterOptions & { routes: (router: ConnectRouter) => void } {
+export function connectServerOptions(deps: ServerDeps, services: Services): ConnectRouterOptions & { routes: (router: ConnectRouter) => void } {
   const readMaxBytes = deps.config.bodyLimitBytes;
   return {
     routes: (router) => {

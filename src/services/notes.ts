@@ -22,7 +22,7 @@ import type { NoteScopeIds } from "../store/notes.js";
 import type { NoteDoc, NoteMessageDoc, UserRefDoc } from "../store/types.js";
 import type { Deps } from "../deps.js";
 import { authorization, viaOf } from "./context.js";
-import { fail } from "../errors.js";
+import { fail } from "../domain/errors.js";
 import { isUuid } from "../domain/ids.js";
 import { bindingHash, cursorCodec, paging, type CursorCodec } from "../domain/logs/cursor.js";
 import { addNoteMessage, checkTitle, createNote, updateNote } from "../domain/notes/threads.js";

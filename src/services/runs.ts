@@ -3,17 +3,18 @@
 // Access: an application token of a user allowed to trigger the run's
 // workflow (assertMayTrigger), or a project API token of the run's project. CancelRun
 // takes application tokens only.
-import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { CancelRunRequest, GetRunRequest, RunService, WatchRunRequest } from "../../gen/runhook/v1/run_pb.js";
 import { assertMayFollowRun } from "../domain/auth/access.js";
 import { authenticateAny, type ApiPrincipal, type AppPrincipal } from "../domain/auth/tokens.js";
 import type { Deps } from "../deps.js";
 import { authorization, viaOf } from "./context.js";
 import type { RunDoc } from "../store/types.js";
-import { fail } from "../errors.js";
+import { fail } from "../domain/errors.js";
 import { writeRunActivity } from "../domain/runs/activity.js";
 import { isUuid } from "../domain/ids.js";
-import { isFinished, RUN_CANCELLED, RUN_CHANGED, runMessage } from "../domain/runs/model.js";
+import { isFinished, RUN_CANCELLED, RUN_CHANGED } from "../domain/runs/model.js";
+import { runMessage } from "./run-message.js";
 import { runStateMachine, type RunStateMachine } from "../domain/runs/state.js";
 import { runMetrics } from "../lib/metrics.js";
 import { RunWatcher } from "../domain/runs/watch.js";
@@ -89,7 +90,7 @@ async function cancelRun(deps: Deps, machine: RunStateMachine, req: CancelRunReq
     if (!fresh) throw fail.notFound(`run ${run._id} not found`);
     run = fresh;
   }
-  throw new ConnectError("the run kept changing; try again", Code.Aborted);
+  throw fail.aborted("the run kept changing; try again");
 }
 
 export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {

@@ -67,10 +67,19 @@ export interface SeqRange {
   upTo?: number;
 }
 
+export interface ActivityReservation {
+  put(entry: Omit<NewActivity, "environmentId">): Promise<number>;
+  release(): Promise<void>;
+}
+
 export interface LogStore {
   appendActivity(entry: NewActivity): Promise<number>;
-  /** Appends an entry at a number already taken from its stream's counter (see append); returns where it landed. */
-  putActivity(seq: number, entry: NewActivity): Promise<number>;
+  /**
+   * Reserves the next position of an environment's activity stream before its entry can be
+   * written: `put` writes the entry there (see append; returns where it landed), `release`
+   * writes a tombstone there instead, so that readers never wait for a position left empty.
+   */
+  reserve(environmentId: string): Promise<ActivityReservation>;
   appendAdmin(entry: NewAdminEntry): Promise<number>;
   /** The highest number taken in a stream so far. */
   counter(stream: string): Promise<number>;
@@ -134,6 +143,17 @@ function tombstoneDoc(kind: LogKind, stream: string, seq: number): Position {
     : ({ ...base, organizationId: null, environment: null, actor: { id: "", email: "" }, target: "" } as Position);
 }
 
+/** Puts a tombstone at `seq` unless something is stored there already (then false). */
+async function putTombstone(coll: Collection<Position>, kind: LogKind, stream: string, seq: number): Promise<boolean> {
+  try {
+    await coll.insertOne(tombstoneDoc(kind, stream, seq));
+    return true;
+  } catch (err) {
+    if (!isDuplicateKey(err)) throw err;
+    return false;
+  }
+}
+
 export function logStore(d: Database, counters: CounterStore): LogStore {
   // Read at each use: the handles change if the store reconnects (connection.ts).
   const colls = {
@@ -163,9 +183,19 @@ export function logStore(d: Database, counters: CounterStore): LogStore {
     }
   }
 
+  const tombstone = (kind: LogKind, stream: string, seq: number) => putTombstone(colls[kind], kind, stream, seq);
+
   return {
     appendActivity: (e) => append("activity", activityStream(e.environmentId), { timestamp: new Date(), ...e }),
-    putActivity: (seq, e) => append("activity", activityStream(e.environmentId), { timestamp: new Date(), ...e }, seq),
+    async reserve(environmentId) {
+      const stream = activityStream(environmentId);
+      const seq = await counters.next(stream);
+      return {
+        // The fields in the order every other entry has them (timestamp, projectId, environmentId, …).
+        put: ({ projectId, ...rest }) => append("activity", stream, { timestamp: new Date(), projectId, environmentId, ...rest }, seq),
+        release: async () => void (await tombstone("activity", stream, seq)),
+      };
+    },
     appendAdmin: (e) => append("admin", adminStream(e.organizationId, e.projectId), { timestamp: new Date(), ...e }),
     counter: (stream) => counters.current(stream),
     watermark: (stream) => counters.current(watermarkId(stream)),
@@ -185,15 +215,7 @@ export function logStore(d: Database, counters: CounterStore): LogStore {
     positions(kind, stream, after, upTo) {
       return colls[kind].find({ _id: keyRange(stream, { after, upTo }) } as Filter<Position>).sort({ _id: 1 }).toArray();
     },
-    async tombstone(kind, stream, seq) {
-      try {
-        await colls[kind].insertOne(tombstoneDoc(kind, stream, seq));
-        return true;
-      } catch (err) {
-        if (!isDuplicateKey(err)) throw err;
-        return false;
-      }
-    },
+    tombstone,
     async select(kind, s, r, order, limit) {
       const docs = await colls[kind].find(selectionFilter(kind, s, r) as Filter<Position>).sort({ seq: order }).limit(limit).toArray();
       return docs as unknown as LogDocOf<typeof kind>[];

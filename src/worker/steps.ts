@@ -1,9 +1,9 @@
 // The data steps of a workflow. Each one re-checks, at the moment it runs,
 // that the run's user still exists and may read (or edit) the record through the run's
 // rendering, and that the record exists within the rendering's scope.
-import { ConnectError } from "@connectrpc/connect";
 import type { DataAccess } from "../domain/auth/access.js";
 import { collectionAccess } from "../domain/auth/access.js";
+import { DomainError } from "../domain/errors.js";
 import type { Deps } from "../deps.js";
 import type { RecordDoc, RecordMatch } from "../store/records.js";
 import type { CollectionDoc, EnvironmentDoc, RunDoc, StepDoc, UserDoc } from "../store/types.js";
@@ -92,7 +92,7 @@ export async function runDataStep(deps: Deps, run: RunDoc, step: Exclude<StepDoc
         });
         noteId = note._id;
       } catch (err) {
-        if (err instanceof ConnectError) throw new StepFailure(`add_note: ${err.rawMessage}`);
+        if (err instanceof DomainError) throw new StepFailure(`add_note: ${err.message}`);
         throw err;
       }
       await writeRunActivity(deps.store, run, "note.created", { noteId });

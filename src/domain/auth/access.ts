@@ -1,7 +1,7 @@
 // Every permission rule, in one place; RPCs, REST and executors all call these.
 import type { DirectoryStore } from "../../store/directory.js";
 import type { AppTokenDoc, ProjectDoc, RenderingDoc, RunDoc, UserDoc, WorkflowDoc } from "../../store/types.js";
-import { fail } from "../../errors.js";
+import { fail } from "../errors.js";
 import type { Role } from "./roles.js";
 import type { ApiPrincipal, AppPrincipal } from "./tokens.js";
 
@@ -92,4 +92,46 @@ export async function collectionAccess(
   const ok = q.need === "edit" ? perm.editRoles.includes(r.role) : perm.readRoles.includes(r.role) || perm.editRoles.includes(r.role);
   if (!ok) return { allowed: false, reason: `the role "${r.role}" may not ${q.need} records of this collection` };
   return { allowed: true, scope: perm.scope ?? {} };
+}
+
+/** Throws PERMISSION_DENIED unless `user` is an organization admin. */
+export function assertOrgAdmin(user: UserDoc): void {
+  if (!user.organizationAdmin) throw fail.denied("needs an organization admin");
+}
+
+/** Throws PERMISSION_DENIED unless the caller's own token comes from an SSO session (`what` names what needs one). */
+export function assertSsoSession(token: AppTokenDoc, what: string): void {
+  if (!token.sso) throw fail.denied(`${what} needs a token generated in an SSO session`);
+}
+
+/**
+ * Throws PERMISSION_DENIED unless `user` holds at least `need` on `project`: the admin role,
+ * or for `editor` the editor role too; organization admins hold everything.
+ */
+export async function assertProjectRole(dir: DirectoryStore, user: UserDoc, project: ProjectDoc, need: "admin" | "editor"): Promise<void> {
+  if (user.organizationAdmin) return;
+  const role = await dir.roles.get(project._id, user._id);
+  if (role === "admin" || (need === "editor" && role === "editor")) return;
+  throw fail.denied(need === "admin" ? "needs the admin role on the project" : "needs the editor or admin role on the project");
+}
+
+/** Throws PERMISSION_DENIED unless `actor` may create application tokens for other users: organization admins only. */
+export function assertMayIssueTokensForOthers(actor: UserDoc): void {
+  if (!actor.organizationAdmin) throw fail.denied("only organization admins create tokens for other users");
+}
+
+/** An SSO token says "made in an SSO session": only such a session makes one, and only for its own user. */
+export function assertMayIssueSsoToken(caller: AppPrincipal, ownerId: string): void {
+  assertSsoSession(caller.token, "an SSO token");
+  if (ownerId !== caller.user._id) throw fail.denied("an SSO token can only be created for oneself");
+}
+
+/** API tokens of a project that requires SSO are made only in an SSO session. */
+export function assertMayIssueApiToken(caller: AppPrincipal, project: ProjectDoc): void {
+  if (project.requiresSso) assertSsoSession(caller.token, "an API token of a project that requires SSO");
+}
+
+/** Whether `actor` may revoke an application token of `owner`: its own, or, for an organization admin, any of the organization's. */
+export function mayRevokeAppToken(actor: UserDoc, owner: UserDoc): boolean {
+  return owner._id === actor._id || (actor.organizationAdmin && owner.organizationId === actor.organizationId);
 }

@@ -2,7 +2,7 @@
 // for environment-scoped groups, one of its environments.
 import type { DirectoryStore } from "../../store/directory.js";
 import type { EnvironmentDoc } from "../../store/types.js";
-import { fail } from "../../errors.js";
+import { fail } from "../errors.js";
 import { assertApiTokenCreatorIsAdmin } from "./access.js";
 import { authenticateApi, type ApiPrincipal } from "./tokens.js";
 

@@ -2,7 +2,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { DirectoryStore } from "../../store/directory.js";
 import type { ApiTokenDoc, AppTokenDoc, ProjectDoc, UserDoc } from "../../store/types.js";
-import { fail } from "../../errors.js";
+import { fail } from "../errors.js";
 
 export const APP_TOKEN_PREFIX = "rh_app_";
 export const API_TOKEN_PREFIX = "rh_api_";
@@ -75,6 +75,19 @@ export async function authenticateApi(dir: DirectoryStore, header: string | null
   const [user, project] = await Promise.all([dir.users.get(token.userId), dir.projects.get(token.projectId)]);
   if (!user || !project) throw fail.unauthenticated();
   return { kind: "api", token, user, project };
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  // Hash both so the comparison is constant-time whatever the lengths.
+  const a = createHash("sha256").update(given).digest();
+  const b = createHash("sha256").update(expected).digest();
+  return timingSafeEqual(a, b);
+}
+
+/** Throws UNAUTHENTICATED unless the `Bearer` header carries the operator (bootstrap) secret; `what` names the call that needs it. */
+export function assertOperator(header: string | null | undefined, operatorSecret: string, what: string): void {
+  const secret = bearer(header);
+  if (!secret || !sameSecret(secret, operatorSecret)) throw fail.unauthenticated(`${what} needs the operator secret as bearer token`);
 }
 
 /** Either kind of token, chosen by its prefix. */

@@ -10,7 +10,7 @@
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Config } from "../../config.js";
-import { fail } from "../../errors.js";
+import { fail } from "../errors.js";
 
 export const DEFAULT_LIMIT = 100;
 export const MAX_LIMIT = 1000;

@@ -20,7 +20,7 @@ import { isUnavailable, type Store } from "../../store/index.js";
 import type { LogDocOf, LogKind, Position } from "../../store/logs.js";
 import { sleep } from "../../lib/sleep.js";
 import { DEFAULT_RETENTION } from "../../config.js";
-import { fail } from "../../errors.js";
+import { fail } from "../errors.js";
 
 /** How long a hole may stay open before a reader fills it with a tombstone. */
 export const DEFAULT_HOLE_GRACE_MS = 200;

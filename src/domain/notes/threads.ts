@@ -1,7 +1,7 @@
 // Note threads: the rules for creating (one implementation for the Notes API and the
 // `add_note` workflow step), changing, deleting and replying. Storage is src/store/notes.ts.
 import { randomUUID } from "node:crypto";
-import { fail } from "../../errors.js";
+import { fail } from "../errors.js";
 import type { Store } from "../../store/index.js";
 import type { NoteScopeIds } from "../../store/notes.js";
 import type { NoteDoc, NoteMessageDoc, UserRefDoc } from "../../store/types.js";

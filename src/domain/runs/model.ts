@@ -1,8 +1,5 @@
-// Run documents as the API shows them, and the run state helpers shared by the service
-// and the executors.
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
-import type { RunSchema } from "../../../gen/runhook/v1/run_pb.js";
+// Run documents: a new run's shape, and the run state helpers shared by the service and the
+// executors (the API's view of a run is built by services/runs.ts).
 import { randomUUID } from "node:crypto";
 import type { RunDoc, RunState, StepDoc } from "../../store/types.js";
 
@@ -21,49 +18,6 @@ export const RUN_CANCELLED = "run.cancelled";
 
 /** Longest `wait` step, in seconds (WaitStep in common.proto): checked when published and when run. */
 export const MAX_WAIT_STEP_SECONDS = 86_400;
-
-function ts(d: Date | null | undefined) {
-  return d ? timestampFromDate(d) : undefined;
-}
-
-/** JSON-safe copy of a step output (dates become RFC 3339 strings). */
-function jsonOutput(o: Record<string, unknown> | null): JsonObject | undefined {
-  return o ? (JSON.parse(JSON.stringify(o)) as JsonObject) : undefined;
-}
-
-export function runMessage(r: RunDoc): MessageInitShape<typeof RunSchema> {
-  return {
-    id: r._id,
-    workflowId: r.workflowId,
-    workflowVersion: r.workflowVersion,
-    renderingId: r.renderingId,
-    projectId: r.projectId,
-    environmentId: r.environmentId,
-    collection: r.collection,
-    recordId: r.recordId,
-    user: { id: r.userId, email: r.userEmail },
-    via: r.via,
-    state: r.state,
-    steps: r.steps.map((s, index) => ({
-      index,
-      type: s.type,
-      state: s.state,
-      startedAt: ts(s.startedAt),
-      finishedAt: ts(s.finishedAt),
-      error: s.error,
-      output: jsonOutput(s.output),
-    })),
-    error: r.error,
-    createdAt: ts(r.createdAt),
-    startedAt: ts(r.startedAt),
-    finishedAt: ts(r.finishedAt),
-    updatedAt: ts(r.updatedAt),
-    version: BigInt(r.version),
-    requestId: r.requestId ?? "",
-    tokenId: r.tokenId,
-    waitUntil: ts(r.waitUntil),
-  };
-}
 
 /** The value of `activeKey` while a run of `workflowId` on `recordId` is ongoing. */
 export function activeKeyOf(workflowId: string, recordId: string): string {

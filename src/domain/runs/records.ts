@@ -1,6 +1,6 @@
 // Packed record ids (key parts joined with `|`, `|` and `\` escaped with `\`) and how a record is matched as a user sees it.
 import type { RecordMatch } from "../../store/records.js";
-import { fail } from "../../errors.js";
+import { fail } from "../errors.js";
 
 /** The longest record id, in Unicode code points (webhook bodies, TriggerRun, notes). */
 export const MAX_RECORD_ID_CHARS = 1024;

@@ -1,7 +1,9 @@
 // Following runs without change streams: one poller per process re-reads every run that
 // somebody is waiting on, in one query per tick, and wakes the waiters whose run changed.
 // Changes made on this instance (RUN_CHANGED events) are picked up without waiting for a tick.
-import type { Deps } from "../../deps.js";
+import type { EventEmitter } from "node:events";
+import type { Logger } from "pino";
+import type { Store } from "../../store/index.js";
 import type { RunDoc } from "../../store/types.js";
 import { isUnavailable } from "../../store/index.js";
 import { isFinished, RUN_CHANGED } from "./model.js";
@@ -14,6 +16,13 @@ interface Waiter {
   resolve(run: RunDoc | null): void;
 }
 
+/** What the watcher reads runs from, hears local changes on, and logs a failed poll to. */
+export interface WatchDeps {
+  store: Pick<Store, "runs">;
+  events: Pick<EventEmitter, "on">;
+  logger: Pick<Logger, "warn">;
+}
+
 export class RunWatcher {
   private readonly waiters = new Map<string, Set<Waiter>>();
   private timer: NodeJS.Timeout | undefined;
@@ -21,7 +30,7 @@ export class RunWatcher {
   private readonly poll = coalesced(() => this.pollOnce());
 
   constructor(
-    private readonly deps: Deps,
+    private readonly deps: WatchDeps,
     private readonly intervalMs = WATCH_POLL_MS,
   ) {
     deps.events.on(RUN_CHANGED, (id: string) => {

@@ -4,7 +4,7 @@ import { randomUUID } from "node:crypto";
 import { isDuplicateKey, permissionId } from "../../store/index.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
-import { fail } from "../../errors.js";
+import { fail } from "../../domain/errors.js";
 import { adminLog, caller, environmentOf, insertUnique, renderingWithCollection, validRoles, type AdminImpl } from "./common.js";
 import { collectionToProto, isFieldName, permissionToProto } from "./convert.js";
 

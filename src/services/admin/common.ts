@@ -1,16 +1,16 @@
 // What the AdminService methods share: the caller, the lookups that check the caller's
 // access on the way, the admin-log writer and the small validators.
-import { createHash, timingSafeEqual } from "node:crypto";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { AdminService } from "../../../gen/runhook/v1/admin_pb.js";
 import { isRole, type Role } from "../../domain/auth/roles.js";
-import { authenticateApp, bearer, type AppPrincipal } from "../../domain/auth/tokens.js";
+import { assertOperator, authenticateApp, type AppPrincipal } from "../../domain/auth/tokens.js";
+import { assertProjectRole } from "../../domain/auth/access.js";
 import { isDuplicateKey } from "../../store/index.js";
 import type { DirectoryStore } from "../../store/directory.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
 import { authorization } from "../context.js";
-import { fail } from "../../errors.js";
+import { fail } from "../../domain/errors.js";
 
 export type AdminImpl = ServiceImpl<typeof AdminService>;
 
@@ -21,21 +21,9 @@ export function caller(dir: DirectoryStore, ctx: HandlerContext): Promise<AppPri
   return authenticateApp(dir, authorization(ctx));
 }
 
-function sameSecret(given: string, expected: string): boolean {
-  // Hash both so the comparison is constant-time whatever the lengths.
-  const a = createHash("sha256").update(given).digest();
-  const b = createHash("sha256").update(expected).digest();
-  return timingSafeEqual(a, b);
-}
-
 /** Throws UNAUTHENTICATED unless the call carries the operator (bootstrap) secret as its bearer token. */
 export function requireOperator(deps: Deps, ctx: HandlerContext, method: string): void {
-  const secret = bearer(authorization(ctx));
-  if (!secret || !sameSecret(secret, deps.config.bootstrapSecret)) throw fail.unauthenticated(`${method} needs the operator secret as bearer token`);
-}
-
-export function requireOrgAdmin(p: AppPrincipal): void {
-  if (!p.user.organizationAdmin) throw fail.denied("needs an organization admin");
+  assertOperator(authorization(ctx), deps.config.bootstrapSecret, method);
 }
 
 export function required(value: string, field: string): string {
@@ -98,19 +86,12 @@ export async function adminLogAboutUser(deps: Deps, actor: T.UserDoc, subject: T
   await Promise.all(projects.map((projectId) => adminLog(deps, actor, action, target, details, { projectId })));
 }
 
-/** Throws PERMISSION_DENIED unless the caller's own token comes from an SSO session. */
-export function requireSsoSession(p: AppPrincipal, what: string): void {
-  if (!p.token.sso) throw fail.denied(`${what} needs a token generated in an SSO session`);
-}
-
 /** The project, when the caller has at least `need` on it (organization admins have everything). */
 export async function inProject(dir: DirectoryStore, p: AppPrincipal, projectId: string, need: "admin" | "editor"): Promise<T.ProjectDoc> {
   const project = await dir.projects.get(required(projectId, "project_id"));
   if (!project || project.organizationId !== p.user.organizationId) throw fail.notFound(`project "${projectId}" not found`);
-  if (p.user.organizationAdmin) return project;
-  const role = await dir.roles.get(project._id, p.user._id);
-  if (role === "admin" || (need === "editor" && role === "editor")) return project;
-  throw fail.denied(need === "admin" ? "needs the admin role on the project" : "needs the editor or admin role on the project");
+  await assertProjectRole(dir, p.user, project, need);
+  return project;
 }
 
 export async function userInOrg(dir: DirectoryStore, p: AppPrincipal, userId: string): Promise<T.UserDoc> {

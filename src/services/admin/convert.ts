@@ -5,13 +5,13 @@ import type { WorkflowSchema, WebhookSchema } from "../../../gen/runhook/v1/admi
 import type { Step, StepSchema } from "../../../gen/runhook/v1/common_pb.js";
 import type { Config } from "../../config.js";
 import type * as T from "../../store/types.js";
-import { fail } from "../../errors.js";
+import { fail } from "../../domain/errors.js";
 import { MAX_WAIT_STEP_SECONDS } from "../../domain/runs/model.js";
 import { signWebhookKey, webhookUrl } from "../../domain/webhook-keys.js";
 import { checkTitle } from "../../domain/notes/threads.js";
+import { MAX_NOTE_CONTENT_BYTES } from "../../domain/notes/sanitize.js";
 
 export const MAX_STEPS = 100;
-export const MAX_NOTE_BYTES = 64 * 1024;
 const FIELD = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 
 /** A field name usable as a key part, a scope key or an update target. */
@@ -57,7 +57,7 @@ export function stepsFromProto(steps: Step[], primaryKey: string[]): T.StepDoc[]
       case "addNote": {
         const { content, title } = s.kind.value;
         if (content.trim() === "") throw fail.invalid(`${at}.add_note.content: must not be empty`);
-        if (Buffer.byteLength(content) > MAX_NOTE_BYTES) throw fail.invalid(`${at}.add_note.content: at most 64 KiB`);
+        if (Buffer.byteLength(content) > MAX_NOTE_CONTENT_BYTES) throw fail.invalid(`${at}.add_note.content: at most ${MAX_NOTE_CONTENT_BYTES / 1024} KiB`);
         checkTitle(title, `${at}.add_note.title`);
         return { type: "add_note", content, title };
       }

@@ -4,7 +4,7 @@ import { randomUUID } from "node:crypto";
 import { isDuplicateKey } from "../../store/index.js";
 import type { UserDoc } from "../../store/types.js";
 import type { Deps } from "../../deps.js";
-import { fail } from "../../errors.js";
+import { fail } from "../../domain/errors.js";
 import { adminLog, EMAIL, requireOperator, type AdminImpl } from "./common.js";
 import { userToProto } from "./convert.js";
 import { DEFAULT_TOKEN_TTL_MS, issueAppToken } from "./tokens.js";

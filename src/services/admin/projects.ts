@@ -4,8 +4,9 @@ import { isRole, type Role } from "../../domain/auth/roles.js";
 import { isDuplicateKey } from "../../store/index.js";
 import type { DirectoryStore } from "../../store/directory.js";
 import type { Deps } from "../../deps.js";
-import { fail } from "../../errors.js";
-import { adminLog, caller, inProject, insertUnique, requireOrgAdmin, requireSsoSession, userInOrg, type AdminImpl } from "./common.js";
+import { fail } from "../../domain/errors.js";
+import { assertOrgAdmin, assertSsoSession } from "../../domain/auth/access.js";
+import { adminLog, caller, inProject, insertUnique, userInOrg, type AdminImpl } from "./common.js";
 import { environmentToProto, projectToProto } from "./convert.js";
 import { DATA_DATABASE_NAME, isReservedDatabase } from "../../config.js";
 import type { ProjectDoc } from "../../store/types.js";
@@ -17,7 +18,7 @@ export function projectMethods(deps: Deps): Pick<AdminImpl, "createProject" | "u
   return {
     async createProject(req, ctx) {
       const p = await caller(dir, ctx);
-      requireOrgAdmin(p);
+      assertOrgAdmin(p.user);
       if (!PROJECT_NAME.test(req.name)) throw fail.invalid("name: 1-100 letters, digits, '.', '_' or '-'");
       const project = await insertUnique(dir.projects.insert, { _id: randomUUID(), organizationId: p.user.organizationId, name: req.name, requiresSso: req.requiresSso, createdAt: new Date() }, `project "${req.name}"`);
       await adminLog(deps, p.user, "project.created", `project/${project._id}`, { name: project.name, requiresSso: project.requiresSso }, { projectId: project._id });
@@ -28,7 +29,7 @@ export function projectMethods(deps: Deps): Pick<AdminImpl, "createProject" | "u
       const p = await caller(dir, ctx);
       const project = await inProject(dir, p, req.projectId, "admin");
       if (req.requiresSso === undefined) return { project: projectToProto(project) };
-      requireSsoSession(p, "changing requires_sso");
+      assertSsoSession(p.token, "changing requires_sso");
       const after = await dir.projects.setRequiresSso(project._id, req.requiresSso);
       if (!after) throw fail.notFound(`project "${req.projectId}" not found`);
       await adminLog(deps, p.user, "project.updated", `project/${project._id}`, { requiresSso: req.requiresSso }, { projectId: project._id });

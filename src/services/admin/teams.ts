@@ -1,7 +1,7 @@
 // AdminService: teams, their members and their renderings (a team's view of one environment).
 import { randomUUID } from "node:crypto";
 import type { Deps } from "../../deps.js";
-import { fail } from "../../errors.js";
+import { fail } from "../../domain/errors.js";
 import { adminLog, caller, inProject, insertUnique, required, teamOf, userInOrg, type AdminImpl } from "./common.js";
 import { renderingToProto, teamToProto } from "./convert.js";
 

@@ -3,8 +3,9 @@ import { randomUUID } from "node:crypto";
 import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, newToken } from "../../domain/auth/tokens.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
-import { fail } from "../../errors.js";
-import { adminLog, adminLogAboutUser, caller, inProject, required, requireOperator, requireSsoSession, userInOrg, type AdminImpl } from "./common.js";
+import { fail } from "../../domain/errors.js";
+import { assertMayIssueApiToken, assertMayIssueSsoToken, assertMayIssueTokensForOthers, mayRevokeAppToken } from "../../domain/auth/access.js";
+import { adminLog, adminLogAboutUser, caller, inProject, required, requireOperator, userInOrg, type AdminImpl } from "./common.js";
 import { apiTokenToProto, appTokenToProto } from "./convert.js";
 
 const DAY_MS = 86_400_000;
@@ -41,12 +42,10 @@ export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToke
       const p = await caller(dir, ctx);
       let owner = p.user;
       if (req.userId && req.userId !== p.user._id) {
-        if (!p.user.organizationAdmin) throw fail.denied("only organization admins create tokens for other users");
+        assertMayIssueTokensForOthers(p.user);
         owner = await userInOrg(dir, p, req.userId);
       }
-      // An SSO token says "made in an SSO session": only such a session makes one, for its own user.
-      if (req.sso) requireSsoSession(p, "an SSO token");
-      if (req.sso && owner._id !== p.user._id) throw fail.denied("an SSO token can only be created for oneself");
+      if (req.sso) assertMayIssueSsoToken(p, owner._id);
       const name = tokenName(req.name, "token");
       const { doc, plaintext } = await issueAppToken(deps, owner, { name, ttlMs: ttlMs(req.ttlSeconds), sso: req.sso });
       await adminLogAboutUser(deps, p.user, owner, "token.created", `token/${doc._id}`, { userId: owner._id, email: owner.email, name, sso: doc.sso, expiresAt: doc.expiresAt.toISOString() });
@@ -68,9 +67,8 @@ export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToke
       const p = await caller(dir, ctx);
       const token = await dir.appTokens.get(required(req.tokenId, "token_id"));
       const owner = token ? await dir.users.get(token.userId) : null;
-      const mine = token?.userId === p.user._id;
-      const administered = p.user.organizationAdmin && owner?.organizationId === p.user.organizationId;
-      if (!token || !owner || !(mine || administered)) throw fail.notFound(`token "${req.tokenId}" not found`);
+      // Tokens the caller may not revoke are not found, like unknown ones.
+      if (!token || !owner || !mayRevokeAppToken(p.user, owner)) throw fail.notFound(`token "${req.tokenId}" not found`);
       const revokedAt = new Date();
       if (await dir.appTokens.revoke(token._id, revokedAt)) await adminLogAboutUser(deps, p.user, owner, "token.revoked", `token/${token._id}`, { userId: owner._id, email: owner.email, name: token.name });
       const after = (await dir.appTokens.get(token._id)) ?? { ...token, revokedAt };
@@ -80,7 +78,7 @@ export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToke
     async createApiToken(req, ctx) {
       const p = await caller(dir, ctx);
       const project = await inProject(dir, p, req.projectId, "admin");
-      if (project.requiresSso) requireSsoSession(p, "an API token of a project that requires SSO");
+      assertMayIssueApiToken(p, project);
       const name = tokenName(req.name, "api token");
       const id = randomUUID();
       const t = newToken(API_TOKEN_PREFIX, id);

@@ -1,8 +1,9 @@
 // AdminService: the users of an organization.
 import { randomUUID } from "node:crypto";
 import type { Deps } from "../../deps.js";
-import { fail } from "../../errors.js";
-import { adminLogAboutUser, caller, EMAIL, insertUnique, requireOrgAdmin, type AdminImpl } from "./common.js";
+import { fail } from "../../domain/errors.js";
+import { assertOrgAdmin } from "../../domain/auth/access.js";
+import { adminLogAboutUser, caller, EMAIL, insertUnique, type AdminImpl } from "./common.js";
 import { userToProto } from "./convert.js";
 
 export function userMethods(deps: Deps): Pick<AdminImpl, "createUser"> {
@@ -10,7 +11,7 @@ export function userMethods(deps: Deps): Pick<AdminImpl, "createUser"> {
   return {
     async createUser(req, ctx) {
       const p = await caller(dir, ctx);
-      requireOrgAdmin(p);
+      assertOrgAdmin(p.user);
       const email = req.email.trim().toLowerCase();
       if (!EMAIL.test(email)) throw fail.invalid("email: not an e-mail address");
       const name = req.name.trim() || email;

@@ -2,7 +2,7 @@
 import type { HandlerContext } from "@connectrpc/connect";
 import type { WebhookChange } from "../../store/directory.js";
 import type { Deps } from "../../deps.js";
-import { fail } from "../../errors.js";
+import { fail } from "../../domain/errors.js";
 import { adminLog, caller, workflowOf, type AdminImpl } from "./common.js";
 import { webhookToProto } from "./convert.js";
 

@@ -4,7 +4,7 @@ import type { Role } from "../../domain/auth/roles.js";
 import type { DirectoryStore } from "../../store/directory.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
-import { fail } from "../../errors.js";
+import { fail } from "../../domain/errors.js";
 import { adminLog, caller, renderingWithCollection, validRoles, workflowOf, type AdminImpl } from "./common.js";
 import { stepsFromProto, workflowToProto } from "./convert.js";
 

@@ -1,8 +1,23 @@
-// The one table that maps Connect codes to HTTP statuses and error bodies, and the one
-// mapping of anything a handler throws to the ConnectError its caller sees (REST, webhook,
-// Connect, gRPC-Web and native gRPC alike).
+// The one error table: what a caller is told about anything a handler threw, over every entry
+// point (REST, webhook, Connect, gRPC-Web and native gRPC alike). A DomainError becomes its
+// Connect code (with its facts as metadata and details), and every Connect code its HTTP
+// status and `{error, code}` body.
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { isUnavailable } from "./store/errors.js";
+import { OngoingRunSchema } from "../../gen/runhook/v1/trigger_pb.js";
+import { DomainError, fail, type DomainErrorKind } from "../domain/errors.js";
+import { isUnavailable } from "../store/errors.js";
+
+const CODE: Record<DomainErrorKind, Code> = {
+  invalid: Code.InvalidArgument,
+  unauthenticated: Code.Unauthenticated,
+  denied: Code.PermissionDenied,
+  notFound: Code.NotFound,
+  exists: Code.AlreadyExists,
+  precondition: Code.FailedPrecondition,
+  aborted: Code.Aborted,
+  throttled: Code.ResourceExhausted,
+  unavailable: Code.Unavailable,
+};
 
 const STATUS: Record<Code, number> = {
   [Code.Canceled]: 499,
@@ -32,13 +47,6 @@ export function httpStatusOf(code: Code): number {
   return STATUS[code] ?? 500;
 }
 
-/** Inverse of the table, for callers that only have an HTTP status. */
-export function codeOfHttpStatus(status: number): Code {
-  if (status === 413) return Code.ResourceExhausted;
-  for (const [code, s] of Object.entries(STATUS)) if (s === status) return Number(code) as Code;
-  return status >= 500 ? Code.Internal : Code.Unknown;
-}
-
 /** Response metadata carrying error facts to HTTP clients and gRPC trailers alike. */
 export const RETRY_AFTER = "retry-after";
 export const ONGOING_RUN_ID = "runhook-ongoing-run-id";
@@ -46,33 +54,39 @@ export const ONGOING_RUN_ID = "runhook-ongoing-run-id";
 /** Retry-After (seconds) of a 503 `unavailable` while the database cannot be reached. */
 export const UNAVAILABLE_RETRY_AFTER_S = 5;
 
-export const fail = {
-  invalid: (msg: string) => new ConnectError(msg, Code.InvalidArgument),
-  unauthenticated: (msg = "missing, expired or invalid bearer token") => new ConnectError(msg, Code.Unauthenticated),
-  denied: (msg: string) => new ConnectError(msg, Code.PermissionDenied),
-  notFound: (msg: string) => new ConnectError(msg, Code.NotFound),
-  exists: (msg: string) => new ConnectError(msg, Code.AlreadyExists),
-  precondition: (msg: string) => new ConnectError(msg, Code.FailedPrecondition),
-  throttled: (retryAfterSeconds: number, msg = "rate limit exceeded") =>
-    new ConnectError(msg, Code.ResourceExhausted, { [RETRY_AFTER]: String(retryAfterSeconds) }),
-  unavailable: (msg = "the database is unavailable; retry later", cause?: unknown) =>
-    new ConnectError(msg, Code.Unavailable, { [RETRY_AFTER]: String(UNAVAILABLE_RETRY_AFTER_S) }, undefined, cause),
-};
+/** A refusal as Connect tells it: its code, message, metadata (retry-after, the ongoing run's id) and details. */
+function connectErrorOf(err: DomainError): ConnectError {
+  const metadata: Record<string, string> = {};
+  const { retryAfterSeconds, ongoingRunId } = err.facts;
+  if (err.kind === "unavailable") metadata[RETRY_AFTER] = String(UNAVAILABLE_RETRY_AFTER_S);
+  if (retryAfterSeconds !== undefined) metadata[RETRY_AFTER] = String(retryAfterSeconds);
+  if (ongoingRunId !== undefined) metadata[ONGOING_RUN_ID] = ongoingRunId;
+  const details = ongoingRunId === undefined ? undefined : [{ desc: OngoingRunSchema, value: { runId: ongoingRunId } }];
+  return new ConnectError(err.message, CODE[err.kind], metadata, details, err.cause);
+}
 
 /**
- * What a caller is told about anything a handler threw: a ConnectError as it is; the database
- * being unreachable (store/errors.ts isUnavailable) as UNAVAILABLE (503) with Retry-After;
- * anything else is a bug of ours, reported as INTERNAL without its message.
+ * What a caller is told about anything a handler threw: a ConnectError as it is; a DomainError
+ * by the table; the database being unreachable (store/errors.ts isUnavailable) as UNAVAILABLE
+ * (503) with Retry-After; anything else is a bug of ours, reported as INTERNAL without its message.
  */
 export function toConnectError(err: unknown): ConnectError {
   if (err instanceof ConnectError) return err;
-  if (isUnavailable(err)) return fail.unavailable(undefined, err);
+  if (err instanceof DomainError) return connectErrorOf(err);
+  if (isUnavailable(err)) return connectErrorOf(fail.unavailable(undefined, err));
   return new ConnectError("internal error", Code.Internal, undefined, undefined, err);
 }
 
 /** Whether toConnectError(err) reports a bug (worth an error log) rather than a refusal or an outage. */
 export function isInternal(err: unknown): boolean {
-  return !(err instanceof ConnectError) && !isUnavailable(err);
+  return !(err instanceof ConnectError) && !(err instanceof DomainError) && !isUnavailable(err);
+}
+
+/** The Connect code toConnectError(err) answers with, without building its error. */
+export function codeOf(err: unknown): Code {
+  if (err instanceof ConnectError) return err.code;
+  if (err instanceof DomainError) return CODE[err.kind];
+  return isUnavailable(err) ? Code.Unavailable : Code.Internal;
 }
 
 /**
@@ -118,7 +132,7 @@ export interface HttpError {
 
 /** Turns anything thrown by a handler into the gateway's error answer. */
 export function toHttpError(err: unknown): HttpError {
-  // Anything that is neither a ConnectError nor an outage is a bug of ours: `internal`, never its message.
+  // Anything that is neither a refusal nor an outage is a bug of ours: `internal`, never its message.
   const ce = toConnectError(err);
   const headers: Record<string, string> = {};
   const retryAfter = ce.metadata.get(RETRY_AFTER);

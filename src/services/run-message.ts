@@ -1,0 +1,48 @@
+// A run document as RunService (and the /v1 runs routes through it) shows it.
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
+import type { RunSchema } from "../../gen/runhook/v1/run_pb.js";
+import type { RunDoc } from "../store/types.js";
+
+function ts(d: Date | null | undefined) {
+  return d ? timestampFromDate(d) : undefined;
+}
+
+/** JSON-safe copy of a step output (dates become RFC 3339 strings). */
+function jsonOutput(o: Record<string, unknown> | null): JsonObject | undefined {
+  return o ? (JSON.parse(JSON.stringify(o)) as JsonObject) : undefined;
+}
+
+export function runMessage(r: RunDoc): MessageInitShape<typeof RunSchema> {
+  return {
+    id: r._id,
+    workflowId: r.workflowId,
+    workflowVersion: r.workflowVersion,
+    renderingId: r.renderingId,
+    projectId: r.projectId,
+    environmentId: r.environmentId,
+    collection: r.collection,
+    recordId: r.recordId,
+    user: { id: r.userId, email: r.userEmail },
+    via: r.via,
+    state: r.state,
+    steps: r.steps.map((s, index) => ({
+      index,
+      type: s.type,
+      state: s.state,
+      startedAt: ts(s.startedAt),
+      finishedAt: ts(s.finishedAt),
+      error: s.error,
+      output: jsonOutput(s.output),
+    })),
+    error: r.error,
+    createdAt: ts(r.createdAt),
+    startedAt: ts(r.startedAt),
+    finishedAt: ts(r.finishedAt),
+    updatedAt: ts(r.updatedAt),
+    version: BigInt(r.version),
+    requestId: r.requestId ?? "",
+    tokenId: r.tokenId,
+    waitUntil: ts(r.waitUntil),
+  };
+}
