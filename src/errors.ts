@@ -1,7 +1,7 @@
 // The one table that maps Connect codes to HTTP statuses and error bodies, and the one
 // mapping of anything a handler throws to the ConnectError its caller sees (REST, webhook,
 // Connect, gRPC-Web and native gRPC alike).
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { isUnavailable } from "./store/errors.js";
 
 const STATUS: Record<Code, number> = {
@@ -80,20 +80,20 @@ export function isInternal(err: unknown): boolean {
  * calls and of streams, at any point, go out as toConnectError makes them; bugs are reported
  * to `onInternal` first.
  */
-export function errorInterceptor(onInternal: (err: unknown, procedure: string) => void): Interceptor {
-  const map = (err: unknown, procedure: string): ConnectError => {
-    // Connect's own translation of a client's cancellation (AbortError) is kept.
-    if (err instanceof Error && (err.name === "AbortError" || err.name === "TimeoutError")) return ConnectError.from(err);
-    if (isInternal(err)) onInternal(err, procedure);
-    return toConnectError(err);
-  };
+export function errorInterceptor(onInternal: (err: unknown, procedure: string, values: ContextValues) => void): Interceptor {
   return (next) => async (req) => {
     const procedure = `${req.service.typeName}/${req.method.name}`;
+    const map = (err: unknown): ConnectError => {
+      // Connect's own translation of a client's cancellation (AbortError) is kept.
+      if (err instanceof Error && (err.name === "AbortError" || err.name === "TimeoutError")) return ConnectError.from(err);
+      if (isInternal(err)) onInternal(err, procedure, req.contextValues);
+      return toConnectError(err);
+    };
     let res;
     try {
       res = await next(req);
     } catch (err) {
-      throw map(err, procedure);
+      throw map(err);
     }
     if (!res.stream) return res;
     const messages = res.message;
@@ -103,7 +103,7 @@ export function errorInterceptor(onInternal: (err: unknown, procedure: string) =
         try {
           yield* messages;
         } catch (err) {
-          throw map(err, procedure);
+          throw map(err);
         }
       })(),
     };
