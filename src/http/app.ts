@@ -16,7 +16,7 @@ import { API_CHECKS, isApiRequest, registerV1Routes } from "./v1.js";
 import { clientAddressKey } from "../rpc/rate-limit.js";
 import { connectServerOptions } from "../rpc/router.js";
 import { inProcessCaller, type InProcessCaller } from "../rpc/in-process.js";
-import { pipelineInterceptors } from "../rpc/pipeline.js";
+import { logBug, pipelineInterceptors } from "../rpc/pipeline.js";
 import { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
 import { acceptRawBodies } from "./body.js";
 import { HEALTHZ, READYZ } from "./routes.js";
@@ -122,8 +122,7 @@ export async function buildGateway(deps: Deps, services: Services): Promise<Fast
     }
     if (isInternal(err)) {
       const route = req.routeOptions.url;
-      // The webhook's bugs keep their own message: operators search for it.
-      deps.logger.error({ err, route }, route === WEBHOOK_ROUTE ? "webhook trigger failed" : "unhandled error");
+      logBug(deps.logger, err, { via: route === WEBHOOK_ROUTE ? "webhook" : "api", route });
     }
     return sendError(reply, err);
   });

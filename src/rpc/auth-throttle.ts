@@ -12,7 +12,7 @@ import { isIPv4, isIPv6 } from "node:net";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { fail } from "../errors.js";
 import type { RateDecision } from "../store/rate-limits.js";
-import { answerHeadersKey, API_RATE_LIMITED_SERVICES, clientAddressKey, rateLimitHeaders } from "./rate-limit.js";
+import { answerHeadersKey, API_RATE_LIMITED_SERVICES, clientAddressKey, setRateLimitHeaders } from "./rate-limit.js";
 
 const WINDOW_MS = 60_000;
 /**
@@ -91,7 +91,7 @@ export class AuthFailureThrottle {
 }
 
 /** The 429 of an address over the limit. */
-export function authThrottled(d: RateDecision): ConnectError {
+function authThrottled(d: RateDecision): ConnectError {
   return fail.throttled(d.retryAfter, `too many failed authentications from this address; retry after ${d.retryAfter} s`);
 }
 
@@ -106,7 +106,7 @@ export function authThrottleInterceptor(throttle: AuthFailureThrottle, onRefusal
       onRefusal();
       // Every /v1 answer carries rate-limit figures: here, those of this limit.
       const answerHeaders = req.contextValues.get(answerHeadersKey);
-      if (answerHeaders && API_RATE_LIMITED_SERVICES.has(req.service.typeName)) for (const [k, v] of Object.entries(rateLimitHeaders(d))) answerHeaders.set(k, v);
+      if (answerHeaders && API_RATE_LIMITED_SERVICES.has(req.service.typeName)) setRateLimitHeaders(answerHeaders, d);
       throw authThrottled(d);
     }
     try {

@@ -15,26 +15,30 @@ function protocolOf(contentType: string | null): string {
   return "connect";
 }
 
+/** The access-log line and count of an RPC, given its outcome once known. */
+function observation(deps: Deps, req: Parameters<Parameters<Interceptor>[0]>[0], requestId: string): (code: Code | 0) => void {
+  const started = performance.now();
+  const labels = { protocol: protocolOf(req.header.get("content-type")), service: req.service.typeName, method: req.method.name };
+  return (code) => {
+    const name = code === 0 ? "ok" : codeName(code);
+    deps.metrics.rpcCalls.inc({ ...labels, code: name });
+    deps.logger.info({ rpc: `${labels.service}/${labels.method}`, protocol: labels.protocol, code: name, ms: Math.round(performance.now() - started), requestId }, "rpc");
+  };
+}
+
 export function observeInterceptor(deps: Deps): Interceptor {
   return (next) => async (req) => {
-    const started = performance.now();
     const requestId = req.contextValues.get(requestIdKey);
-    const labels = { protocol: protocolOf(req.header.get("content-type")), service: req.service.typeName, method: req.method.name };
-    const rpc = req.contextValues.get(viaKey) === "grpc";
-    const done = (code: Code | 0) => {
-      if (!rpc) return;
-      const name = code === 0 ? "ok" : codeName(code);
-      deps.metrics.rpcCalls.inc({ ...labels, code: name });
-      deps.logger.info({ rpc: `${labels.service}/${labels.method}`, protocol: labels.protocol, code: name, ms: Math.round(performance.now() - started), requestId }, "rpc");
-    };
+    // A REST call is logged and counted by the gateway, once per HTTP request.
+    const done = req.contextValues.get(viaKey) === "grpc" ? observation(deps, req, requestId) : undefined;
     try {
       const res = await next(req);
       res.header.set(REQUEST_ID_HEADER, requestId);
-      done(0);
+      done?.(0);
       return res;
     } catch (err) {
       if (err instanceof ConnectError) err.metadata.set(REQUEST_ID_HEADER, requestId);
-      done(err instanceof ConnectError ? err.code : Code.Internal);
+      done?.(err instanceof ConnectError ? err.code : Code.Internal);
       throw err;
     }
   };

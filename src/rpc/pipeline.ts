@@ -8,21 +8,22 @@
 import type { Interceptor } from "@connectrpc/connect";
 import type { Deps } from "../deps.js";
 import { errorInterceptor } from "../errors.js";
-import { viaKey } from "../services/context.js";
+import { viaKey, type Via } from "../services/context.js";
 import { authThrottleInterceptor } from "./auth-throttle.js";
 import { httpRouteKey } from "./in-process.js";
 import { observeInterceptor } from "./observe.js";
 import { apiRateLimitInterceptor } from "./rate-limit.js";
 
+/** The log line of a bug (its caller is told INTERNAL), by entry point: the webhook's keep their own message, operators search for it. */
+export function logBug(logger: Deps["logger"], err: unknown, at: { via: Via; procedure?: string; route?: string }): void {
+  if (at.via === "grpc") logger.error({ err, procedure: at.procedure }, "unhandled error in an RPC");
+  else logger.error({ err, route: at.route }, at.via === "webhook" ? "webhook trigger failed" : "unhandled error");
+}
+
 export function pipelineInterceptors(deps: Deps): Interceptor[] {
   return [
     observeInterceptor(deps),
-    errorInterceptor((err, procedure, values) => {
-      const via = values.get(viaKey);
-      // The webhook's bugs keep their own message: operators search for it.
-      if (via === "grpc") deps.logger.error({ err, procedure }, "unhandled error in an RPC");
-      else deps.logger.error({ err, route: values.get(httpRouteKey) }, via === "webhook" ? "webhook trigger failed" : "unhandled error");
-    }),
+    errorInterceptor((err, procedure, values) => logBug(deps.logger, err, { via: values.get(viaKey), procedure, route: values.get(httpRouteKey) })),
     authThrottleInterceptor(deps.authFailures, () => deps.metrics.rateLimitRefusals.inc({ bucket: "auth" })),
     apiRateLimitInterceptor(deps),
   ];

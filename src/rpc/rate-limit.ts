@@ -34,7 +34,7 @@ async function apiRateBucket(deps: Deps, authorization: string | null | undefine
 }
 
 /** X-RateLimit-* and the IETF draft RateLimit / RateLimit-Policy headers of a decision. */
-export function rateLimitHeaders(d: RateDecision, now = Date.now()): Record<string, string> {
+function rateLimitHeaders(d: RateDecision, now = Date.now()): Record<string, string> {
   const resetIn = Math.max(0, d.resetAt - Math.floor(now / 1000));
   return {
     "x-ratelimit-limit": String(d.limit),
@@ -43,6 +43,11 @@ export function rateLimitHeaders(d: RateDecision, now = Date.now()): Record<stri
     "ratelimit-policy": `${d.limit};w=60`,
     ratelimit: `limit=${d.limit}, remaining=${d.remaining}, reset=${resetIn}`,
   };
+}
+
+/** Sets the rate-limit headers of a decision on an answer's headers. */
+export function setRateLimitHeaders(h: Headers, d: RateDecision): void {
+  for (const [k, v] of Object.entries(rateLimitHeaders(d))) h.set(k, v);
 }
 
 interface ApiRateOutcome {
@@ -68,7 +73,7 @@ async function bucketOrRefusal(deps: Deps, authorization: string | null, address
   } catch (err) {
     if (answerHeaders && err instanceof ConnectError && err.code === Code.Unauthenticated) {
       const d = deps.authFailures.check(address);
-      for (const [k, v] of Object.entries(rateLimitHeaders({ ...d, remaining: Math.max(0, d.remaining - 1) }))) answerHeaders.set(k, v);
+      setRateLimitHeaders(answerHeaders, { ...d, remaining: Math.max(0, d.remaining - 1) });
     }
     throw err;
   }
