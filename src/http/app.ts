@@ -2,7 +2,7 @@
 // the /v1 REST API, health endpoints, the OpenAPI document and its reference page.
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { Duplex } from "node:stream";
-import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { ConnectError, createContextValues } from "@connectrpc/connect";
 import { fail } from "../domain/errors.js";
 import { isInternal } from "../rpc/errors.js";
@@ -10,13 +10,15 @@ import type { ServerDeps } from "../rpc/server-deps.js";
 import { requestIdKey } from "../services/context.js";
 import { redactUrl } from "../lib/logging.js";
 import type { Services } from "../services/index.js";
-import { sendError } from "./bridge.js";
+import { callOptions, passedPipeline, sendError } from "./bridge.js";
 import { registerWebhookRoutes, WEBHOOK_ROUTE } from "./webhook.js";
 import { REQUEST_ID_HEADER, requestIdOf } from "../rpc/request-id.js";
-import { isApiRequest, registerApiRateLimit, registerV1Routes } from "./v1.js";
-import { clientAddressKey, rateLimitHeaders } from "../rpc/rate-limit.js";
-import { authThrottled } from "../rpc/auth-throttle.js";
+import { API_CHECKS, isApiRequest, registerV1Routes } from "./v1.js";
+import { clientAddressKey } from "../rpc/rate-limit.js";
 import { connectServerOptions } from "../rpc/router.js";
+import { inProcessCaller, type InProcessCaller } from "../rpc/in-process.js";
+import { logBug, pipelineInterceptors } from "../rpc/pipeline.js";
+import { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
 import { acceptRawBodies } from "./body.js";
 import { HEALTHZ, READYZ } from "./routes.js";
 import { registerDocsRoutes } from "./docs.js";
@@ -55,23 +57,21 @@ function registerHealthRoutes(app: FastifyInstance, deps: ServerDeps): void {
 }
 
 /**
- * The limit before authentication on the webhook and /v1 (RPCs have the same as an
- * interceptor, rpc/auth-throttle.ts): an address over it is answered 429 before its token is
- * read, and every 401 these routes answer counts one failure of the address.
+ * A webhook or /v1 request the gateway answers before its handler runs (a 404, a 413, a
+ * malformed request) still passes the pipeline's checks first, as a call that reaches its
+ * implementation does (the limit on failed authentications; on /v1 the token and the per-token
+ * rate limit, whose headers it then carries): what they refuse it with, if anything.
  */
-function registerAuthThrottle(app: FastifyInstance, deps: ServerDeps): void {
-  const guarded = (req: FastifyRequest) => req.routeOptions.url === WEBHOOK_ROUTE || isApiRequest(req);
-  app.addHook("onRequest", async (req, reply) => {
-    if (!guarded(req)) return;
-    const d = deps.authFailures.check(req.ip);
-    if (d.allowed) return;
-    deps.metrics.rateLimitRefusals.inc({ bucket: "auth" });
-    if (isApiRequest(req)) reply.headers(rateLimitHeaders(d));
-    return sendError(reply, authThrottled(d));
-  });
-  app.addHook("onResponse", async (req, reply) => {
-    if (reply.statusCode === 401 && guarded(req)) deps.authFailures.fail(req.ip);
-  });
+async function refusalBefore(caller: InProcessCaller, req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+  if (passedPipeline(req)) return undefined;
+  const webhook = req.routeOptions.url === WEBHOOK_ROUTE;
+  if (!webhook && !isApiRequest(req)) return undefined;
+  try {
+    await caller.checks(webhook ? TriggerService.method.triggerRun : API_CHECKS, callOptions(req, reply, webhook ? "webhook" : "api"));
+    return undefined;
+  } catch (err) {
+    return err;
+  }
 }
 
 export async function buildGateway(deps: ServerDeps, services: Services): Promise<FastifyInstance> {
@@ -111,8 +111,11 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
     deps.logger.info({ method: req.method, url: redactUrl(req.url), status, ms: Math.round(reply.elapsedTime), requestId: req.id }, "request");
   });
 
+  const caller = inProcessCaller(pipelineInterceptors(deps));
   // The one answer to whatever a route, hook or body parser throws, in every plugin (they inherit it).
-  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
+  app.setErrorHandler(async (err: Error & { code?: string; statusCode?: number }, req, reply) => {
+    const refusal = await refusalBefore(caller, req, reply);
+    if (refusal) return sendError(reply, refusal);
     // sendError() sends at once, so the 413 status must be set here rather than after it.
     if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") return reply.code(413).send({ error: `request body larger than ${deps.config.bodyLimitBytes} bytes`, code: "resource_exhausted" });
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500 && !(err instanceof ConnectError)) {
@@ -120,12 +123,14 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
     }
     if (isInternal(err)) {
       const route = req.routeOptions.url;
-      // The webhook's bugs keep their own message: operators search for it.
-      deps.logger.error({ err, route }, route === WEBHOOK_ROUTE ? "webhook trigger failed" : "unhandled error");
+      logBug(deps.logger, err, { via: route === WEBHOOK_ROUTE ? "webhook" : "api", route });
     }
     return sendError(reply, err);
   });
-  app.setNotFoundHandler((req, reply) => sendError(reply, fail.notFound(`no route for ${req.method} ${redactUrl(req.url)}`)));
+  app.setNotFoundHandler(async (req, reply) => {
+    const refusal = await refusalBefore(caller, req, reply);
+    return sendError(reply, refusal ?? fail.notFound(`no route for ${req.method} ${redactUrl(req.url)}`));
+  });
 
   // Connect's plugin replaces the JSON body parser, so it lives in its own scope.
   await app.register(async (scope) => {
@@ -137,15 +142,11 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
   });
 
   registerHealthRoutes(app, deps);
-  // Failed authentications per address, then the per-token rate limit + headers on every /v1
-  // response (root hooks: they cover /v1/runs and the webhook's plugin too).
-  registerAuthThrottle(app, deps);
-  registerApiRateLimit(app, deps);
-  await app.register(async (scope) => registerWebhookRoutes(scope, services));
+  await app.register(async (scope) => registerWebhookRoutes(scope, caller, services));
   // The /v1 plugin: one body parser for all its routes (body.ts), then the routes.
   await app.register(async (scope) => {
     acceptRawBodies(scope);
-    await registerV1Routes(scope, deps, services);
+    await registerV1Routes(scope, deps, caller, services);
   });
   if (deps.config.docs) await registerDocsRoutes(app, openApiDocument(deps.config), deps.config.publicBaseUrl);
   return app;

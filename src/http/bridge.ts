@@ -1,6 +1,7 @@
 // REST → RPC: the webhook and /v1 routes reach the service implementations through the one
-// in-process bridge (rpc/in-process.ts), with the HTTP request's headers and request id, and a
-// signal aborted when the client goes away.
+// in-process bridge (rpc/in-process.ts) and the interceptors of every RPC (rpc/pipeline.ts),
+// with the HTTP request's headers, request id and client address, and a signal aborted when
+// the client goes away.
 import { toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import type { ContextValues } from "@connectrpc/connect";
 import type { FastifyReply, FastifyRequest } from "fastify";
@@ -8,8 +9,16 @@ import type { CallOptions } from "../rpc/in-process.js";
 import type { Via } from "../services/context.js";
 import { toHttpError } from "../rpc/errors.js";
 
-/** How a route calls a service: as its HTTP request, with the handler's response headers copied to the reply. */
+const piped = new WeakSet<FastifyRequest>();
+
+/** Whether the request has been through the pipeline (its checks answered or passed). */
+export function passedPipeline(req: FastifyRequest): boolean {
+  return piped.has(req);
+}
+
+/** How a route calls a service: as its HTTP request, with the call's response headers copied to the reply. */
 export function callOptions(req: FastifyRequest, reply: FastifyReply, via: Via, values?: ContextValues): CallOptions {
+  piped.add(req);
   const headers = new Headers();
   for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string") headers.set(k, v);
   const abort = new AbortController();
@@ -20,6 +29,8 @@ export function callOptions(req: FastifyRequest, reply: FastifyReply, via: Via, 
     headers,
     via,
     requestId: req.id,
+    clientAddress: req.ip,
+    route: req.routeOptions.url,
     signal: abort.signal,
     values,
     requestMethod: req.method,

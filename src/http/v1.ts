@@ -1,6 +1,7 @@
 // The /v1 public REST API: its routes, registered from the route table (routes.ts) over the
-// very same LogService, NoteService and RunService implementations as gRPC and Connect, and
-// the per-token rate limit that every /v1 response carries.
+// very same LogService, NoteService and RunService implementations as gRPC and Connect,
+// through the same interceptors (rpc/pipeline.ts: the limit on failed authentications, the
+// per-token rate limit whose headers every /v1 response carries, errors).
 //
 // The /v1 plugin has one body parser (body.ts, acceptRawBodies): routes without a body
 // accept an empty one whatever its Content-Type, and only routes that take one parse it.
@@ -11,48 +12,22 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
-import { isDomainError } from "../domain/errors.js";
-import { apiRateBucket, hitApiRateLimit, rateLimitHeaders } from "../rpc/rate-limit.js";
 import type { Deps } from "../deps.js";
-import type { ServerDeps } from "../rpc/server-deps.js";
 import type { Services } from "../services/index.js";
 import { jsonObjectBody } from "./body.js";
 import { openApiDocument, registerOpenApiRoute } from "./openapi.js";
-import { callServerStream, callUnary } from "../rpc/in-process.js";
-import { callOptions, protoJson, sendError } from "./bridge.js";
+import type { InProcessCaller } from "../rpc/in-process.js";
+import { callOptions, protoJson } from "./bridge.js";
 import { lenientQuery, strictQuery } from "./params.js";
 import { API_ROUTES, NDJSON, routeUrl, type ApiRoute } from "./routes.js";
 
-// ---------------------------------------------------------------- rate limit
-
 /**
- * Per-token rate limit of the public API, on the root instance so that it covers every
- * route under /v1 (including /v1/runs). Keyed by the sha256 of the bearer token once it
- * authenticates; one shared fixed-window counter in MongoDB for all instances, the same one
- * the LogService / NoteService / RunService RPCs count in (rpc/rate-limit.ts). A missing or
- * unknown token is answered 401 here and writes nothing; its response carries the figures of
- * the client address's limit on failed authentications instead (registerAuthThrottle, app.ts, counts
- * the 401). Every /v1 response carries the X-RateLimit-* headers and the IETF draft
- * `RateLimit` / `RateLimit-Policy` headers; over the limit → 429 with Retry-After.
+ * The method whose checks a /v1 request that reaches no implementation passes (a 404, a 413):
+ * the public API's services share them (the limit on failed authentications, the token, the
+ * per-token rate limit: rpc/rate-limit.ts), so that every /v1 answer carries the X-RateLimit-*
+ * headers and counts.
  */
-export function registerApiRateLimit(app: FastifyInstance, deps: ServerDeps): void {
-  app.addHook("onRequest", async (req, reply) => {
-    if (!isApiRequest(req)) return;
-    let bucket: string;
-    try {
-      bucket = await apiRateBucket(deps, req.headers.authorization);
-    } catch (err) {
-      if (!isDomainError(err, "unauthenticated")) throw err;
-      const d = deps.authFailures.check(req.ip);
-      // This 401 counts once answered: show the address's figures as they will be.
-      reply.headers(rateLimitHeaders({ ...d, remaining: Math.max(0, d.remaining - 1) }));
-      return sendError(reply, err);
-    }
-    const { headers, error } = await hitApiRateLimit(deps, bucket);
-    reply.headers(headers);
-    if (error) return sendError(reply, error);
-  });
-}
+export const API_CHECKS = RunService.method.getRun;
 
 const V1_PATH = /^\/v1(\/|$)/i;
 
@@ -119,21 +94,26 @@ async function sendNdjson<D extends DescMessage>(reply: FastifyReply, items: Asy
   return reply.code(200).header("content-type", `${NDJSON}; charset=utf-8`).send(Readable.from(chunks(), { objectMode: false }));
 }
 
-/** Answers a table route: query, then body, mapped to the RPC's request; its answer as ProtoJSON (or NDJSON). */
-async function answer(r: ApiRoute, impl: object, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
-  const query = r.lenientQuery ? lenientQuery(req) : strictQuery(req, (r.query ?? []).map((q) => q.name));
-  const init = r.request({ params: req.params as Record<string, string>, query, body: () => jsonObjectBody(req) });
+/**
+ * Answers a table route: query, then body, mapped to the RPC's request (read inside the
+ * pipeline, so that the token and the rate limit answer first); its answer as ProtoJSON (or NDJSON).
+ */
+async function answer(caller: InProcessCaller, r: ApiRoute, impl: object, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const init = () => {
+    const query = r.lenientQuery ? lenientQuery(req) : strictQuery(req, (r.query ?? []).map((q) => q.name));
+    return r.request({ params: req.params as Record<string, string>, query, body: () => jsonObjectBody(req) });
+  };
   if (r.export && wantsNdjson(req)) {
-    const items = callServerStream(impl, r.export.rpc, init, callOptions(req, reply, "api"));
+    const items = caller.serverStream(impl, r.export.rpc, init, callOptions(req, reply, "api"));
     return sendNdjson(reply, items as AsyncIterable<{ entry?: unknown }>, r.export.entry);
   }
-  const out = await callUnary(impl, r.rpc, init, callOptions(req, reply, "api"));
+  const out = await caller.unary(impl, r.rpc, init, callOptions(req, reply, "api"));
   if (!r.response) return reply.code(r.status).send();
   const { message, of } = r.response;
   return reply.code(r.status).send(protoJson(message, of(out) ?? create(message)));
 }
 
-export async function registerV1Routes(app: FastifyInstance, deps: Deps, services: Services): Promise<void> {
+export async function registerV1Routes(app: FastifyInstance, deps: Deps, caller: InProcessCaller, services: Services): Promise<void> {
   const impls = new Map<DescService, object>([
     [LogService, services.log],
     [NoteService, services.note],
@@ -142,7 +122,7 @@ export async function registerV1Routes(app: FastifyInstance, deps: Deps, service
   for (const r of API_ROUTES) {
     const impl = impls.get(r.rpc.parent);
     if (!impl) throw new Error(`no implementation of ${r.rpc.parent.typeName} for ${r.method} ${r.path}`);
-    app.route({ method: r.method, url: routeUrl(r.path), handler: (req, reply) => answer(r, impl, req, reply) });
+    app.route({ method: r.method, url: routeUrl(r.path), handler: (req, reply) => answer(caller, r, impl, req, reply) });
   }
   registerOpenApiRoute(app, openApiDocument(deps.config));
 }

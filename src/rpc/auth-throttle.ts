@@ -2,8 +2,8 @@
 // missing token included) are counted in fixed one-minute windows, and an address over the
 // limit is answered 429 before anything else — before its token (or the bootstrap secret) is
 // even looked at, so guessing stops whatever the guess. It covers every way in: the webhook
-// and /v1 (a Fastify hook, http/app.ts) and every RPC over Connect, gRPC-Web and native gRPC,
-// AdminService.Bootstrap included (a Connect interceptor on both servers).
+// and /v1 and every RPC over Connect, gRPC-Web and native gRPC, AdminService.Bootstrap
+// included: one interceptor, in the pipeline of every call (pipeline.ts).
 //
 // Counted in memory, per process, on purpose: a guess never costs the database anything (a
 // flood of failures from many addresses would otherwise be a flood of writes on the shared
@@ -13,7 +13,7 @@ import { Code, type Interceptor } from "@connectrpc/connect";
 import { fail, type DomainError } from "../domain/errors.js";
 import { codeOf } from "./errors.js";
 import type { RateDecision } from "../store/rate-limits.js";
-import { clientAddressKey } from "./rate-limit.js";
+import { answerHeadersKey, API_RATE_LIMITED_SERVICES, clientAddressKey, setRateLimitHeaders } from "./rate-limit.js";
 
 const WINDOW_MS = 60_000;
 /**
@@ -92,7 +92,7 @@ export class AuthFailureThrottle {
 }
 
 /** The 429 of an address over the limit. */
-export function authThrottled(d: RateDecision): DomainError {
+function authThrottled(d: RateDecision): DomainError {
   return fail.throttled(d.retryAfter, `too many failed authentications from this address; retry after ${d.retryAfter} s`);
 }
 
@@ -105,6 +105,9 @@ export function authThrottleInterceptor(throttle: AuthFailureThrottle, onRefusal
     const d = throttle.check(address);
     if (!d.allowed) {
       onRefusal();
+      // Every /v1 answer carries rate-limit figures: here, those of this limit.
+      const answerHeaders = req.contextValues.get(answerHeadersKey);
+      if (answerHeaders && API_RATE_LIMITED_SERVICES.has(req.service.typeName)) setRateLimitHeaders(answerHeaders, d);
       throw authThrottled(d);
     }
     try {

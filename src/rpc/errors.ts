@@ -2,7 +2,7 @@
 // point (REST, webhook, Connect, gRPC-Web and native gRPC alike). A DomainError becomes its
 // Connect code (with its facts as metadata and details), and every Connect code its HTTP
 // status and `{error, code}` body.
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { OngoingRunSchema } from "../../gen/runhook/v1/trigger_pb.js";
 import { DomainError, fail, type DomainErrorKind } from "../domain/errors.js";
 import { isUnavailable } from "../store/errors.js";
@@ -94,20 +94,20 @@ export function codeOf(err: unknown): Code {
  * calls and of streams, at any point, go out as toConnectError makes them; bugs are reported
  * to `onInternal` first.
  */
-export function errorInterceptor(onInternal: (err: unknown, procedure: string) => void): Interceptor {
-  const map = (err: unknown, procedure: string): ConnectError => {
-    // Connect's own translation of a client's cancellation (AbortError) is kept.
-    if (err instanceof Error && (err.name === "AbortError" || err.name === "TimeoutError")) return ConnectError.from(err);
-    if (isInternal(err)) onInternal(err, procedure);
-    return toConnectError(err);
-  };
+export function errorInterceptor(onInternal: (err: unknown, procedure: string, values: ContextValues) => void): Interceptor {
   return (next) => async (req) => {
     const procedure = `${req.service.typeName}/${req.method.name}`;
+    const map = (err: unknown): ConnectError => {
+      // Connect's own translation of a client's cancellation (AbortError) is kept.
+      if (err instanceof Error && (err.name === "AbortError" || err.name === "TimeoutError")) return ConnectError.from(err);
+      if (isInternal(err)) onInternal(err, procedure, req.contextValues);
+      return toConnectError(err);
+    };
     let res;
     try {
       res = await next(req);
     } catch (err) {
-      throw map(err, procedure);
+      throw map(err);
     }
     if (!res.stream) return res;
     const messages = res.message;
@@ -117,7 +117,7 @@ export function errorInterceptor(onInternal: (err: unknown, procedure: string) =
         try {
           yield* messages;
         } catch (err) {
-          throw map(err, procedure);
+          throw map(err);
         }
       })(),
     };

@@ -1,19 +1,20 @@
-// The per-token rate limit of the public API, one budget for every way in: the /v1 REST
-// routes (a Fastify hook, http/v1.ts) and the LogService, NoteService and RunService RPCs over Connect,
-// gRPC-Web and native gRPC (a Connect interceptor on both servers). All of them count in
+// The per-token rate limit of the public API, one budget for every way in: the
+// LogService, NoteService and RunService RPCs over Connect, gRPC-Web and native gRPC and the
+// /v1 REST routes, all through this one interceptor (pipeline.ts). All of them count in
 // the same store bucket, `api:<sha256 of the bearer token>`, so a token's calls share one
 // fixed-window count whatever the protocol. Only tokens that authenticate have a bucket: a
 // missing or guessed token is answered 401 first and writes nothing (failed authentications
 // are limited per client address instead, auth-throttle.ts).
-import { ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import { LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
 import { authenticateAny, bearer, hashToken } from "../domain/auth/tokens.js";
 import type { RateDecision } from "../store/rate-limits.js";
 import type { Deps } from "../deps.js";
+import type { ServerDeps } from "./server-deps.js";
 import { DomainError, fail } from "../domain/errors.js";
-import { toConnectError } from "./errors.js";
+import { codeOf, toConnectError } from "./errors.js";
 
 /** The RPC services of the public API (the groups /v1 serves over REST). */
 export const API_RATE_LIMITED_SERVICES: ReadonlySet<string> = new Set([LogService.typeName, NoteService.typeName, RunService.typeName]);
@@ -21,14 +22,21 @@ export const API_RATE_LIMITED_SERVICES: ReadonlySet<string> = new Set([LogServic
 /** The caller's network address, set by each server (Fastify's `req.ip`, the HTTP/2 socket's peer). */
 export const clientAddressKey = createContextKey<string | undefined>(undefined, { description: "client address" });
 
+/**
+ * Headers every answer of a REST call carries, success or error (the in-process caller sets
+ * it to the call's response headers; RPCs have none: their figures go in the answer's headers
+ * or error metadata).
+ */
+export const answerHeadersKey = createContextKey<Headers | undefined>(undefined, { description: "headers of every answer of a REST call" });
+
 /** The rate-limit bucket of a call, once its token authenticates (UNAUTHENTICATED otherwise, before any write). */
-export async function apiRateBucket(deps: Deps, authorization: string | null | undefined): Promise<string> {
+async function apiRateBucket(deps: Deps, authorization: string | null | undefined): Promise<string> {
   await authenticateAny(deps.store.directory, authorization);
   return `api:${hashToken(bearer(authorization)!)}`;
 }
 
 /** X-RateLimit-* and the IETF draft RateLimit / RateLimit-Policy headers of a decision. */
-export function rateLimitHeaders(d: RateDecision, now = Date.now()): Record<string, string> {
+function rateLimitHeaders(d: RateDecision, now = Date.now()): Record<string, string> {
   const resetIn = Math.max(0, d.resetAt - Math.floor(now / 1000));
   return {
     "x-ratelimit-limit": String(d.limit),
@@ -39,7 +47,12 @@ export function rateLimitHeaders(d: RateDecision, now = Date.now()): Record<stri
   };
 }
 
-export interface ApiRateOutcome {
+/** Sets the rate-limit headers of a decision on an answer's headers. */
+export function setRateLimitHeaders(h: Headers, d: RateDecision): void {
+  for (const [k, v] of Object.entries(rateLimitHeaders(d))) h.set(k, v);
+}
+
+interface ApiRateOutcome {
   /** X-RateLimit-* and the IETF draft RateLimit / RateLimit-Policy headers, for every answer. */
   headers: Record<string, string>;
   /** RESOURCE_EXHAUSTED with `retry-after` (seconds) when over the limit. */
@@ -47,7 +60,7 @@ export interface ApiRateOutcome {
 }
 
 /** Counts one call against `bucket` (limit: RUNHOOK_API_RATE_LIMIT per minute) and decides it. */
-export async function hitApiRateLimit(deps: Deps, bucket: string, now = Date.now()): Promise<ApiRateOutcome> {
+async function hitApiRateLimit(deps: Deps, bucket: string, now = Date.now()): Promise<ApiRateOutcome> {
   const d = await deps.store.rateLimits.hit(bucket, deps.config.apiRateLimitPerMinute, now);
   const headers = rateLimitHeaders(d, now);
   if (d.allowed) return { headers };
@@ -55,19 +68,36 @@ export async function hitApiRateLimit(deps: Deps, bucket: string, now = Date.now
   return { headers, error: fail.throttled(d.retryAfter, `rate limit of ${d.limit} requests per minute exceeded; retry after ${d.retryAfter} s`) };
 }
 
+/** The bucket of a call; a REST call's 401 shows the figures of its address's limit on failed authentications instead, as they will be once it counts. */
+async function bucketOrRefusal(deps: ServerDeps, authorization: string | null, address: string | undefined, answerHeaders: Headers | undefined): Promise<string> {
+  try {
+    return await apiRateBucket(deps, authorization);
+  } catch (err) {
+    if (answerHeaders && codeOf(err) === Code.Unauthenticated) {
+      const d = deps.authFailures.check(address);
+      setRateLimitHeaders(answerHeaders, { ...d, remaining: Math.max(0, d.remaining - 1) });
+    }
+    throw err;
+  }
+}
+
 /**
- * The same limit for LogService, NoteService and RunService RPCs (Connect, gRPC-Web, native gRPC): over it
- * the call fails with RESOURCE_EXHAUSTED and `retry-after` metadata before the implementation
- * runs; every answer carries the rate-limit headers (as response headers, or in the error's
- * metadata). Other services (triggers, administration) are not counted here.
+ * The limit of LogService, NoteService and RunService calls (/v1 REST, Connect, gRPC-Web,
+ * native gRPC): over it the call fails with RESOURCE_EXHAUSTED and `retry-after` metadata
+ * before the implementation runs; every answer carries the rate-limit headers (as response
+ * headers, or in the error's metadata; a REST answer as HTTP headers, whatever it is). Other
+ * services (triggers, administration) are not counted here.
  */
-export function apiRateLimitInterceptor(deps: Deps): Interceptor {
+export function apiRateLimitInterceptor(deps: ServerDeps): Interceptor {
   return (next) => async (req) => {
     if (!API_RATE_LIMITED_SERVICES.has(req.service.typeName)) return next(req);
-    const { headers, error } = await hitApiRateLimit(deps, await apiRateBucket(deps, req.header.get("authorization")));
+    const answerHeaders = req.contextValues.get(answerHeadersKey);
+    const bucket = await bucketOrRefusal(deps, req.header.get("authorization"), req.contextValues.get(clientAddressKey), answerHeaders);
+    const { headers, error } = await hitApiRateLimit(deps, bucket);
     const annotate = (h: Headers) => {
       for (const [k, v] of Object.entries(headers)) h.set(k, v);
     };
+    if (answerHeaders) annotate(answerHeaders);
     if (error) {
       const refused = toConnectError(error);
       annotate(refused.metadata);

@@ -4,15 +4,12 @@
 // NoteService and RunService (shared with /v1 REST), the read limit, and the check that refuses
 // request messages nested too deep, with INVALID_ARGUMENT.
 import type { ConnectRouter, ConnectRouterOptions } from "@connectrpc/connect";
-import { apiRateLimitInterceptor } from "./rate-limit.js";
-import { authThrottleInterceptor } from "./auth-throttle.js";
 import type { ServerDeps } from "./server-deps.js";
 import { Health, registerHealth } from "./health.js";
 import { registerReflection } from "./reflection.js";
 import { registerServices, SERVICE_DESCS, type Services } from "../services/index.js";
 import { guardMessageNesting, nestingReadOptions } from "./message-nesting.js";
-import { observeInterceptor } from "./observe.js";
-import { errorInterceptor } from "./errors.js";
+import { pipelineInterceptors } from "./pipeline.js";
 
 export function connectServerOptions(deps: ServerDeps, services: Services): ConnectRouterOptions & { routes: (router: ConnectRouter) => void } {
   const readMaxBytes = deps.config.bodyLimitBytes;
@@ -24,16 +21,8 @@ export function connectServerOptions(deps: ServerDeps, services: Services): Conn
       registerReflection(router, [...SERVICE_DESCS, Health]);
       guardMessageNesting(router, readMaxBytes);
     },
-    // Observed first (every answer gets its request id and is counted); then errors go out as
-    // toConnectError makes them (the database unreachable: UNAVAILABLE with retry-after; bugs:
-    // INTERNAL, logged); then the limit before authentication (per client address), then the
-    // per-token rate limit, like /v1 (they answer before anything else).
-    interceptors: [
-      observeInterceptor(deps),
-      errorInterceptor((err, procedure) => deps.logger.error({ err, procedure }, "unhandled error in an RPC")),
-      authThrottleInterceptor(deps.authFailures, () => deps.metrics.rateLimitRefusals.inc({ bucket: "auth" })),
-      apiRateLimitInterceptor(deps),
-    ],
+    // The same interceptors as the webhook and /v1 (pipeline.ts).
+    interceptors: pipelineInterceptors(deps),
     readMaxBytes,
     binaryOptions: nestingReadOptions,
     jsonOptions: nestingReadOptions,
