@@ -184,7 +184,21 @@ async function measure(b: Backend, round: number): Promise<Figures> {
     const fileLoad = b.persistent ? fileMb(dataDir) : NaN;
     for (const o of opened.splice(0)) await o.db.close();
     const stopMs = Math.round(await stop(s));
-    return { c1: c1.perSec, c16: c16.perSec, c64: c64.perSec, p99c64: c64.p99, inc64: inc.perSec, rssIdle, rssLoad, rssPeak, docs, fileLoad, fileStopped: b.persistent ? fileMb(dataDir) : NaN, stopMs, startMs };
+    return {
+      c1: c1.perSec,
+      c16: c16.perSec,
+      c64: c64.perSec,
+      p99c64: c64.p99,
+      inc64: inc.perSec,
+      rssIdle,
+      rssLoad,
+      rssPeak,
+      docs,
+      fileLoad,
+      fileStopped: b.persistent ? fileMb(dataDir) : NaN,
+      stopMs,
+      startMs,
+    };
   } finally {
     for (const o of opened) await o.db.close().catch(() => {});
     await s.stop();
@@ -198,20 +212,24 @@ async function cleanRestart(b: Backend) {
   let s = await start(b, dataDir);
   let store = await storeOn(s, "durable");
   let next = 0;
-  await Promise.all(Array.from({ length: 64 }, async () => {
-    while (next < durableN) {
-      next++;
-      await createRun(store);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (next < durableN) {
+        next++;
+        await createRun(store);
+      }
+    }),
+  );
   const incs = Math.round(durableN / 10);
   let done = 0;
-  await Promise.all(Array.from({ length: 16 }, async () => {
-    while (done < incs) {
-      done++;
-      await store.counters.next("c");
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (done < incs) {
+        done++;
+        await store.counters.next("c");
+      }
+    }),
+  );
   await store.db.close();
   const fileBefore = fileMb(dataDir);
   const stopMs = Math.round(await stop(s));
@@ -268,7 +286,14 @@ async function killWindow(b: Backend, run: number) {
   await stop(s); // reaps the child; the state file is left for the restart to find stale
   s = await start(b, dataDir);
   db = await connect(s.uri, { dbName: "killed" });
-  const kept = new Set((await db.db.collection<{ _id: number }>("docs").find({}, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
+  const kept = new Set(
+    (
+      await db.db
+        .collection<{ _id: number }>("docs")
+        .find({}, { projection: { _id: 1 } })
+        .toArray()
+    ).map((d) => d._id),
+  );
   await db.close();
   await stop(s);
   rmSync(dataDir, { recursive: true, force: true });
@@ -315,13 +340,18 @@ try {
   }
 
   const m = (name: string, k: keyof Figures) => median(results.get(name)!.map((f) => f[k]));
-  const rows = backends.map((b) => `| ${b.name} | ${fmt(m(b.name, "c1"))} | ${fmt(m(b.name, "c16"))} | ${fmt(m(b.name, "c64"))} | ${fmt(m(b.name, "p99c64"))} | ${fmt(m(b.name, "inc64"))} | ${fmt(m(b.name, "rssIdle"))} | ${fmt(m(b.name, "rssLoad"))} / ${fmt(m(b.name, "rssPeak"))} | ${fmt(m(b.name, "fileLoad"))} → ${fmt(m(b.name, "fileStopped"))} | ${fmt(m(b.name, "startMs"))} / ${fmt(m(b.name, "stopMs"))} |`);
+  const rows = backends.map(
+    (b) =>
+      `| ${b.name} | ${fmt(m(b.name, "c1"))} | ${fmt(m(b.name, "c16"))} | ${fmt(m(b.name, "c64"))} | ${fmt(m(b.name, "p99c64"))} | ${fmt(m(b.name, "inc64"))} | ${fmt(m(b.name, "rssIdle"))} | ${fmt(m(b.name, "rssLoad"))} / ${fmt(m(b.name, "rssPeak"))} | ${fmt(m(b.name, "fileLoad"))} → ${fmt(m(b.name, "fileStopped"))} | ${fmt(m(b.name, "startMs"))} / ${fmt(m(b.name, "stopMs"))} |`,
+  );
   const all = backends.flatMap((b) => results.get(b.name)!.map((f, r) => `| ${b.name} | ${r + 1} | ${f.c1} | ${f.c16} | ${f.c64} | ${f.inc64} | ${f.docs} |`));
   const report = [
     `# mongo-java-server backends under runhook's launcher — ${new Date().toISOString()}`,
     "",
     `\`node --import tsx bench/embedded-backends.ts${quick ? " --quick" : ""}\`: ${rounds} round(s) of ${seconds} s per phase, backends interleaved, medians shown. ` +
-      `${cpus().length} CPUs, load average at the end ${loadavg().map((x) => x.toFixed(1)).join(" ")} (the machine is shared: single runs vary a lot). ` +
+      `${cpus().length} CPUs, load average at the end ${loadavg()
+        .map((x) => x.toFixed(1))
+        .join(" ")} (the machine is shared: single runs vary a lot). ` +
       `Node ${process.version}, runhook's store (src/store: connect(), ensureIndexes(), runs.create, counters.next). JVM flags: the launcher's (see src/embedded/index.ts).`,
     "",
     "Runs as the trigger stores them (newRunDoc: ~25 fields, UUID strings, 3 steps), by runs.create into a collection with runhook's indexes (`activeKey` unique; the non-unique ones are accepted but ignored by mongo-java-server). " +
@@ -343,7 +373,10 @@ try {
     "",
     "| backend | count after restart | counter | unique index kept | stop ms | restart ms | file MB before → after stop |",
     "|---|---|---|---|---|---|---|",
-    ...Object.entries(durable).map(([k, d]) => `| ${k} | ${d.count} / ${d.inserted} | ${d.n} / ${d.incs} | ${d.uniqueKept ? "yes" : "NO"} | ${d.stopMs} | ${d.restartMs} | ${d.fileBefore} → ${d.fileAfter} |`),
+    ...Object.entries(durable).map(
+      ([k, d]) =>
+        `| ${k} | ${d.count} / ${d.inserted} | ${d.n} / ${d.incs} | ${d.uniqueKept ? "yes" : "NO"} | ${d.stopMs} | ${d.restartMs} | ${d.fileBefore} → ${d.fileAfter} |`,
+    ),
     "",
     "kill -9 of the Java process while 16 callers insert; start again on the same dataDir. " +
       "`window` = how long before the kill the oldest lost acknowledged insert was acknowledged.",

@@ -65,14 +65,18 @@ await standalone("grpc-vs-rest", async (ctx) => {
       calls[kind]! += n;
       cpu[kind]! += p.cpuMs.server ?? 0;
       const dir = join(ctx.profileDir, scenario);
-      const file = readdirSync(dir).filter((f) => f.endsWith(".cpuprofile")).sort()[0];
+      const file = readdirSync(dir)
+        .filter((f) => f.endsWith(".cpuprofile"))
+        .sort()[0];
       if (file) for (const row of summarize(join(dir, file), 10_000).byPlace) byPlace[kind]!.set(row.place, (byPlace[kind]!.get(row.place) ?? 0) + row.ms);
       calls[`${kind}Measured`] = (calls[`${kind}Measured`] ?? 0) + p.ok;
     }
   }
   const per = (k: string) => (cpu[k]! / calls[`${k}Measured`]!).toFixed(3);
   const mean = (k: string) => (rate[k]!.reduce((a, b) => a + b, 0) / rate[k]!.length).toFixed(1);
-  ctx.log(`\nserver CPU per accepted call (/proc, measured periods): REST ${per("rest")} ms, gRPC (grpc-js) ${per("grpc")} ms, gRPC (node:http2) ${per("http2")} ms`);
+  ctx.log(
+    `\nserver CPU per accepted call (/proc, measured periods): REST ${per("rest")} ms, gRPC (grpc-js) ${per("grpc")} ms, gRPC (node:http2) ${per("http2")} ms`,
+  );
   ctx.log(`accepts/s (mean of rounds): REST ${mean("rest")}, gRPC (grpc-js) ${mean("grpc")}, gRPC (node:http2) ${mean("http2")}`);
   ctx.log(`\nprofiled self time per call (ms), by package, largest differences first (profiles in ${ctx.profileDir}):\n`);
   ctx.log("| gRPC (grpc-js) − REST | REST | gRPC (grpc-js) | gRPC (node:http2) | where |\n|---:|---:|---:|---:|---|");

@@ -8,7 +8,10 @@
 import { standalone } from "./lib/standalone.js";
 import { pickupScenario } from "./scenarios/pickup.js";
 
-const [runs = 200, finishedRuns = 0, pollMs = 100, backlogRuns = 5000] = process.argv.slice(2).filter((a) => !a.startsWith("--")).map(Number);
+const [runs = 200, finishedRuns = 0, pollMs = 100, backlogRuns = 5000] = process.argv
+  .slice(2)
+  .filter((a) => !a.startsWith("--"))
+  .map(Number);
 
 await standalone("pickup", async (ctx) => {
   ctx.log(`${runs} runs per case; ${finishedRuns} finished runs stored first; poll ${pollMs} ms; backlog of ${backlogRuns} runs in another project`);

@@ -5,9 +5,25 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 
-interface CallFrame { functionName: string; url: string; lineNumber: number; columnNumber: number }
-interface ProfileNode { id: number; callFrame: CallFrame; hitCount?: number; children?: number[] }
-interface CpuProfile { nodes: ProfileNode[]; startTime: number; endTime: number; samples?: number[]; timeDeltas?: number[] }
+interface CallFrame {
+  functionName: string;
+  url: string;
+  lineNumber: number;
+  columnNumber: number;
+}
+interface ProfileNode {
+  id: number;
+  callFrame: CallFrame;
+  hitCount?: number;
+  children?: number[];
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  startTime: number;
+  endTime: number;
+  samples?: number[];
+  timeDeltas?: number[];
+}
 
 const ROOT = resolve(import.meta.dirname, "..");
 
@@ -89,7 +105,10 @@ export function summarize(file: string, top = 25): Summary {
   }
   const busy = Math.max(1, total - idle);
   const rows = (m: Map<string, number>) =>
-    [...m].sort((a, b) => b[1] - a[1]).slice(0, top).map(([k, ms]) => ({ k, ms: Math.round(ms), pct: Math.round((ms / busy) * 1000) / 10 }));
+    [...m]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([k, ms]) => ({ k, ms: Math.round(ms), pct: Math.round((ms / busy) * 1000) / 10 }));
   return {
     file,
     totalMs: Math.round(total),

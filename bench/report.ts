@@ -131,7 +131,9 @@ export function renderMarkdown(r: BenchResults): string {
   out.push(`# runhook benchmark — ${r.date}${r.quick ? " (--quick)" : ""}`);
   out.push("");
   const load = (a?: number[]) => (a ? a.map((x) => x.toFixed(2)).join(", ") : "?");
-  out.push(`${r.machine.cpus} × ${r.machine.cpuModel}, ${r.machine.memGb} GB, node ${r.machine.node}; ${r.database}; commit ${r.commit}${r.dirty ? " + uncommitted changes" : ""}; ${r.durationS ?? "?"} s.`);
+  out.push(
+    `${r.machine.cpus} × ${r.machine.cpuModel}, ${r.machine.memGb} GB, node ${r.machine.node}; ${r.database}; commit ${r.commit}${r.dirty ? " + uncommitted changes" : ""}; ${r.durationS ?? "?"} s.`,
+  );
   out.push(`Load average (1, 5, 15 min) at the start: ${load(r.machine.loadAvgStart)}; at the end: ${load(r.machine.loadAvgEnd)}.`);
   out.push("Absolute figures depend on the machine and its other load; compare the ratios, which are measured in the same run on the same database server.");
 
@@ -140,12 +142,24 @@ export function renderMarkdown(r: BenchResults): string {
   if (r.webhook && "error" in r.webhook) out.push(`failed: ${r.webhook.error}`);
   else if (!w) out.push("not run");
   else {
-    out.push("| conc. | REST 202/s | p50 ms | p99 ms | p999 ms | raw insertOne/s | raw p99 ms | REST / raw | gRPC 202/s | gRPC p50 ms | gRPC p99 ms | gRPC / REST |");
+    out.push(
+      "| conc. | REST 202/s | p50 ms | p99 ms | p999 ms | raw insertOne/s | raw p99 ms | REST / raw | gRPC 202/s | gRPC p50 ms | gRPC p99 ms | gRPC / REST |",
+    );
     out.push("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (const l of w.levels) {
-      out.push(`| ${l.concurrency} | ${l.rest.okPerSec} | ${f(l.rest.p50Ms)} | ${f(l.rest.p99Ms)} | ${f(l.rest.p999Ms)} | ${l.raw.okPerSec} | ${f(l.raw.p99Ms)} | ${pct(l.restVsRaw)} | ${f(l.grpc?.okPerSec)} | ${f(l.grpc?.p50Ms)} | ${f(l.grpc?.p99Ms)} | ${pct(l.grpcVsRest)} |`);
+      out.push(
+        `| ${l.concurrency} | ${l.rest.okPerSec} | ${f(l.rest.p50Ms)} | ${f(l.rest.p99Ms)} | ${f(l.rest.p999Ms)} | ${l.raw.okPerSec} | ${f(l.raw.p99Ms)} | ${pct(l.restVsRaw)} | ${f(l.grpc?.okPerSec)} | ${f(l.grpc?.p50Ms)} | ${f(l.grpc?.p99Ms)} | ${pct(l.grpcVsRest)} |`,
+      );
     }
-    const bad = w.levels.flatMap((l) => [["REST", l.rest], ["gRPC", l.grpc]] as const).filter(([, s]) => s && Object.keys(s.other).length);
+    const bad = w.levels
+      .flatMap(
+        (l) =>
+          [
+            ["REST", l.rest],
+            ["gRPC", l.grpc],
+          ] as const,
+      )
+      .filter(([, s]) => s && Object.keys(s.other).length);
     for (const [k, s] of bad) out.push(`\n${k} c=${s!.concurrency}: unexpected answers ${JSON.stringify(s!.other)}`);
     if (w.grpcError) out.push(`\ngRPC not measured: ${w.grpcError}`);
 
@@ -155,9 +169,14 @@ export function renderMarkdown(r: BenchResults): string {
 
     const g = w.grpcClients;
     if (g) {
-      out.push("", `gRPC clients compared at concurrency ${g.concurrency} (REST at this level: ${w.levels.find((l) => l.concurrency === g.concurrency)?.rest.okPerSec}/s):`, "");
+      out.push(
+        "",
+        `gRPC clients compared at concurrency ${g.concurrency} (REST at this level: ${w.levels.find((l) => l.concurrency === g.concurrency)?.rest.okPerSec}/s):`,
+        "",
+      );
       out.push("| client | 202/s | p50 ms | p99 ms | vs REST | CPU ms/call: load gen. / server / Java |", "|---|---:|---:|---:|---:|---:|");
-      for (const v of g.variants) out.push(`| ${v.name}: ${v.what} | ${v.stats.okPerSec} | ${f(v.stats.p50Ms)} | ${f(v.stats.p99Ms)} | ${pct(v.vsRest)} | ${cpu(v.stats)} |`);
+      for (const v of g.variants)
+        out.push(`| ${v.name}: ${v.what} | ${v.stats.okPerSec} | ${f(v.stats.p50Ms)} | ${f(v.stats.p99Ms)} | ${pct(v.vsRest)} | ${cpu(v.stats)} |`);
     }
 
     const c = w.conflict;
@@ -205,12 +224,22 @@ export function renderMarkdown(r: BenchResults): string {
   else {
     out.push(`A runhook worker in the benchmark process, executor concurrency ${p.concurrency}, poll every ${p.pollIntervalMs} ms.`, "");
     out.push("| case | runs | p50 ms | p90 ms | p99 ms | max ms |", "|---|---:|---:|---:|---:|---:|");
-    out.push(`| same instance: insert + run.queued event | ${p.sameInstance.n} | ${f(p.sameInstance.p50Ms)} | ${f(p.sameInstance.p90Ms)} | ${f(p.sameInstance.p99Ms)} | ${f(p.sameInstance.maxMs)} |`);
-    out.push(`| other instance: insert only, found by the poll | ${p.otherInstance.n} | ${f(p.otherInstance.p50Ms)} | ${f(p.otherInstance.p90Ms)} | ${f(p.otherInstance.p99Ms)} | ${f(p.otherInstance.maxMs)} |`);
+    out.push(
+      `| same instance: insert + run.queued event | ${p.sameInstance.n} | ${f(p.sameInstance.p50Ms)} | ${f(p.sameInstance.p90Ms)} | ${f(p.sameInstance.p99Ms)} | ${f(p.sameInstance.maxMs)} |`,
+    );
+    out.push(
+      `| other instance: insert only, found by the poll | ${p.otherInstance.n} | ${f(p.otherInstance.p50Ms)} | ${f(p.otherInstance.p90Ms)} | ${f(p.otherInstance.p99Ms)} | ${f(p.otherInstance.maxMs)} |`,
+    );
     const bl = p.backlog;
-    if (bl) out.push(`| same instance, another project with ${bl.backlogRuns} queued runs (${bl.queuedAtStart} → ${bl.queuedAtEnd} queued while measuring) | ${bl.sameInstance.n} | ${f(bl.sameInstance.p50Ms)} | ${f(bl.sameInstance.p90Ms)} | ${f(bl.sameInstance.p99Ms)} | ${f(bl.sameInstance.maxMs)} |`);
+    if (bl)
+      out.push(
+        `| same instance, another project with ${bl.backlogRuns} queued runs (${bl.queuedAtStart} → ${bl.queuedAtEnd} queued while measuring) | ${bl.sameInstance.n} | ${f(bl.sameInstance.p50Ms)} | ${f(bl.sameInstance.p90Ms)} | ${f(bl.sameInstance.p99Ms)} | ${f(bl.sameInstance.maxMs)} |`,
+      );
     const hs = p.withHistory;
-    if (hs) out.push(`| same instance, ${hs.finishedRuns} finished runs in the collection | ${hs.sameInstance.n} | ${f(hs.sameInstance.p50Ms)} | ${f(hs.sameInstance.p90Ms)} | ${f(hs.sameInstance.p99Ms)} | ${f(hs.sameInstance.maxMs)} |`);
+    if (hs)
+      out.push(
+        `| same instance, ${hs.finishedRuns} finished runs in the collection | ${hs.sameInstance.n} | ${f(hs.sameInstance.p50Ms)} | ${f(hs.sameInstance.p90Ms)} | ${f(hs.sameInstance.p99Ms)} | ${f(hs.sameInstance.maxMs)} |`,
+      );
   }
 
   out.push("", "## 2. End to end: trigger → SUCCEEDED (load_record + update_record)", "");
@@ -219,7 +248,9 @@ export function renderMarkdown(r: BenchResults): string {
   else if (!e) out.push("not run");
   else {
     out.push(`Raw driver lifecycle (insert, claim, read record, update record, finish) at concurrency 8: ${f(e.rawLifecycle?.okPerSec)} runs/s.`, "");
-    out.push("| executors | runs/s (burst) | vs raw | pick-up p50 / p99 ms (paced) | completion p50 / p99 ms (paced) | pick-up p99 ms (burst) | completion p99 ms (burst) | succeeded |");
+    out.push(
+      "| executors | runs/s (burst) | vs raw | pick-up p50 / p99 ms (paced) | completion p50 / p99 ms (paced) | pick-up p99 ms (burst) | completion p99 ms (burst) | succeeded |",
+    );
     out.push("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (const c of e.configs) {
       if (!c.available) {
@@ -228,7 +259,9 @@ export function renderMarkdown(r: BenchResults): string {
       }
       const pc = c.paced;
       const b = c.burst;
-      out.push(`| ${c.name} | ${f(b?.runsPerSec)} | ${pct(b?.vsRawLifecycle)} | ${f(pc?.pickup.p50Ms)} / ${f(pc?.pickup.p99Ms)} | ${f(pc?.completion.p50Ms)} / ${f(pc?.completion.p99Ms)} | ${f(b?.pickup.p99Ms)} | ${f(b?.completion.p99Ms)} | ${(pc?.succeeded ?? 0) + (b?.succeeded ?? 0)}/${(pc?.runs ?? 0) + (b?.runs ?? 0)}${b?.failed ? `, ${b.failed} failed` : ""}${b?.unfinished ? `, ${b.unfinished} unfinished` : ""} |`);
+      out.push(
+        `| ${c.name} | ${f(b?.runsPerSec)} | ${pct(b?.vsRawLifecycle)} | ${f(pc?.pickup.p50Ms)} / ${f(pc?.pickup.p99Ms)} | ${f(pc?.completion.p50Ms)} / ${f(pc?.completion.p99Ms)} | ${f(b?.pickup.p99Ms)} | ${f(b?.completion.p99Ms)} | ${(pc?.succeeded ?? 0) + (b?.succeeded ?? 0)}/${(pc?.runs ?? 0) + (b?.runs ?? 0)}${b?.failed ? `, ${b.failed} failed` : ""}${b?.unfinished ? `, ${b.unfinished} unfinished` : ""} |`,
+      );
     }
   }
 
@@ -240,14 +273,20 @@ export function renderMarkdown(r: BenchResults): string {
     out.push(`${l.entries} entries, appended through the store (32 in flight) at ${l.append.entriesPerSec}/s.`, "");
     out.push("| read | entries | entries/s | vs raw scan |", "|---|---:|---:|---:|");
     out.push(`| raw driver cursor scan | ${l.rawScan.entries} | ${l.rawScan.entriesPerSec} | 100% |`);
-    out.push(`| raw driver, paged by \`_id\` ranges of 1000 | ${l.rawPaged.entries} | ${l.rawPaged.entriesPerSec}${l.rawPaged.partial ? " (time limit)" : ""} | ${pct(l.rawPaged.entriesPerSec / l.rawScan.entriesPerSec)} |`);
+    out.push(
+      `| raw driver, paged by \`_id\` ranges of 1000 | ${l.rawPaged.entries} | ${l.rawPaged.entriesPerSec}${l.rawPaged.partial ? " (time limit)" : ""} | ${pct(l.rawPaged.entriesPerSec / l.rawScan.entriesPerSec)} |`,
+    );
     if (!l.available) out.push(`| REST paging | ${l.reason ?? "not available"} | | |`);
     else {
       const pg = (name: string, x: NonNullable<LogsResult["paging"]>, rr: number | null) =>
         `| ${name} (${x.pages} pages, page p50 ${x.pageP50Ms} ms, max ${x.pageMaxMs} ms) | ${x.entries} | ${x.entriesPerSec}${x.partial ? " (time limit)" : ""} | ${pct(rr)} |`;
       out.push(pg("REST paging, limit=1000, first pass: positions above the watermark", l.paging!, l.pagingVsRawScan));
       if (l.pagingAgain) out.push(pg("REST paging, limit=1000, again: below the watermark", l.pagingAgain, l.pagingAgainVsRawScan));
-      out.push(l.export ? `| REST NDJSON export | ${l.export.entries} | ${l.export.entriesPerSec}${l.export.partial ? " (time limit)" : ""} | ${pct(l.exportVsRawScan)} |` : "| REST NDJSON export | not available | | |");
+      out.push(
+        l.export
+          ? `| REST NDJSON export | ${l.export.entries} | ${l.export.entriesPerSec}${l.export.partial ? " (time limit)" : ""} | ${pct(l.exportVsRawScan)} |`
+          : "| REST NDJSON export | not available | | |",
+      );
     }
     const t = l.tail;
     if (t) {
@@ -272,13 +311,21 @@ export function renderMarkdown(r: BenchResults): string {
 
   out.push("", "## Targets", "");
   out.push("| target | figure | status |", "|---|---:|---|");
-  out.push(`| webhook accept ≥ 40% of raw insertOne at concurrency 64 | ${pct(h.webhookVsRawInsert)} | ${status(h.webhookVsRawInsert, TARGETS.webhookVsRawInsert, true)} |`);
+  out.push(
+    `| webhook accept ≥ 40% of raw insertOne at concurrency 64 | ${pct(h.webhookVsRawInsert)} | ${status(h.webhookVsRawInsert, TARGETS.webhookVsRawInsert, true)} |`,
+  );
   out.push(`| webhook p99 ≤ 50 ms at concurrency 64 | ${f(h.webhookP99Ms, " ms")} | ${status(h.webhookP99Ms, TARGETS.webhookP99Ms, false)} |`);
   out.push(`| native gRPC accepts ≥ REST at concurrency 64 | ${pct(h.grpcVsRest)} | ${status(h.grpcVsRest, TARGETS.grpcVsRest, true)} |`);
   out.push(`| pick-up p99 ≤ 50 ms on the same instance | ${f(h.pickupSameP99Ms, " ms")} | ${status(h.pickupSameP99Ms, TARGETS.pickupP99Ms, false)} |`);
-  out.push(`| pick-up p99 with another project's backlog ≤ 2× idle | ${f(h.pickupBacklogVsIdle, "×")} | ${status(h.pickupBacklogVsIdle, TARGETS.pickupBacklogVsIdle, false)} |`);
-  out.push(`| log paging ≥ 50% of raw scan (first pass) | ${pct(h.logsPagingVsRawScan)} | ${status(h.logsPagingVsRawScan, TARGETS.logsPagingVsRawScan, true)} |`);
-  out.push(`| log paging ≥ 50% of raw scan (again, below the watermark) | ${pct(h.logsPagingAgainVsRawScan)} | ${status(h.logsPagingAgainVsRawScan, TARGETS.logsPagingVsRawScan, true)} |`);
+  out.push(
+    `| pick-up p99 with another project's backlog ≤ 2× idle | ${f(h.pickupBacklogVsIdle, "×")} | ${status(h.pickupBacklogVsIdle, TARGETS.pickupBacklogVsIdle, false)} |`,
+  );
+  out.push(
+    `| log paging ≥ 50% of raw scan (first pass) | ${pct(h.logsPagingVsRawScan)} | ${status(h.logsPagingVsRawScan, TARGETS.logsPagingVsRawScan, true)} |`,
+  );
+  out.push(
+    `| log paging ≥ 50% of raw scan (again, below the watermark) | ${pct(h.logsPagingAgainVsRawScan)} | ${status(h.logsPagingAgainVsRawScan, TARGETS.logsPagingVsRawScan, true)} |`,
+  );
   out.push(`| tail of 20,000 entries from 4 writers < 60 s | ${f(h.tailMs, " ms")} | ${status(h.tailMs, TARGETS.tailMs, false)} |`);
   out.push(`| runhook RSS ≤ 150 MB idle | ${f(h.rssIdleMb, " MB")} | ${status(h.rssIdleMb, TARGETS.rssIdleMb, false)} |`);
   out.push(`| runhook RSS ≤ 300 MB under load | ${f(h.rssLoadMb, " MB")} | ${status(h.rssLoadMb, TARGETS.rssLoadMb, false)} |`);
@@ -293,6 +340,7 @@ function renderBackends(out: string[], r: Or<BackendsResult> | undefined): void 
   if (!b) return void out.push("not run");
   for (const x of b.backends) out.push(`- **${x.name}**: ${x.what}`);
   out.push("", `| conc. | ${b.backends.map((x) => `${x.name} 202/s | p99 ms`).join(" | ")} |`, `|---:|${b.backends.map(() => "---:|---:").join("|")}|`);
-  for (const l of b.levels) out.push(`| ${l.concurrency} | ${b.backends.map((x) => `${f(l.byBackend[x.name]?.okPerSec)} | ${f(l.byBackend[x.name]?.p99Ms)}`).join(" | ")} |`);
+  for (const l of b.levels)
+    out.push(`| ${l.concurrency} | ${b.backends.map((x) => `${f(l.byBackend[x.name]?.okPerSec)} | ${f(l.byBackend[x.name]?.p99Ms)}`).join(" | ")} |`);
   out.push("", `file ÷ file-ack-before-commit at the top concurrency: ${pct(b.fileVsAckBeforeCommit)} (target ≥ 80 %).`);
 }

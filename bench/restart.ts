@@ -42,24 +42,44 @@ async function start(): Promise<{ server: EmbeddedServer; store: Store; ms: numb
 async function pool(n: number, fn: (i: number) => Promise<unknown>): Promise<number> {
   const t = performance.now();
   let next = 0;
-  await Promise.all(Array.from({ length: 64 }, async () => {
-    while (next < n) {
-      const i = next++;
-      await fn(i);
-      if (i % 10_000 === 0 && i) log(`${i}… (file ${fileMb()} MB, ${Math.round(performance.now() - t)} ms)`);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (next < n) {
+        const i = next++;
+        await fn(i);
+        if (i % 10_000 === 0 && i) log(`${i}… (file ${fileMb()} MB, ${Math.round(performance.now() - t)} ms)`);
+      }
+    }),
+  );
   return Math.round(n / ((performance.now() - t) / 1000));
 }
 
 function runDoc() {
   const step = { type: "load_record" } as const;
   const id = () => randomUUID();
-  return newRunDoc({ workflowId: id(), workflowVersion: 1, steps: [step, step, step], renderingId: id(), projectId: id(), environmentId: id(), collectionId: id(), collection: "customers", recordId: id(), userId: id(), userEmail: "someone@example.com", tokenId: id(), via: "webhook" });
+  return newRunDoc({
+    workflowId: id(),
+    workflowVersion: 1,
+    steps: [step, step, step],
+    renderingId: id(),
+    projectId: id(),
+    environmentId: id(),
+    collectionId: id(),
+    collection: "customers",
+    recordId: id(),
+    userId: id(),
+    userEmail: "someone@example.com",
+    tokenId: id(),
+    via: "webhook",
+  });
 }
 
 async function main() {
-  log(`${backend!.name}: ${backend!.what}; ${runs} runs; ${cpus().length} CPUs, load average ${loadavg().map((x) => x.toFixed(1)).join(", ")}`);
+  log(
+    `${backend!.name}: ${backend!.what}; ${runs} runs; ${cpus().length} CPUs, load average ${loadavg()
+      .map((x) => x.toFixed(1))
+      .join(", ")}`,
+  );
   let s = await start();
   const ids: string[] = [];
   const createRate = await pool(runs, async () => {
@@ -84,7 +104,18 @@ async function main() {
   row("clean restart", `restart ${s.ms} ms`);
   await s.close();
   await s.server.stop();
-  const md = [`# Embedded file backend: file size and restart time after ${runs} runs — ${new Date().toISOString()}`, "", `Backend: ${backend!.name} (${backend!.what}). ${cpus().length} CPUs; load average at the end ${loadavg().map((x) => x.toFixed(1)).join(", ")}. \`node --import tsx bench/restart.ts --runs=${runs} --backend=${backend!.name}\``, "", "| step | file MB | |", "|---|---:|---|", ...rows, ""].join("\n");
+  const md = [
+    `# Embedded file backend: file size and restart time after ${runs} runs — ${new Date().toISOString()}`,
+    "",
+    `Backend: ${backend!.name} (${backend!.what}). ${cpus().length} CPUs; load average at the end ${loadavg()
+      .map((x) => x.toFixed(1))
+      .join(", ")}. \`node --import tsx bench/restart.ts --runs=${runs} --backend=${backend!.name}\``,
+    "",
+    "| step | file MB | |",
+    "|---|---:|---|",
+    ...rows,
+    "",
+  ].join("\n");
   mkdirSync(join(import.meta.dirname, "results"), { recursive: true });
   const out = join(import.meta.dirname, "results", `${new Date().toISOString().slice(0, 19).replace(/:/g, "-")}-restart-${backend!.name}.md`);
   writeFileSync(out, md);

@@ -42,14 +42,25 @@ function soakArgs() {
   const rate = opt("soak-rate");
   const workers = Number(opt("soak-workers") ?? 1);
   const bad = (m: string): never => {
-    process.stderr.write(`${m}\nusage: npm run bench -- --soak <duration: 90s, 3m, 10m, 1h> [--soak-rate=<req/s>] [--soak-workers=<0..4>] [--soak-window=<duration>]\n`);
+    process.stderr.write(
+      `${m}\nusage: npm run bench -- --soak <duration: 90s, 3m, 10m, 1h> [--soak-rate=<req/s>] [--soak-workers=<0..4>] [--soak-window=<duration>]\n`,
+    );
     process.exit(2);
   };
   if (!durationMs || durationMs < 10_000) bad(`--soak needs a duration of at least 10s with a unit (ms, s, m, h), got ${JSON.stringify(raw ?? "")}`);
   if (!windowMs || windowMs < 5000) bad("--soak-window must be a duration of at least 5s");
   if (rate !== undefined && !(Number(rate) > 0)) bad(`--soak-rate must be a positive number of requests a second, got ${JSON.stringify(rate)}`);
   if (!Number.isInteger(workers) || workers < 0 || workers > 4) bad("--soak-workers must be 0 to 4");
-  return { durationMs: durationMs!, windowMs: windowMs!, workers, ratePerSec: rate === undefined ? undefined : Number(rate), share: 0.5, capacityMs: 10_000, capacityConcurrency: 16, records: 2000 };
+  return {
+    durationMs: durationMs!,
+    windowMs: windowMs!,
+    workers,
+    ratePerSec: rate === undefined ? undefined : Number(rate),
+    share: 0.5,
+    capacityMs: 10_000,
+    capacityConcurrency: 16,
+    records: 2000,
+  };
 }
 const soak = soakArgs();
 
@@ -74,7 +85,10 @@ const ctx: BenchContext = {
 const bounded = (p: Promise<unknown>, ms: number) =>
   new Promise<void>((resolve) => {
     const t = setTimeout(resolve, ms);
-    p.then(() => undefined, () => undefined).finally(() => {
+    p.then(
+      () => undefined,
+      () => undefined,
+    ).finally(() => {
       clearTimeout(t);
       resolve();
     });
@@ -126,7 +140,9 @@ function uptime(): string {
   try {
     return execFileSync("uptime", { encoding: "utf8" }).trim();
   } catch {
-    return `load average: ${loadavg().map((x) => x.toFixed(2)).join(", ")}`;
+    return `load average: ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(", ")}`;
   }
 }
 
@@ -135,22 +151,59 @@ async function soakMain(o: NonNullable<typeof soak>): Promise<number> {
   const t0 = Date.now();
   const uptimeStart = uptime();
   const loadAvgStart = loadavg();
-  ctx.log(`runhook bench --soak ${o.durationMs / 1000}s: ${database!.description}${ctx.javaPid ? ` (java pid ${ctx.javaPid})` : ""}; ${cpus().length} CPUs; node ${process.version}; ${uptimeStart}`);
+  ctx.log(
+    `runhook bench --soak ${o.durationMs / 1000}s: ${database!.description}${ctx.javaPid ? ` (java pid ${ctx.javaPid})` : ""}; ${cpus().length} CPUs; node ${process.version}; ${uptimeStart}`,
+  );
   ctx.log("\n== soak ==");
   const r = await soakScenario(ctx, o);
   const uptimeEnd = uptime();
   const loadAvgEnd = loadavg();
   await cleanup();
-  const meta = { date: started.toISOString(), database: database!.description, commit: git("rev-parse", "--short", "HEAD"), dirty: git("status", "--porcelain").length > 0, loadAvgStart, loadAvgEnd, cpus: cpus().length, node: process.version, uptimeStart, uptimeEnd };
+  const meta = {
+    date: started.toISOString(),
+    database: database!.description,
+    commit: git("rev-parse", "--short", "HEAD"),
+    dirty: git("status", "--porcelain").length > 0,
+    loadAvgStart,
+    loadAvgEnd,
+    cpus: cpus().length,
+    node: process.version,
+    uptimeStart,
+    uptimeEnd,
+  };
   const md = renderSoakMarkdown(r, meta);
   mkdirSync(resultsDir, { recursive: true });
-  writeFileSync(join(resultsDir, `${stamp}.json`), JSON.stringify({ ...meta, machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "", memGb: Math.round(totalmem() / 2 ** 30), platform: process.platform }, durationS: Math.round((Date.now() - t0) / 1000), ...r }, null, 2) + "\n");
+  writeFileSync(
+    join(resultsDir, `${stamp}.json`),
+    JSON.stringify(
+      {
+        ...meta,
+        machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "", memGb: Math.round(totalmem() / 2 ** 30), platform: process.platform },
+        durationS: Math.round((Date.now() - t0) / 1000),
+        ...r,
+      },
+      null,
+      2,
+    ) + "\n",
+  );
   writeFileSync(join(resultsDir, `${stamp}.md`), md);
   ctx.log("\n" + md);
   ctx.log(`(written bench/results/${stamp}.json and .md; ${Math.round((Date.now() - t0) / 1000)} s)`);
   const serverSlope = r.verdict.rss.find((x) => x.process === "server")?.slopeMbPerMin ?? null;
   const worstP99 = r.verdict.p99.reduce<number | null>((a, p) => (p.judged && p.ratio !== null && (a === null || p.ratio > a) ? p.ratio : a), null);
-  process.stdout.write(JSON.stringify({ soakS: o.durationMs / 1000, targetPerSec: r.targetPerSec, capacityPerSec: r.capacity?.capacityPerSec ?? null, acceptedPerSec: round(r.totals.accepted / Math.max(1, r.totals.elapsedS), 1), errors: r.totals.errors, rssFlat: r.verdict.rssFlat, serverSlopeMbPerMin: serverSlope, p99Stable: r.verdict.p99Stable, worstP99Ratio: worstP99 }) + "\n");
+  process.stdout.write(
+    JSON.stringify({
+      soakS: o.durationMs / 1000,
+      targetPerSec: r.targetPerSec,
+      capacityPerSec: r.capacity?.capacityPerSec ?? null,
+      acceptedPerSec: round(r.totals.accepted / Math.max(1, r.totals.elapsedS), 1),
+      errors: r.totals.errors,
+      rssFlat: r.verdict.rssFlat,
+      serverSlopeMbPerMin: serverSlope,
+      p99Stable: r.verdict.p99Stable,
+      worstP99Ratio: worstP99,
+    }) + "\n",
+  );
   return 0;
 }
 
@@ -161,14 +214,23 @@ async function main(): Promise<number> {
   ctx.uri = database.uri;
   ctx.javaPid = database.javaPid;
   if (soak) return soakMain(soak);
-  ctx.log(`runhook bench${quick ? " --quick" : ""}: ${database.description}${ctx.javaPid ? ` (java pid ${ctx.javaPid})` : ""}; ${cpus().length} CPUs; load average ${loadAvgStart.map((x) => x.toFixed(2)).join(", ")}; node ${process.version}`);
+  ctx.log(
+    `runhook bench${quick ? " --quick" : ""}: ${database.description}${ctx.javaPid ? ` (java pid ${ctx.javaPid})` : ""}; ${cpus().length} CPUs; load average ${loadAvgStart.map((x) => x.toFixed(2)).join(", ")}; node ${process.version}`,
+  );
   const javaIdleMb = ctx.javaPid ? rssMb(ctx.javaPid) : null;
   const javaSampler = ctx.javaPid ? rssSampler(ctx.javaPid, 500) : undefined;
 
   const results: BenchResults = {
     date: started.toISOString(),
     quick,
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "", memGb: Math.round(totalmem() / 2 ** 30), node: process.version, platform: process.platform, loadAvgStart },
+    machine: {
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model ?? "",
+      memGb: Math.round(totalmem() / 2 ** 30),
+      node: process.version,
+      platform: process.platform,
+      loadAvgStart,
+    },
     database: database.description,
     commit: git("rev-parse", "--short", "HEAD"),
     dirty: git("status", "--porcelain").length > 0,
@@ -181,16 +243,32 @@ async function main(): Promise<number> {
     javaRss: null,
   };
 
-  results.webhook = await scenario("webhook", () => webhookScenario(ctx, { concurrencies: [1, 16, 64], durationMs: quick ? 3000 : 15_000, repeat: quick ? 1 : 2, conflictConcurrency: quick ? 16 : 64 }));
-  results.backends = await scenario("backends", () => backendsScenario(ctx, { concurrencies: [1, 16, 64], durationMs: quick ? 3000 : 15_000, repeat: quick ? 1 : 2 }));
-  results.roundTrips = await scenario("roundtrips", () => roundTripsScenario(ctx, { calls: quick ? 20 : 100, runs: quick ? 5 : 20 }));
-  results.pickup = await scenario("pickup", () => pickupScenario(ctx, { runs: quick ? 50 : 200, historyRuns: quick ? 10_000 : 50_000, backlogRuns: quick ? 1000 : 5000 }));
-  results.e2e = await scenario("e2e", () =>
-    e2eScenario(ctx, quick
-      ? { pacedRuns: 10, burstRuns: 40, triggerConcurrency: 16, rawDurationMs: 1500, probeTimeoutMs: 8000, finishTimeoutMs: 15_000 }
-      : { pacedRuns: 200, burstRuns: 2000, triggerConcurrency: 16, rawDurationMs: 10_000, probeTimeoutMs: 15_000, finishTimeoutMs: 180_000 }),
+  results.webhook = await scenario("webhook", () =>
+    webhookScenario(ctx, { concurrencies: [1, 16, 64], durationMs: quick ? 3000 : 15_000, repeat: quick ? 1 : 2, conflictConcurrency: quick ? 16 : 64 }),
   );
-  results.logs = await scenario("logs", () => logsScenario(ctx, { entries: quick ? 10_000 : 100_000, timeLimitMs: quick ? 30_000 : 180_000, tailEntries: 20_000, tailTimeLimitMs: quick ? 120_000 : 300_000 }));
+  results.backends = await scenario("backends", () =>
+    backendsScenario(ctx, { concurrencies: [1, 16, 64], durationMs: quick ? 3000 : 15_000, repeat: quick ? 1 : 2 }),
+  );
+  results.roundTrips = await scenario("roundtrips", () => roundTripsScenario(ctx, { calls: quick ? 20 : 100, runs: quick ? 5 : 20 }));
+  results.pickup = await scenario("pickup", () =>
+    pickupScenario(ctx, { runs: quick ? 50 : 200, historyRuns: quick ? 10_000 : 50_000, backlogRuns: quick ? 1000 : 5000 }),
+  );
+  results.e2e = await scenario("e2e", () =>
+    e2eScenario(
+      ctx,
+      quick
+        ? { pacedRuns: 10, burstRuns: 40, triggerConcurrency: 16, rawDurationMs: 1500, probeTimeoutMs: 8000, finishTimeoutMs: 15_000 }
+        : { pacedRuns: 200, burstRuns: 2000, triggerConcurrency: 16, rawDurationMs: 10_000, probeTimeoutMs: 15_000, finishTimeoutMs: 180_000 },
+    ),
+  );
+  results.logs = await scenario("logs", () =>
+    logsScenario(ctx, {
+      entries: quick ? 10_000 : 100_000,
+      timeLimitMs: quick ? 30_000 : 180_000,
+      tailEntries: 20_000,
+      tailTimeLimitMs: quick ? 120_000 : 300_000,
+    }),
+  );
 
   if (ctx.javaPid) results.javaRss = { idleMb: javaIdleMb, endMb: rssMb(ctx.javaPid), peakMb: javaSampler!.stop() };
   results.machine.loadAvgEnd = loadavg();

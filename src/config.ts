@@ -110,7 +110,9 @@ function dataDatabasesAllowed(env: NodeJS.ProcessEnv): Map<string, string> {
     if (!part.trim()) continue;
     const m = /^([^=]+)=([0-9a-f-]{36})$/.exec(part.trim());
     if (!m || !DATA_DATABASE_NAME.test(m[1]!) || isReservedDatabase(m[1]!)) {
-      throw new ConfigError(`RUNHOOK_DATA_DATABASES_ALLOWED must be 'database=organizationId[,…]' (database: 1-63 letters, digits, '_' or '-', not admin/local/config; organization: its id), got "${part.trim()}"`);
+      throw new ConfigError(
+        `RUNHOOK_DATA_DATABASES_ALLOWED must be 'database=organizationId[,…]' (database: 1-63 letters, digits, '_' or '-', not admin/local/config; organization: its id), got "${part.trim()}"`,
+      );
     }
     allowed.set(m[1]!, m[2]!);
   }
@@ -211,7 +213,8 @@ function metricsPort(env: NodeJS.ProcessEnv): Config["metricsPort"] {
 function writeConcern(env: NodeJS.ProcessEnv): WriteConcernSetting {
   const raw = env.RUNHOOK_WRITE_CONCERN || String(DEFAULT_WRITE_CONCERN.w);
   // w: 0 would acknowledge nothing at all: a 202 must mean the run is stored.
-  if (raw !== "majority" && !/^[1-9]\d{0,1}$/.test(raw)) throw new ConfigError(`RUNHOOK_WRITE_CONCERN must be "majority" or a number of members from 1 to 99, got "${raw}"`);
+  if (raw !== "majority" && !/^[1-9]\d{0,1}$/.test(raw))
+    throw new ConfigError(`RUNHOOK_WRITE_CONCERN must be "majority" or a number of members from 1 to 99, got "${raw}"`);
   return { w: raw === "majority" ? raw : Number(raw), journal: bool(env, "RUNHOOK_WRITE_JOURNAL", DEFAULT_WRITE_CONCERN.journal) };
 }
 
@@ -226,14 +229,19 @@ function httpLimits(env: NodeJS.ProcessEnv): Config["http"] {
   const headersTimeoutMs = int(env, "RUNHOOK_HTTP_HEADERS_TIMEOUT_MS", 10_000, 100, 3_600_000);
   const requestTimeoutMs = int(env, "RUNHOOK_HTTP_REQUEST_TIMEOUT_MS", 30_000, 100, 3_600_000);
   if (headersTimeoutMs > requestTimeoutMs) {
-    throw new ConfigError(`RUNHOOK_HTTP_HEADERS_TIMEOUT_MS (${headersTimeoutMs}) must not be larger than RUNHOOK_HTTP_REQUEST_TIMEOUT_MS (${requestTimeoutMs})`);
+    throw new ConfigError(
+      `RUNHOOK_HTTP_HEADERS_TIMEOUT_MS (${headersTimeoutMs}) must not be larger than RUNHOOK_HTTP_REQUEST_TIMEOUT_MS (${requestTimeoutMs})`,
+    );
   }
   return { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs: int(env, "RUNHOOK_HTTP_KEEP_ALIVE_TIMEOUT_MS", 72_000, 100, 3_600_000) };
 }
 
 /** RUNHOOK_TRUSTED_PROXIES: comma-separated IPv4/IPv6 addresses or CIDR ranges. */
 function trustedProxies(env: NodeJS.ProcessEnv): string[] {
-  const list = (env.RUNHOOK_TRUSTED_PROXIES ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  const list = (env.RUNHOOK_TRUSTED_PROXIES ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const p of list) {
     const [addr, bits, extra] = p.split("/");
     const max = isIP(addr ?? "") === 4 ? 32 : isIP(addr ?? "") === 6 ? 128 : 0;
@@ -256,7 +264,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!/^https?:\/\/[^/]+(\/.*)?$/.test(publicBaseUrl)) throw new ConfigError(`PUBLIC_BASE_URL must be an http(s) URL, got "${publicBaseUrl}"`);
   const mongodbUri = env.MONGODB_URI || undefined;
   if (mongodbUri && !/^mongodb(\+srv)?:\/\//.test(mongodbUri)) throw new ConfigError("MONGODB_URI must start with mongodb:// or mongodb+srv://");
-  if (mongodbUri && /[?&]w=0(&|$)/i.test(mongodbUri)) throw new ConfigError("MONGODB_URI must not set w=0: runhook acknowledges only writes the database has confirmed");
+  if (mongodbUri && /[?&]w=0(&|$)/i.test(mongodbUri))
+    throw new ConfigError("MONGODB_URI must not set w=0: runhook acknowledges only writes the database has confirmed");
   return {
     port,
     grpcPort: int(env, "GRPC_PORT", 50051, 0, 65535),

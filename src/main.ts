@@ -3,7 +3,18 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { FastifyInstance } from "fastify";
 import type { Config } from "./config.js";
-import { connect, createStore, ensureIndexes, isUnavailable, sweepEveryMs, sweepExpired, SWEEP_EVERY_MS, ttlIndexes, type Database, type TtlIndex } from "./store/index.js";
+import {
+  connect,
+  createStore,
+  ensureIndexes,
+  isUnavailable,
+  sweepEveryMs,
+  sweepExpired,
+  SWEEP_EVERY_MS,
+  ttlIndexes,
+  type Database,
+  type TtlIndex,
+} from "./store/index.js";
 import { startEmbeddedServer, type EmbeddedServer } from "./embedded/index.js";
 import type { ServerDeps } from "./rpc/server-deps.js";
 import { AuthFailureThrottle } from "./rpc/auth-throttle.js";
@@ -60,7 +71,12 @@ export interface StartOptions {
  * Connects to MONGODB_URI, or to the embedded server it starts first, and creates the indexes.
  * On the memory backend only a server starts the database; a worker or seed joins it, or fails.
  */
-export async function openDatabase(config: Config, logger: Logger, mode: StartOptions["mode"], dbName?: string): Promise<{ db: Database; embedded?: EmbeddedServer }> {
+export async function openDatabase(
+  config: Config,
+  logger: Logger,
+  mode: StartOptions["mode"],
+  dbName?: string,
+): Promise<{ db: Database; embedded?: EmbeddedServer }> {
   let embedded: EmbeddedServer | undefined;
   let uri = config.mongodbUri;
   if (!uri) {
@@ -91,9 +107,13 @@ function logWriteConcern(db: Database, logger: Logger, embedded: Config["embedde
   const durable = journal === true && (w === "majority" || (typeof w === "number" && w >= 1));
   // The embedded server ignores write concerns: what a write survives is its backend's doing.
   const note =
-    embedded === "file" ? " (ignored by the embedded server: its file backend answers a write once it is on disk)"
-    : embedded === "memory" ? " (ignored by the embedded server: its memory backend keeps nothing across a restart)"
-    : durable ? "" : " — a crash can lose acknowledged writes";
+    embedded === "file"
+      ? " (ignored by the embedded server: its file backend answers a write once it is on disk)"
+      : embedded === "memory"
+        ? " (ignored by the embedded server: its memory backend keeps nothing across a restart)"
+        : durable
+          ? ""
+          : " — a crash can lose acknowledged writes";
   logger.info({ writeConcern: { w, journal, wtimeoutMS } }, `write concern in force: w=${String(w)}, journal=${String(journal)}${note}`);
 }
 
@@ -140,7 +160,16 @@ export function createDeps(db: Database, config: Config, logger: Logger): Server
   const events = new EventEmitter();
   events.setMaxListeners(0);
   const dbMonitor = monitorDatabase(() => db.ping(), { intervalMs: DB_CHECK_EVERY_MS, timeoutMs: Math.min(config.dbTimeoutMs, DB_CHECK_TIMEOUT_MS) });
-  return { store, config, logger, events, health: createHealthStatus({ services: [...SERVICE_DESCS] }), metrics, dbMonitor, authFailures: new AuthFailureThrottle(config.authFailureLimitPerMinute) };
+  return {
+    store,
+    config,
+    logger,
+    events,
+    health: createHealthStatus({ services: [...SERVICE_DESCS] }),
+    metrics,
+    dbMonitor,
+    authFailures: new AuthFailureThrottle(config.authFailureLimitPerMinute),
+  };
 }
 
 export async function startRunhook(config: Config, opts: StartOptions): Promise<Runhook> {

@@ -40,14 +40,20 @@ let n = 0;
 /** A fresh organization built entirely through AdminService. */
 async function org() {
   const tag = `${Date.now().toString(36)}${n++}`;
-  const boot = await adminClient(server.baseUrl, BOOTSTRAP_SECRET).bootstrap({ organizationName: `org-${tag}`, adminEmail: `root-${tag}@example.test`, adminName: "Root" });
+  const boot = await adminClient(server.baseUrl, BOOTSTRAP_SECRET).bootstrap({
+    organizationName: `org-${tag}`,
+    adminEmail: `root-${tag}@example.test`,
+    adminName: "Root",
+  });
   const root = adminClient(server.baseUrl, boot.adminToken);
   const project = (await root.createProject({ name: `proj-${tag}` })).project!;
   const env = (await root.createEnvironment({ projectId: project.id, name: "production" })).environment!;
   const team = (await root.createTeam({ projectId: project.id, name: "ops" })).team!;
   const rendering = (await root.createRendering({ teamId: team.id, environmentId: env.id })).rendering!;
   const collection = (await root.createCollection({ environmentId: env.id, name: "orders", primaryKey: ["id"] })).collection!;
-  await root.setCollectionPermission({ permission: { renderingId: rendering.id, collectionId: collection.id, readRoles: ["admin", "editor", "user"], editRoles: ["admin", "editor"] } });
+  await root.setCollectionPermission({
+    permission: { renderingId: rendering.id, collectionId: collection.id, readRoles: ["admin", "editor", "user"], editRoles: ["admin", "editor"] },
+  });
   const mkUser = async (role: string, inTeam = true) => {
     const u = (await root.createUser({ email: `${role}-${tag}-${n++}@example.test`, name: role })).user!;
     if (role !== "none") await root.setProjectRole({ projectId: project.id, userId: u.id, role });
@@ -58,7 +64,14 @@ async function org() {
   const admin = await mkUser("admin");
   const editor = await mkUser("editor");
   const user = await mkUser("user");
-  const workflow = (await editor.client.createWorkflow({ renderingId: rendering.id, collectionId: collection.id, name: "wf", steps: [load, wait(60), update({ status: "done" }), note("<p>done</p>")] })).workflow!;
+  const workflow = (
+    await editor.client.createWorkflow({
+      renderingId: rendering.id,
+      collectionId: collection.id,
+      name: "wf",
+      steps: [load, wait(60), update({ status: "done" }), note("<p>done</p>")],
+    })
+  ).workflow!;
   return { tag, boot, root, orgId: boot.organization!.id, project, env, team, rendering, collection, admin, editor, user, workflow, mkUser };
 }
 
@@ -83,10 +96,24 @@ describe("AdminService: building a world", () => {
 
   it("serves AdminService over native gRPC", async () => {
     const o = await org();
-    const r = await grpcUnary(server.grpcAddr, "/runhook.v1.AdminService/CreateProject", CreateProjectRequestSchema, CreateProjectResponseSchema, create(CreateProjectRequestSchema, { name: `g-${o.tag}` }), o.boot.adminToken);
+    const r = await grpcUnary(
+      server.grpcAddr,
+      "/runhook.v1.AdminService/CreateProject",
+      CreateProjectRequestSchema,
+      CreateProjectResponseSchema,
+      create(CreateProjectRequestSchema, { name: `g-${o.tag}` }),
+      o.boot.adminToken,
+    );
     expect(r.error).toBeUndefined();
     expect(r.value!.project!.name).toBe(`g-${o.tag}`);
-    const denied = await grpcUnary(server.grpcAddr, "/runhook.v1.AdminService/CreateProject", CreateProjectRequestSchema, CreateProjectResponseSchema, { name: "x" }, o.user.token);
+    const denied = await grpcUnary(
+      server.grpcAddr,
+      "/runhook.v1.AdminService/CreateProject",
+      CreateProjectRequestSchema,
+      CreateProjectResponseSchema,
+      { name: "x" },
+      o.user.token,
+    );
     expect(denied.error?.code).toBe(grpc.status.PERMISSION_DENIED);
   });
 
@@ -94,9 +121,15 @@ describe("AdminService: building a world", () => {
     const o = await org();
     const c = o.editor.client;
     const p2 = await c.publishWorkflow({ workflowId: o.workflow.id, steps: [load] });
-    expect(p2.workflow!.versions.map((v) => [v.version, v.active])).toEqual([[1, true], [2, true]]);
+    expect(p2.workflow!.versions.map((v) => [v.version, v.active])).toEqual([
+      [1, true],
+      [2, true],
+    ]);
     const d = await c.deactivateWorkflowVersion({ workflowId: o.workflow.id, version: 1 });
-    expect(d.workflow!.versions.map((v) => [v.version, v.active])).toEqual([[1, false], [2, true]]);
+    expect(d.workflow!.versions.map((v) => [v.version, v.active])).toEqual([
+      [1, false],
+      [2, true],
+    ]);
     const p3 = await c.publishWorkflow({ workflowId: o.workflow.id, steps: [load], triggerRoles: ["admin"], updateTriggerRoles: true });
     expect(p3.workflow!.triggerRoles).toEqual(["admin"]);
     const p4 = await c.publishWorkflow({ workflowId: o.workflow.id, steps: [load] });
@@ -133,7 +166,8 @@ describe("AdminService: validation", () => {
   it("answers INVALID_ARGUMENT with a clear message for bad input", async () => {
     const o = await org();
     const r = o.root;
-    const wf = (steps: Step[], extra: Record<string, unknown> = {}) => r.createWorkflow({ renderingId: o.rendering.id, collectionId: o.collection.id, name: "w", steps, ...extra });
+    const wf = (steps: Step[], extra: Record<string, unknown> = {}) =>
+      r.createWorkflow({ renderingId: o.rendering.id, collectionId: o.collection.id, name: "w", steps, ...extra });
     const cases: [string, () => Promise<unknown>, RegExp][] = [
       ["project name", () => r.createProject({ name: "bad name!" }), /name/],
       ["empty project name", () => r.createProject({ name: "" }), /name/],
@@ -144,9 +178,21 @@ describe("AdminService: validation", () => {
       ["collection name", () => r.createCollection({ environmentId: o.env.id, name: "a.b" }), /name/],
       ["primary key field", () => r.createCollection({ environmentId: o.env.id, name: "c1", primaryKey: ["$x"] }), /primary_key/],
       ["duplicate primary key field", () => r.createCollection({ environmentId: o.env.id, name: "c2", primaryKey: ["a", "a"] }), /primary_key/],
-      ["permission role", () => r.setCollectionPermission({ permission: { renderingId: o.rendering.id, collectionId: o.collection.id, readRoles: ["owner"] } }), /read_roles/],
-      ["permission scope operator", () => r.setCollectionPermission({ permission: { renderingId: o.rendering.id, collectionId: o.collection.id, scope: { $where: "1" } } }), /scope/],
-      ["permission scope object", () => r.setCollectionPermission({ permission: { renderingId: o.rendering.id, collectionId: o.collection.id, scope: { region: { $ne: "eu" } } } }), /scope/],
+      [
+        "permission role",
+        () => r.setCollectionPermission({ permission: { renderingId: o.rendering.id, collectionId: o.collection.id, readRoles: ["owner"] } }),
+        /read_roles/,
+      ],
+      [
+        "permission scope operator",
+        () => r.setCollectionPermission({ permission: { renderingId: o.rendering.id, collectionId: o.collection.id, scope: { $where: "1" } } }),
+        /scope/,
+      ],
+      [
+        "permission scope object",
+        () => r.setCollectionPermission({ permission: { renderingId: o.rendering.id, collectionId: o.collection.id, scope: { region: { $ne: "eu" } } } }),
+        /scope/,
+      ],
       ["project role", () => r.setProjectRole({ projectId: o.project.id, userId: o.user.user.id, role: "owner" }), /role/],
       ["no steps", () => wf([]), /steps/],
       ["step without kind", () => wf([{}]), /steps\[0\]/],
@@ -163,7 +209,10 @@ describe("AdminService: validation", () => {
       ["missing id", () => r.getWorkflow({ workflowId: "" }), /workflow_id/],
     ];
     for (const [name, p, msg] of cases) {
-      const err = await p().then(() => undefined, (e: unknown) => ConnectError.from(e));
+      const err = await p().then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
       expect(err?.code, name).toBe(Code.InvalidArgument);
       expect(err?.rawMessage, name).toMatch(msg);
     }
@@ -180,7 +229,9 @@ describe("AdminService: validation", () => {
     expect(await code(r.createRendering({ teamId: o.team.id, environmentId: o.env.id }))).toBe(Code.AlreadyExists);
     expect(await code(r.createCollection({ environmentId: o.env.id, name: "orders" }))).toBe(Code.AlreadyExists);
     expect(await code(r.createUser({ email: o.user.user.email }))).toBe(Code.AlreadyExists);
-    expect(await code(adminClient(server.baseUrl, BOOTSTRAP_SECRET).bootstrap({ organizationName: `org-${o.tag}`, adminEmail: "other@example.test" }))).toBe(Code.AlreadyExists);
+    expect(await code(adminClient(server.baseUrl, BOOTSTRAP_SECRET).bootstrap({ organizationName: `org-${o.tag}`, adminEmail: "other@example.test" }))).toBe(
+      Code.AlreadyExists,
+    );
   });
 
   it("answers NOT_FOUND for unknown ids, and for resources of another organization", async () => {
@@ -246,7 +297,9 @@ describe("AdminService: who may call what", () => {
     expect(await code(c.createApiToken({ projectId: o.project.id }))).toBe(Code.PermissionDenied);
     expect(await code(c.createEnvironment({ projectId: o.project.id, name: "e2" }))).toBe(Code.PermissionDenied);
     expect(await code(c.setProjectRole({ projectId: o.project.id, userId: o.editor.user.id, role: "admin" }))).toBe(Code.PermissionDenied);
-    expect(await code(c.setCollectionPermission({ permission: { renderingId: o.rendering.id, collectionId: o.collection.id, readRoles: ["user"] } }))).toBe(Code.PermissionDenied);
+    expect(await code(c.setCollectionPermission({ permission: { renderingId: o.rendering.id, collectionId: o.collection.id, readRoles: ["user"] } }))).toBe(
+      Code.PermissionDenied,
+    );
   });
 
   it("user: own application tokens only", async () => {
@@ -326,7 +379,9 @@ describe("AdminService: admin logs", () => {
     await o.user.client.revokeApplicationToken({ tokenId: tok.token!.id });
     for (const project of [o.project, p2]) {
       const api = (await o.admin.client.createApiToken({ projectId: project.id })).plaintext;
-      const res = await fetch(`${server.baseUrl}/v1/project/${project.name}/admin-logs?userId=${o.user.user.id}`, { headers: { authorization: `Bearer ${api}` } });
+      const res = await fetch(`${server.baseUrl}/v1/project/${project.name}/admin-logs?userId=${o.user.user.id}`, {
+        headers: { authorization: `Bearer ${api}` },
+      });
       expect(res.status).toBe(200);
       const entries = ((await res.json()) as { adminLogs: { action: string; target: string; details: Record<string, unknown> }[] }).adminLogs;
       const about = entries.filter((e) => e.target === `token/${tok.token!.id}`).map((e) => e.action);
@@ -376,7 +431,12 @@ describe("AdminService: admin logs", () => {
     ]) {
       expect(by(action).length, action).toBeGreaterThan(0);
     }
-    expect(by("webhook.enabled")[0]).toMatchObject({ actor: { id: o.editor.user.id, email: o.editor.user.email }, projectId: o.project.id, environment: "production", target: `workflow/${o.workflow.id}` });
+    expect(by("webhook.enabled")[0]).toMatchObject({
+      actor: { id: o.editor.user.id, email: o.editor.user.email },
+      projectId: o.project.id,
+      environment: "production",
+      target: `workflow/${o.workflow.id}`,
+    });
     expect(by("webhook.rate_limit.changed")[0]!.details).toEqual({ from: 60, to: 9 });
     expect(by("token.revoked").at(-1)!.actor.id).toBe(o.user.user.id);
     expect(by("api_token.created")[0]).toMatchObject({ actor: { id: o.admin.user.id }, projectId: o.project.id });
@@ -389,7 +449,11 @@ describe("AdminService: admin logs", () => {
 
 function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [join(ROOT, "bin/runhook.js"), ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [join(ROOT, "bin/runhook.js"), ...args], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -403,7 +467,10 @@ describe("runhook admin (CLI)", () => {
     const o = await org();
     const env = { RUNHOOK_URL: server.baseUrl, RUNHOOK_TOKEN: o.editor.token };
     const steps = JSON.stringify([{ type: "load_record" }, { wait: { seconds: 2 } }, { update_record: { set: { status: "x" } } }]);
-    const created = await run(["admin", "workflows", "create", "--rendering", o.rendering.id, "--collection", o.collection.id, "--name", "cli", "--steps", steps], env);
+    const created = await run(
+      ["admin", "workflows", "create", "--rendering", o.rendering.id, "--collection", o.collection.id, "--name", "cli", "--steps", steps],
+      env,
+    );
     expect(created.stderr).toBe("");
     expect(created.code).toBe(0);
     const wf = JSON.parse(created.stdout) as { workflow: { id: string; versions: { steps: object[] }[] } };
@@ -420,7 +487,10 @@ describe("runhook admin (CLI)", () => {
     expect(usage.stderr).toMatch(/--workflow is required/);
     const unknown = await run(["admin", "frobnicate"], env);
     expect(unknown.code).toBe(2);
-    const boot = await run(["admin", "bootstrap", "--org", `cli-${o.tag}`, "--email", `cli-${o.tag}@example.test`], { RUNHOOK_URL: server.baseUrl, RUNHOOK_BOOTSTRAP_SECRET: BOOTSTRAP_SECRET });
+    const boot = await run(["admin", "bootstrap", "--org", `cli-${o.tag}`, "--email", `cli-${o.tag}@example.test`], {
+      RUNHOOK_URL: server.baseUrl,
+      RUNHOOK_BOOTSTRAP_SECRET: BOOTSTRAP_SECRET,
+    });
     expect(boot.code).toBe(0);
     expect(JSON.parse(boot.stdout).adminToken).toMatch(/^rh_app_/);
   });
@@ -436,7 +506,12 @@ describe("runhook seed --json", () => {
     expect(lines).toHaveLength(1);
     const out = JSON.parse(lines[0]!) as Record<string, unknown>;
     expect(Object.keys(out).sort()).toEqual(["apiToken", "baseUrl", "collection", "environmentName", "projectName", "recordIds", "userToken", "webhookUrl"]);
-    expect(out).toMatchObject({ baseUrl: "http://hooks.example.test:9999", collection: "orders", projectName: expect.any(String), environmentName: expect.any(String) });
+    expect(out).toMatchObject({
+      baseUrl: "http://hooks.example.test:9999",
+      collection: "orders",
+      projectName: expect.any(String),
+      environmentName: expect.any(String),
+    });
     expect(out.webhookUrl).toMatch(/^http:\/\/hooks\.example\.test:9999\/hooks\/[A-Za-z0-9_-]+$/);
     expect(out.userToken).toMatch(/^rh_app_/);
     expect(out.apiToken).toMatch(/^rh_api_/);
@@ -460,7 +535,12 @@ describe("runhook seed --json", () => {
       const b = await postHook(url, second.userToken as string, { record_id: recordIds[0] });
       expect(b.status).toBe(409);
       const wf = await s.deps.store.db.workflows.findOne({});
-      expect(wf!.versions[0]!.steps).toEqual([{ type: "load_record" }, { type: "wait", seconds: 5 }, { type: "update_record", set: { status: "processed" } }, expect.objectContaining({ type: "add_note" })]);
+      expect(wf!.versions[0]!.steps).toEqual([
+        { type: "load_record" },
+        { type: "wait", seconds: 5 },
+        { type: "update_record", set: { status: "processed" } },
+        expect.objectContaining({ type: "add_note" }),
+      ]);
       expect(await s.deps.store.db.adminLogs.countDocuments({ action: "webhook.enabled" })).toBeGreaterThan(0);
       // The project API token is a valid project admin token of the demo project.
       const api = await s.deps.store.db.apiTokens.find({}).toArray();

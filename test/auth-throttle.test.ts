@@ -18,7 +18,14 @@ import { createWorld, type World } from "./helpers/world.js";
 /** A well-formed token nobody issued: it reaches the token lookup, like a real guess. */
 const guess = () => newToken(API_TOKEN_PREFIX, randomUUID()).plaintext;
 const bootstrapOverGrpc = (addr: string, secret: string) =>
-  grpcUnary(addr, "/runhook.v1.AdminService/Bootstrap", BootstrapRequestSchema, BootstrapResponseSchema, { organizationName: `o-${randomUUID().slice(0, 8)}`, adminEmail: "a@example.test" }, secret);
+  grpcUnary(
+    addr,
+    "/runhook.v1.AdminService/Bootstrap",
+    BootstrapRequestSchema,
+    BootstrapResponseSchema,
+    { organizationName: `o-${randomUUID().slice(0, 8)}`, adminEmail: "a@example.test" },
+    secret,
+  );
 
 describe("guessing tokens over /v1 and the webhook (default limit, behind a trusted proxy)", () => {
   let server: TestServer;
@@ -51,7 +58,12 @@ describe("guessing tokens over /v1 and the webhook (default limit, behind a trus
     expect(await buckets()).toBe(before);
     // The address is refused before its token is looked at: the real token too, and the webhook.
     expect((await apiClient(server.gateway, w.apiToken).get(path, { headers: from })).status).toBe(429);
-    const hook = await server.gateway.inject({ method: "POST", url: "/hooks/x", headers: { ...from, authorization: `Bearer ${w.userToken}`, "content-type": "application/json" }, payload: "{}" });
+    const hook = await server.gateway.inject({
+      method: "POST",
+      url: "/hooks/x",
+      headers: { ...from, authorization: `Bearer ${w.userToken}`, "content-type": "application/json" },
+      payload: "{}",
+    });
     expect(hook.statusCode).toBe(429);
     expect(hook.headers["retry-after"]).toBeDefined();
     // Another address is not affected; its authenticated calls count in the token's bucket only.
@@ -67,7 +79,12 @@ describe("guessing tokens over /v1 and the webhook (default limit, behind a trus
     const from = { "x-forwarded-for": "198.51.100.3" };
     const statuses: number[] = [];
     for (let i = 0; i < 110; i++) {
-      const r = await server.gateway.inject({ method: "POST", url, headers: { ...from, authorization: `Bearer rh_app_${randomBytes(8).toString("hex")}`, "content-type": "application/json" }, payload: JSON.stringify({ record_id: "r1" }) });
+      const r = await server.gateway.inject({
+        method: "POST",
+        url,
+        headers: { ...from, authorization: `Bearer rh_app_${randomBytes(8).toString("hex")}`, "content-type": "application/json" },
+        payload: JSON.stringify({ record_id: "r1" }),
+      });
       statuses.push(r.statusCode);
     }
     expect(statuses.filter((s) => s === 401)).toHaveLength(100);
@@ -100,12 +117,18 @@ describe("every RPC surface, Bootstrap included (limit 20, no trusted proxy)", (
     expect(Number(refused.error!.metadata.get("retry-after")[0])).toBeGreaterThanOrEqual(1);
     expect((await grpcTrigger(server.grpcAddr, "http://x/hooks/y", "r1", w.userToken)).error?.code).toBe(8);
     // Connect and gRPC-Web on the gateway: same address (X-Forwarded-For is not trusted here).
-    const connectErr = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId }).catch((e: unknown) => e);
+    const connectErr = await adminClient(server.baseUrl, w.adminToken)
+      .getWorkflow({ workflowId: w.workflowId })
+      .catch((e: unknown) => e);
     expect(ConnectError.from(connectErr).code).toBe(Code.ResourceExhausted);
     const web = createClient(AdminService, createGrpcWebTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" }));
-    const webErr = await web.getWorkflow({ workflowId: w.workflowId }, { headers: { authorization: `Bearer ${w.adminToken}`, "x-forwarded-for": "203.0.113.9" } }).catch((e: unknown) => e);
+    const webErr = await web
+      .getWorkflow({ workflowId: w.workflowId }, { headers: { authorization: `Bearer ${w.adminToken}`, "x-forwarded-for": "203.0.113.9" } })
+      .catch((e: unknown) => e);
     expect(ConnectError.from(webErr).code).toBe(Code.ResourceExhausted);
-    expect((await apiClient(server.baseUrl, w.apiToken).get(`/v1/project/${w.projectName}/admin-logs`, { headers: { "x-forwarded-for": "203.0.113.9" } })).status).toBe(429);
+    expect(
+      (await apiClient(server.baseUrl, w.apiToken).get(`/v1/project/${w.projectName}/admin-logs`, { headers: { "x-forwarded-for": "203.0.113.9" } })).status,
+    ).toBe(429);
     // Health needs no token and is never refused.
     expect((await fetch(`${server.baseUrl}/healthz`)).status).toBe(200);
   });

@@ -24,7 +24,11 @@ afterAll(() => {
 });
 
 /** The environment without runhook's settings (but where the embedded database's jar is cached). */
-const CLEAN = Object.fromEntries(Object.entries(process.env).filter(([k]) => k === "RUNHOOK_CACHE_DIR" || !(k.startsWith("RUNHOOK_") || ["MONGODB_URI", "PORT", "GRPC_PORT", "METRICS_PORT"].includes(k))));
+const CLEAN = Object.fromEntries(
+  Object.entries(process.env).filter(
+    ([k]) => k === "RUNHOOK_CACHE_DIR" || !(k.startsWith("RUNHOOK_") || ["MONGODB_URI", "PORT", "GRPC_PORT", "METRICS_PORT"].includes(k)),
+  ),
+);
 
 /** `node bin/runhook.js …args` with `env` over a clean environment; killed after 60 s. */
 const runhook = (args: string[], env: Record<string, string>): Cli => spawnCli(args, { env: { ...CLEAN, ...env }, cwd: tmp, timeoutMs: 60_000, children });

@@ -35,7 +35,13 @@ afterAll(async () => {
 function start(args: string[], env: Record<string, string> = {}, opts: { timeoutMs?: number; nodeArgs?: string[] } = {}): Cli {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("RUNHOOK_") && k !== "MONGODB_URI"));
   // cwd: nothing may be written to the working directory (.data/ …)
-  return spawnCli(args, { env: { ...base, RUNHOOK_URL: server.baseUrl, ...env }, cwd: tmp, timeoutMs: opts.timeoutMs ?? 30_000, nodeArgs: opts.nodeArgs, children });
+  return spawnCli(args, {
+    env: { ...base, RUNHOOK_URL: server.baseUrl, ...env },
+    cwd: tmp,
+    timeoutMs: opts.timeoutMs ?? 30_000,
+    nodeArgs: opts.nodeArgs,
+    children,
+  });
 }
 
 const run = (args: string[], env?: Record<string, string>, opts?: Parameters<typeof start>[2]) => start(args, env, opts).exited;
@@ -56,7 +62,9 @@ async function until(what: string, cond: () => boolean, cli: Cli, timeoutMs = 20
 const WAIT_S = 4;
 
 async function quickWorld(): Promise<World & { url: string }> {
-  const w = await createWorld(server.deps.store.db, { steps: [{ type: "load_record" }, { type: "wait", seconds: WAIT_S }, { type: "update_record", set: { status: "done" } }] });
+  const w = await createWorld(server.deps.store.db, {
+    steps: [{ type: "load_record" }, { type: "wait", seconds: WAIT_S }, { type: "update_record", set: { status: "done" } }],
+  });
   const got = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });
   return { ...w, url: local(got.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl) };
 }
@@ -146,7 +154,9 @@ describe("runhook trigger: idempotency keys", () => {
     // No answer: the hint names the key to retry with.
     const unreachable = await run(["trigger", "http://127.0.0.1:1/hooks/x", "r4"], env);
     expect(unreachable.code).toBe(3);
-    expect(unreachable.stderr).toMatch(/may or may not have been created; retry with --idempotency-key '[0-9a-f-]{36}' to get that call's run if it was started/);
+    expect(unreachable.stderr).toMatch(
+      /may or may not have been created; retry with --idempotency-key '[0-9a-f-]{36}' to get that call's run if it was started/,
+    );
 
     const badKey = await run(["trigger", w.url, "r4", "--idempotency-key", "k".repeat(256)], env);
     expect(badKey.code).toBe(4);
@@ -190,7 +200,9 @@ describe("runhook runs watch", () => {
     const watched = await run(["runs", "watch", runId, "--token", w.apiToken, "--base-url", server.baseUrl], { RUNHOOK_URL: "http://127.0.0.1:9" });
     expect(watched.code).toBe(10);
     expect(watched.stdout).toMatch(/step 1\/3 load_record: FAILED in \d+ ms: record "no-such-record" of collection "orders" not found or not accessible/);
-    expect(watched.stderr).toBe(`runhook runs watch: run FAILED at step 1/3 (load_record): record "no-such-record" of collection "orders" not found or not accessible\n`);
+    expect(watched.stderr).toBe(
+      `runhook runs watch: run FAILED at step 1/3 (load_record): record "no-such-record" of collection "orders" not found or not accessible\n`,
+    );
 
     const unknown = await run(["runs", "watch", "6f1c0a8e-1d2b-4c3d-8e4f-5a6b7c8d9e0f"], { RUNHOOK_TOKEN: w.userToken });
     expect(unknown.code).toBe(7);
@@ -203,13 +215,33 @@ describe("runhook logs tail", () => {
     const w = await createWorld(server.deps.store.db);
     const api = apiClient(server.baseUrl, w.apiToken);
     const notesPath = `/v1/project/${w.projectName}/environment/${w.environmentName}/notes`;
-    const note = async (i: number) => expect((await api.post(notesPath, { collection: "orders", recordId: `r${i}`, content: `<p>note ${i}</p>` })).status).toBe(201);
+    const note = async (i: number) =>
+      expect((await api.post(notesPath, { collection: "orders", recordId: `r${i}`, content: `<p>note ${i}</p>` })).status).toBe(201);
     for (let i = 1; i <= 5; i++) await note(i);
 
     const cursorFile = join(tmp, "activity.cursor");
-    const args = ["logs", "tail", "--project", w.projectName, "--environment", w.environmentName, "--action", "note.created", "--cursor-file", cursorFile, "--limit", "2", "--interval", "0.2"];
+    const args = [
+      "logs",
+      "tail",
+      "--project",
+      w.projectName,
+      "--environment",
+      w.environmentName,
+      "--action",
+      "note.created",
+      "--cursor-file",
+      cursorFile,
+      "--limit",
+      "2",
+      "--interval",
+      "0.2",
+    ];
     const env = { RUNHOOK_TOKEN: w.apiToken };
-    const parse = (out: string) => out.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { id: string; action: string; recordId: string; user: { email: string } });
+    const parse = (out: string) =>
+      out
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as { id: string; action: string; recordId: string; user: { email: string } });
 
     const first = start(args, env);
     await until("the 5 entries", () => first.out().split("\n").filter(Boolean).length >= 5, first);

@@ -23,7 +23,11 @@ let n = 0;
 /** An organization and a project of its own, built through AdminService as a tenant would. */
 async function tenant() {
   const tag = `${Date.now().toString(36)}${n++}`;
-  const boot = await adminClient(server.baseUrl, BOOTSTRAP_SECRET).bootstrap({ organizationName: `org-${tag}`, adminEmail: `root-${tag}@example.test`, adminName: "Root" });
+  const boot = await adminClient(server.baseUrl, BOOTSTRAP_SECRET).bootstrap({
+    organizationName: `org-${tag}`,
+    adminEmail: `root-${tag}@example.test`,
+    adminName: "Root",
+  });
   const admin = adminClient(server.baseUrl, boot.adminToken);
   const project = (await admin.createProject({ name: `proj-${tag}` })).project!;
   return { orgId: boot.organization!.id, admin, project };
@@ -51,7 +55,9 @@ describe("data databases", () => {
       expect(r.message).toContain("RUNHOOK_DATA_DATABASES_ALLOWED");
     }
     // The victim's own database is one the server made: reserved, whoever asks.
-    const stolen = await refused(attacker.admin.createEnvironment({ projectId: attacker.project.id, name: `steal-${n++}`, dataDatabase: victimEnv.dataDatabase }));
+    const stolen = await refused(
+      attacker.admin.createEnvironment({ projectId: attacker.project.id, name: `steal-${n++}`, dataDatabase: victimEnv.dataDatabase }),
+    );
     expect(stolen.code).toBe(Code.InvalidArgument);
     expect(stolen.message).toContain("reserved");
     expect(await db().environments.countDocuments({ projectId: attacker.project.id })).toBe(0);
@@ -79,13 +85,17 @@ describe("data databases", () => {
     expect(sameName).toMatchObject({ code: Code.AlreadyExists, message: 'environment "production" already exists' });
     // Reserved names stay refused even when listed.
     server.deps.config.dataDatabasesAllowed.set(db().name, owner.orgId);
-    expect((await refused(owner.admin.createEnvironment({ projectId: owner.project.id, name: "svc", dataDatabase: db().name }))).code).toBe(Code.InvalidArgument);
+    expect((await refused(owner.admin.createEnvironment({ projectId: owner.project.id, name: "svc", dataDatabase: db().name }))).code).toBe(
+      Code.InvalidArgument,
+    );
     server.deps.config.dataDatabasesAllowed.delete(db().name);
     // In any case of letters (MongoDB tells database names apart only so), and the server's own
     // names for environments (another environment's database, now or once).
     for (const reserved of [db().name.toUpperCase(), "Admin", `${db().name}_d_0123456789ab`, `${db().name.toUpperCase()}_D_0123456789ab`]) {
       server.deps.config.dataDatabasesAllowed.set(reserved, owner.orgId);
-      expect((await refused(owner.admin.createEnvironment({ projectId: owner.project.id, name: `svc-${n++}`, dataDatabase: reserved }))).code, reserved).toBe(Code.InvalidArgument);
+      expect((await refused(owner.admin.createEnvironment({ projectId: owner.project.id, name: `svc-${n++}`, dataDatabase: reserved }))).code, reserved).toBe(
+        Code.InvalidArgument,
+      );
       server.deps.config.dataDatabasesAllowed.delete(reserved);
     }
   });
@@ -95,7 +105,10 @@ describe("data databases", () => {
     const env = (await t.admin.createEnvironment({ projectId: t.project.id, name: "production" })).environment!;
     const err = await db()
       .environments.insertOne({ _id: randomUUID(), projectId: randomUUID(), name: "production", dataDatabase: env.dataDatabase, createdAt: new Date() })
-      .then(() => null, (e: unknown) => e);
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
     expect(isDuplicateKey(err)).toBe(true);
   });
 

@@ -52,7 +52,11 @@ describe("single-document atomicity under concurrency", () => {
     await c.insertMany(docs);
     // 5 documents × 20 claimers, all at once.
     const results = await Promise.all(
-      docs.flatMap((doc) => range(20).map((n) => c.findOneAndUpdate({ _id: doc._id, state: "QUEUED" }, { $set: { state: "RUNNING", owner: `w${n}` } }, { returnDocument: "after" }))),
+      docs.flatMap((doc) =>
+        range(20).map((n) =>
+          c.findOneAndUpdate({ _id: doc._id, state: "QUEUED" }, { $set: { state: "RUNNING", owner: `w${n}` } }, { returnDocument: "after" }),
+        ),
+      ),
     );
     for (const doc of docs) {
       const winners = results.filter((r) => r?._id === doc._id);
@@ -112,7 +116,11 @@ describe("single-document atomicity under concurrency", () => {
     await c.insertMany(range(10).map((i) => ({ _id: `del${i}`, state: "DONE" })));
     const got = await Promise.all(range(30).map(() => c.findOneAndDelete({ state: "DONE" })));
     const ids = got.flatMap((doc) => (doc ? [doc._id] : []));
-    expect(ids.sort()).toEqual(range(10).map((i) => `del${i}`).sort());
+    expect(ids.sort()).toEqual(
+      range(10)
+        .map((i) => `del${i}`)
+        .sort(),
+    );
     expect(await c.countDocuments({})).toBe(0);
   });
 });
@@ -131,9 +139,7 @@ describe("update operators the store uses", () => {
   it("a condition on a nested field (lease.owner) matches only the owner", async () => {
     const c = jobs("leases");
     await c.insertOne({ _id: "run", state: "RUNNING", lease: { owner: "w3" } });
-    const results = await Promise.all(
-      range(10).map((n) => c.updateOne({ _id: "run", "lease.owner": `w${n}` }, { $set: { state: `renewed-by-w${n}` } })),
-    );
+    const results = await Promise.all(range(10).map((n) => c.updateOne({ _id: "run", "lease.owner": `w${n}` }, { $set: { state: `renewed-by-w${n}` } })));
     expect(results.map((r) => r.modifiedCount)).toEqual(range(10).map((n) => (n === 3 ? 1 : 0)));
     expect((await c.findOne({ _id: "run" }))?.state).toBe("renewed-by-w3");
   });
@@ -141,9 +147,7 @@ describe("update operators the store uses", () => {
   it("$push guarded by {'messages.199': {$exists: false}} stops at 200 under concurrency", async () => {
     const c = d.db.collection<{ _id: string; messages: number[] }>("capped");
     await c.insertOne({ _id: "t", messages: [] });
-    const results = await Promise.all(
-      range(250).map((i) => c.updateOne({ _id: "t", "messages.199": { $exists: false } }, { $push: { messages: i } })),
-    );
+    const results = await Promise.all(range(250).map((i) => c.updateOne({ _id: "t", "messages.199": { $exists: false } }, { $push: { messages: i } })));
     expect(results.reduce((sum, r) => sum + r.modifiedCount, 0)).toBe(200);
     expect((await c.findOne({ _id: "t" }))?.messages).toHaveLength(200);
   });
@@ -156,7 +160,9 @@ describe("server compatibility", () => {
     const admin = d.db.admin();
     const reply = (await admin.command({ hello: 1 }).catch(() => admin.command({ isMaster: 1 }))) as { maxWireVersion?: number; minWireVersion?: number };
     const { maxWireVersion = 0, minWireVersion = 0 } = reply;
-    expect(maxWireVersion, `server maxWireVersion ${maxWireVersion} < driver minimum ${DRIVER_WIRE.min}: ${PIN_ADVICE}`).toBeGreaterThanOrEqual(DRIVER_WIRE.min);
+    expect(maxWireVersion, `server maxWireVersion ${maxWireVersion} < driver minimum ${DRIVER_WIRE.min}: ${PIN_ADVICE}`).toBeGreaterThanOrEqual(
+      DRIVER_WIRE.min,
+    );
     expect(minWireVersion, `server minWireVersion ${minWireVersion} > driver maximum ${DRIVER_WIRE.max}`).toBeLessThanOrEqual(DRIVER_WIRE.max);
   });
 

@@ -9,7 +9,9 @@ const ROOT = resolve(import.meta.dirname, "..");
 
 /** The Markdown files whose links are checked, relative to the root. */
 function guides(): string[] {
-  const docs = readdirSync(join(ROOT, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`);
+  const docs = readdirSync(join(ROOT, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => `docs/${f}`);
   return ["README.md", "bench/README.md", ...docs];
 }
 
@@ -86,7 +88,11 @@ const isExternal = (target: string) => /^[a-z][a-z0-9+.-]*:/i.test(target) || ta
 
 describe("docs", () => {
   it("every relative link and #anchor resolves to a file and a heading in it", () => {
-    const relativeLinks = guides().flatMap((from) => linksOf(from).filter((t) => !isExternal(t)).map((t) => ({ from, t })));
+    const relativeLinks = guides().flatMap((from) =>
+      linksOf(from)
+        .filter((t) => !isExternal(t))
+        .map((t) => ({ from, t })),
+    );
     // The guides link to each other throughout: finding almost none means the parsing broke.
     expect(relativeLinks.length).toBeGreaterThan(40);
     const broken = relativeLinks.map(({ from, t }) => brokenLink(from, t)).filter((b) => b !== undefined);

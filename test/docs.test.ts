@@ -54,7 +54,8 @@ describe("GET /docs (on)", () => {
     }
     // The budget of one is real: a second /v1 request with the same (valid) token is throttled.
     const w = await createWorld(server.deps.store.db);
-    const get = () => server.gateway.inject({ method: "GET", url: "/v1/runs/0b6f9d0e-3c1a-4e7b-9f2d-5a8c7b6e4d3f", headers: { authorization: `Bearer ${w.apiToken}` } });
+    const get = () =>
+      server.gateway.inject({ method: "GET", url: "/v1/runs/0b6f9d0e-3c1a-4e7b-9f2d-5a8c7b6e4d3f", headers: { authorization: `Bearer ${w.apiToken}` } });
     expect((await get()).statusCode).toBe(404);
     expect((await get()).statusCode).toBe(429);
   });

@@ -39,7 +39,11 @@ describe("error table", () => {
     const epipe = Object.assign(new Error("This socket has been ended by the other party"), { code: "EPIPE" });
     const shuttingDown = new MongoServerError({ message: "interrupted at shutdown", code: 11600 });
     for (const err of [new MongoNetworkError("connection 7 to 127.0.0.1:27017 closed"), epipe, shuttingDown]) {
-      expect(toHttpError(err)).toEqual({ status: 503, headers: { "retry-after": "5" }, body: { error: "the database is unavailable; retry later", code: "unavailable" } });
+      expect(toHttpError(err)).toEqual({
+        status: 503,
+        headers: { "retry-after": "5" },
+        body: { error: "the database is unavailable; retry later", code: "unavailable" },
+      });
       const ce = toConnectError(err);
       expect([ce.code, ce.metadata.get("retry-after")]).toEqual([Code.Unavailable, "5"]);
     }

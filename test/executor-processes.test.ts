@@ -48,7 +48,13 @@ describe("executor processes", () => {
     expect(done).toHaveLength(n);
     expect(done.filter((r) => r.state !== "SUCCEEDED").map((r) => `${r._id} ${r.state} ${r.error}`)).toEqual([]);
     // Every step started exactly once.
-    expect(done.filter((r) => r.steps.some((s) => s.attempts !== 1)).map((r) => `${r._id} attempts ${r.steps.map((s) => s.attempts).join(",")} started ${r.startedAt?.toISOString()} finished ${r.finishedAt?.toISOString()}`)).toEqual([]);
+    expect(
+      done
+        .filter((r) => r.steps.some((s) => s.attempts !== 1))
+        .map(
+          (r) => `${r._id} attempts ${r.steps.map((s) => s.attempts).join(",")} started ${r.startedAt?.toISOString()} finished ${r.finishedAt?.toISOString()}`,
+        ),
+    ).toEqual([]);
     // Both processes did part of the work.
     const executors = new Set(done.map((r) => r.steps[0]!.executor!.split(":")[1]));
     expect(executors).toEqual(new Set([String(a.child.pid), String(b.child.pid)]));
@@ -67,7 +73,10 @@ describe("executor processes", () => {
     for (const action of ["workflow.run.succeeded", "note.created"]) {
       const m = count(action);
       expect(m.size, action).toBe(n);
-      expect([...m.values()].every((x) => x === 1), action).toBe(true);
+      expect(
+        [...m.values()].every((x) => x === 1),
+        action,
+      ).toBe(true);
     }
     await Promise.all([a.stop(), b.stop()]);
   }, 150_000);
@@ -75,7 +84,12 @@ describe("executor processes", () => {
   it("kill -9 of the executor while its run is parked on a wait: another worker resumes it when due and finishes", async () => {
     const WAIT_S = 8;
     const w = await createWorld(t.db, {
-      steps: [{ type: "load_record" }, { type: "wait", seconds: WAIT_S }, { type: "update_record", set: { status: "done" } }, { type: "add_note", content: "after the crash", title: "" }],
+      steps: [
+        { type: "load_record" },
+        { type: "wait", seconds: WAIT_S },
+        { type: "update_record", set: { status: "done" } },
+        { type: "add_note", content: "after the crash", title: "" },
+      ],
     });
     const a = await worker();
     const q = await queueRun(t.db, w, "r1");

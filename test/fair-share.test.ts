@@ -38,14 +38,29 @@ async function backlog(world: World, n: number, steps: StepDoc[]): Promise<void>
   const at = Date.now() - 60_000;
   await t.db.runs.insertMany(
     Array.from({ length: n }, (_, i) =>
-      newRunDoc({ ...world, ...wf, workflowId: wf._id, workflowVersion: 1, steps, recordId: `r${i}`, userId: world.user._id, userEmail: world.user.email, tokenId: "t", via: "webhook", createdAt: new Date(at + i) }),
+      newRunDoc({
+        ...world,
+        ...wf,
+        workflowId: wf._id,
+        workflowVersion: 1,
+        steps,
+        recordId: `r${i}`,
+        userId: world.user._id,
+        userEmail: world.user.email,
+        tokenId: "t",
+        via: "webhook",
+        createdAt: new Date(at + i),
+      }),
     ),
   );
 }
 
 describe("waits do not hold executors", () => {
   it("project B's 40 hour-long waits are parked: project A's run still runs to its end; a parked run shows waitUntil and is cancelled at once", async () => {
-    const hourWait: StepDoc[] = [{ type: "wait", seconds: 3600 }, { type: "update_record", set: { status: "done" } }];
+    const hourWait: StepDoc[] = [
+      { type: "wait", seconds: 3600 },
+      { type: "update_record", set: { status: "done" } },
+    ];
     const b = await createWorld(t.db, { steps: hourWait, records: records(40) });
     const a = await createWorld(t.db, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "done" } }] });
     const s = await server(); // default concurrency: 8 slots for everybody

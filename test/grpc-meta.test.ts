@@ -40,14 +40,7 @@ const loaderOptions: protoLoader.Options = {
   includeDirs: [path.join(root, "proto")],
 };
 const grpcPackage = grpc.loadPackageDefinition(
-  protoLoader.loadSync(
-    [
-      "grpc/health/v1/health.proto",
-      "grpc/reflection/v1/reflection.proto",
-      "grpc/reflection/v1alpha/reflection.proto",
-    ],
-    loaderOptions,
-  ),
+  protoLoader.loadSync(["grpc/health/v1/health.proto", "grpc/reflection/v1/reflection.proto", "grpc/reflection/v1alpha/reflection.proto"], loaderOptions),
 ) as unknown as {
   grpc: {
     health: { v1: { Health: grpc.ServiceClientConstructor } };
@@ -59,10 +52,7 @@ const grpcPackage = grpc.loadPackageDefinition(
 };
 
 interface HealthClient extends grpc.Client {
-  Check(
-    req: { service: string },
-    cb: (err: grpc.ServiceError | null, res?: { status: string }) => void,
-  ): grpc.ClientUnaryCall;
+  Check(req: { service: string }, cb: (err: grpc.ServiceError | null, res?: { status: string }) => void): grpc.ClientUnaryCall;
   Watch(req: { service: string }): grpc.ClientReadableStream<{ status: string }>;
 }
 
@@ -93,9 +83,7 @@ async function reflect(client: ReflectionClient, requests: Array<Record<string, 
 }
 
 function fileNames(r: ReflectionResponse | undefined): string[] {
-  return (r?.file_descriptor_response?.file_descriptor_proto ?? []).map(
-    (b) => fromBinary(FileDescriptorProtoSchema, new Uint8Array(b)).name,
-  );
+  return (r?.file_descriptor_response?.file_descriptor_proto ?? []).map((b) => fromBinary(FileDescriptorProtoSchema, new Uint8Array(b)).name);
 }
 
 // ---- server ----------------------------------------------------------------
@@ -112,11 +100,7 @@ function client<T extends grpc.Client>(ctor: grpc.ServiceClientConstructor): T {
 }
 
 async function bufCurl(...args: string[]) {
-  const { stdout } = await execFileAsync(
-    bufBin,
-    ["curl", "--protocol", "grpc", "--http2-prior-knowledge", ...args],
-    { timeout: 60_000 },
-  );
+  const { stdout } = await execFileAsync(bufBin, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", ...args], { timeout: 60_000 });
   return stdout;
 }
 
@@ -151,9 +135,7 @@ afterAll(async () => {
 
 describe("grpc.health.v1.Health", () => {
   const check = (c: HealthClient, service: string) =>
-    new Promise<{ status: string }>((resolve, reject) =>
-      c.Check({ service }, (err, res) => (err ? reject(err) : resolve(res!))),
-    );
+    new Promise<{ status: string }>((resolve, reject) => c.Check({ service }, (err, res) => (err ? reject(err) : resolve(res!))));
 
   it("answers SERVING for the server and every runhook service (grpc-js)", async () => {
     const c = client<HealthClient>(grpcPackage.grpc.health.v1.Health);
@@ -196,11 +178,7 @@ describe("grpc.reflection ServerReflection", () => {
   }
 
   it("resolves request and response types for a real call with buf curl", async () => {
-    const out = await bufCurl(
-      "-d",
-      '{"webhookUrl":"k","recordId":"r1"}',
-      `http://127.0.0.1:${port}/runhook.v1.TriggerService/TriggerRun`,
-    );
+    const out = await bufCurl("-d", '{"webhookUrl":"k","recordId":"r1"}', `http://127.0.0.1:${port}/runhook.v1.TriggerService/TriggerRun`);
     expect(JSON.parse(out)).toEqual({ runId: STUB_RUN_ID });
   });
 
@@ -242,20 +220,12 @@ describe("grpc.reflection ServerReflection", () => {
         `127.0.0.1:${(s2.address() as AddressInfo).port}`,
         grpc.credentials.createInsecure(),
       ) as unknown as ReflectionClient;
-      const [byName, bySymbol] = await reflect(c, [
-        { file_by_filename: "runhook/v1/run.proto" },
-        { file_containing_symbol: "runhook.v1.Run" },
-      ]);
+      const [byName, bySymbol] = await reflect(c, [{ file_by_filename: "runhook/v1/run.proto" }, { file_containing_symbol: "runhook.v1.Run" }]);
       for (const r of [byName, bySymbol]) {
         const names = fileNames(r);
         expect(names[0]).toBe("runhook/v1/run.proto");
         expect(new Set(names)).toEqual(
-          new Set([
-            "runhook/v1/run.proto",
-            "runhook/v1/common.proto",
-            "google/protobuf/struct.proto",
-            "google/protobuf/timestamp.proto",
-          ]),
+          new Set(["runhook/v1/run.proto", "runhook/v1/common.proto", "google/protobuf/struct.proto", "google/protobuf/timestamp.proto"]),
         );
       }
       c.close();
@@ -295,9 +265,7 @@ describe("health shutdown", () => {
     });
     expect(first).toBe("SERVICE_UNKNOWN");
 
-    const overall = await new Promise<{ status: string }>((resolve, reject) =>
-      c.Check({ service: "" }, (err, res) => (err ? reject(err) : resolve(res!))),
-    );
+    const overall = await new Promise<{ status: string }>((resolve, reject) => c.Check({ service: "" }, (err, res) => (err ? reject(err) : resolve(res!))));
     expect(overall.status).toBe("NOT_SERVING");
   });
 });

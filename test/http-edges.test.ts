@@ -34,7 +34,14 @@ async function stillServing(s: TestServer, w: World) {
   expect((await apiClient(s.baseUrl, w.apiToken).get(`${notesPath(w)}?limit=1`)).status).toBe(200);
 }
 
-const MEDIA_TYPES = ["application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded", "application/octet-stream", null] as const;
+const MEDIA_TYPES = [
+  "application/json",
+  "application/json; charset=utf-8",
+  "text/plain",
+  "application/x-www-form-urlencoded",
+  "application/octet-stream",
+  null,
+] as const;
 
 describe("bodies: routes without a body", () => {
   it("GET, DELETE and POST …/cancel accept an empty body whatever its Content-Type", async () => {
@@ -60,7 +67,10 @@ describe("bodies: routes without a body", () => {
     }
     // Exactly as curl sends it: `curl -X DELETE -H 'Content-Type: application/json'` (no Content-Length).
     const note = await api.post(notesPath(w), { collection: w.collection, recordId: "r1", content: "x" });
-    const raw = await rawHttp(server.baseUrl, rawRequest("DELETE", `${notesPath(w)}/${note.body.id}`, { ...auth(w.apiToken), "Content-Type": "application/json" }));
+    const raw = await rawHttp(
+      server.baseUrl,
+      rawRequest("DELETE", `${notesPath(w)}/${note.body.id}`, { ...auth(w.apiToken), "Content-Type": "application/json" }),
+    );
     expect(raw.status).toBe(204);
   });
 });
@@ -83,7 +93,9 @@ describe("bodies: JSON media types", () => {
       expect(res.status, ct).toBe(400);
       expect(await res.json()).toEqual({ error: `Content-Type must be application/json, got "${ct}"`, code: "invalid_argument" });
     }
-    const note = (await (await fetch(url, { method: "POST", headers: { ...auth(w.apiToken), "content-type": "application/json" }, body })).json()) as { id: string };
+    const note = (await (await fetch(url, { method: "POST", headers: { ...auth(w.apiToken), "content-type": "application/json" }, body })).json()) as {
+      id: string;
+    };
     const patch = await fetch(`${url}/${note.id}`, { method: "PATCH", headers: { ...auth(w.apiToken), "content-type": "text/plain" }, body: '{"title":"t"}' });
     expect(patch.status).toBe(400);
     expect(await patch.json()).toMatchObject({ code: "invalid_argument", error: expect.stringMatching(/Content-Type must be application\/json/) });
@@ -128,7 +140,11 @@ describe("bodies: too large and too deep", () => {
     const limit = server.deps.config.bodyLimitBytes;
     const big = JSON.stringify({ record_id: "r1", collection: w.collection, recordId: "r1", content: "x", pad: "x".repeat(limit) });
     for (const target of [new URL(url).pathname, notesPath(w)]) {
-      const declared = await fetch(`${server.baseUrl}${target}`, { method: "POST", headers: { ...auth(target.startsWith("/v1") ? w.apiToken : w.userToken), "content-type": "application/json" }, body: big });
+      const declared = await fetch(`${server.baseUrl}${target}`, {
+        method: "POST",
+        headers: { ...auth(target.startsWith("/v1") ? w.apiToken : w.userToken), "content-type": "application/json" },
+        body: big,
+      });
       expect(declared.status, target).toBe(413);
       expect(await declared.json()).toEqual({ error: `request body larger than ${limit} bytes`, code: "resource_exhausted" });
       // Chunked: no Content-Length, the limit applies to what arrives.
@@ -202,7 +218,12 @@ describe("following a run", () => {
   });
 
   it("with version it answers as soon as the version differs; a finished run at once; otherwise when the time is up", async () => {
-    const w = await createWorld(db(), { steps: [{ type: "wait", seconds: 1 }, { type: "wait", seconds: 30 }] });
+    const w = await createWorld(db(), {
+      steps: [
+        { type: "wait", seconds: 1 },
+        { type: "wait", seconds: 30 },
+      ],
+    });
     const q = await queueRun(db(), w, "r1");
     const running = await waitForRun(db(), q._id, (r) => r.steps[0]!.state === "RUNNING");
     const changed = await fetch(`${server.baseUrl}/v1/runs/${q._id}?wait=30s&version=${running.version}`, { headers: auth(w.userToken) });
@@ -229,7 +250,12 @@ describe("following a run", () => {
     const res = await grpcGetRun(server.grpcAddr, w.userToken, { runId: q._id, waitSeconds: 30, knownVersion: 0n });
     expect(res.run?.state).toBe("SUCCEEDED");
     // With a known version: the next change only.
-    const w2 = await createWorld(db(), { steps: [{ type: "wait", seconds: 1 }, { type: "wait", seconds: 30 }] });
+    const w2 = await createWorld(db(), {
+      steps: [
+        { type: "wait", seconds: 1 },
+        { type: "wait", seconds: 30 },
+      ],
+    });
     const q2 = await queueRun(db(), w2, "r1");
     const res2 = await grpcGetRun(server.grpcAddr, w2.userToken, { runId: q2._id, waitSeconds: 30, knownVersion: 1n });
     expect(Number(res2.run!.version)).toBeGreaterThan(1);
@@ -318,7 +344,14 @@ describe("timeouts and limits against slow clients", () => {
     expect(settings.maxHeaderListSize).toBe(4096);
     // Metadata over the limit (sent anyway by a raw HTTP/2 client): the server resets the stream.
     const q = await queueRun(tight.deps.store.db, w, "r3");
-    const big = session.request({ ":method": "POST", ":path": "/runhook.v1.RunService/GetRun", "content-type": "application/grpc", te: "trailers", authorization: `Bearer ${w.userToken}`, "x-pad": "a".repeat(8000) });
+    const big = session.request({
+      ":method": "POST",
+      ":path": "/runhook.v1.RunService/GetRun",
+      "content-type": "application/grpc",
+      te: "trailers",
+      authorization: `Bearer ${w.userToken}`,
+      "x-pad": "a".repeat(8000),
+    });
     big.on("error", () => {});
     big.resume();
     big.end(Buffer.concat([Buffer.from([0, 0, 0, 0, 0])]));
@@ -352,7 +385,13 @@ describe("timeouts and limits against slow clients", () => {
       const t0 = Date.now();
       const session = http2.connect(`http://${tight.grpcAddr}`);
       session.on("error", () => {});
-      const req = session.request({ ":method": "POST", ":path": "/runhook.v1.RunService/GetRun", "content-type": "application/grpc", te: "trailers", authorization: `Bearer ${w.userToken}` });
+      const req = session.request({
+        ":method": "POST",
+        ":path": "/runhook.v1.RunService/GetRun",
+        "content-type": "application/grpc",
+        te: "trailers",
+        authorization: `Bearer ${w.userToken}`,
+      });
       req.on("error", () => {});
       req.on("response", () => {});
       req.resume();

@@ -36,7 +36,8 @@ async function hook(): Promise<Hook> {
   return { w, url: local(got.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl) };
 }
 
-const keyed = (h: Hook, recordId: string, key: string, token = h.w.userToken) => postHook(h.url, token, { record_id: recordId }, { headers: { "idempotency-key": key } });
+const keyed = (h: Hook, recordId: string, key: string, token = h.w.userToken) =>
+  postHook(h.url, token, { record_id: recordId }, { headers: { "idempotency-key": key } });
 
 interface GrpcAnswer {
   value?: TriggerRunResponse;
@@ -290,7 +291,8 @@ describe("idempotent TriggerRun over native gRPC", () => {
     expect([viaHook.body.runId, viaHook.headers.get("idempotent-replayed")]).toEqual([first.value!.runId, "true"]);
     const mismatch = await grpcTrigger(h.url, "r2", h.w.userToken, key);
     expect(mismatch.error?.code).toBe(grpc.status.FAILED_PRECONDITION);
-    for (const bad of ["k".repeat(256), "\u0001", "ключ"]) expect((await grpcTrigger(h.url, "r3", h.w.userToken, bad)).error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    for (const bad of ["k".repeat(256), "\u0001", "ключ"])
+      expect((await grpcTrigger(h.url, "r3", h.w.userToken, bad)).error?.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(await runsOf(h.w)).toBe(1);
   });
 

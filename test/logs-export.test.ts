@@ -28,7 +28,22 @@ beforeAll(async () => {
   for (let b = 0; b < N; b += 10_000) {
     const docs: ActivityLogDoc[] = [];
     for (let k = 1; k <= Math.min(10_000, N - b); k++) {
-      docs.push({ _id: streamKey(stream, b + k), seq: b + k, timestamp: new Date(1_700_000_000_000 + b + k), projectId: w.projectId, environmentId: w.environmentId, environment: "production", rendering: null, user: { id: w.admin._id, email: w.admin.email }, action: "record.updated", via: "workflow", collection: "orders", recordId: `r${b + k}`, runId: null, details });
+      docs.push({
+        _id: streamKey(stream, b + k),
+        seq: b + k,
+        timestamp: new Date(1_700_000_000_000 + b + k),
+        projectId: w.projectId,
+        environmentId: w.environmentId,
+        environment: "production",
+        rendering: null,
+        user: { id: w.admin._id, email: w.admin.email },
+        action: "record.updated",
+        via: "workflow",
+        collection: "orders",
+        recordId: `r${b + k}`,
+        runId: null,
+        details,
+      });
     }
     await db.activityLogs.insertMany(docs, { ordered: false });
   }
@@ -87,12 +102,22 @@ it(`streams ${N} entries as NDJSON in constant memory`, { timeout: 600_000 }, as
   }
   const ms = Date.now() - t0;
   const after = rssKb(pid, "VmHWM");
-  console.log(`export: ${count} entries in ${ms} ms (${Math.round((count / ms) * 1000)}/s); server peak RSS ${Math.round(before / 1024)} → ${Math.round(paused! / 1024)} (client paused) → ${Math.round(after / 1024)} MB`);
+  console.log(
+    `export: ${count} entries in ${ms} ms (${Math.round((count / ms) * 1000)}/s); server peak RSS ${Math.round(before / 1024)} → ${Math.round(paused! / 1024)} (client paused) → ${Math.round(after / 1024)} MB`,
+  );
   expect(paused! - before).toBeLessThan(50 * 1024);
   expect(child.child.exitCode).toBeNull(); // still alive
   expect(rest).toBe("");
   expect(count).toBe(N);
   expect(ordered).toBe(true);
-  expect(firstLine).toMatchObject({ id: "1", environment: "production", action: "record.updated", via: "workflow", collection: "orders", recordId: "r1", user: { id: w.admin._id } });
+  expect(firstLine).toMatchObject({
+    id: "1",
+    environment: "production",
+    action: "record.updated",
+    via: "workflow",
+    collection: "orders",
+    recordId: "r1",
+    user: { id: w.admin._id },
+  });
   expect(after - before).toBeLessThan(100 * 1024);
 });

@@ -25,7 +25,15 @@ afterAll(async () => {
 function writerProcess(name: string): Promise<void> {
   const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "scripts/append-activity.ts")], {
     cwd: ROOT,
-    env: { ...process.env, MONGODB_URI: uriFor(server.dbName), COUNT: String(PER_LOOP), LOOPS: String(LOOPS), WRITER: name, PROJECT_ID: w.projectId, ENV_ID: w.environmentId },
+    env: {
+      ...process.env,
+      MONGODB_URI: uriFor(server.dbName),
+      COUNT: String(PER_LOOP),
+      LOOPS: String(LOOPS),
+      WRITER: name,
+      PROJECT_ID: w.projectId,
+      ENV_ID: w.environmentId,
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";

@@ -62,8 +62,27 @@ beforeAll(async () => {
   stagingId = randomUUID();
   await db.environments.insertOne({ _id: stagingId, projectId: w.projectId, name: "staging", dataDatabase: "x", createdAt: new Date() });
   const u = { id: w.user._id, email: w.user.email };
-  ids.a = await act(w, { timestamp: at(0), action: "workflow.run.triggered", via: "webhook", user: u, rendering: w.renderingId, collection: "orders", recordId: "r1", runId: "run-1", details: { workflowId: w.workflowId, when: new Date("2025-01-01T00:00:00Z"), n: 3, nested: { ok: true, list: [1, "x", null] } } });
-  ids.b = await act(w, { timestamp: at(1), action: "workflow.run.succeeded", via: "workflow", user: u, rendering: w.renderingId, collection: "orders", recordId: "r1", runId: "run-1" });
+  ids.a = await act(w, {
+    timestamp: at(0),
+    action: "workflow.run.triggered",
+    via: "webhook",
+    user: u,
+    rendering: w.renderingId,
+    collection: "orders",
+    recordId: "r1",
+    runId: "run-1",
+    details: { workflowId: w.workflowId, when: new Date("2025-01-01T00:00:00Z"), n: 3, nested: { ok: true, list: [1, "x", null] } },
+  });
+  ids.b = await act(w, {
+    timestamp: at(1),
+    action: "workflow.run.succeeded",
+    via: "workflow",
+    user: u,
+    rendering: w.renderingId,
+    collection: "orders",
+    recordId: "r1",
+    runId: "run-1",
+  });
   ids.c = await act(w, { timestamp: at(2), action: "record.updated", collection: "orders", recordId: "r2", runId: "run-2" });
   ids.d = await act(w, { timestamp: at(3), action: "note.created", collection: "customers", recordId: "c1" });
   ids.e = await act(w, { timestamp: at(4), action: "note.deleted", collection: "orders", recordId: "r1" });
@@ -73,11 +92,56 @@ beforeAll(async () => {
   ids.f = await act(w, { timestamp: at(5), action: "record.updated", user: u });
 
   const actor = { id: w.admin._id, email: w.admin.email };
-  ids.adm1 = await server.deps.store.logs.appendAdmin({ organizationId: w.orgId, projectId: w.projectId, environment: null, actor, action: "webhook.enabled", target: `workflow/${w.workflowId}`, details: {}, timestamp: at(0) });
-  ids.adm2 = await server.deps.store.logs.appendAdmin({ organizationId: w.orgId, projectId: w.projectId, environment: "production", actor: { id: w.user._id, email: w.user.email }, action: "workflow.published", target: `workflow/${w.workflowId}`, details: { version: 2 }, timestamp: at(1) });
-  ids.admOrg = await server.deps.store.logs.appendAdmin({ organizationId: w.orgId, projectId: null, environment: null, actor, action: "token.created", target: "token/x", details: {}, timestamp: at(2) });
-  ids.admOther = await server.deps.store.logs.appendAdmin({ organizationId: other.orgId, projectId: other.projectId, environment: null, actor, action: "webhook.enabled", target: "workflow/y", details: {}, timestamp: at(2) });
-  ids.adm3 = await server.deps.store.logs.appendAdmin({ organizationId: w.orgId, projectId: w.projectId, environment: null, actor, action: "api_token.created", target: "api_token/z", details: {}, timestamp: at(3) });
+  ids.adm1 = await server.deps.store.logs.appendAdmin({
+    organizationId: w.orgId,
+    projectId: w.projectId,
+    environment: null,
+    actor,
+    action: "webhook.enabled",
+    target: `workflow/${w.workflowId}`,
+    details: {},
+    timestamp: at(0),
+  });
+  ids.adm2 = await server.deps.store.logs.appendAdmin({
+    organizationId: w.orgId,
+    projectId: w.projectId,
+    environment: "production",
+    actor: { id: w.user._id, email: w.user.email },
+    action: "workflow.published",
+    target: `workflow/${w.workflowId}`,
+    details: { version: 2 },
+    timestamp: at(1),
+  });
+  ids.admOrg = await server.deps.store.logs.appendAdmin({
+    organizationId: w.orgId,
+    projectId: null,
+    environment: null,
+    actor,
+    action: "token.created",
+    target: "token/x",
+    details: {},
+    timestamp: at(2),
+  });
+  ids.admOther = await server.deps.store.logs.appendAdmin({
+    organizationId: other.orgId,
+    projectId: other.projectId,
+    environment: null,
+    actor,
+    action: "webhook.enabled",
+    target: "workflow/y",
+    details: {},
+    timestamp: at(2),
+  });
+  ids.adm3 = await server.deps.store.logs.appendAdmin({
+    organizationId: w.orgId,
+    projectId: w.projectId,
+    environment: null,
+    actor,
+    action: "api_token.created",
+    target: "api_token/z",
+    details: {},
+    timestamp: at(3),
+  });
 });
 
 afterAll(async () => {
@@ -253,14 +317,24 @@ describe("activity logs", () => {
   });
 
   it("streams NDJSON with Accept: application/x-ndjson (ignoring limit), errors as JSON", async () => {
-    const res = await fetch(`${server.baseUrl}${base()}?limit=1&collection=orders`, { headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" } });
+    const res = await fetch(`${server.baseUrl}${base()}?limit=1&collection=orders`, {
+      headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" },
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toMatch(/^application\/x-ndjson/);
-    const lines = (await res.text()).trim().split("\n").map((l) => JSON.parse(l));
+    const lines = (await res.text())
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(lines.map((e) => Number(e.id))).toEqual([ids.a, ids.b, ids.c, ids.e]);
     expect(lines[0].details.nested).toEqual({ ok: true, list: [1, "x", null] });
     const desc = await fetch(`${server.baseUrl}${base()}?order=desc`, { headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" } });
-    expect((await desc.text()).trim().split("\n").map((l) => Number(JSON.parse(l).id))).toEqual([ids.f, ids.e, ids.d, ids.c, ids.b, ids.a]);
+    expect(
+      (await desc.text())
+        .trim()
+        .split("\n")
+        .map((l) => Number(JSON.parse(l).id)),
+    ).toEqual([ids.f, ids.e, ids.d, ids.c, ids.b, ids.a]);
     const unauth = await fetch(`${server.baseUrl}${base()}`, { headers: { accept: "application/x-ndjson" } });
     expect(unauth.status).toBe(401);
     expect(await unauth.json()).toMatchObject({ code: "unauthenticated" });
@@ -305,7 +379,22 @@ describe("tail-safety: holes and tombstones", () => {
     const slowSeq = await server.deps.store.counters.next(stream);
     const fast = await act(w, { action: "fast" });
     const slowInsert = new Promise<void>((r) => setTimeout(r, 80)).then(() =>
-      db.activityLogs.insertOne({ _id: streamKey(stream, slowSeq), seq: slowSeq, timestamp: new Date(), projectId: w.projectId, environmentId: w.environmentId, environment: "production", rendering: null, user: { id: "u", email: "e" }, action: "slow", via: "api", collection: null, recordId: null, runId: null, details: {} }),
+      db.activityLogs.insertOne({
+        _id: streamKey(stream, slowSeq),
+        seq: slowSeq,
+        timestamp: new Date(),
+        projectId: w.projectId,
+        environmentId: w.environmentId,
+        environment: "production",
+        rendering: null,
+        user: { id: "u", email: "e" },
+        action: "slow",
+        via: "api",
+        collection: null,
+        recordId: null,
+        runId: null,
+        details: {},
+      }),
     );
     const page = await c.get(base() + qs({ limit: 1000, cursor }));
     await slowInsert;
@@ -329,8 +418,26 @@ describe("tail-safety: holes and tombstones", () => {
     expect(tomb).toMatchObject({ _id: streamKey(stream, lost), seq: lost, tomb: true, environmentId: null });
     // The stalled writer's insert now collides …
     const late = await db.activityLogs
-      .insertOne({ _id: streamKey(stream, lost), seq: lost, timestamp: new Date(), projectId: w.projectId, environmentId: w.environmentId, environment: "production", rendering: null, user: { id: "u", email: "e" }, action: "late", via: "api", collection: null, recordId: null, runId: null, details: {} })
-      .then(() => null, (err) => err);
+      .insertOne({
+        _id: streamKey(stream, lost),
+        seq: lost,
+        timestamp: new Date(),
+        projectId: w.projectId,
+        environmentId: w.environmentId,
+        environment: "production",
+        rendering: null,
+        user: { id: "u", email: "e" },
+        action: "late",
+        via: "api",
+        collection: null,
+        recordId: null,
+        runId: null,
+        details: {},
+      })
+      .then(
+        () => null,
+        (err) => err,
+      );
     expect(isDuplicateKey(late)).toBe(true);
     // … and the writer's retry takes a new number, after the consumer's position.
     const retried = await act(w, { action: "late" });

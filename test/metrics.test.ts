@@ -85,7 +85,9 @@ describe("GET /metrics", () => {
     expect(delta("runhook_run_pickup_seconds_count")).toBe(3);
     expect(delta("runhook_run_duration_seconds_count", { state: "SUCCEEDED" })).toBe(2);
     expect(delta("runhook_rate_limit_refusals_total", { bucket: "webhook" })).toBe(1);
-    expect(delta("runhook_rpc_calls_total", { protocol: "grpc", service: "runhook.v1.TriggerService", method: "TriggerRun", code: "invalid_argument" })).toBe(1);
+    expect(delta("runhook_rpc_calls_total", { protocol: "grpc", service: "runhook.v1.TriggerService", method: "TriggerRun", code: "invalid_argument" })).toBe(
+      1,
+    );
     expect(delta("runhook_http_request_duration_seconds_count", { route: "/hooks/*", status: "202" })).toBe(3);
     expect(delta("runhook_http_request_duration_seconds_count", { route: "/v1/project/:projectName/admin-logs", status: "200" })).toBe(1);
     // Nothing queued any more; the defaults of prom-client are there.
@@ -118,7 +120,14 @@ describe("request ids", () => {
       const md = new grpc.Metadata();
       md.set("x-request-id", "grpc-req-7");
       const trailers = await new Promise<grpc.Metadata>((resolve) => {
-        const call = client.makeUnaryRequest("/runhook.v1.TriggerService/TriggerRun", () => Buffer.alloc(0), (b: Buffer) => b, {}, md, () => {});
+        const call = client.makeUnaryRequest(
+          "/runhook.v1.TriggerService/TriggerRun",
+          () => Buffer.alloc(0),
+          (b: Buffer) => b,
+          {},
+          md,
+          () => {},
+        );
         call.on("status", (s: grpc.StatusObject) => resolve(s.metadata));
       });
       expect(trailers.get("x-request-id")).toEqual(["grpc-req-7"]);

@@ -51,7 +51,14 @@ describe("notes", () => {
     expect(got.status).toBe(200);
     expect(got.body).toEqual(n);
     const log = await db.activityLogs.findOne({ action: "note.created", "details.noteId": n.id });
-    expect(log).toMatchObject({ projectId: w.projectId, environmentId: w.environmentId, via: "api", user: { id: w.admin._id, email: w.admin.email }, collection: "orders", recordId: "r1" });
+    expect(log).toMatchObject({
+      projectId: w.projectId,
+      environmentId: w.environmentId,
+      via: "api",
+      user: { id: w.admin._id, email: w.admin.email },
+      collection: "orders",
+      recordId: "r1",
+    });
   });
 
   it.each([
@@ -122,7 +129,12 @@ describe("notes", () => {
     const n = await create({});
     const r = await api().post(`${notes()}/${n.id}/messages`, { content: '<p onclick="x">reply</p><script>1</script>' });
     expect(r.status).toBe(201);
-    expect(r.body).toMatchObject({ id: expect.any(String), content: "<p>reply</p>", user: { id: w.admin._id, email: w.admin.email }, createdAt: expect.any(String) });
+    expect(r.body).toMatchObject({
+      id: expect.any(String),
+      content: "<p>reply</p>",
+      user: { id: w.admin._id, email: w.admin.email },
+      createdAt: expect.any(String),
+    });
     const got = await api().get(`${notes()}/${n.id}`);
     expect(got.body.messages.map((m: any) => m.content)).toEqual(["<p>hello</p>", "<p>reply</p>"]);
     expect(await db.activityLogs.findOne({ action: "note.message.created", "details.messageId": r.body.id })).toMatchObject({ via: "api", recordId: "r1" });
@@ -168,7 +180,13 @@ describe("notes", () => {
     const c = apiClient(server.gateway, fresh.apiToken);
     const base = `/v1/project/${fresh.projectName}/environment/production/notes`;
     const made: any[] = [];
-    for (const [recordId, archived] of [["r1", false], ["r2", true], ["r1", true], ["r3", false], ["r1", false]] as const) {
+    for (const [recordId, archived] of [
+      ["r1", false],
+      ["r2", true],
+      ["r1", true],
+      ["r3", false],
+      ["r1", false],
+    ] as const) {
       const r = await c.post(base, { collection: "orders", recordId, content: `<p>${recordId}</p>` });
       made.push(r.body);
       if (archived) await c.patch(`${base}/${r.body.id}`, { archived: true });

@@ -68,11 +68,16 @@ it("documents exactly the routes Fastify serves (Connect RPC paths aside)", () =
     .map((r) => r.replace(/:([A-Za-z]+)/g, "{$1}"))
     // The webhook route is a wildcard (the key is opaque); OpenAPI names it {key}.
     .map((r) => r.replace(/^POST \/hooks\/\*$/, "POST /hooks/{key}"));
-  const documented = Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${p}`));
+  const documented = Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([p, ops]) =>
+    Object.keys(ops).map((m) => `${m.toUpperCase()} ${p}`),
+  );
   expect(routes.length).toBeGreaterThan(5);
   const a = [...new Set(routes)].sort();
   const b = [...new Set(documented)].sort();
-  expect({ servedButUndocumented: a.filter((x) => !b.includes(x)), documentedButNotServed: b.filter((x) => !a.includes(x)) }).toEqual({ servedButUndocumented: [], documentedButNotServed: [] });
+  expect({ servedButUndocumented: a.filter((x) => !b.includes(x)), documentedButNotServed: b.filter((x) => !a.includes(x)) }).toEqual({
+    servedButUndocumented: [],
+    documentedButNotServed: [],
+  });
 });
 
 it("generates schemas from the proto descriptors (lowerCamelCase, WKTs)", () => {
@@ -92,7 +97,9 @@ it("generates schemas from the proto descriptors (lowerCamelCase, WKTs)", () => 
   expect(s.CreateNoteBody.properties).not.toHaveProperty("scope");
   expect(doc.components.securitySchemes.bearer).toMatchObject({ type: "http", scheme: "bearer" });
   const list = doc.paths["/v1/project/{projectName}/environment/{environmentName}/activity-logs"].get;
-  expect(list.parameters.map((p: any) => p.name)).toEqual(expect.arrayContaining(["limit", "cursor", "order", "from", "to", "userId", "userEmail", "action", "collection", "recordId", "runId"]));
+  expect(list.parameters.map((p: any) => p.name)).toEqual(
+    expect.arrayContaining(["limit", "cursor", "order", "from", "to", "userId", "userEmail", "action", "collection", "recordId", "runId"]),
+  );
   expect(list.responses["200"].headers).toHaveProperty("X-RateLimit-Remaining");
   const hook = doc.paths["/hooks/{key}"].post;
   expect(Object.keys(hook.responses).sort()).toEqual(["202", "400", "401", "403", "404", "409", "413", "429"]);

@@ -26,8 +26,12 @@ describe("protos", () => {
       // Our protos, and the vendored grpc health/reflection protos (their own buf config).
       execFileSync(BUF, ["generate", "-o", out], { cwd: ROOT });
       execFileSync(BUF, ["generate", "--template", "buf.gen.grpc.yaml", "--config", "proto/grpc/buf.vendor.yaml", "-o", out], { cwd: ROOT });
-      const fresh = files(join(out, "gen")).map((f) => relative(out, f)).sort();
-      const committed = files(join(ROOT, "gen")).map((f) => relative(ROOT, f)).sort();
+      const fresh = files(join(out, "gen"))
+        .map((f) => relative(out, f))
+        .sort();
+      const committed = files(join(ROOT, "gen"))
+        .map((f) => relative(ROOT, f))
+        .sort();
       expect(committed).toEqual(fresh);
       for (const f of fresh) expect(readFileSync(join(ROOT, f), "utf8"), `${f} is stale: run npm run generate`).toBe(readFileSync(join(out, f), "utf8"));
     } finally {

@@ -24,7 +24,10 @@ describe("rate-limit headers", () => {
     expect(r1.status).toBe(200);
     expect(r2.status).toBe(404);
     const now = Math.floor(Date.now() / 1000);
-    for (const [r, remaining] of [[r1, 599], [r2, 598]] as const) {
+    for (const [r, remaining] of [
+      [r1, 599],
+      [r2, 598],
+    ] as const) {
       expect(r.headers.get("x-ratelimit-limit")).toBe("600");
       expect(r.headers.get("x-ratelimit-remaining")).toBe(String(remaining));
       const reset = Number(r.headers.get("x-ratelimit-reset"));

@@ -37,17 +37,26 @@ beforeAll(async () => {
 afterAll(async () => server?.stop());
 
 describe("buf curl, through reflection alone", () => {
-  const bufCurl = async (...args: string[]) =>
-    (await run(BUF, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", ...args], { timeout: 90_000 })).stdout;
+  const bufCurl = async (...args: string[]) => (await run(BUF, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", ...args], { timeout: 90_000 })).stdout;
   const url = (method = "") => `http://${server.grpcAddr}${method}`;
   const auth = () => ["-H", `authorization: Bearer ${demo.userToken}`];
 
   it("lists the services and their methods", async () => {
     const services = (await bufCurl("--list-services", url())).trim().split("\n");
-    expect(services).toEqual(expect.arrayContaining(["runhook.v1.TriggerService", "runhook.v1.RunService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]));
+    expect(services).toEqual(
+      expect.arrayContaining([
+        "runhook.v1.TriggerService",
+        "runhook.v1.RunService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
+      ]),
+    );
     for (const protocol of ["grpc-v1", "grpc-v1alpha"]) {
       const methods = (await bufCurl("--reflect-protocol", protocol, "--list-methods", url())).trim().split("\n");
-      expect(methods, protocol).toEqual(expect.arrayContaining(["runhook.v1.TriggerService/TriggerRun", "runhook.v1.RunService/WatchRun", "grpc.health.v1.Health/Watch"]));
+      expect(methods, protocol).toEqual(
+        expect.arrayContaining(["runhook.v1.TriggerService/TriggerRun", "runhook.v1.RunService/WatchRun", "grpc.health.v1.Health/Watch"]),
+      );
     }
   });
 
@@ -65,7 +74,15 @@ describe("buf curl, through reflection alone", () => {
   it("calls Health Check and Watch", async () => {
     expect(JSON.parse(await bufCurl("-d", "{}", url("/grpc.health.v1.Health/Check")))).toEqual({ status: "SERVING" });
     // Watch never ends by itself: read its first message, then stop buf curl.
-    const child = spawn(BUF, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "-d", '{"service":"runhook.v1.RunService"}', url("/grpc.health.v1.Health/Watch")]);
+    const child = spawn(BUF, [
+      "curl",
+      "--protocol",
+      "grpc",
+      "--http2-prior-knowledge",
+      "-d",
+      '{"service":"runhook.v1.RunService"}',
+      url("/grpc.health.v1.Health/Watch"),
+    ]);
     let out = "";
     const first = await new Promise<string>((resolve, reject) => {
       child.stdout.on("data", (d: Buffer) => {
@@ -89,7 +106,13 @@ describe.skipIf(!hasGo())(`a Go client that keeps its reflection stream open${ha
   afterAll(() => dir && rmSync(dir, { recursive: true, force: true }));
 
   it("lists, describes, calls TriggerRun and WatchRun, asks again on the same stream, and checks health", { timeout: 120_000 }, async () => {
-    const env = { ...process.env, RUNHOOK_GRPC_ADDR: server.grpcAddr, RUNHOOK_WEBHOOK_URL: demo.webhookUrl, RUNHOOK_USER_TOKEN: demo.userToken, RUNHOOK_RECORD_ID: demo.recordIds[1]! };
+    const env = {
+      ...process.env,
+      RUNHOOK_GRPC_ADDR: server.grpcAddr,
+      RUNHOOK_WEBHOOK_URL: demo.webhookUrl,
+      RUNHOOK_USER_TOKEN: demo.userToken,
+      RUNHOOK_RECORD_ID: demo.recordIds[1]!,
+    };
     const { stdout } = await run(join(dir, "reflect"), [], { env, timeout: 100_000 }).catch((e: { stderr?: string; message: string }) => {
       throw new Error(`Go reflection client failed: ${e.stderr || e.message}`);
     });
@@ -99,8 +122,22 @@ describe.skipIf(!hasGo())(`a Go client that keeps its reflection stream open${ha
       services: expect.arrayContaining(["runhook.v1.TriggerService", "runhook.v1.RunService", "grpc.health.v1.Health"]),
       alphaServices: expect.arrayContaining(["runhook.v1.TriggerService", "grpc.reflection.v1alpha.ServerReflection"]),
       methods: [
-        { name: "runhook.v1.TriggerService.TriggerRun", input: "runhook.v1.TriggerRunRequest", output: "runhook.v1.TriggerRunResponse", serverStream: false, clientStream: false, inputFields: ["string webhook_url = 1", "string record_id = 2", "string idempotency_key = 3"] },
-        { name: "runhook.v1.RunService.WatchRun", input: "runhook.v1.WatchRunRequest", output: "runhook.v1.WatchRunResponse", serverStream: true, clientStream: false, inputFields: ["string run_id = 1"] },
+        {
+          name: "runhook.v1.TriggerService.TriggerRun",
+          input: "runhook.v1.TriggerRunRequest",
+          output: "runhook.v1.TriggerRunResponse",
+          serverStream: false,
+          clientStream: false,
+          inputFields: ["string webhook_url = 1", "string record_id = 2", "string idempotency_key = 3"],
+        },
+        {
+          name: "runhook.v1.RunService.WatchRun",
+          input: "runhook.v1.WatchRunRequest",
+          output: "runhook.v1.WatchRunResponse",
+          serverStream: true,
+          clientStream: false,
+          inputFields: ["string run_id = 1"],
+        },
       ],
       runId: expect.stringMatching(/^[0-9a-f-]{36}$/),
       reflectionStillOpen: true,

@@ -69,12 +69,18 @@ describe("write concern", () => {
   it("refuses a write concern that acknowledges nothing, or that it cannot read", async () => {
     const env = { ...process.env, ...testEnv(testDbName()) };
     expect(() => loadConfig({ ...env, RUNHOOK_WRITE_CONCERN: "0" })).toThrow(ConfigError);
-    expect(() => loadConfig({ ...env, RUNHOOK_WRITE_CONCERN: "all" })).toThrow(/RUNHOOK_WRITE_CONCERN must be "majority" or a number of members from 1 to 99, got "all"/);
+    expect(() => loadConfig({ ...env, RUNHOOK_WRITE_CONCERN: "all" })).toThrow(
+      /RUNHOOK_WRITE_CONCERN must be "majority" or a number of members from 1 to 99, got "all"/,
+    );
     expect(() => loadConfig({ ...env, MONGODB_URI: `${uriFor(testDbName())}?w=0` })).toThrow(/MONGODB_URI must not set w=0/);
     expect(() => loadConfig({ ...env, RUNHOOK_WRITE_JOURNAL: "maybe" })).toThrow(/RUNHOOK_WRITE_JOURNAL must be true or false/);
     expect(() => loadConfig({ ...env, RUNHOOK_RUN_RETENTION_DAYS: "0" })).toThrow(/RUNHOOK_RUN_RETENTION_DAYS must be between 1 and 36500/);
     // `runhook start` stops at once with the variable's name.
-    const child = spawn(process.execPath, [join(ROOT, "bin/runhook.js"), "start"], { cwd: ROOT, env: { ...env, RUNHOOK_WRITE_CONCERN: "0" }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [join(ROOT, "bin/runhook.js"), "start"], {
+      cwd: ROOT,
+      env: { ...env, RUNHOOK_WRITE_CONCERN: "0" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let err = "";
     child.stderr.on("data", (d: Buffer) => (err += d.toString()));
     const code = await new Promise<number | null>((resolve) => child.once("close", resolve));
@@ -112,15 +118,29 @@ describe("retention", () => {
     const ttlOf = async () => {
       const found: Record<string, number[]> = {};
       for (const t of ttlIndexes()) {
-        const idx = (await db[t.collection].listIndexes().toArray()).filter((i) => i.expireAfterSeconds !== undefined && Object.keys(i.key as object).join() === t.field);
+        const idx = (await db[t.collection].listIndexes().toArray()).filter(
+          (i) => i.expireAfterSeconds !== undefined && Object.keys(i.key as object).join() === t.field,
+        );
         found[`${t.collection}.${t.field}`] = idx.map((i) => i.expireAfterSeconds as number);
       }
       return found;
     };
-    expect(await ttlOf()).toEqual({ "rateLimits.expiresAt": [0], "idempotencyKeys.expiresAt": [0], "runs.finishedAt": [30 * 86_400], "activityLogs.timestamp": [400 * 86_400], "adminLogs.timestamp": [400 * 86_400] });
+    expect(await ttlOf()).toEqual({
+      "rateLimits.expiresAt": [0],
+      "idempotencyKeys.expiresAt": [0],
+      "runs.finishedAt": [30 * 86_400],
+      "activityLogs.timestamp": [400 * 86_400],
+      "adminLogs.timestamp": [400 * 86_400],
+    });
     // A restart with other settings: the same indexes, once each, with the new expiry.
     await ensureIndexes(db, { runDays: 7, logDays: 90 });
-    expect(await ttlOf()).toEqual({ "rateLimits.expiresAt": [0], "idempotencyKeys.expiresAt": [0], "runs.finishedAt": [7 * 86_400], "activityLogs.timestamp": [90 * 86_400], "adminLogs.timestamp": [90 * 86_400] });
+    expect(await ttlOf()).toEqual({
+      "rateLimits.expiresAt": [0],
+      "idempotencyKeys.expiresAt": [0],
+      "runs.finishedAt": [7 * 86_400],
+      "activityLogs.timestamp": [90 * 86_400],
+      "adminLogs.timestamp": [90 * 86_400],
+    });
     await ensureIndexes(db, server.deps.config.retention);
     expect((await ttlOf())["runs.finishedAt"]).toEqual([30 * 86_400]);
     // Every TTL index in the database is one of ttlIndexes(), which the sweep reads.
@@ -183,7 +203,11 @@ describe("retention", () => {
     await sweep(daysFromNow(401));
     const later = await trigger(w, w.recordIds[2]!);
 
-    for (const [cursor, more] of [[early, {}], [second, {}], [filtered, filter]] as const) {
+    for (const [cursor, more] of [
+      [early, {}],
+      [second, {}],
+      [filtered, filter],
+    ] as const) {
       const r = await api.get(activity(w) + qs({ ...more, cursor }));
       expect(r.status).toBe(400);
       expect(r.body.code).toBe("failed_precondition");
@@ -200,11 +224,15 @@ describe("retention", () => {
     // `runhook logs tail` on such a cursor stops with the reason and the way out (exit 4).
     const cursorFile = join(tmp, "stale.cursor");
     writeFileSync(cursorFile, early + "\n");
-    const child = spawn(process.execPath, [join(ROOT, "bin/runhook.js"), "logs", "tail", "--project", w.projectName, "--environment", w.environmentName, "--cursor-file", cursorFile], {
-      cwd: tmp,
-      env: { ...process.env, RUNHOOK_URL: server.baseUrl, RUNHOOK_TOKEN: w.apiToken },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      process.execPath,
+      [join(ROOT, "bin/runhook.js"), "logs", "tail", "--project", w.projectName, "--environment", w.environmentName, "--cursor-file", cursorFile],
+      {
+        cwd: tmp,
+        env: { ...process.env, RUNHOOK_URL: server.baseUrl, RUNHOOK_TOKEN: w.apiToken },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let err = "";
     child.stderr.on("data", (d: Buffer) => (err += d.toString()));
     const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);

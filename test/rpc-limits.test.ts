@@ -56,7 +56,14 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
     const r2 = await rest.get(`/v1/project/${w.projectName}/environment/${w.environmentName}/notes`);
     expect(r2.status).toBe(200);
     expect(r2.headers.get("x-ratelimit-remaining")).toBe(String(LIMIT - 7)); // six RPCs counted in between
-    const g2 = await grpcUnary(server.grpcAddr, "/runhook.v1.LogService/ListActivityLogs", ListActivityLogsRequestSchema, ListActivityLogsResponseSchema, logs, w.apiToken);
+    const g2 = await grpcUnary(
+      server.grpcAddr,
+      "/runhook.v1.LogService/ListActivityLogs",
+      ListActivityLogsRequestSchema,
+      ListActivityLogsResponseSchema,
+      logs,
+      w.apiToken,
+    );
     expect(g2.error).toBeUndefined();
     const r3 = await rest.get(`/v1/project/${w.projectName}/environment/${w.environmentName}/activity-logs`);
     expect(r3.status).toBe(200);
@@ -71,11 +78,17 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
     for (const [name, call] of [
       ["Connect", () => createClient(LogService, connect).listAdminLogs({ projectName: w.projectName }, { headers })],
       ["gRPC-Web", () => createClient(NoteService, grpcWeb).getNote({ ...scope, noteId: "x" }, { headers })],
-      ["gRPC stream", async () => {
-        for await (const _ of createClient(LogService, native).exportActivityLogs(logs, { headers })) void _;
-      }],
+      [
+        "gRPC stream",
+        async () => {
+          for await (const _ of createClient(LogService, native).exportActivityLogs(logs, { headers })) void _;
+        },
+      ],
     ] as const) {
-      const err = await call().then(() => undefined, (e: unknown) => ConnectError.from(e));
+      const err = await call().then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
       expect(err?.code, name).toBe(Code.ResourceExhausted);
       expect(err?.rawMessage, name).toMatch(/rate limit of 9 requests per minute exceeded; retry after \d+ s/);
       const retryAfter = Number(err?.metadata.get("retry-after"));
@@ -91,7 +104,9 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
     // Another token of the same project has its own budget, on every protocol.
     const other = (await addApiToken(server.deps.store.db, w.admin._id, w.projectId)).plaintext;
     await expect(createClient(LogService, native).listAdminLogs({ projectName: w.projectName }, { headers: auth(other) })).resolves.toBeDefined();
-    expect((await apiClient(server.baseUrl, other).get(`/v1/project/${w.projectName}/admin-logs`)).headers.get("x-ratelimit-remaining")).toBe(String(LIMIT - 2));
+    expect((await apiClient(server.baseUrl, other).get(`/v1/project/${w.projectName}/admin-logs`)).headers.get("x-ratelimit-remaining")).toBe(
+      String(LIMIT - 2),
+    );
   });
 
   it("calls without a token have no bucket: all UNAUTHENTICATED, nothing written (their limit is per address, auth-throttle.test.ts)", async () => {
@@ -100,7 +115,12 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
     const before = await server.deps.store.db.rateLimits.countDocuments({ expiresAt: { $gt: new Date() } });
     const codes: Code[] = [];
     for (let i = 0; i < LIMIT + 2; i++) {
-      const err = await createClient(LogService, native).listAdminLogs({ projectName: w.projectName }).then(() => undefined, (e: unknown) => ConnectError.from(e));
+      const err = await createClient(LogService, native)
+        .listAdminLogs({ projectName: w.projectName })
+        .then(
+          () => undefined,
+          (e: unknown) => ConnectError.from(e),
+        );
       codes.push(err!.code);
     }
     expect(codes).toEqual(Array(LIMIT + 2).fill(Code.Unauthenticated));
@@ -149,7 +169,14 @@ async function grpcWebStatus(res: Response): Promise<{ status: string | null; me
   const body = Buffer.from(await res.arrayBuffer());
   for (let pos = 0; pos + 5 <= body.length; pos += 5 + body.readUInt32BE(pos + 1)) {
     if (body[pos]! & 0x80) {
-      fields = new Headers(body.subarray(pos + 5, pos + 5 + body.readUInt32BE(pos + 1)).toString("utf8").split("\r\n").filter(Boolean).map((l) => [l.slice(0, l.indexOf(":")).trim(), l.slice(l.indexOf(":") + 1).trim()] as [string, string]));
+      fields = new Headers(
+        body
+          .subarray(pos + 5, pos + 5 + body.readUInt32BE(pos + 1))
+          .toString("utf8")
+          .split("\r\n")
+          .filter(Boolean)
+          .map((l) => [l.slice(0, l.indexOf(":")).trim(), l.slice(l.indexOf(":") + 1).trim()] as [string, string]),
+      );
     }
   }
   const message = fields.get("grpc-message");
@@ -163,7 +190,14 @@ async function rawGrpc(addr: string, path: string, token: string, body: Buffer):
   md.set("authorization", `Bearer ${token}`);
   try {
     return await new Promise((resolve) =>
-      client.makeUnaryRequest(path, (b: Buffer) => b, (b: Buffer) => b, body, md, (err) => resolve({ status: err?.code ?? 0, message: err?.details ?? "" })),
+      client.makeUnaryRequest(
+        path,
+        (b: Buffer) => b,
+        (b: Buffer) => b,
+        body,
+        md,
+        (err) => resolve({ status: err?.code ?? 0, message: err?.details ?? "" }),
+      ),
     );
   } finally {
     client.close();
@@ -183,7 +217,11 @@ describe("deeply nested request messages", () => {
   afterAll(async () => server?.stop());
 
   const connectPost = (contentType: string, body: Buffer | string, extra: Record<string, string> = {}) =>
-    fetch(`${server.baseUrl}${path}`, { method: "POST", headers: { ...auth(w.adminToken), "content-type": contentType, ...extra }, body: typeof body === "string" ? body : new Uint8Array(body) });
+    fetch(`${server.baseUrl}${path}`, {
+      method: "POST",
+      headers: { ...auth(w.adminToken), "content-type": contentType, ...extra },
+      body: typeof body === "string" ? body : new Uint8Array(body),
+    });
 
   it("Connect JSON: 10,000 levels of Struct is a clean invalid_argument, not a stack overflow", async () => {
     for (const n of [200, 10_000, 40_000]) {
@@ -213,7 +251,14 @@ describe("deeply nested request messages", () => {
 
     // A gzip-compressed message in a gRPC envelope (flag 1) is measured after decompression.
     const session = await import("node:http2").then((h) => h.connect(`http://${server.grpcAddr}`));
-    const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers", "grpc-encoding": "gzip", ...auth(w.adminToken) });
+    const stream = session.request({
+      ":method": "POST",
+      ":path": path,
+      "content-type": "application/grpc",
+      te: "trailers",
+      "grpc-encoding": "gzip",
+      ...auth(w.adminToken),
+    });
     const trailers: Record<string, unknown> = {};
     stream.on("response", (h) => Object.assign(trailers, h));
     stream.on("trailers", (t) => Object.assign(trailers, t));
@@ -238,7 +283,10 @@ describe("deeply nested request messages", () => {
     const lists = (MAX_MESSAGE_NESTING - 5) >> 1;
     expect(listLevels(lists)).toBeLessThanOrEqual(MAX_MESSAGE_NESTING);
     expect(await rawGrpc(server.grpcAddr, path, w.adminToken, publishBinary(w.workflowId, nestedListValue(lists)))).toEqual({ status: 0, message: "" });
-    expect(await rawGrpc(server.grpcAddr, path, w.adminToken, publishBinary(w.workflowId, nestedListValue(lists + 1)))).toEqual({ status: grpc.status.INVALID_ARGUMENT, message: REFUSED });
+    expect(await rawGrpc(server.grpcAddr, path, w.adminToken, publishBinary(w.workflowId, nestedListValue(lists + 1)))).toEqual({
+      status: grpc.status.INVALID_ARGUMENT,
+      message: REFUSED,
+    });
     // Read back by protobuf-es clients, whose own limit is 100 levels: the answer wraps the steps deeper.
     const binary = createClient(AdminService, createGrpcTransport({ baseUrl: `http://${server.grpcAddr}` }));
     const got = await binary.getWorkflow({ workflowId: w.workflowId }, { headers: auth(w.adminToken) });
@@ -250,7 +298,13 @@ describe("deeply nested request messages", () => {
     const http2 = await import("node:http2");
     const session = http2.connect(`http://${server.grpcAddr}`);
     try {
-      const stream = session.request({ ":method": "POST", ":path": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "content-type": "application/grpc", te: "trailers", "x-request-id": "deep-stream-1" });
+      const stream = session.request({
+        ":method": "POST",
+        ":path": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        "content-type": "application/grpc",
+        te: "trailers",
+        "x-request-id": "deep-stream-1",
+      });
       const trailers = new Promise<Record<string, unknown>>((r) => stream.on("trailers", r));
       const frames: Buffer[] = [];
       const answered = new Promise<void>((resolve) => stream.on("data", (d: Buffer) => (frames.push(d), resolve())));
@@ -275,7 +329,10 @@ describe("deeply nested request messages", () => {
     const res = await connectPost("application/json", big);
     expect(await res.json()).toMatchObject({ code: "resource_exhausted" });
     expect((await fetch(`${server.baseUrl}/healthz`)).status).toBe(200);
-    const ok = await createClient(LogService, createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" })).listAdminLogs({ projectName: w.projectName }, { headers: auth(w.apiToken) });
+    const ok = await createClient(LogService, createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" })).listAdminLogs(
+      { projectName: w.projectName },
+      { headers: auth(w.apiToken) },
+    );
     expect(ok.hasMore).toBe(false);
   });
 });

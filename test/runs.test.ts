@@ -5,12 +5,7 @@ import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import {
-  RunService,
-  WatchRunRequestSchema,
-  WatchRunResponseSchema,
-  type WatchRunResponse,
-} from "../gen/runhook/v1/run_pb.js";
+import { RunService, WatchRunRequestSchema, WatchRunResponseSchema, type WatchRunResponse } from "../gen/runhook/v1/run_pb.js";
 import { connect, createStore, isDuplicateKey, type Database } from "../src/store/index.js";
 import { packRecordId, recordMatch, unpackRecordId } from "../src/domain/runs/records.js";
 import { recordQuery } from "../src/store/records.js";
@@ -43,7 +38,10 @@ const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 async function activity(runId: string, n = 1) {
   const end = Date.now() + 5000;
   for (;;) {
-    const entries = await db.activityLogs.find({ runId, tomb: { $exists: false } }).sort({ _id: 1 }).toArray();
+    const entries = await db.activityLogs
+      .find({ runId, tomb: { $exists: false } })
+      .sort({ _id: 1 })
+      .toArray();
     if (entries.length >= n || Date.now() > end) return entries;
     await sleep(50);
   }
@@ -262,7 +260,10 @@ describe("claiming and recovery", () => {
     const w = await createWorld(db, { steps: [{ type: "load_record" }] });
     const q = await queueRun(db, w, "r1");
     // Claimed by an executor that died at once: RUNNING, lease expired.
-    await db.runs.updateOne({ _id: q._id, state: "QUEUED" }, { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "dead#1", expiresAt: new Date(Date.now() - 1000) } } });
+    await db.runs.updateOne(
+      { _id: q._id, state: "QUEUED" },
+      { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "dead#1", expiresAt: new Date(Date.now() - 1000) } } },
+    );
     const run = await waitForRun(db, q._id, undefined, 10_000);
     expect(run.state).toBe("SUCCEEDED");
     expect(run.lease).toBeNull();
@@ -295,7 +296,10 @@ describe("claiming and recovery", () => {
       const w = await createWorld(quiet, { steps: [{ type: "load_record" }] });
       const queued = await queueRun(quiet, w, "r2", { createdAt: new Date(Date.now() - 60_000) });
       const orphan = await queueRun(quiet, w, "r3", { createdAt: new Date(Date.now() - 1000) });
-      await quiet.runs.updateOne({ _id: orphan._id }, { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "dead#1", expiresAt: new Date(Date.now() - 1) } } });
+      await quiet.runs.updateOne(
+        { _id: orphan._id },
+        { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "dead#1", expiresAt: new Date(Date.now() - 1) } } },
+      );
       const lease = () => ({ owner: "test#1", expiresAt: new Date(Date.now() + 10_000) });
       expect(await store.runs.claimNext(lease(), new Date())).toMatchObject({ run: { _id: orphan._id }, takeover: true });
       expect(await store.runs.claimNext(lease(), new Date())).toMatchObject({ run: { _id: queued._id }, takeover: false });
@@ -353,7 +357,12 @@ describe("end to end through the webhook route", () => {
 
 describe("CancelRun", () => {
   it("cancels a waiting run promptly, frees the slot, and a finished run cannot be cancelled", async () => {
-    const w = await createWorld(db, { steps: [{ type: "wait", seconds: 30 }, { type: "update_record", set: { status: "too-late" } }] });
+    const w = await createWorld(db, {
+      steps: [
+        { type: "wait", seconds: 30 },
+        { type: "update_record", set: { status: "too-late" } },
+      ],
+    });
     const q = await queueRun(db, w, "r1");
     await waitForRun(db, q._id, (r) => r.steps[0]!.state === "RUNNING");
     const t0 = Date.now();
@@ -381,7 +390,11 @@ describe("CancelRun", () => {
     const next = await queueRun(db, w, "r1");
     expect(next.state).toBe("QUEUED");
 
-    const again = await fetch(`${server.baseUrl}/v1/runs/${q._id}/cancel`, { method: "POST", headers: { ...auth(w.userToken), "content-type": "application/json" }, body: "{}" });
+    const again = await fetch(`${server.baseUrl}/v1/runs/${q._id}/cancel`, {
+      method: "POST",
+      headers: { ...auth(w.userToken), "content-type": "application/json" },
+      body: "{}",
+    });
     expect(again.status).toBe(400);
     expect(await again.json()).toMatchObject({ code: "failed_precondition" });
 
@@ -479,8 +492,7 @@ describe("GET /v1/runs/{runId}", () => {
     const w = await createWorld(db, { steps: [{ type: "load_record" }] });
     const other = await createWorld(db);
     const run = await waitForRun(db, (await queueRun(db, w, "r1"))._id);
-    const get = (token: string | null, id = run._id, query = "") =>
-      fetch(`${server.baseUrl}/v1/runs/${id}${query}`, { headers: token ? auth(token) : {} });
+    const get = (token: string | null, id = run._id, query = "") => fetch(`${server.baseUrl}/v1/runs/${id}${query}`, { headers: token ? auth(token) : {} });
 
     const ok = await get(w.userToken);
     expect(ok.status).toBe(200);

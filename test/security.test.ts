@@ -30,7 +30,11 @@ describe("a demoted or removed admin's API token", () => {
     const run = await queueRun(server.deps.store.db, w, "r1");
     const api = apiClient(server.gateway, w.apiToken);
     expect((await api.get(`/v1/runs/${run._id}`)).status).toBe(200);
-    const watch = () => createClient(RunService, createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" })).watchRun({ runId: run._id }, { headers: { authorization: `Bearer ${w.apiToken}` } });
+    const watch = () =>
+      createClient(RunService, createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" })).watchRun(
+        { runId: run._id },
+        { headers: { authorization: `Bearer ${w.apiToken}` } },
+      );
     const roles = server.deps.store.directory.roles;
     for (const demote of [() => roles.set(w.projectId, w.admin._id, "editor"), () => roles.remove(w.projectId, w.admin._id)]) {
       await demote();
@@ -67,7 +71,10 @@ describe("e-mail addresses", () => {
 /** `runhook …args` as a user runs it; stopped after `stopWhen` sees enough output (or 20 s). */
 function cli(args: string[], env: Record<string, string>, stopWhen: (out: string) => boolean = () => false): Promise<string> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("RUNHOOK_") && k !== "MONGODB_URI"));
-  const child = spawn(process.execPath, [join(ROOT, "bin/runhook.js"), ...args], { env: { ...base, RUNHOOK_URL: server.baseUrl, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [join(ROOT, "bin/runhook.js"), ...args], {
+    env: { ...base, RUNHOOK_URL: server.baseUrl, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let out = "";
   const take = (d: Buffer) => {
     out += d.toString();
@@ -102,9 +109,16 @@ describe("the CLI shows what tenants wrote with terminal controls escaped", () =
   });
 
   it("runhook logs tail (NDJSON that still parses to the same record id)", async () => {
-    const out = await cli(["logs", "tail", "--project", w.projectName, "--environment", w.environmentName, "--interval", "0.2"], { RUNHOOK_TOKEN: w.apiToken }, (o) => o.includes("workflow.run.failed"));
+    const out = await cli(
+      ["logs", "tail", "--project", w.projectName, "--environment", w.environmentName, "--interval", "0.2"],
+      { RUNHOOK_TOKEN: w.apiToken },
+      (o) => o.includes("workflow.run.failed"),
+    );
     expect(out).not.toMatch(/[\x1b\x07\u009b\u202e]/);
-    const failed = out.split("\n").filter((l) => l.includes("workflow.run.failed")).map((l) => JSON.parse(l) as { recordId: string });
+    const failed = out
+      .split("\n")
+      .filter((l) => l.includes("workflow.run.failed"))
+      .map((l) => JSON.parse(l) as { recordId: string });
     expect(failed[0]!.recordId).toBe(evil);
   });
 });
@@ -128,7 +142,8 @@ describe("configuration", () => {
 
 describe("indexes", () => {
   it("serve the log filters by user id and e-mail, and e-mails per organization", async () => {
-    const keys = async (c: { listIndexes(): { toArray(): Promise<{ key: Record<string, number>; unique?: boolean }[]> } }) => (await c.listIndexes().toArray()).map((i) => ({ key: JSON.stringify(i.key), unique: i.unique === true }));
+    const keys = async (c: { listIndexes(): { toArray(): Promise<{ key: Record<string, number>; unique?: boolean }[]> } }) =>
+      (await c.listIndexes().toArray()).map((i) => ({ key: JSON.stringify(i.key), unique: i.unique === true }));
     const db = server.deps.store.db;
     const activity = (await keys(db.activityLogs)).map((i) => i.key);
     const admin = (await keys(db.adminLogs)).map((i) => i.key);

@@ -35,13 +35,20 @@ beforeAll(async () => {
   b = await createWorld(db);
   await db.environments.insertOne({ _id: randomUUID(), projectId: b.projectId, name: "b-only", dataDatabase: "x", createdAt: new Date() });
   // B's data: a note (and its activity entry), an ongoing run, an admin log entry.
-  const note = await apiClient(server.gateway, b.apiToken).post(`${envPath(b)}/notes`, { collection: b.collection, recordId: "r1", title: "B only", content: "<p>secret of B</p>" });
+  const note = await apiClient(server.gateway, b.apiToken).post(`${envPath(b)}/notes`, {
+    collection: b.collection,
+    recordId: "r1",
+    title: "B only",
+    content: "<p>secret of B</p>",
+  });
   expect(note.status).toBe(201);
   bNoteId = note.body.id;
   bRunId = (await queueRun(db, b, "r1"))._id;
   await adminClient(server.baseUrl, b.adminToken).setWebhookRateLimit({ workflowId: b.workflowId, rateLimitPerMinute: 7 });
   // A has data of its own, so that "empty" is not the only possible answer.
-  expect((await apiClient(server.gateway, a.apiToken).post(`${envPath(a)}/notes`, { collection: a.collection, recordId: "r1", content: "a" })).status).toBe(201);
+  expect((await apiClient(server.gateway, a.apiToken).post(`${envPath(a)}/notes`, { collection: a.collection, recordId: "r1", content: "a" })).status).toBe(
+    201,
+  );
 });
 afterAll(async () => {
   await server?.stop();
@@ -79,7 +86,12 @@ describe("logs of another project", () => {
 
   it("the token's own lists never contain another project's entries, whatever the filters or cursor", async () => {
     const api = apiClient(server.gateway, a.apiToken);
-    for (const q of [`runId=${bRunId}`, `recordId=r1&collection=${b.collection}`, `userId=${b.admin._id}`, `action=note.created&userEmail=${encodeURIComponent(b.admin.email)}`]) {
+    for (const q of [
+      `runId=${bRunId}`,
+      `recordId=r1&collection=${b.collection}`,
+      `userId=${b.admin._id}`,
+      `action=note.created&userEmail=${encodeURIComponent(b.admin.email)}`,
+    ]) {
       const r = await api.get(`${envPath(a)}/activity-logs?${q}`);
       expect(r.status, q).toBe(200);
       expect(JSON.stringify(r.body), q).not.toContain(b.admin._id);
@@ -89,7 +101,9 @@ describe("logs of another project", () => {
     expect(JSON.stringify(all.body)).not.toMatch(new RegExp(`${bNoteId}|${bRunId}|${b.admin._id}`));
     const admin = await api.get(`/v1/project/${a.projectName}/admin-logs?limit=1000&userId=${b.admin._id}`);
     expect(admin.body.adminLogs).toEqual([]);
-    const exported = await (await fetch(`${server.baseUrl}${envPath(a)}/activity-logs`, { headers: { ...auth(a.apiToken), accept: "application/x-ndjson" } })).text();
+    const exported = await (
+      await fetch(`${server.baseUrl}${envPath(a)}/activity-logs`, { headers: { ...auth(a.apiToken), accept: "application/x-ndjson" } })
+    ).text();
     expect(exported).not.toMatch(new RegExp(`${bNoteId}|${b.admin._id}`));
     // A cursor issued to B is bound to B's environment: 400, never B's entries.
     const bPage = await apiClient(server.gateway, b.apiToken).get(`${envPath(b)}/activity-logs?limit=1`);
@@ -146,7 +160,9 @@ describe("runs of another project", () => {
     const err = await runs.getRun({ runId: bRunId }, { headers: auth(a.apiToken) }).catch((e: unknown) => ConnectError.from(e));
     expect((err as ConnectError).code).toBe(Code.PermissionDenied);
     const logs = createClient(LogService, createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" }));
-    const lerr = await logs.listActivityLogs({ projectName: b.projectName, environmentName: b.environmentName }, { headers: auth(a.apiToken) }).catch((e: unknown) => ConnectError.from(e));
+    const lerr = await logs
+      .listActivityLogs({ projectName: b.projectName, environmentName: b.environmentName }, { headers: auth(a.apiToken) })
+      .catch((e: unknown) => ConnectError.from(e));
     expect((lerr as ConnectError).code).toBe(Code.PermissionDenied);
   });
 });
@@ -160,7 +176,10 @@ describe("application tokens and the public API", () => {
         ["GET", `${envPath(a)}/notes`],
         ["POST", `${envPath(a)}/notes`, { collection: a.collection, recordId: "r1", content: "x" }],
       ] as [string, string, unknown?][]) {
-        expect(await answer(method, path, token, body), `${method} ${path}`).toEqual({ status: 401, body: { error: "missing, expired or invalid bearer token", code: "unauthenticated" } });
+        expect(await answer(method, path, token, body), `${method} ${path}`).toEqual({
+          status: 401,
+          body: { error: "missing, expired or invalid bearer token", code: "unauthenticated" },
+        });
       }
     }
     const logs = createClient(LogService, createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" }));

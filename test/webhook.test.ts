@@ -252,7 +252,10 @@ describe("webhook: 400 bad URL (step 1)", () => {
 
   it("answers 400 for a key signed with an unknown secret", async () => {
     const h = await hook();
-    const forged = signWebhookKey({ signingKeyId: "k1", signingKeys: new Map([["k1", Buffer.alloc(32, 9)]]) }, { workflowId: h.w.workflowId, renderingId: h.w.renderingId, generation: 1 });
+    const forged = signWebhookKey(
+      { signingKeyId: "k1", signingKeys: new Map([["k1", Buffer.alloc(32, 9)]]) },
+      { workflowId: h.w.workflowId, renderingId: h.w.renderingId, generation: 1 },
+    );
     const res = await postHook(`${server.baseUrl}/hooks/${forged}`, h.w.userToken, { record_id: "r1" });
     expect(res.status).toBe(400);
   });
@@ -260,7 +263,13 @@ describe("webhook: 400 bad URL (step 1)", () => {
   it("verifies keys of every configured key id (rotation), and signs with the current one", () => {
     const ids = { workflowId: "5b7c2a6e-1f1e-4a0b-9a3c-0d2f4e6a8b1c", renderingId: "0e3d8f7a-2b4c-4d6e-8f0a-1b2c3d4e5f60", generation: 3 };
     const old = { signingKeyId: "k1", signingKeys: new Map([["k1", Buffer.alloc(32, 1)]]) };
-    const rotated = { signingKeyId: "k2", signingKeys: new Map([["k2", Buffer.alloc(32, 2)], ["k1", Buffer.alloc(32, 1)]]) };
+    const rotated = {
+      signingKeyId: "k2",
+      signingKeys: new Map([
+        ["k2", Buffer.alloc(32, 2)],
+        ["k1", Buffer.alloc(32, 1)],
+      ]),
+    };
     const oldKey = signWebhookKey(old, ids);
     expect(verifyWebhookKey(rotated, oldKey)).toEqual(ids);
     const newKey = signWebhookKey(rotated, ids);
@@ -278,7 +287,11 @@ describe("webhook: 401 bad token (step 2)", () => {
       expect(res.status, String(token)).toBe(401);
       expect(res.body).toEqual({ error: expect.any(String), code: "unauthenticated" });
     }
-    const res = await fetch(h.url, { method: "POST", headers: { authorization: `Basic ${h.w.userToken}`, "content-type": "application/json" }, body: '{"record_id":"r1"}' });
+    const res = await fetch(h.url, {
+      method: "POST",
+      headers: { authorization: `Basic ${h.w.userToken}`, "content-type": "application/json" },
+      body: '{"record_id":"r1"}',
+    });
     expect(res.status).toBe(401);
   });
 
@@ -322,7 +335,12 @@ describe("webhook: 403 not authorized (step 4)", () => {
 
   it("answers 403 for a role the workflow does not allow to trigger", async () => {
     const h = await hook();
-    await h.admin.publishWorkflow({ workflowId: h.w.workflowId, steps: [{ kind: { case: "loadRecord", value: {} } }], triggerRoles: ["admin", "editor"], updateTriggerRoles: true });
+    await h.admin.publishWorkflow({
+      workflowId: h.w.workflowId,
+      steps: [{ kind: { case: "loadRecord", value: {} } }],
+      triggerRoles: ["admin", "editor"],
+      updateTriggerRoles: true,
+    });
     expect((await postHook(h.url, h.w.userToken, { record_id: "r1" })).status).toBe(403);
     expect((await postHook(h.url, h.w.adminToken, { record_id: "r1" })).status).toBe(202);
   });
@@ -343,7 +361,11 @@ describe("webhook: 403 not authorized (step 4)", () => {
 
 describe("webhook: 404 / 400 webhook state (step 3)", () => {
   it("answers 404 for an unknown webhook (a correctly signed key of no workflow)", async () => {
-    const key = signWebhookKey(server.deps.config, { workflowId: "00000000-0000-4000-8000-000000000000", renderingId: "00000000-0000-4000-8000-000000000001", generation: 1 });
+    const key = signWebhookKey(server.deps.config, {
+      workflowId: "00000000-0000-4000-8000-000000000000",
+      renderingId: "00000000-0000-4000-8000-000000000001",
+      generation: 1,
+    });
     const w = await createWorld(db());
     const res = await postHook(`${server.baseUrl}/hooks/${key}`, w.userToken, { record_id: "r1" });
     expect(res.status).toBe(404);
@@ -594,7 +616,10 @@ describe("webhook across two server processes", () => {
   let b: ChildServer;
   let logs = "";
   beforeAll(async () => {
-    [a, b] = await Promise.all([spawnServer(server.dbName, { env: { RUNHOOK_EXECUTOR: "false" } }), spawnServer(server.dbName, { env: { RUNHOOK_EXECUTOR: "false" } })]);
+    [a, b] = await Promise.all([
+      spawnServer(server.dbName, { env: { RUNHOOK_EXECUTOR: "false" } }),
+      spawnServer(server.dbName, { env: { RUNHOOK_EXECUTOR: "false" } }),
+    ]);
     for (const c of [a, b]) {
       c.child.stdout!.on("data", (d: Buffer) => (logs += d.toString()));
       c.child.stderr!.on("data", (d: Buffer) => (logs += d.toString()));

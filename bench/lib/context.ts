@@ -158,7 +158,11 @@ export interface WorldOptions {
 export async function benchWorld(ctx: BenchContext, store: Store, opts: WorldOptions = {}): Promise<BenchWorld> {
   const { services } = servicesOn(ctx, store);
   const tag = randomUUID().slice(0, 8);
-  const boot = await adminCall(services, "bootstrap", BOOTSTRAP_SECRET, { organizationName: `bench-${tag}`, adminEmail: `admin-${tag}@bench.example`, adminName: "Bench Admin" });
+  const boot = await adminCall(services, "bootstrap", BOOTSTRAP_SECRET, {
+    organizationName: `bench-${tag}`,
+    adminEmail: `admin-${tag}@bench.example`,
+    adminName: "Bench Admin",
+  });
   const adminToken = boot.adminToken as string;
   const c = (method: keyof Services["admin"], init: R) => adminCall(services, method, adminToken, init);
   const admin = { id: boot.admin.id as string, email: boot.admin.email as string };
@@ -176,7 +180,9 @@ export async function benchWorld(ctx: BenchContext, store: Store, opts: WorldOpt
   const roles = ["admin", "editor", "user"];
   await c("setCollectionPermission", { permission: { renderingId: rendering.id, collectionId: collection.id, readRoles: roles, editRoles: roles, scope: {} } });
   const steps = opts.steps ?? [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }];
-  const workflow = (await c("createWorkflow", { renderingId: rendering.id, collectionId: collection.id, name: "bench workflow", steps: steps.map(stepToProto) })).workflow;
+  const workflow = (
+    await c("createWorkflow", { renderingId: rendering.id, collectionId: collection.id, name: "bench workflow", steps: steps.map(stepToProto) })
+  ).workflow;
   const webhook = (await c("enableWebhook", { workflowId: workflow.id })).webhook;
   const limit = opts.rateLimitPerMinute ?? 10_000_000;
   if (limit <= 100_000) await c("setWebhookRateLimit", { workflowId: workflow.id, rateLimitPerMinute: limit });
@@ -188,7 +194,15 @@ export async function benchWorld(ctx: BenchContext, store: Store, opts: WorldOpt
   const records = opts.records ?? [1, 2, 3, 4, 5].map((i) => ({ id: `r${i}`, status: "new" }));
   const data = store.db.dataDb(dataDatabase).collection("orders");
   for (let i = 0; i < records.length; i += 5000) await data.insertMany(records.slice(i, i + 5000).map((r) => ({ ...r })));
-  ctx.cleanups.push(() => store.db.dataDb(dataDatabase).dropDatabase().then(() => undefined, () => undefined));
+  ctx.cleanups.push(() =>
+    store.db
+      .dataDb(dataDatabase)
+      .dropDatabase()
+      .then(
+        () => undefined,
+        () => undefined,
+      ),
+  );
   return {
     orgId: boot.organization.id,
     projectId: project.id,

@@ -19,7 +19,13 @@ export interface BenchDatabase {
 function javaChildren(): Set<number> {
   try {
     const out = execFileSync("ps", ["--ppid", String(process.pid), "-o", "pid=,comm="], { encoding: "utf8" });
-    return new Set(out.split("\n").map((l) => l.trim().split(/\s+/)).filter(([, comm]) => comm === "java").map(([pid]) => Number(pid)));
+    return new Set(
+      out
+        .split("\n")
+        .map((l) => l.trim().split(/\s+/))
+        .filter(([, comm]) => comm === "java")
+        .map(([pid]) => Number(pid)),
+    );
   } catch {
     return new Set();
   }

@@ -69,9 +69,11 @@ export async function closedLoop(o: LoadOptions): Promise<LoadStats> {
 async function closedLoopInner(o: LoadOptions): Promise<LoadStats> {
   const max = o.maxRequests ?? Number.MAX_SAFE_INTEGER;
   if (o.warmupPerWorker) {
-    await Promise.all(Array.from({ length: o.concurrency }, async () => {
-      for (let k = 0; k < o.warmupPerWorker!; k++) await o.fn(seq++).catch(() => undefined);
-    }));
+    await Promise.all(
+      Array.from({ length: o.concurrency }, async () => {
+        for (let k = 0; k < o.warmupPerWorker!; k++) await o.fn(seq++).catch(() => undefined);
+      }),
+    );
   }
   o.onMeasureStart?.();
   const lat: number[] = [];

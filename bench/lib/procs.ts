@@ -52,7 +52,10 @@ export async function spawnRunhook(opts: SpawnOptions): Promise<Proc> {
     out = (out + d.toString()).slice(-20_000);
   };
   const ready = new Promise<{ http?: number; grpc?: number }>((resolveReady, reject) => {
-    const timer = setTimeout(() => reject(new Error(`runhook ${opts.mode} did not start within ${opts.startTimeoutMs ?? 60_000} ms:\n${out.slice(-3000)}`)), opts.startTimeoutMs ?? 60_000);
+    const timer = setTimeout(
+      () => reject(new Error(`runhook ${opts.mode} did not start within ${opts.startTimeoutMs ?? 60_000} ms:\n${out.slice(-3000)}`)),
+      opts.startTimeoutMs ?? 60_000,
+    );
     let buf = "";
     child.stdout!.on("data", (d: Buffer) => {
       keep(d);
@@ -94,7 +97,12 @@ export async function spawnRunhook(opts: SpawnOptions): Promise<Proc> {
       live.delete(proc);
       child.stdin!.end();
       const timer = setTimeout(() => {
-        if (pid) try { process.kill(pid, "SIGKILL"); } catch { /* gone */ }
+        if (pid)
+          try {
+            process.kill(pid, "SIGKILL");
+          } catch {
+            /* gone */
+          }
         child.kill("SIGKILL");
       }, 15_000);
       await exited;

@@ -11,7 +11,14 @@ import { liveProcs } from "./procs.js";
 export async function standalone<T>(name: string, fn: (ctx: BenchContext) => Promise<T>): Promise<T> {
   const dataDir = mkdtempSync(join(tmpdir(), "runhook-bench-"));
   const log = (m: string) => process.stdout.write(m + "\n");
-  const ctx: BenchContext = { quick: process.argv.includes("--quick"), uri: "", runTag: `bench_${randomBytes(3).toString("hex")}`, signingKeys: newSigningKeys(), log, cleanups: [] };
+  const ctx: BenchContext = {
+    quick: process.argv.includes("--quick"),
+    uri: "",
+    runTag: `bench_${randomBytes(3).toString("hex")}`,
+    signingKeys: newSigningKeys(),
+    log,
+    cleanups: [],
+  };
   const database = await openBenchDatabase(dataDir, log);
   ctx.uri = database.uri;
   ctx.javaPid = database.javaPid;

@@ -18,7 +18,12 @@ import { fmtCpu, interleaved, restTrigger, type Phase } from "./webhook.js";
 export const BACKENDS = [
   { name: "memory", what: "memory backend", persistent: false, javaOptions: [] as string[] },
   { name: "file", what: "file (H2), a write answered once its group commit is on disk", persistent: true, javaOptions: [] as string[] },
-  { name: "file-ack-before-commit", what: "file (H2), committed once a second, writes answered before (-Drunhook.h2.commitMs=1000: the behaviour before)", persistent: true, javaOptions: ["-Drunhook.h2.commitMs=1000"] },
+  {
+    name: "file-ack-before-commit",
+    what: "file (H2), committed once a second, writes answered before (-Drunhook.h2.commitMs=1000: the behaviour before)",
+    persistent: true,
+    javaOptions: ["-Drunhook.h2.commitMs=1000"],
+  },
 ] as const;
 
 export interface BackendsResult {
@@ -71,7 +76,8 @@ export async function backendsScenario(ctx: BenchContext, opts: { concurrencies:
           return { name: s.name, fn: (i: number) => post(`${s.name}-${c}-${i}`) };
         });
         const byBackend = await interleaved({}, c, loads, { repeat: opts.repeat, durationMs: opts.durationMs, warmupPerWorker: c === 1 ? 20 : 2 });
-        for (const [name, p] of Object.entries(byBackend)) ctx.log(`  ${name.padEnd(22)} c=${c}: ${p.okPerSec}/s p50 ${p.p50Ms} p99 ${p.p99Ms} ms ${fmtCpu(p)}`);
+        for (const [name, p] of Object.entries(byBackend))
+          ctx.log(`  ${name.padEnd(22)} c=${c}: ${p.okPerSec}/s p50 ${p.p50Ms} p99 ${p.p99Ms} ms ${fmtCpu(p)}`);
         levels.push({ concurrency: c, byBackend });
       } finally {
         await Promise.all(pools.map((p) => p.close()));
@@ -81,5 +87,9 @@ export async function backendsScenario(ctx: BenchContext, opts: { concurrencies:
     for (const s of setups) await tearDown(s);
   }
   const top = levels.at(-1)?.byBackend;
-  return { backends: BACKENDS.map(({ name, what }) => ({ name, what })), levels, fileVsAckBeforeCommit: ratio(top?.file?.okPerSec, top?.["file-ack-before-commit"]?.okPerSec) };
+  return {
+    backends: BACKENDS.map(({ name, what }) => ({ name, what })),
+    levels,
+    fileVsAckBeforeCommit: ratio(top?.file?.okPerSec, top?.["file-ack-before-commit"]?.okPerSec),
+  };
 }

@@ -21,7 +21,17 @@ export interface E2eConfigResult {
   /** Runs triggered one at a time (no queueing): pick-up and completion latency. */
   paced?: { runs: number; succeeded: number; pickup: ReturnType<typeof summarize>; completion: ReturnType<typeof summarize> };
   /** A burst of runs: throughput from first createdAt to last finishedAt. */
-  burst?: { runs: number; succeeded: number; failed: number; unfinished: number; runsPerSec: number | null; trigger: LoadStats; pickup: ReturnType<typeof summarize>; completion: ReturnType<typeof summarize>; vsRawLifecycle: number | null };
+  burst?: {
+    runs: number;
+    succeeded: number;
+    failed: number;
+    unfinished: number;
+    runsPerSec: number | null;
+    trigger: LoadStats;
+    pickup: ReturnType<typeof summarize>;
+    completion: ReturnType<typeof summarize>;
+    vsRawLifecycle: number | null;
+  };
   rss?: { idleMb: number | null; endMb: number | null; peakMb: number | null };
   /** The worker processes (executors only), the highest of them. */
   workerRss?: { idleMb: number | null; peakMb: number | null };
@@ -58,13 +68,23 @@ const ms = (a: Date | null, b: Date | null) => (a && b ? a.getTime() - b.getTime
 function latencies(docs: RunDoc[]) {
   return {
     pickup: summarize(docs.map((d) => ms(d.startedAt, d.createdAt)).filter((v): v is number => v !== null)),
-    completion: summarize(docs.filter((d) => d.state === "SUCCEEDED").map((d) => ms(d.finishedAt, d.createdAt)).filter((v): v is number => v !== null)),
+    completion: summarize(
+      docs
+        .filter((d) => d.state === "SUCCEEDED")
+        .map((d) => ms(d.finishedAt, d.createdAt))
+        .filter((v): v is number => v !== null),
+    ),
   };
 }
 
 /** One run, to see whether any executor picks runs up at all. */
 async function probe(store: Store, pool: Pool, w: BenchWorld, recordId: string, timeoutMs: number): Promise<string | null> {
-  const res = await pool.request({ path: w.hookPath, method: "POST", headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" }, body: JSON.stringify({ record_id: recordId }) });
+  const res = await pool.request({
+    path: w.hookPath,
+    method: "POST",
+    headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" },
+    body: JSON.stringify({ record_id: recordId }),
+  });
   const body = (await res.body.json().catch(() => ({}))) as { runId?: string };
   if (res.statusCode !== 202 || !body.runId) return `webhook answered ${res.statusCode}`;
   const deadline = Date.now() + timeoutMs;
@@ -80,7 +100,18 @@ async function probe(store: Store, pool: Pool, w: BenchWorld, recordId: string, 
   }
 }
 
-async function runConfig(ctx: BenchContext, store: Store, w: BenchWorld, name: string, procs: number, server: Proc, workers: Proc[], o: E2eOptions, nextRecord: () => string, rawRate: number | null): Promise<E2eConfigResult> {
+async function runConfig(
+  ctx: BenchContext,
+  store: Store,
+  w: BenchWorld,
+  name: string,
+  procs: number,
+  server: Proc,
+  workers: Proc[],
+  o: E2eOptions,
+  nextRecord: () => string,
+  rawRate: number | null,
+): Promise<E2eConfigResult> {
   const res: E2eConfigResult = { name, executorProcesses: procs, available: false };
   const idleMb = rssMb(server.pid);
   const sampler = rssSampler(server.pid);
@@ -100,14 +131,21 @@ async function runConfig(ctx: BenchContext, store: Store, w: BenchWorld, name: s
     // Paced: one run at a time, each after the previous finished being accepted, with a gap.
     const pacedIds: string[] = [];
     for (let i = 0; i < o.pacedRuns; i++) {
-      const r = await pool.request({ path: w.hookPath, method: "POST", headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" }, body: JSON.stringify({ record_id: nextRecord() }) });
+      const r = await pool.request({
+        path: w.hookPath,
+        method: "POST",
+        headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" },
+        body: JSON.stringify({ record_id: nextRecord() }),
+      });
       const b = (await r.body.json().catch(() => ({}))) as { runId?: string };
       if (b.runId) pacedIds.push(b.runId);
       await sleep(20);
     }
     const pacedDocs = await waitFinished(store, pacedIds, o.finishTimeoutMs);
     res.paced = { runs: pacedIds.length, succeeded: pacedDocs.filter((d) => d.state === "SUCCEEDED").length, ...latencies(pacedDocs) };
-    ctx.log(`  ${name} paced: ${res.paced.succeeded}/${res.paced.runs} succeeded, pick-up p50 ${res.paced.pickup.p50Ms} p99 ${res.paced.pickup.p99Ms} ms, completion p50 ${res.paced.completion.p50Ms} p99 ${res.paced.completion.p99Ms} ms`);
+    ctx.log(
+      `  ${name} paced: ${res.paced.succeeded}/${res.paced.runs} succeeded, pick-up p50 ${res.paced.pickup.p50Ms} p99 ${res.paced.pickup.p99Ms} ms, completion p50 ${res.paced.completion.p50Ms} p99 ${res.paced.completion.p99Ms} ms`,
+    );
 
     // Burst: as fast as the webhook accepts them, then until every run finished.
     const burstIds: string[] = [];
@@ -116,7 +154,12 @@ async function runConfig(ctx: BenchContext, store: Store, w: BenchWorld, name: s
       durationMs: 10 * 60_000,
       maxRequests: o.burstRuns,
       fn: async () => {
-        const r = await pool.request({ path: w.hookPath, method: "POST", headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" }, body: JSON.stringify({ record_id: nextRecord() }) });
+        const r = await pool.request({
+          path: w.hookPath,
+          method: "POST",
+          headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" },
+          body: JSON.stringify({ record_id: nextRecord() }),
+        });
         const b = (await r.body.json().catch(() => ({}))) as { runId?: string };
         if (r.statusCode === 202 && b.runId) burstIds.push(b.runId);
         return { ok: r.statusCode === 202, status: r.statusCode };
@@ -145,7 +188,9 @@ async function runConfig(ctx: BenchContext, store: Store, w: BenchWorld, name: s
       ...latencies(docs),
       vsRawLifecycle: ratio(runsPerSec, rawRate),
     };
-    ctx.log(`  ${name} burst: ${res.burst.succeeded}/${res.burst.runs} succeeded (${res.burst.failed} failed, ${res.burst.unfinished} unfinished), ${runsPerSec} runs/s, pick-up p99 ${res.burst.pickup.p99Ms} ms, completion p99 ${res.burst.completion.p99Ms} ms`);
+    ctx.log(
+      `  ${name} burst: ${res.burst.succeeded}/${res.burst.runs} succeeded (${res.burst.failed} failed, ${res.burst.unfinished} unfinished), ${runsPerSec} runs/s, pick-up p99 ${res.burst.pickup.p99Ms} ms, completion p99 ${res.burst.completion.p99Ms} ms`,
+    );
     return res;
   } finally {
     await pool.close();
@@ -171,7 +216,10 @@ async function rawLifecycle(ctx: BenchContext, o: E2eOptions, records: number): 
       const rec = `x${i % N}`;
       const doc = runDocLike(w, `${rec}-${i}`, steps);
       await runs.insertOne(doc);
-      const claimed = await runs.findOneAndUpdate({ _id: doc._id, state: "QUEUED" }, { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "raw", expiresAt: new Date(Date.now() + 10_000) } } });
+      const claimed = await runs.findOneAndUpdate(
+        { _id: doc._id, state: "QUEUED" },
+        { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "raw", expiresAt: new Date(Date.now() + 10_000) } } },
+      );
       if (!claimed) return { ok: false, status: "claim-lost" };
       const r = await data.findOne({ id: rec });
       if (!r) return { ok: false, status: "record-missing" };

@@ -65,7 +65,12 @@ export interface LogsResult {
   rss?: { idleMb: number | null; endMb: number | null; peakMb: number | null };
 }
 
-const fig = (entries: number, ms: number, partial = false): RateFigure => ({ entries, ms: round(ms, 0), entriesPerSec: round((entries / Math.max(ms, 1)) * 1000, 0), ...(partial ? { partial } : {}) });
+const fig = (entries: number, ms: number, partial = false): RateFigure => ({
+  entries,
+  ms: round(ms, 0),
+  entriesPerSec: round((entries / Math.max(ms, 1)) * 1000, 0),
+  ...(partial ? { partial } : {}),
+});
 
 function activityPath(w: BenchWorld): string {
   return `/v1/project/${encodeURIComponent(w.projectName)}/environment/${encodeURIComponent(w.environmentName)}/activity-logs`;
@@ -78,7 +83,11 @@ interface Page {
 }
 
 async function getPage(pool: Pool, w: BenchWorld, cursor: string, limit = 1000): Promise<Page> {
-  const r = await pool.request({ path: `${activityPath(w)}?limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`, method: "GET", headers: { authorization: `Bearer ${w.apiToken}` } });
+  const r = await pool.request({
+    path: `${activityPath(w)}?limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`,
+    method: "GET",
+    headers: { authorization: `Bearer ${w.apiToken}` },
+  });
   const text = await r.body.text();
   let body: Page["body"] = {};
   try {
@@ -114,7 +123,14 @@ async function pageAll(pool: Pool, w: BenchWorld, expected: number, timeLimitMs:
     }
   }
   const sorted = pageMs.sort((a, b) => a - b);
-  return { fig: { ...fig(count, performance.now() - t, partial), pages, pageP50Ms: round(sorted[Math.floor(sorted.length / 2)] ?? 0), pageMaxMs: round(sorted[sorted.length - 1] ?? 0) } };
+  return {
+    fig: {
+      ...fig(count, performance.now() - t, partial),
+      pages,
+      pageP50Ms: round(sorted[Math.floor(sorted.length / 2)] ?? 0),
+      pageMaxMs: round(sorted[sorted.length - 1] ?? 0),
+    },
+  };
 }
 
 function entry(w: BenchWorld, n: number): NewActivity {
@@ -152,12 +168,31 @@ function writerProcess(uri: string, w: BenchWorld, name: string, count: number, 
   return { done, kill: () => child.kill("SIGKILL") };
 }
 
-async function tail(ctx: BenchContext, dbName: string, store: Store, pool: Pool, w: BenchWorld, o: { entries: number; timeLimitMs: number }): Promise<TailResult> {
+async function tail(
+  ctx: BenchContext,
+  dbName: string,
+  store: Store,
+  pool: Pool,
+  w: BenchWorld,
+  o: { entries: number; timeLimitMs: number },
+): Promise<TailResult> {
   const PROCESSES = 2;
   const LOOPS = 2;
   const perLoop = Math.ceil(o.entries / (PROCESSES * LOOPS));
   const total = perLoop * PROCESSES * LOOPS;
-  const res: TailResult = { writers: PROCESSES * LOOPS, processes: PROCESSES, entries: total, received: 0, ms: 0, writersMs: null, polls: 0, duplicates: 0, outOfOrder: 0, tombstones: 0, partial: false };
+  const res: TailResult = {
+    writers: PROCESSES * LOOPS,
+    processes: PROCESSES,
+    entries: total,
+    received: 0,
+    ms: 0,
+    writersMs: null,
+    polls: 0,
+    duplicates: 0,
+    outOfOrder: 0,
+    tombstones: 0,
+    partial: false,
+  };
   const first = await getPage(pool, w, "", 1);
   let cursor = first.body.nextCursor ?? "";
   if (first.status !== 200 || !cursor) throw new Error(`tail: the first page answered ${first.status} ${first.text.slice(0, 200)}`);
@@ -207,7 +242,10 @@ async function tail(ctx: BenchContext, dbName: string, store: Store, pool: Pool,
   return res;
 }
 
-export async function logsScenario(ctx: BenchContext, o: { entries: number; timeLimitMs: number; tailEntries: number; tailTimeLimitMs: number }): Promise<LogsResult> {
+export async function logsScenario(
+  ctx: BenchContext,
+  o: { entries: number; timeLimitMs: number; tailEntries: number; tailTimeLimitMs: number },
+): Promise<LogsResult> {
   const dbName = `${ctx.runTag}_logs`;
   const store = await openStore(ctx, dbName);
   const w = await benchWorld(ctx, store);
@@ -217,9 +255,11 @@ export async function logsScenario(ctx: BenchContext, o: { entries: number; time
   // The entries, appended through the store: 32 appends in flight.
   let t = performance.now();
   let n = 0;
-  await Promise.all(Array.from({ length: 32 }, async () => {
-    while (n < o.entries) await store.logs.appendActivity(entry(w, ++n));
-  }));
+  await Promise.all(
+    Array.from({ length: 32 }, async () => {
+      while (n < o.entries) await store.logs.appendActivity(entry(w, ++n));
+    }),
+  );
   const append = fig(o.entries, performance.now() - t);
   ctx.log(`  appended ${o.entries} entries through the store (32 in flight): ${append.entriesPerSec}/s`);
 
@@ -238,7 +278,11 @@ export async function logsScenario(ctx: BenchContext, o: { entries: number; time
   let rawPages = 0;
   let partial = false;
   for (;;) {
-    const page = await store.db.activityLogs.find({ _id: { $gt: last, $lt: `${stream};` } }).sort({ _id: 1 }).limit(1000).toArray();
+    const page = await store.db.activityLogs
+      .find({ _id: { $gt: last, $lt: `${stream};` } })
+      .sort({ _id: 1 })
+      .limit(1000)
+      .toArray();
     rawPages++;
     pagedN += page.length;
     if (page.length < 1000) break;
@@ -251,7 +295,16 @@ export async function logsScenario(ctx: BenchContext, o: { entries: number; time
   const rawPaged = { ...fig(pagedN, performance.now() - t, partial), pages: rawPages };
   ctx.log(`  raw paged by _id (limit 1000): ${rawPaged.entries} entries, ${rawPaged.entriesPerSec}/s${partial ? " (time limit)" : ""}`);
 
-  const res: LogsResult = { entries: o.entries, append, available: false, rawScan, rawPaged, pagingVsRawScan: null, pagingAgainVsRawScan: null, exportVsRawScan: null };
+  const res: LogsResult = {
+    entries: o.entries,
+    append,
+    available: false,
+    rawScan,
+    rawPaged,
+    pagingVsRawScan: null,
+    pagingAgainVsRawScan: null,
+    exportVsRawScan: null,
+  };
   const server = await serverP;
   const idleMb = rssMb(server.pid);
   const sampler = rssSampler(server.pid);
@@ -266,13 +319,17 @@ export async function logsScenario(ctx: BenchContext, o: { entries: number; time
     res.available = true;
     res.paging = first.fig;
     res.pagingVsRawScan = ratio(first.fig.entriesPerSec, rawScan.entriesPerSec);
-    ctx.log(`  REST paging, first pass: ${first.fig.entries} entries in ${first.fig.pages} pages, ${first.fig.entriesPerSec}/s (page p50 ${first.fig.pageP50Ms} ms, max ${first.fig.pageMaxMs} ms)${first.fig.partial ? " (time limit)" : ""}`);
+    ctx.log(
+      `  REST paging, first pass: ${first.fig.entries} entries in ${first.fig.pages} pages, ${first.fig.entriesPerSec}/s (page p50 ${first.fig.pageP50Ms} ms, max ${first.fig.pageMaxMs} ms)${first.fig.partial ? " (time limit)" : ""}`,
+    );
     if (first.fig.entries !== o.entries && !first.fig.partial) ctx.log(`  WARNING: paging returned ${first.fig.entries} entries, expected ${o.entries}`);
     const again = await pageAll(pool, w, o.entries, o.timeLimitMs);
     if ("fig" in again) {
       res.pagingAgain = again.fig;
       res.pagingAgainVsRawScan = ratio(again.fig.entriesPerSec, rawScan.entriesPerSec);
-      ctx.log(`  REST paging, again: ${again.fig.entries} entries, ${again.fig.entriesPerSec}/s (page p50 ${again.fig.pageP50Ms} ms, max ${again.fig.pageMaxMs} ms)`);
+      ctx.log(
+        `  REST paging, again: ${again.fig.entries} entries, ${again.fig.entriesPerSec}/s (page p50 ${again.fig.pageP50Ms} ms, max ${again.fig.pageMaxMs} ms)`,
+      );
     }
 
     // NDJSON export of the same selection.
@@ -302,7 +359,9 @@ export async function logsScenario(ctx: BenchContext, o: { entries: number; time
     const tw = await benchWorld(ctx, store);
     res.tail = await tail(ctx, dbName, store, pool, tw, { entries: o.tailEntries, timeLimitMs: o.tailTimeLimitMs });
     const tl = res.tail;
-    ctx.log(`  tail: ${tl.received}/${tl.entries} entries from ${tl.writers} writers in ${tl.processes} processes in ${tl.ms} ms (writers done in ${tl.writersMs} ms), ${tl.polls} polls, ${tl.tombstones} tombstones, ${tl.duplicates} duplicates, ${tl.outOfOrder} out of order${tl.partial ? " (time limit)" : ""}${tl.error ? `; ${tl.error}` : ""}`);
+    ctx.log(
+      `  tail: ${tl.received}/${tl.entries} entries from ${tl.writers} writers in ${tl.processes} processes in ${tl.ms} ms (writers done in ${tl.writersMs} ms), ${tl.polls} polls, ${tl.tombstones} tombstones, ${tl.duplicates} duplicates, ${tl.outOfOrder} out of order${tl.partial ? " (time limit)" : ""}${tl.error ? `; ${tl.error}` : ""}`,
+    );
     return res;
   } finally {
     await pool.close().catch(() => undefined);

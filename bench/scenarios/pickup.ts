@@ -45,7 +45,10 @@ function figures(lat: number[]): PickupFigures {
   return { n: s.length, p50Ms: percentile(s, 50), p90Ms: percentile(s, 90), p99Ms: percentile(s, 99), maxMs: s.length ? round(s[s.length - 1]!) : null };
 }
 
-export async function pickupScenario(ctx: BenchContext, o: { runs: number; finishedRuns?: number; pollMs?: number; historyRuns?: number; backlogRuns?: number }): Promise<PickupResult> {
+export async function pickupScenario(
+  ctx: BenchContext,
+  o: { runs: number; finishedRuns?: number; pollMs?: number; historyRuns?: number; backlogRuns?: number },
+): Promise<PickupResult> {
   const dbName = `${ctx.runTag}_pickup`;
   const store = await openStore(ctx, dbName);
   const w = await benchWorld(ctx, store, { steps: [{ type: "wait", seconds: 0 }], records: Array.from({ length: 4 * o.runs }, (_, i) => ({ id: `r${i}` })) });
@@ -60,7 +63,15 @@ export async function pickupScenario(ctx: BenchContext, o: { runs: number; finis
         await store.db.runs.insertMany(
           Array.from({ length: Math.min(1000, count - i) }, (_, k): RunDoc => {
             const d = runDocLike(w, `${tag}-${i + k}`, STEPS, at);
-            return { ...d, activeKey: d._id, state: "SUCCEEDED", stepIndex: 1, startedAt: at, finishedAt: at, steps: d.steps.map((s) => ({ ...s, state: "SUCCEEDED", startedAt: at, finishedAt: at })) };
+            return {
+              ...d,
+              activeKey: d._id,
+              state: "SUCCEEDED",
+              stepIndex: 1,
+              startedAt: at,
+              finishedAt: at,
+              steps: d.steps.map((s) => ({ ...s, state: "SUCCEEDED", startedAt: at, finishedAt: at })),
+            };
           }),
         );
       }
@@ -87,16 +98,22 @@ export async function pickupScenario(ctx: BenchContext, o: { runs: number; finis
       return figures(docs.map((r) => r.startedAt!.getTime() - r.createdAt.getTime()));
     };
     const sameInstance = await measure(0, true);
-    ctx.log(`  same instance (insert + run.queued event): p50 ${sameInstance.p50Ms} p90 ${sameInstance.p90Ms} p99 ${sameInstance.p99Ms} max ${sameInstance.maxMs} ms (n=${sameInstance.n})`);
+    ctx.log(
+      `  same instance (insert + run.queued event): p50 ${sameInstance.p50Ms} p90 ${sameInstance.p90Ms} p99 ${sameInstance.p99Ms} max ${sameInstance.maxMs} ms (n=${sameInstance.n})`,
+    );
     const otherInstance = await measure(o.runs, false);
-    ctx.log(`  other instance (insert only, found by the ${pollIntervalMs} ms poll): p50 ${otherInstance.p50Ms} p90 ${otherInstance.p90Ms} p99 ${otherInstance.p99Ms} max ${otherInstance.maxMs} ms (n=${otherInstance.n})`);
+    ctx.log(
+      `  other instance (insert only, found by the ${pollIntervalMs} ms poll): p50 ${otherInstance.p50Ms} p90 ${otherInstance.p90Ms} p99 ${otherInstance.p99Ms} max ${otherInstance.maxMs} ms (n=${otherInstance.n})`,
+    );
     let backlog: PickupResult["backlog"];
     if (o.backlogRuns) {
       const other = await benchWorld(ctx, store, { steps: STEPS, records: Array.from({ length: o.backlogRuns }, (_, i) => ({ id: `b${i}` })) });
       const queuedOf = () => store.db.runs.countDocuments({ projectId: other.projectId, state: "QUEUED" });
       const since = Date.now() - 60_000; // older than every run measured
       for (let i = 0; i < o.backlogRuns; i += 1000) {
-        await store.db.runs.insertMany(Array.from({ length: Math.min(1000, o.backlogRuns - i) }, (_, k) => runDocLike(other, `b${i + k}`, STEPS, new Date(since + i + k))));
+        await store.db.runs.insertMany(
+          Array.from({ length: Math.min(1000, o.backlogRuns - i) }, (_, k) => runDocLike(other, `b${i + k}`, STEPS, new Date(since + i + k))),
+        );
       }
       rh.deps.events.emit(RUN_QUEUED, "backlog");
       const queuedAtStart = await queuedOf();
@@ -104,7 +121,9 @@ export async function pickupScenario(ctx: BenchContext, o: { runs: number; finis
       const queuedAtEnd = await queuedOf();
       const p99VsIdle = again.p99Ms !== null && sameInstance.p99Ms ? round(again.p99Ms / sameInstance.p99Ms) : null;
       backlog = { backlogRuns: o.backlogRuns, queuedAtStart, queuedAtEnd, sameInstance: again, p99VsIdle };
-      ctx.log(`  same instance, another project with ${o.backlogRuns} queued runs (${queuedAtStart} → ${queuedAtEnd} still queued while measuring): p50 ${again.p50Ms} p90 ${again.p90Ms} p99 ${again.p99Ms} max ${again.maxMs} ms (n=${again.n}); p99 ${p99VsIdle}× the idle one`);
+      ctx.log(
+        `  same instance, another project with ${o.backlogRuns} queued runs (${queuedAtStart} → ${queuedAtEnd} still queued while measuring): p50 ${again.p50Ms} p90 ${again.p90Ms} p99 ${again.p99Ms} max ${again.maxMs} ms (n=${again.n}); p99 ${p99VsIdle}× the idle one`,
+      );
       // The rest of the backlog is not what the next case measures.
       await store.db.runs.deleteMany({ projectId: other.projectId, state: "QUEUED" });
       while ((await store.db.runs.countDocuments({ projectId: other.projectId, state: "RUNNING" })) > 0) await sleep(20);
@@ -114,7 +133,9 @@ export async function pickupScenario(ctx: BenchContext, o: { runs: number; finis
       await storeFinished(o.historyRuns, "history");
       const again = await measure(2 * o.runs, true);
       withHistory = { finishedRuns: prefill + o.historyRuns, sameInstance: again };
-      ctx.log(`  same instance, ${withHistory.finishedRuns} more finished runs stored: p50 ${again.p50Ms} p90 ${again.p90Ms} p99 ${again.p99Ms} max ${again.maxMs} ms (n=${again.n})`);
+      ctx.log(
+        `  same instance, ${withHistory.finishedRuns} more finished runs stored: p50 ${again.p50Ms} p90 ${again.p90Ms} p99 ${again.p99Ms} max ${again.maxMs} ms (n=${again.n})`,
+      );
     }
     return { pollIntervalMs, concurrency, finishedRunsBefore: prefill, sameInstance, otherInstance, backlog, withHistory };
   } finally {

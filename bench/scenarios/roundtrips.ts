@@ -75,7 +75,21 @@ async function runRoundTrips(ctx: BenchContext, runs: number): Promise<RoundTrip
   const rec = recordCommands(worker.deps.store.db.client);
   try {
     const one = async (i: number) => {
-      const doc = newRunDoc({ workflowId: w.workflowId, workflowVersion: 1, steps: [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }], renderingId: w.renderingId, projectId: w.projectId, environmentId: w.environmentId, collectionId: w.collectionId, collection: w.collection, recordId: `r${(i % 5) + 1}`, userId: w.user.id, userEmail: w.user.email, tokenId: "bench", via: "webhook" });
+      const doc = newRunDoc({
+        workflowId: w.workflowId,
+        workflowVersion: 1,
+        steps: [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }],
+        renderingId: w.renderingId,
+        projectId: w.projectId,
+        environmentId: w.environmentId,
+        collectionId: w.collectionId,
+        collection: w.collection,
+        recordId: `r${(i % 5) + 1}`,
+        userId: w.user.id,
+        userEmail: w.user.email,
+        tokenId: "bench",
+        via: "webhook",
+      });
       if (!(await store.runs.create(doc)).created) throw new Error("run not created");
       await sleep(5);
       rec.take();
@@ -95,7 +109,11 @@ async function runRoundTrips(ctx: BenchContext, runs: number): Promise<RoundTrip
     const traces: CallTrace[] = [];
     for (let i = 3; i < 3 + runs; i++) traces.push(await one(i));
     const counts = traces.map((t) => t.roundTrips);
-    return { runs: traces.length, perRun: { min: Math.min(...counts), max: Math.max(...counts), mean: round(counts.reduce((a, b) => a + b, 0) / counts.length) }, trace: traces[traces.length - 1]! };
+    return {
+      runs: traces.length,
+      perRun: { min: Math.min(...counts), max: Math.max(...counts), mean: round(counts.reduce((a, b) => a + b, 0) / counts.length) },
+      trace: traces[traces.length - 1]!,
+    };
   } finally {
     rec.stop();
     await worker.stop();

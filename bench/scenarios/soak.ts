@@ -43,7 +43,14 @@ export const KIND_LABEL: Record<Kind, string> = {
   noteCreate: "POST …/notes",
   noteList: "GET …/notes",
 };
-const SHORT: Record<Kind, string> = { webhook: "webhook", grpc: "gRPC", runGet: "run GET", logsPage: "logs page", noteCreate: "note POST", noteList: "note list" };
+const SHORT: Record<Kind, string> = {
+  webhook: "webhook",
+  grpc: "gRPC",
+  runGet: "run GET",
+  logsPage: "logs page",
+  noteCreate: "note POST",
+  noteList: "note list",
+};
 const TRIGGER_SHARE = (MIX.webhook + MIX.grpc) / 100;
 
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -154,7 +161,17 @@ export interface SoakResult {
   targetPerSec: number;
   windows: SoakWindow[];
   rssSamples: { t: number; mb: Record<string, number | null> }[];
-  totals: { arrivals: number; issued: number; dropped: number; unanswered: number; maxInFlight: number; accepted: number; conflicts: number; errors: number; elapsedS: number };
+  totals: {
+    arrivals: number;
+    issued: number;
+    dropped: number;
+    unanswered: number;
+    maxInFlight: number;
+    accepted: number;
+    conflicts: number;
+    errors: number;
+    elapsedS: number;
+  };
   verdict: SoakVerdict;
 }
 
@@ -259,7 +276,12 @@ function requests(pool: Pool, client: grpc.Client, tenants: Tenant[], records: n
         t.grpcMd,
         { deadline: Date.now() + REQUEST_TIMEOUT_MS },
         (err, value) => {
-          if (err) return resolve({ status: `grpc-${grpc.status[err.code] ?? err.code}`, expected: err.code === grpc.status.ALREADY_EXISTS, conflict: err.code === grpc.status.ALREADY_EXISTS });
+          if (err)
+            return resolve({
+              status: `grpc-${grpc.status[err.code] ?? err.code}`,
+              expected: err.code === grpc.status.ALREADY_EXISTS,
+              conflict: err.code === grpc.status.ALREADY_EXISTS,
+            });
           if (!value?.runId) return resolve({ status: "ok-without-runId", expected: false });
           accepted(t, value.runId);
           resolve({ status: "OK", expected: true, accepted: true });
@@ -289,7 +311,11 @@ function requests(pool: Pool, client: grpc.Client, tenants: Tenant[], records: n
 
   async function logsPage(t: Tenant): Promise<Answer> {
     const used = t.cursor;
-    const res = await pool.request({ path: `${t.envPath}/activity-logs?limit=${LOG_PAGE}${used ? `&cursor=${encodeURIComponent(used)}` : ""}`, method: "GET", headers: t.apiHeaders });
+    const res = await pool.request({
+      path: `${t.envPath}/activity-logs?limit=${LOG_PAGE}${used ? `&cursor=${encodeURIComponent(used)}` : ""}`,
+      method: "GET",
+      headers: t.apiHeaders,
+    });
     const text = await res.body.text();
     if (res.statusCode !== 200) return { status: String(res.statusCode), expected: false };
     const body = JSON.parse(text) as { activityLogs?: unknown[]; nextCursor?: string };
@@ -302,7 +328,12 @@ function requests(pool: Pool, client: grpc.Client, tenants: Tenant[], records: n
   }
 
   async function noteCreate(t: Tenant, n: number): Promise<Answer> {
-    const body = JSON.stringify({ collection: t.w.collection, recordId: `r${(n * 7919) % records}`, title: `soak ${n}`, content: `Soak note ${n}: <b>checked</b> at ${new Date().toISOString()}` });
+    const body = JSON.stringify({
+      collection: t.w.collection,
+      recordId: `r${(n * 7919) % records}`,
+      title: `soak ${n}`,
+      content: `Soak note ${n}: <b>checked</b> at ${new Date().toISOString()}`,
+    });
     const res = await pool.request({ path: `${t.envPath}/notes`, method: "POST", headers: t.apiJsonHeaders, body });
     await res.body.text();
     return { status: String(res.statusCode), expected: res.statusCode === 201 };
@@ -347,7 +378,7 @@ function requests(pool: Pool, client: grpc.Client, tenants: Tenant[], records: n
 function kindSequence(): (j: number) => Kind {
   const pattern: Kind[] = KINDS.flatMap((k) => Array.from({ length: MIX[k] }, () => k));
   let seed = 12345;
-  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
   for (let i = pattern.length - 1; i > 0; i--) {
     const k = Math.floor(rand() * (i + 1));
     [pattern[i], pattern[k]] = [pattern[k]!, pattern[i]!];
@@ -410,7 +441,14 @@ function newWindow(minute: number, fromMs: number, toMs: number): WindowAcc {
 
 function kindFigures(a: KindAcc): KindFigures {
   const s = Float64Array.from(a.lat).sort();
-  return { n: s.length, p50Ms: percentile(s, 50), p99Ms: percentile(s, 99), maxMs: s.length ? round(s[s.length - 1]!, 1) : null, errors: a.errors, statuses: { ...a.statuses } };
+  return {
+    n: s.length,
+    p50Ms: percentile(s, 50),
+    p99Ms: percentile(s, 99),
+    maxMs: s.length ? round(s[s.length - 1]!, 1) : null,
+    errors: a.errors,
+    statuses: { ...a.statuses },
+  };
 }
 
 function windowFigures(w: WindowAcc, samples: SoakResult["rssSamples"], names: string[]): SoakWindow {
@@ -486,7 +524,8 @@ export function verdictOf(windows: SoakWindow[], samples: SoakResult["rssSamples
   const w0 = windows[warmupMinutes - 1];
   const wN = windows[windows.length - 1];
   const spanMin = w0 && wN && wN !== w0 ? (wN.fromS + wN.durationS - (w0.fromS + w0.durationS)) / (windowMs / 1000) : 0;
-  const per = (a: number | null | undefined, b: number | null | undefined) => (a == null || b == null || !spanMin ? "–" : String(Math.round((b - a) / spanMin)));
+  const per = (a: number | null | undefined, b: number | null | undefined) =>
+    a == null || b == null || !spanMin ? "–" : String(Math.round((b - a) / spanMin));
   const growth = `+${per(w0?.runsStored, wN?.runsStored)} runs and +${per(w0?.activityEntries, wN?.activityEntries)} activity entries a minute`;
   const lines: string[] = [];
   const rss = names.map((name) => {
@@ -516,25 +555,56 @@ export function verdictOf(windows: SoakWindow[], samples: SoakResult["rssSamples
 
   lines.push(`RSS after minute ${warmupMinutes} (least-squares slope over the ${RSS_EVERY_MS / 1000}-s samples, flat below +${FLAT_MB_PER_MIN} MB/min):`);
   for (const r of rss) {
-    const judgement = r.note ? `not judged: ${r.note}` : r.flat === null ? "too short to tell" : !r.flat ? "growing" : r.slopeMbPerMin! <= -FLAT_MB_PER_MIN ? "falling: flat (not growing)" : "flat";
-    lines.push(`  ${r.process}: ${r.slopeMbPerMin == null ? "–" : `${r.slopeMbPerMin >= 0 ? "+" : ""}${r.slopeMbPerMin}`} MB/min (${f0(r.firstMb)} → ${f0(r.lastMb)} MB) — ${judgement}`);
+    const judgement = r.note
+      ? `not judged: ${r.note}`
+      : r.flat === null
+        ? "too short to tell"
+        : !r.flat
+          ? "growing"
+          : r.slopeMbPerMin! <= -FLAT_MB_PER_MIN
+            ? "falling: flat (not growing)"
+            : "flat";
+    lines.push(
+      `  ${r.process}: ${r.slopeMbPerMin == null ? "–" : `${r.slopeMbPerMin >= 0 ? "+" : ""}${r.slopeMbPerMin}`} MB/min (${f0(r.firstMb)} → ${f0(r.lastMb)} MB) — ${judgement}`,
+    );
   }
-  lines.push(`p99 per minute after minute ${warmupMinutes} (stable when max/min ≤ ${STABLE_P99_RATIO}; judged for kinds with ≥ ${MIN_P99_REQUESTS} requests in each of those minutes, below that a minute's p99 is its slowest request):`);
+  lines.push(
+    `p99 per minute after minute ${warmupMinutes} (stable when max/min ≤ ${STABLE_P99_RATIO}; judged for kinds with ≥ ${MIN_P99_REQUESTS} requests in each of those minutes, below that a minute's p99 is its slowest request):`,
+  );
   for (const p of p99) {
     const minN = Math.min(...measured.map((w) => w.kinds[p.kind].n));
-    const judgement = p.stable !== null ? (p.stable ? "stable" : "unstable") : `not judged (as few as ${measured.length ? minN : 0} requests in a minute: p99 = max)`;
-    lines.push(`  ${KIND_LABEL[p.kind]}: ${p.ratio === null ? "too few minutes or requests to tell" : `${f1(p.minMs)}–${f1(p.maxMs)} ms, max/min ${p.ratio} — ${judgement}`}`);
+    const judgement =
+      p.stable !== null ? (p.stable ? "stable" : "unstable") : `not judged (as few as ${measured.length ? minN : 0} requests in a minute: p99 = max)`;
+    lines.push(
+      `  ${KIND_LABEL[p.kind]}: ${p.ratio === null ? "too few minutes or requests to tell" : `${f1(p.minMs)}–${f1(p.maxMs)} ms, max/min ${p.ratio} — ${judgement}`}`,
+    );
   }
   const loads = measured.map((w) => w.loadAvg1).filter((x): x is number => x != null);
   if (loads.length) lines.push(`Machine load average (1 min) at the ends of those minutes: ${Math.min(...loads)}–${Math.max(...loads)}.`);
   const say = (v: boolean | null, yes: string, no: string) => (v === null ? `${yes}: too short to tell` : v ? yes : no);
   lines.push(`Verdict: ${say(rssFlat, "RSS flat", "RSS not flat")} (runhook processes); ${say(p99Stable, "p99 stable", "p99 not stable")}.`);
-  if (measured.length < 2) lines.push(`(Only ${measured.length} full minute(s) after the warm-up minute: a soak of 3 minutes or more gives a slope and a ratio worth reading.)`);
-  else if (measured.length < 9) lines.push(`(${measured.length} minutes after the warm-up: the slope also catches V8 heaps still settling in; 10 minutes or more give a steadier figure.)`);
+  if (measured.length < 2)
+    lines.push(`(Only ${measured.length} full minute(s) after the warm-up minute: a soak of 3 minutes or more gives a slope and a ratio worth reading.)`);
+  else if (measured.length < 9)
+    lines.push(`(${measured.length} minutes after the warm-up: the slope also catches V8 heaps still settling in; 10 minutes or more give a steadier figure.)`);
   return { warmupMinutes, rss, p99, rssFlat, p99Stable, text: lines.join("\n") };
 }
 
-export function renderSoakMarkdown(r: SoakResult, meta: { date: string; database: string; commit: string; dirty: boolean; loadAvgStart: number[]; loadAvgEnd: number[]; cpus: number; node: string; uptimeStart: string; uptimeEnd: string }): string {
+export function renderSoakMarkdown(
+  r: SoakResult,
+  meta: {
+    date: string;
+    database: string;
+    commit: string;
+    dirty: boolean;
+    loadAvgStart: number[];
+    loadAvgEnd: number[];
+    cpus: number;
+    node: string;
+    uptimeStart: string;
+    uptimeEnd: string;
+  },
+): string {
   const names = Object.keys(r.processes);
   const o = r.options;
   const c = r.capacity;
@@ -544,29 +614,49 @@ export function renderSoakMarkdown(r: SoakResult, meta: { date: string; database
   out.push(`${meta.database}; commit ${meta.commit}${meta.dirty ? " (dirty)" : ""}; ${meta.cpus} CPUs; node ${meta.node}.`);
   out.push(`Machine at the start: \`${meta.uptimeStart}\`; at the end: \`${meta.uptimeEnd}\`.`);
   out.push("");
-  out.push(`Soak of ${o.durationMs / 1000} s, figures per ${o.windowMs / 1000}-s window ("minute"). Processes: ${names.map((n) => `${n} (pid ${r.processes[n] ?? "–"})`).join(", ")}. ${r.tenants} tenants, ${o.records} records each.`);
+  out.push(
+    `Soak of ${o.durationMs / 1000} s, figures per ${o.windowMs / 1000}-s window ("minute"). Processes: ${names.map((n) => `${n} (pid ${r.processes[n] ?? "–"})`).join(", ")}. ${r.tenants} tenants, ${o.records} records each.`,
+  );
   out.push("");
   out.push(`Mix per 100 arrivals: ${KINDS.map((k) => `${KIND_LABEL[k]} ${MIX[k]}`).join(", ")}.`);
   out.push("");
   if (c) {
-    out.push(`Capacity: closed loop of the mix at concurrency ${c.concurrency} for ${c.durationMs / 1000} s: ${c.mixPerSec} req/s, ${c.acceptedPerSec} runs accepted/s, ${c.finishedPerSec} runs finished/s meanwhile; backlog ${c.backlogAfter} runs, drained with the load off at ${c.drainRunsPerSec ?? "–"} runs/s in ${round(c.drainMs / 1000, 1)} s${c.cancelled ? ` (${c.cancelled} cancelled at the drain's time limit)` : ""}. ${c.how}`);
+    out.push(
+      `Capacity: closed loop of the mix at concurrency ${c.concurrency} for ${c.durationMs / 1000} s: ${c.mixPerSec} req/s, ${c.acceptedPerSec} runs accepted/s, ${c.finishedPerSec} runs finished/s meanwhile; backlog ${c.backlogAfter} runs, drained with the load off at ${c.drainRunsPerSec ?? "–"} runs/s in ${round(c.drainMs / 1000, 1)} s${c.cancelled ? ` (${c.cancelled} cancelled at the drain's time limit)` : ""}. ${c.how}`,
+    );
   } else {
     out.push("Capacity: not measured (--soak-rate given).");
   }
-  out.push(`Open loop at **${r.targetPerSec} req/s**${c ? ` (${Math.round(o.share * 100)}% of ${c.capacityPerSec} req/s)` : ""}, i.e. about ${round(r.targetPerSec * TRIGGER_SHARE, 1)} triggers/s.`);
+  out.push(
+    `Open loop at **${r.targetPerSec} req/s**${c ? ` (${Math.round(o.share * 100)}% of ${c.capacityPerSec} req/s)` : ""}, i.e. about ${round(r.targetPerSec * TRIGGER_SHARE, 1)} triggers/s.`,
+  );
   out.push("");
-  out.push(`| min | s | accepted/s | 409 | errors | finished/s | backlog | ${names.map((n) => `${n} RSS MB`).join(" | ")} | ${KINDS.map((k) => `${SHORT[k]} p50 / p99 ms`).join(" | ")} | gen lag p99 ms | load |`);
+  out.push(
+    `| min | s | accepted/s | 409 | errors | finished/s | backlog | ${names.map((n) => `${n} RSS MB`).join(" | ")} | ${KINDS.map((k) => `${SHORT[k]} p50 / p99 ms`).join(" | ")} | gen lag p99 ms | load |`,
+  );
   out.push(`|---:|---:|---:|---:|---:|---:|---:|${names.map(() => "---:|").join("")}${KINDS.map(() => "---:|").join("")}---:|---:|`);
   for (const w of r.windows) {
-    out.push(`| ${w.minute} | ${w.durationS} | ${w.acceptedPerSec} | ${w.conflicts} | ${w.errors} | ${f1(w.finishedPerSec)} | ${f0(w.backlog)} | ${names.map((n) => rssCell(w, n)).join(" | ")} | ${KINDS.map((k) => lat(w.kinds[k])).join(" | ")} | ${f1(w.genLagP99Ms)} | ${w.loadAvg1 ?? "–"} |`);
+    out.push(
+      `| ${w.minute} | ${w.durationS} | ${w.acceptedPerSec} | ${w.conflicts} | ${w.errors} | ${f1(w.finishedPerSec)} | ${f0(w.backlog)} | ${names.map((n) => rssCell(w, n)).join(" | ")} | ${KINDS.map((k) => lat(w.kinds[k])).join(" | ")} | ${f1(w.genLagP99Ms)} | ${w.loadAvg1 ?? "–"} |`,
+    );
   }
   out.push("");
-  out.push("RSS: at the window's end (peak of the 5-s samples in it, when higher). Latency from each request's due time (includes the generator's own lag, shown apart). finished/s: runs whose `finishedAt` falls in the window; backlog: QUEUED + RUNNING runs at its end; load: the machine's 1-minute load average at its end.");
+  out.push(
+    "RSS: at the window's end (peak of the 5-s samples in it, when higher). Latency from each request's due time (includes the generator's own lag, shown apart). finished/s: runs whose `finishedAt` falls in the window; backlog: QUEUED + RUNNING runs at its end; load: the machine's 1-minute load average at its end.",
+  );
   const t = r.totals;
-  const other = r.windows.flatMap((w) => KINDS.flatMap((k) => Object.entries(w.kinds[k].statuses).filter(([s]) => !["200", "201", "202", "409", "OK", "grpc-ALREADY_EXISTS"].includes(s)).map(([s, n]) => `${SHORT[k]} ${s}×${n}`)));
+  const other = r.windows.flatMap((w) =>
+    KINDS.flatMap((k) =>
+      Object.entries(w.kinds[k].statuses)
+        .filter(([s]) => !["200", "201", "202", "409", "OK", "grpc-ALREADY_EXISTS"].includes(s))
+        .map(([s, n]) => `${SHORT[k]} ${s}×${n}`),
+    ),
+  );
   const followed = r.windows.map((w) => w.followedFinished).filter((x): x is number => x != null);
   out.push("");
-  out.push(`Totals: ${t.arrivals} arrivals in ${t.elapsedS} s, ${t.accepted} runs accepted, ${t.conflicts} answered 409 / ALREADY_EXISTS, ${t.errors} errors${other.length ? ` (${other.slice(0, 12).join(", ")})` : ""}, ${t.dropped} dropped (more than the in-flight limit outstanding), ${t.unanswered} unanswered at the end, at most ${t.maxInFlight} in flight. Runs followed about 1 s after their accept and already finished: ${followed.length ? `${round(Math.min(...followed) * 100, 1)}% (lowest minute), ${round(Math.max(...followed) * 100, 1)}% (highest)` : "–"}. Runs stored at the end: ${f0(r.windows[r.windows.length - 1]?.runsStored)}, activity entries: ${f0(r.windows[r.windows.length - 1]?.activityEntries)}.`);
+  out.push(
+    `Totals: ${t.arrivals} arrivals in ${t.elapsedS} s, ${t.accepted} runs accepted, ${t.conflicts} answered 409 / ALREADY_EXISTS, ${t.errors} errors${other.length ? ` (${other.slice(0, 12).join(", ")})` : ""}, ${t.dropped} dropped (more than the in-flight limit outstanding), ${t.unanswered} unanswered at the end, at most ${t.maxInFlight} in flight. Runs followed about 1 s after their accept and already finished: ${followed.length ? `${round(Math.min(...followed) * 100, 1)}% (lowest minute), ${round(Math.max(...followed) * 100, 1)}% (highest)` : "–"}. Runs stored at the end: ${f0(r.windows[r.windows.length - 1]?.runsStored)}, activity entries: ${f0(r.windows[r.windows.length - 1]?.activityEntries)}.`,
+  );
   out.push("");
   out.push("## Verdict");
   out.push("");
@@ -624,7 +714,16 @@ export async function soakScenario(ctx: BenchContext, o: SoakOptions): Promise<S
     const names = Object.keys(pids);
     const javaName = ctx.javaPid ? "java" : undefined;
     const rssNow = () => Object.fromEntries(names.map((n) => [n, pids[n] ? rssMb(pids[n]!) : null]));
-    ctx.log(`  server pid ${server.pid}${o.workers ? `, ${o.workers} worker(s) (pids ${procs.slice(1).map((p) => p.pid).join(", ")})` : " with executors"}; ${tenants.length} tenants × ${o.records} records; RSS ${JSON.stringify(rssNow())} MB`);
+    ctx.log(
+      `  server pid ${server.pid}${
+        o.workers
+          ? `, ${o.workers} worker(s) (pids ${procs
+              .slice(1)
+              .map((p) => p.pid)
+              .join(", ")})`
+          : " with executors"
+      }; ${tenants.length} tenants × ${o.records} records; RSS ${JSON.stringify(rssNow())} MB`,
+    );
 
     const pool = new Pool(server.baseUrl!, { connections: 64, pipelining: 1, headersTimeout: REQUEST_TIMEOUT_MS, bodyTimeout: REQUEST_TIMEOUT_MS });
     const client = new grpc.Client(server.grpcAddr!, grpc.credentials.createInsecure());
@@ -674,7 +773,9 @@ export async function soakScenario(ctx: BenchContext, o: SoakOptions): Promise<S
         const acceptedPerSec = round((acceptedN / st.durationMs) * 1000, 1);
         const finishedPerSec = round((finishedN / st.durationMs) * 1000, 1);
         const kinds = Object.fromEntries(KINDS.map((k) => [k, kindFigures(perKind[k])])) as Record<Kind, KindFigures>;
-        ctx.log(`  capacity: closed loop c=${o.capacityConcurrency} ${st.durationMs} ms: ${mixPerSec} req/s (p50 ${st.p50Ms} p99 ${st.p99Ms} ms), ${acceptedPerSec} accepted/s, ${finishedPerSec} finished/s; backlog ${backlogAfter}; errors ${KINDS.reduce((a, k) => a + kinds[k].errors, 0)}`);
+        ctx.log(
+          `  capacity: closed loop c=${o.capacityConcurrency} ${st.durationMs} ms: ${mixPerSec} req/s (p50 ${st.p50Ms} p99 ${st.p99Ms} ms), ${acceptedPerSec} accepted/s, ${finishedPerSec} finished/s; backlog ${backlogAfter}; errors ${KINDS.reduce((a, k) => a + kinds[k].errors, 0)}`,
+        );
         ctx.log(`    p50/p99 ms ${KINDS.map((k) => `${SHORT[k]} ${lat(kinds[k])}`).join(", ")}; draining…`);
         const d = await drain(store, 30_000);
         const drainRunsPerSec = d.ms >= 2000 && d.finished > 0 ? round((d.finished / d.ms) * 1000, 1) : null;
@@ -695,11 +796,28 @@ export async function soakScenario(ctx: BenchContext, o: SoakOptions): Promise<S
         }
         capacityPerSec = round(capacityPerSec, 1);
         target = round(capacityPerSec * o.share, 1);
-        capacity = { concurrency: o.capacityConcurrency, durationMs: st.durationMs, mixPerSec, kinds, acceptedPerSec, finishedPerSec, backlogAfter, drainRunsPerSec, drainMs: d.ms, cancelled: d.cancelled, capacityPerSec, how };
-        ctx.log(`  drained in ${round(d.ms / 1000, 1)} s${drainRunsPerSec ? ` at ${drainRunsPerSec} runs/s` : ""}${d.cancelled ? `, ${d.cancelled} cancelled` : ""}. ${how}`);
+        capacity = {
+          concurrency: o.capacityConcurrency,
+          durationMs: st.durationMs,
+          mixPerSec,
+          kinds,
+          acceptedPerSec,
+          finishedPerSec,
+          backlogAfter,
+          drainRunsPerSec,
+          drainMs: d.ms,
+          cancelled: d.cancelled,
+          capacityPerSec,
+          how,
+        };
+        ctx.log(
+          `  drained in ${round(d.ms / 1000, 1)} s${drainRunsPerSec ? ` at ${drainRunsPerSec} runs/s` : ""}${d.cancelled ? `, ${d.cancelled} cancelled` : ""}. ${how}`,
+        );
       }
       if (!(target > 0)) throw new Error(`no rate to run at (capacity ${capacity?.capacityPerSec})`);
-      ctx.log(`  soak: open loop at ${target} req/s (≈ ${round(target * TRIGGER_SHARE, 1)} triggers/s) for ${o.durationMs / 1000} s, figures every ${o.windowMs / 1000} s`);
+      ctx.log(
+        `  soak: open loop at ${target} req/s (≈ ${round(target * TRIGGER_SHARE, 1)} triggers/s) for ${o.durationMs / 1000} s, figures every ${o.windowMs / 1000} s`,
+      );
       await sleep(1000);
 
       // ---- soak

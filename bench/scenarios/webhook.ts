@@ -108,7 +108,13 @@ export function rawHttp2Trigger(addr: string, w: BenchWorld) {
   const session = http2.connect(`http://${addr}`);
   session.on("error", () => {});
   const webhookUrl = `http://localhost${w.hookPath}`;
-  const headers = { ":method": "POST", ":path": TRIGGER_PATH, "content-type": "application/grpc+proto", te: "trailers", authorization: `Bearer ${w.userToken}` };
+  const headers = {
+    ":method": "POST",
+    ":path": TRIGGER_PATH,
+    "content-type": "application/grpc+proto",
+    te: "trailers",
+    authorization: `Bearer ${w.userToken}`,
+  };
   const call = (recordId: string) =>
     new Promise<Outcome>((resolve) => {
       const msg = encodeReq({ webhookUrl, recordId });
@@ -190,7 +196,12 @@ export function balancedOrders(n: number): number[][] {
  * machine in the same states: on a machine shared with other work, back-to-back phases differ
  * by more than the loads do. `durationMs` is each load's measured time in all. Returns each load merged.
  */
-export async function interleaved(pids: Record<string, number | undefined>, concurrency: number, loads: Load[], o: { repeat: number; durationMs: number; warmupPerWorker: number; pauseMs?: number }): Promise<Record<string, Phase>> {
+export async function interleaved(
+  pids: Record<string, number | undefined>,
+  concurrency: number,
+  loads: Load[],
+  o: { repeat: number; durationMs: number; warmupPerWorker: number; pauseMs?: number },
+): Promise<Record<string, Phase>> {
   const parts = new Map<string, LoadStats[]>(loads.map((l) => [l.name, []]));
   const cpu = new Map<string, Record<string, number | null>>();
   const orders = Array.from({ length: o.repeat }, () => balancedOrders(loads.length)).flat();
@@ -219,10 +230,15 @@ export function fmtOther(s: LoadStats): string {
 }
 
 export function fmtCpu(p: Phase): string {
-  return `cpu ms/call: ${Object.entries(p.cpuMsPerOk).map(([k, v]) => `${k} ${v ?? "–"}`).join(", ")}`;
+  return `cpu ms/call: ${Object.entries(p.cpuMsPerOk)
+    .map(([k, v]) => `${k} ${v ?? "–"}`)
+    .join(", ")}`;
 }
 
-export async function webhookScenario(ctx: BenchContext, opts: { concurrencies: number[]; durationMs: number; repeat: number; conflictConcurrency: number }): Promise<WebhookResult> {
+export async function webhookScenario(
+  ctx: BenchContext,
+  opts: { concurrencies: number[]; durationMs: number; repeat: number; conflictConcurrency: number },
+): Promise<WebhookResult> {
   const dbName = `${ctx.runTag}_hook`;
   const store = await openStore(ctx, dbName);
   const raw = await openStore(ctx, `${ctx.runTag}_hook_raw`);
@@ -231,7 +247,9 @@ export async function webhookScenario(ctx: BenchContext, opts: { concurrencies: 
   await sleep(1000);
   const idleMb = rssMb(server.pid);
   const javaIdleMb = ctx.javaPid ? rssMb(ctx.javaPid) : null;
-  ctx.log(`  server up (pid ${server.pid}, idle RSS ${idleMb} MB${ctx.javaPid ? `; java pid ${ctx.javaPid}, RSS ${javaIdleMb} MB` : ""}); loads of a level interleaved in balanced orders, ${opts.durationMs} ms each`);
+  ctx.log(
+    `  server up (pid ${server.pid}, idle RSS ${idleMb} MB${ctx.javaPid ? `; java pid ${ctx.javaPid}, RSS ${javaIdleMb} MB` : ""}); loads of a level interleaved in balanced orders, ${opts.durationMs} ms each`,
+  );
   const sampler = rssSampler(server.pid);
   const javaSampler = ctx.javaPid ? rssSampler(ctx.javaPid) : undefined;
   const pids = { server: server.pid, java: ctx.javaPid };
@@ -259,7 +277,10 @@ export async function webhookScenario(ctx: BenchContext, opts: { concurrencies: 
       if (!grpcError) loads.push({ name: "grpc", fn: (i) => grpcCall(`grpc-${c}-${i}`) });
       // At the top concurrency, other gRPC clients too: grpc-js with a channel (connection)
       // per caller, and gRPC framed by hand on one node:http2 session (no grpc-js at all).
-      const channels = c === top && !grpcError ? Array.from({ length: c }, () => new grpc.Client(server.grpcAddr!, grpc.credentials.createInsecure(), { "grpc.use_local_subchannel_pool": 1 })) : [];
+      const channels =
+        c === top && !grpcError
+          ? Array.from({ length: c }, () => new grpc.Client(server.grpcAddr!, grpc.credentials.createInsecure(), { "grpc.use_local_subchannel_pool": 1 }))
+          : [];
       const h2 = c === top && !grpcError ? rawHttp2Trigger(server.grpcAddr!, w) : undefined;
       if (channels.length) {
         const calls = channels.map((cl) => grpcTrigger(cl, w));
@@ -274,7 +295,14 @@ export async function webhookScenario(ctx: BenchContext, opts: { concurrencies: 
         ctx.log(`  REST  c=${c}: ${rest.okPerSec}/s p50 ${rest.p50Ms} p99 ${rest.p99Ms} ms ${fmtOther(rest)} ${fmtCpu(rest)}`);
         ctx.log(`  raw   c=${c}: ${rawStats.okPerSec}/s p50 ${rawStats.p50Ms} p99 ${rawStats.p99Ms} ms ${fmtCpu(rawStats)}`);
         if (g) ctx.log(`  gRPC  c=${c}: ${g.okPerSec}/s p50 ${g.p50Ms} p99 ${g.p99Ms} ms ${fmtOther(g)} ${fmtCpu(g)}`);
-        levels.push({ concurrency: c, rest, raw: rawStats, grpc: g, restVsRaw: ratio(rest.okPerSec, rawStats.okPerSec), grpcVsRest: g ? ratio(g.okPerSec, rest.okPerSec) : null });
+        levels.push({
+          concurrency: c,
+          rest,
+          raw: rawStats,
+          grpc: g,
+          restVsRaw: ratio(rest.okPerSec, rawStats.okPerSec),
+          grpcVsRest: g ? ratio(g.okPerSec, rest.okPerSec) : null,
+        });
         if (g && r.grpcChannels && r.grpcHttp2) {
           const ch = r.grpcChannels;
           const h = r.grpcHttp2;
@@ -283,9 +311,24 @@ export async function webhookScenario(ctx: BenchContext, opts: { concurrencies: 
           grpcClients = {
             concurrency: c,
             variants: [
-              { name: "grpc-js, 1 channel", what: "one @grpc/grpc-js Client (one HTTP/2 connection) for every caller", stats: g, vsRest: ratio(g.okPerSec, rest.okPerSec) },
-              { name: `grpc-js, ${c} channels`, what: "a @grpc/grpc-js Client with its own connection per caller, calls spread round-robin", stats: ch, vsRest: ratio(ch.okPerSec, rest.okPerSec) },
-              { name: "node:http2, 1 session", what: "gRPC framed by hand on one node:http2 session (no grpc-js)", stats: h, vsRest: ratio(h.okPerSec, rest.okPerSec) },
+              {
+                name: "grpc-js, 1 channel",
+                what: "one @grpc/grpc-js Client (one HTTP/2 connection) for every caller",
+                stats: g,
+                vsRest: ratio(g.okPerSec, rest.okPerSec),
+              },
+              {
+                name: `grpc-js, ${c} channels`,
+                what: "a @grpc/grpc-js Client with its own connection per caller, calls spread round-robin",
+                stats: ch,
+                vsRest: ratio(ch.okPerSec, rest.okPerSec),
+              },
+              {
+                name: "node:http2, 1 session",
+                what: "gRPC framed by hand on one node:http2 session (no grpc-js)",
+                stats: h,
+                vsRest: ratio(h.okPerSec, rest.okPerSec),
+              },
             ],
           };
         }

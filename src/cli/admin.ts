@@ -40,7 +40,13 @@ export const ADMIN_USAGE = `
 type Flags = Record<string, string | true>;
 class UsageError extends Error {}
 
-const list = (v: string | true | undefined) => (typeof v === "string" && v !== "" ? v.split(",").map((s) => s.trim()).filter(Boolean) : []);
+const list = (v: string | true | undefined) =>
+  typeof v === "string" && v !== ""
+    ? v
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : [];
 const str = (f: Flags, name: string, required = false): string | undefined => {
   const v = f[name];
   if (v === undefined) {
@@ -83,7 +89,11 @@ function steps(f: Flags, required: boolean): JsonValue[] | undefined {
 
 /** Subcommand → RPC and the ProtoJSON request built from flags. */
 const COMMANDS: Record<string, { rpc: string; build: (f: Flags) => JsonObject; bootstrap?: true }> = {
-  "bootstrap": { rpc: "bootstrap", bootstrap: true, build: (f) => ({ organizationName: req(f, "org"), adminEmail: req(f, "email"), adminName: str(f, "name") ?? "" }) },
+  bootstrap: {
+    rpc: "bootstrap",
+    bootstrap: true,
+    build: (f) => ({ organizationName: req(f, "org"), adminEmail: req(f, "email"), adminName: str(f, "name") ?? "" }),
+  },
   "users create": { rpc: "createUser", build: (f) => ({ email: req(f, "email"), name: str(f, "name") ?? "", organizationAdmin: f["org-admin"] === true }) },
   "projects create": { rpc: "createProject", build: (f) => ({ name: req(f, "name"), requiresSso: f.sso === true }) },
   "projects update": {
@@ -94,24 +104,52 @@ const COMMANDS: Record<string, { rpc: string; build: (f: Flags) => JsonObject; b
       return { projectId: req(f, "project"), ...(sso !== undefined ? { requiresSso: sso === "true" } : {}) };
     },
   },
-  "environments create": { rpc: "createEnvironment", build: (f) => ({ projectId: req(f, "project"), name: req(f, "name"), dataDatabase: str(f, "data-database") ?? "" }) },
+  "environments create": {
+    rpc: "createEnvironment",
+    build: (f) => ({ projectId: req(f, "project"), name: req(f, "name"), dataDatabase: str(f, "data-database") ?? "" }),
+  },
   "teams create": { rpc: "createTeam", build: (f) => ({ projectId: req(f, "project"), name: req(f, "name") }) },
   "teams add-member": { rpc: "setTeamMember", build: (f) => ({ teamId: req(f, "team"), userId: req(f, "user"), member: true }) },
   "teams remove-member": { rpc: "setTeamMember", build: (f) => ({ teamId: req(f, "team"), userId: req(f, "user"), member: false }) },
   "renderings create": { rpc: "createRendering", build: (f) => ({ teamId: req(f, "team"), environmentId: req(f, "environment") }) },
-  "roles set": { rpc: "setProjectRole", build: (f) => ({ projectId: req(f, "project"), userId: req(f, "user"), role: req(f, "role") === "none" ? "" : req(f, "role") }) },
-  "collections create": { rpc: "createCollection", build: (f) => ({ environmentId: req(f, "environment"), name: req(f, "name"), primaryKey: list(f["primary-key"]) }) },
+  "roles set": {
+    rpc: "setProjectRole",
+    build: (f) => ({ projectId: req(f, "project"), userId: req(f, "user"), role: req(f, "role") === "none" ? "" : req(f, "role") }),
+  },
+  "collections create": {
+    rpc: "createCollection",
+    build: (f) => ({ environmentId: req(f, "environment"), name: req(f, "name"), primaryKey: list(f["primary-key"]) }),
+  },
   "permissions set": {
     rpc: "setCollectionPermission",
-    build: (f) => ({ permission: { renderingId: req(f, "rendering"), collectionId: req(f, "collection"), readRoles: list(f.read), editRoles: list(f.edit), scope: json(f, "scope") ?? {} } }),
+    build: (f) => ({
+      permission: {
+        renderingId: req(f, "rendering"),
+        collectionId: req(f, "collection"),
+        readRoles: list(f.read),
+        editRoles: list(f.edit),
+        scope: json(f, "scope") ?? {},
+      },
+    }),
   },
   "workflows create": {
     rpc: "createWorkflow",
-    build: (f) => ({ renderingId: req(f, "rendering"), collectionId: req(f, "collection"), name: req(f, "name"), steps: steps(f, true)!, triggerRoles: list(f["trigger-roles"]) }),
+    build: (f) => ({
+      renderingId: req(f, "rendering"),
+      collectionId: req(f, "collection"),
+      name: req(f, "name"),
+      steps: steps(f, true)!,
+      triggerRoles: list(f["trigger-roles"]),
+    }),
   },
   "workflows publish": {
     rpc: "publishWorkflow",
-    build: (f) => ({ workflowId: req(f, "workflow"), steps: steps(f, true)!, triggerRoles: list(f["trigger-roles"]), updateTriggerRoles: f["trigger-roles"] !== undefined }),
+    build: (f) => ({
+      workflowId: req(f, "workflow"),
+      steps: steps(f, true)!,
+      triggerRoles: list(f["trigger-roles"]),
+      updateTriggerRoles: f["trigger-roles"] !== undefined,
+    }),
   },
   "workflows deactivate": { rpc: "deactivateWorkflowVersion", build: (f) => ({ workflowId: req(f, "workflow"), version: num(f, "version", true)! }) },
   "workflows get": { rpc: "getWorkflow", build: (f) => ({ workflowId: req(f, "workflow") }) },
@@ -119,8 +157,15 @@ const COMMANDS: Record<string, { rpc: string; build: (f: Flags) => JsonObject; b
   "webhook disable": { rpc: "disableWebhook", build: (f) => ({ workflowId: req(f, "workflow") }) },
   "webhook regenerate": { rpc: "regenerateWebhook", build: (f) => ({ workflowId: req(f, "workflow") }) },
   "webhook rate-limit": { rpc: "setWebhookRateLimit", build: (f) => ({ workflowId: req(f, "workflow"), rateLimitPerMinute: num(f, "per-minute", true)! }) },
-  "tokens create": { rpc: "createApplicationToken", build: (f) => ({ userId: str(f, "user") ?? "", name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0, sso: f.sso === true }) },
-  "sso-token": { rpc: "issueSsoToken", bootstrap: true, build: (f) => ({ userId: req(f, "user"), name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0 }) },
+  "tokens create": {
+    rpc: "createApplicationToken",
+    build: (f) => ({ userId: str(f, "user") ?? "", name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0, sso: f.sso === true }),
+  },
+  "sso-token": {
+    rpc: "issueSsoToken",
+    bootstrap: true,
+    build: (f) => ({ userId: req(f, "user"), name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0 }),
+  },
   "tokens revoke": { rpc: "revokeApplicationToken", build: (f) => ({ tokenId: req(f, "token") }) },
   "api-tokens create": { rpc: "createApiToken", build: (f) => ({ projectId: req(f, "project"), name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0 }) },
   "api-tokens revoke": { rpc: "revokeApiToken", build: (f) => ({ tokenId: req(f, "token") }) },
@@ -169,7 +214,12 @@ export async function runAdminCommand(args: string[], env: NodeJS.ProcessEnv = p
     const call = client[method.localName as keyof typeof client] as unknown as (r: unknown, o: unknown) => Promise<never>;
     const res = await call(request, { headers: { authorization: `Bearer ${secret}` } });
     // Pretty JSON: its only raw line breaks are its own; each line is escaped.
-    process.stdout.write(JSON.stringify(toJson(method.output, res, { alwaysEmitImplicit: true }), null, 2).split("\n").map(terminalSafe).join("\n") + "\n");
+    process.stdout.write(
+      JSON.stringify(toJson(method.output, res, { alwaysEmitImplicit: true }), null, 2)
+        .split("\n")
+        .map(terminalSafe)
+        .join("\n") + "\n",
+    );
     return 0;
   } catch (err) {
     const ce = ConnectError.from(err);

@@ -145,7 +145,11 @@ export function errorMessage(a: Answer): string {
 export class NetworkError extends Error {}
 
 /** One request; throws NetworkError when no answer arrives, or the abort reason when `signal` fires. */
-export async function request(method: string, url: string, opts: { token?: string; body?: string; headers?: Record<string, string>; signal?: AbortSignal; timeoutMs?: number } = {}): Promise<Answer> {
+export async function request(
+  method: string,
+  url: string,
+  opts: { token?: string; body?: string; headers?: Record<string, string>; signal?: AbortSignal; timeoutMs?: number } = {},
+): Promise<Answer> {
   const headers: Record<string, string> = { "user-agent": USER_AGENT, accept: "application/json", ...opts.headers };
   if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
   if (opts.body !== undefined) headers["content-type"] = "application/json";
@@ -170,7 +174,7 @@ export async function request(method: string, url: string, opts: { token?: strin
 }
 
 /** A GET's outcome: an answer to act on, or a transient failure (no answer, 429, 5xx) to retry by the caller's policy. */
-export type Attempt = { answer: Answer } | { transient: string; /** Retry-After of a 429. */ retryAfterMs?: number };
+export type Attempt = { answer: Answer } | { transient: string /** Retry-After of a 429. */; retryAfterMs?: number };
 
 /** One GET, its transient failures told apart from answers; undefined when `signal` stopped it. */
 export async function tryGet(url: string, opts: { token: string; signal: AbortSignal; timeoutMs: number }): Promise<Attempt | undefined> {

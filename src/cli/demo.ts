@@ -45,7 +45,12 @@ const DEMO = {
 type Admin = Services["admin"];
 
 /** Calls one AdminService method in process through the one bridge, as the holder of `token` (the demo and the benchmarks' fixtures). */
-export async function callAdmin<I extends DescMessage, O extends DescMessage>(admin: Admin, method: keyof Admin, token: string, init: MessageInitShape<I>): Promise<MessageShape<O>> {
+export async function callAdmin<I extends DescMessage, O extends DescMessage>(
+  admin: Admin,
+  method: keyof Admin,
+  token: string,
+  init: MessageInitShape<I>,
+): Promise<MessageShape<O>> {
   const desc = AdminService.method[method] as unknown as DescMethodUnary<I, O>;
   return callUnary(admin, desc, init, { headers: new Headers({ authorization: `Bearer ${token}` }), via: "api" });
 }
@@ -59,7 +64,11 @@ async function demoAdmin(dir: DirectoryStore) {
 /** The demo organization's admin and a fresh application token for them (logged). */
 async function demoAdminToken(deps: Deps, services: Services): Promise<string> {
   try {
-    const res = await callAdmin(services.admin, "bootstrap", deps.config.bootstrapSecret, { organizationName: DEMO.organization, adminEmail: DEMO.adminEmail, adminName: "Demo Admin" });
+    const res = await callAdmin(services.admin, "bootstrap", deps.config.bootstrapSecret, {
+      organizationName: DEMO.organization,
+      adminEmail: DEMO.adminEmail,
+      adminName: "Demo Admin",
+    });
     return (res as unknown as { adminToken: string }).adminToken;
   } catch (err) {
     if (codeOf(err) !== Code.AlreadyExists) throw err;
@@ -141,7 +150,9 @@ async function grantDemoAccess(dir: DirectoryStore, c: AdminCall, world: DemoWor
   const members = (await dir.teams.memberIds(teamId)) ?? [];
   for (const id of [adminId, userId]) if (!members.includes(id)) await c("setTeamMember", { teamId, userId: id, member: true });
   if (!(await dir.permissions.get(renderingId, collectionId))) {
-    await c("setCollectionPermission", { permission: { renderingId, collectionId, readRoles: ["admin", "editor", "user"], editRoles: ["admin", "editor", "user"], scope: {} } });
+    await c("setCollectionPermission", {
+      permission: { renderingId, collectionId, readRoles: ["admin", "editor", "user"], editRoles: ["admin", "editor", "user"], scope: {} },
+    });
   }
 }
 

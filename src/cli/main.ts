@@ -104,7 +104,9 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err) => {
-    process.stderr.write(`runhook: ${err instanceof Error && err.constructor.name === "ConfigError" ? "configuration: " : ""}${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(
+      `runhook: ${err instanceof Error && err.constructor.name === "ConfigError" ? "configuration: " : ""}${err instanceof Error ? err.message : String(err)}\n`,
+    );
     process.exit(1);
   },
 );

@@ -5,7 +5,26 @@
 import { once } from "node:events";
 import { open, readFile, rename, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
-import { CliError, EXIT, EXIT_CODES_HELP, answerError, backoffMs, baseUrlOf, errorBody, errorMessage, parse, report, seconds, sleep, str, tokenOf, tryGet, terminalSafe, UsageError, type Answer } from "./common.js";
+import {
+  CliError,
+  EXIT,
+  EXIT_CODES_HELP,
+  answerError,
+  backoffMs,
+  baseUrlOf,
+  errorBody,
+  errorMessage,
+  parse,
+  report,
+  seconds,
+  sleep,
+  str,
+  tokenOf,
+  tryGet,
+  terminalSafe,
+  UsageError,
+  type Answer,
+} from "./common.js";
 
 export const TAIL_USAGE = `usage: runhook logs tail --project P --environment E [filters] [--cursor-file F] [--limit N]
                          [--interval SECONDS] [--base-url URL] [--token TOKEN]
@@ -82,14 +101,18 @@ export async function saveCursor(file: string, cursor: string): Promise<void> {
   }
 }
 
-function hintFor(a: Answer, ctx: { token: string; cursorFromFile: string | undefined; admin: boolean; project: string; environment?: string }): string | undefined {
+function hintFor(
+  a: Answer,
+  ctx: { token: string; cursorFromFile: string | undefined; admin: boolean; project: string; environment?: string },
+): string | undefined {
   const m = errorMessage(a);
   switch (a.status) {
     case 400:
       if (errorBody(a).code === "failed_precondition") {
         return `entries after the cursor were removed by retention (RUNHOOK_LOG_RETENTION_DAYS on the server) and cannot be printed; ${ctx.cursorFromFile ? `delete ${ctx.cursorFromFile}` : "start again"} to follow from the oldest entry kept`;
       }
-      if (/cursor/i.test(m) && ctx.cursorFromFile) return `the cursor saved in ${ctx.cursorFromFile} was issued for another log, other filters or an older runhook: delete the file (to start from the oldest entry) or use another --cursor-file`;
+      if (/cursor/i.test(m) && ctx.cursorFromFile)
+        return `the cursor saved in ${ctx.cursorFromFile} was issued for another log, other filters or an older runhook: delete the file (to start from the oldest entry) or use another --cursor-file`;
       return "a filter value was refused; see the message";
     case 401:
       return ctx.token.startsWith("rh_app_")
@@ -262,7 +285,8 @@ async function takePage(plan: TailPlan, a: Answer, at: TailPosition, stopWatch: 
   const items = body?.[plan.itemsKey];
   if (!Array.isArray(items)) throw new CliError(`unexpected answer: ${a.text.slice(0, 200)}`, EXIT.ERROR);
   if (items.length > 0) {
-    if (!process.stdout.write(items.map((e) => terminalSafe(JSON.stringify(e))).join("\n") + "\n")) await Promise.race([once(process.stdout, "drain"), once(stop, "abort")]);
+    if (!process.stdout.write(items.map((e) => terminalSafe(JSON.stringify(e))).join("\n") + "\n"))
+      await Promise.race([once(process.stdout, "drain"), once(stop, "abort")]);
     if (stopWatch.stdoutBroken) return false;
   }
   if (typeof body.nextCursor === "string" && body.nextCursor !== "" && body.nextCursor !== at.cursor) {

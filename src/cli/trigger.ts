@@ -1,7 +1,24 @@
 // `runhook trigger <webhook-url> <record-id>`: POST the webhook as any integrator does and
 // explain the answer. stdout carries only the run id (or, with --json, the raw answer body).
 import { randomUUID } from "node:crypto";
-import { CliError, EXIT, EXIT_CODES_HELP, NetworkError, answerError, errorBody, errorMessage, parse, report, request, retryAfterMs, seconds, tokenOf, terminalSafe, UsageError, type Answer } from "./common.js";
+import {
+  CliError,
+  EXIT,
+  EXIT_CODES_HELP,
+  NetworkError,
+  answerError,
+  errorBody,
+  errorMessage,
+  parse,
+  report,
+  request,
+  retryAfterMs,
+  seconds,
+  tokenOf,
+  terminalSafe,
+  UsageError,
+  type Answer,
+} from "./common.js";
 
 export const TRIGGER_USAGE = `usage: runhook trigger <webhook-url> <record-id> [--token TOKEN] [--idempotency-key KEY | --no-idempotency-key] [--json]
 
@@ -27,8 +44,10 @@ ${EXIT_CODES_HELP}`;
 const HINTS: Record<number, (a: Answer, token: string) => string> = {
   400: (a) => {
     const m = errorMessage(a);
-    if (/superseded|regenerated/i.test(m)) return "the webhook URL was regenerated and this one no longer works: copy the new URL from the workflow's trigger settings (runhook admin workflows get --workflow <id> prints webhook.url)";
-    if (/Idempotency-Key was already used/i.test(m)) return "this key was used for a call on another record: give a new --idempotency-key, or leave it out for a fresh one";
+    if (/superseded|regenerated/i.test(m))
+      return "the webhook URL was regenerated and this one no longer works: copy the new URL from the workflow's trigger settings (runhook admin workflows get --workflow <id> prints webhook.url)";
+    if (/Idempotency-Key was already used/i.test(m))
+      return "this key was used for a call on another record: give a new --idempotency-key, or leave it out for a fresh one";
     if (/Idempotency-Key/i.test(m)) return "give an --idempotency-key of 1 to 255 printable ASCII characters (letters, digits, punctuation)";
     if (/record_id|body|json/i.test(m)) return "the request body was refused: give a non-empty record id";
     return "the webhook URL is malformed, truncated or was altered: copy it again, whole, from the workflow's trigger settings";
@@ -41,7 +60,8 @@ const HINTS: Record<number, (a: Answer, token: string) => string> = {
     "the token's user may not trigger this workflow: check that they belong to the organization, have a role on the project, are in the rendering's team (admins always are) and have a role allowed to trigger it; an SSO project needs a token generated in an SSO session",
   404: (a) => {
     const m = errorMessage(a);
-    if (/disabled/i.test(m)) return "the workflow's webhook trigger is disabled; an editor can enable it again (runhook admin webhook enable --workflow <id>) and the URL stays the same";
+    if (/disabled/i.test(m))
+      return "the workflow's webhook trigger is disabled; an editor can enable it again (runhook admin webhook enable --workflow <id>) and the URL stays the same";
     if (/active/i.test(m)) return "the workflow has no active version for this rendering: publish one (runhook admin workflows publish)";
     return "no webhook answers at this URL: the workflow was deleted, or the URL belongs to another server";
   },
@@ -51,7 +71,8 @@ const HINTS: Record<number, (a: Answer, token: string) => string> = {
 /** The key to send: --idempotency-key, none with --no-idempotency-key, else a fresh one. */
 function idempotencyKeyOf(values: Record<string, unknown>): string | undefined {
   const given = values["idempotency-key"];
-  if (typeof given === "string" && values["no-idempotency-key"] === true) throw new UsageError("give either --idempotency-key or --no-idempotency-key, not both");
+  if (typeof given === "string" && values["no-idempotency-key"] === true)
+    throw new UsageError("give either --idempotency-key or --no-idempotency-key, not both");
   if (typeof given === "string") return given;
   return values["no-idempotency-key"] === true ? undefined : randomUUID();
 }
@@ -60,20 +81,31 @@ function idempotencyKeyOf(values: Record<string, unknown>): string | undefined {
 function conflictError(a: Answer, recordId: string): CliError {
   const body = errorBody(a);
   if (body.code === "aborted") {
-    return new CliError(`${errorMessage(a)} (409)`, EXIT.ALREADY_RUNNING, "this call started nothing; run the same command again with the same --idempotency-key");
+    return new CliError(
+      `${errorMessage(a)} (409)`,
+      EXIT.ALREADY_RUNNING,
+      "this call started nothing; run the same command again with the same --idempotency-key",
+    );
   }
   const ongoing = body.runId;
   return new CliError(
     `a run of this workflow is already ongoing on record "${recordId}"${ongoing ? `: ${ongoing}` : ""}`,
     EXIT.ALREADY_RUNNING,
-    ongoing ? `nothing was started. Follow the ongoing run with: runhook runs watch ${ongoing}\ntrigger again once it has finished` : "nothing was started; trigger again once the ongoing run has finished",
+    ongoing
+      ? `nothing was started. Follow the ongoing run with: runhook runs watch ${ongoing}\ntrigger again once it has finished`
+      : "nothing was started; trigger again once the ongoing run has finished",
   );
 }
 
 export async function runTrigger(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const prefix = "runhook trigger";
   try {
-    const options = { token: { type: "string" }, json: { type: "boolean" }, "idempotency-key": { type: "string" }, "no-idempotency-key": { type: "boolean" } } as const;
+    const options = {
+      token: { type: "string" },
+      json: { type: "boolean" },
+      "idempotency-key": { type: "string" },
+      "no-idempotency-key": { type: "boolean" },
+    } as const;
     const { values, positionals, help } = parse(args, options, 2);
     if (help) {
       process.stdout.write(TRIGGER_USAGE + "\n");
@@ -86,11 +118,19 @@ export async function runTrigger(args: string[], env: NodeJS.ProcessEnv = proces
     const token = tokenOf(values, env, "an application token");
     const json = values.json === true;
     const key = idempotencyKeyOf(values);
-    const retry = key === undefined ? "retrying is safe (you get 202, or 409 with the run already ongoing)" : `retry with --idempotency-key '${key}' to get that call's run if it was started`;
+    const retry =
+      key === undefined
+        ? "retrying is safe (you get 202, or 409 with the run already ongoing)"
+        : `retry with --idempotency-key '${key}' to get that call's run if it was started`;
 
     let a: Answer;
     try {
-      a = await request("POST", url, { token, body: JSON.stringify({ record_id: recordId }), headers: key === undefined ? {} : { "idempotency-key": key }, timeoutMs: 60_000 });
+      a = await request("POST", url, {
+        token,
+        body: JSON.stringify({ record_id: recordId }),
+        headers: key === undefined ? {} : { "idempotency-key": key },
+        timeoutMs: 60_000,
+      });
     } catch (err) {
       if (err instanceof NetworkError) throw new CliError(err.message, EXIT.UNAVAILABLE, `the run may or may not have been created; ${retry}`);
       throw err;
@@ -101,7 +141,8 @@ export async function runTrigger(args: string[], env: NodeJS.ProcessEnv = proces
       const runId = (a.json as { runId?: unknown } | undefined)?.runId;
       if (typeof runId !== "string") throw new CliError(`unexpected answer 202 ${a.text.slice(0, 200)}`, EXIT.ERROR);
       if (!json) process.stdout.write(runId + "\n");
-      if (a.headers.get("idempotent-replayed") === "true") process.stderr.write(`${prefix}: replayed: an earlier call with this idempotency key started run ${runId}; nothing new was started\n`);
+      if (a.headers.get("idempotent-replayed") === "true")
+        process.stderr.write(`${prefix}: replayed: an earlier call with this idempotency key started run ${runId}; nothing new was started\n`);
       return EXIT.OK;
     }
     if (a.status === 409) throw conflictError(a, recordId);

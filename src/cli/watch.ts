@@ -1,7 +1,22 @@
 // `runhook runs watch <runId>`: follows a run with the version-based long-poll of
 // GET /v1/runs/{id}?wait=30s&version=<v> until it is finished. On a terminal the run and its
 // steps are redrawn in place with a spinner; otherwise one plain line per change.
-import { CliError, EXIT, EXIT_CODES_HELP, answerError, backoffMs, baseUrlOf, parse, report, seconds, sleep, terminalSafeJson, tokenOf, tryGet, UsageError } from "./common.js";
+import {
+  CliError,
+  EXIT,
+  EXIT_CODES_HELP,
+  answerError,
+  backoffMs,
+  baseUrlOf,
+  parse,
+  report,
+  seconds,
+  sleep,
+  terminalSafeJson,
+  tokenOf,
+  tryGet,
+  UsageError,
+} from "./common.js";
 
 export const WATCH_USAGE = `usage: runhook runs watch <runId> [--base-url URL] [--token TOKEN]
 
@@ -231,14 +246,23 @@ async function followRun(url: string, token: string, view: View, stop: AbortSign
     failures++;
     if (failures === 1) failingSince = Date.now();
     const left = GIVE_UP_MS - (Date.now() - failingSince);
-    if (left <= 0) throw new CliError(`${why}; giving up after ${seconds(Date.now() - failingSince)}`, EXIT.UNAVAILABLE, "the run goes on without this watcher; watch it again later");
+    if (left <= 0)
+      throw new CliError(
+        `${why}; giving up after ${seconds(Date.now() - failingSince)}`,
+        EXIT.UNAVAILABLE,
+        "the run goes on without this watcher; watch it again later",
+      );
     waitMs = Math.min(waitMs, Math.max(left, 1000));
     view.note(`${PREFIX}: ${why}; retrying in ${seconds(waitMs)}`);
     await sleep(waitMs, stop);
   };
   for (;;) {
     if (stop.aborted) throw new CliError("stopped watching (the run goes on)", EXIT.INTERRUPTED);
-    const got = await tryGet(version === undefined ? url : `${url}?wait=${WAIT}&version=${encodeURIComponent(version)}`, { token, signal: stop, timeoutMs: 45_000 });
+    const got = await tryGet(version === undefined ? url : `${url}?wait=${WAIT}&version=${encodeURIComponent(version)}`, {
+      token,
+      signal: stop,
+      timeoutMs: 45_000,
+    });
     if (!got) continue;
     if ("transient" in got) {
       await retry(got.transient, Math.max(got.retryAfterMs ?? 0, backoffMs(failures + 1)));

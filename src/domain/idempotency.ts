@@ -67,7 +67,13 @@ export async function startOnce(deps: IdempotencyDeps, call: KeyedCall, start: (
   const requestHash = sha256(JSON.stringify({ record_id: call.recordId }));
   for (let attempt = 0; attempt < 3; attempt++) {
     const now = Date.now();
-    const mine: IdempotencyKeyDoc = { _id: id, runId: randomUUID(), requestHash, reservedAt: new Date(now), expiresAt: new Date(now + deps.config.idempotencyTtlMs) };
+    const mine: IdempotencyKeyDoc = {
+      _id: id,
+      runId: randomUUID(),
+      requestHash,
+      reservedAt: new Date(now),
+      expiresAt: new Date(now + deps.config.idempotencyTtlMs),
+    };
     const reserved = await keys.reserve(mine);
     if (reserved.stored) return startReserved(deps, mine, start);
     const first = reserved.existing;

@@ -74,6 +74,10 @@ export function webhookUrl(config: Pick<Config, "publicBaseUrl">, key: string): 
 export function keyOfUrl(urlOrKey: string): string {
   const s = urlOrKey.trim();
   const i = s.lastIndexOf("/hooks/");
-  if (i >= 0) return s.slice(i + "/hooks/".length).replace(/[?#].*$/, "").replace(/\/$/, "");
+  if (i >= 0)
+    return s
+      .slice(i + "/hooks/".length)
+      .replace(/[?#].*$/, "")
+      .replace(/\/$/, "");
   return s;
 }

@@ -54,10 +54,11 @@ const STOP_KILL_MS = 5_000;
 // threads). ~52 MB RSS idle: bench/results/2026-11-23-embedded-backends.md.
 const JVM_FLAGS = ["-Xss512k", "-Xms16m", "-Xmx1g", "-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=128m", "-XX:ReservedCodeCacheSize=64m", "-XX:-UsePerfData"];
 
-
 function noDatabaseError(detail: string, needMaven: boolean): Error {
   const what = needMaven ? "Java 17+ and Maven" : "Java 17+";
-  return new Error(`No MongoDB to use: set MONGODB_URI to a MongoDB 6.0+ server, or install ${what} so runhook can ${needMaven ? "build and " : ""}run its embedded database (mongo-java-server) — ${detail}.`);
+  return new Error(
+    `No MongoDB to use: set MONGODB_URI to a MongoDB 6.0+ server, or install ${what} so runhook can ${needMaven ? "build and " : ""}run its embedded database (mongo-java-server) — ${detail}.`,
+  );
 }
 
 /** The major version of `java` on PATH, or undefined without one. */
@@ -193,7 +194,12 @@ async function joinRunning(stateFile: string, progress: Progress): Promise<Embed
 }
 
 /** Spawns the jar and waits for its "listening PORT" line. */
-async function spawnServer(jar: string, port: number, file: string | undefined, javaOptions: string[] = []): Promise<{ child: ChildProcess; port: number; exited: Promise<void> }> {
+async function spawnServer(
+  jar: string,
+  port: number,
+  file: string | undefined,
+  javaOptions: string[] = [],
+): Promise<{ child: ChildProcess; port: number; exited: Promise<void> }> {
   const args = [...JVM_FLAGS, ...javaOptions, "-jar", jar, "--port", String(port), ...(file ? ["--file", file] : [])];
   // stdin is a pipe we never write to: the server exits when it reads EOF, i.e. when this
   // process is gone, even after kill -9 of it.
@@ -302,7 +308,9 @@ async function withDirLock<T>(lock: string, staleMs: number, pollMs: number, pol
 
 /** Why a `runhook worker` or `seed` on the memory backend cannot run alone. */
 export function noMemoryServerError(dataDir: string): Error {
-  return new Error(`RUNHOOK_EMBEDDED=memory keeps the database inside the runhook server that started it, and none is running for the data dir ${dataDir}: start \`runhook start\` there first, or use RUNHOOK_EMBEDDED=file or MONGODB_URI`);
+  return new Error(
+    `RUNHOOK_EMBEDDED=memory keeps the database inside the runhook server that started it, and none is running for the data dir ${dataDir}: start \`runhook start\` there first, or use RUNHOOK_EMBEDDED=file or MONGODB_URI`,
+  );
 }
 
 /**
@@ -328,16 +336,22 @@ export async function startEmbeddedServer(o: EmbeddedOptions): Promise<EmbeddedS
   const jar = await ensureEmbeddedJar(o.cacheDir, o.progress);
   await requireJava(false);
   // One process starts the server for a data dir (H2 locks the file); the others join it.
-  return withDirLock(join(dir, o.persistent ? "start.lock" : "memory.start.lock"), 2 * START_TIMEOUT_MS, 200, () => joinRunning(stateFile, o.progress), async () => {
-    const again = await joinRunning(stateFile, o.progress);
-    if (again) return again;
-    const s = await spawnServer(jar, o.port ?? 0, o.persistent ? join(dir, "runhook.mv") : undefined, o.javaOptions);
-    const state: RunningState = { pid: s.child.pid!, port: s.port };
-    writeFileSync(`${stateFile}.${process.pid}.tmp`, JSON.stringify(state));
-    renameSync(`${stateFile}.${process.pid}.tmp`, stateFile);
-    return ownServer(s.child, s.port, s.exited, () => {
-      const now = readState(stateFile);
-      if (now && now.pid === state.pid && now.port === state.port) rmSync(stateFile, { force: true });
-    });
-  });
+  return withDirLock(
+    join(dir, o.persistent ? "start.lock" : "memory.start.lock"),
+    2 * START_TIMEOUT_MS,
+    200,
+    () => joinRunning(stateFile, o.progress),
+    async () => {
+      const again = await joinRunning(stateFile, o.progress);
+      if (again) return again;
+      const s = await spawnServer(jar, o.port ?? 0, o.persistent ? join(dir, "runhook.mv") : undefined, o.javaOptions);
+      const state: RunningState = { pid: s.child.pid!, port: s.port };
+      writeFileSync(`${stateFile}.${process.pid}.tmp`, JSON.stringify(state));
+      renameSync(`${stateFile}.${process.pid}.tmp`, stateFile);
+      return ownServer(s.child, s.port, s.exited, () => {
+        const now = readState(stateFile);
+        if (now && now.pid === state.pid && now.port === state.port) rmSync(stateFile, { force: true });
+      });
+    },
+  );
 }

@@ -41,7 +41,9 @@ function clientError(deps: ServerDeps, err: Error & { code?: string }, socket: D
   // Like Node's own handler: never write into a response already under way.
   const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
   if (socket.writable && !inFlight?.headersSent) {
-    socket.write(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    socket.write(
+      `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
   }
   socket.destroy();
 }
@@ -117,7 +119,8 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
     const refusal = await refusalBefore(caller, req, reply);
     if (refusal) return sendError(reply, refusal);
     // sendError() sends at once, so the 413 status must be set here rather than after it.
-    if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") return reply.code(413).send({ error: `request body larger than ${deps.config.bodyLimitBytes} bytes`, code: "resource_exhausted" });
+    if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE")
+      return reply.code(413).send({ error: `request body larger than ${deps.config.bodyLimitBytes} bytes`, code: "resource_exhausted" });
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500 && !(err instanceof ConnectError)) {
       return sendError(reply, fail.invalid(err.message));
     }

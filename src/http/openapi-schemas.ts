@@ -78,7 +78,14 @@ export class SchemaBuilder {
    * scalars, messages and oneof members only when set; nothing else.
    */
   response(desc: DescMessage): Schema {
-    const required = desc.fields.filter((f) => f.fieldKind === "list" || f.fieldKind === "map" || ((f.fieldKind === "scalar" || f.fieldKind === "enum") && !f.oneof && f.presence === FeatureSet_FieldPresence.IMPLICIT)).map((f) => f.jsonName);
+    const required = desc.fields
+      .filter(
+        (f) =>
+          f.fieldKind === "list" ||
+          f.fieldKind === "map" ||
+          ((f.fieldKind === "scalar" || f.fieldKind === "enum") && !f.oneof && f.presence === FeatureSet_FieldPresence.IMPLICIT),
+      )
+      .map((f) => f.jsonName);
     return { ...this.object(desc), ...(required.length ? { required } : {}), additionalProperties: false };
   }
 
@@ -93,12 +100,22 @@ export class SchemaBuilder {
       case "list":
         return {
           type: "array",
-          items: f.listKind === "scalar" ? scalarSchema(f.scalar) : f.listKind === "enum" ? { type: "string", enum: f.enum.values.map((v) => v.name) } : this.messageRef(f.message),
+          items:
+            f.listKind === "scalar"
+              ? scalarSchema(f.scalar)
+              : f.listKind === "enum"
+                ? { type: "string", enum: f.enum.values.map((v) => v.name) }
+                : this.messageRef(f.message),
         };
       case "map":
         return {
           type: "object",
-          additionalProperties: f.mapKind === "scalar" ? scalarSchema(f.scalar) : f.mapKind === "enum" ? { type: "string", enum: f.enum.values.map((v) => v.name) } : this.messageRef(f.message),
+          additionalProperties:
+            f.mapKind === "scalar"
+              ? scalarSchema(f.scalar)
+              : f.mapKind === "enum"
+                ? { type: "string", enum: f.enum.values.map((v) => v.name) }
+                : this.messageRef(f.message),
         };
     }
   }
@@ -119,7 +136,8 @@ export function requestBody(obj: Schema, required: string[]): Schema {
 
 export const json = (schema: Schema, example?: Schema): Schema => ({ "application/json": { schema, ...(example ? { example } : {}) } });
 
-const BODY_NOTE = "Send `Content-Type: application/json` (parameters such as `; charset=utf-8` are fine, in any case; no Content-Type is read as JSON); any other media type is a 400.";
+const BODY_NOTE =
+  "Send `Content-Type: application/json` (parameters such as `; charset=utf-8` are fine, in any case; no Content-Type is read as JSON); any other media type is a 400.";
 
 /** A required JSON request body with this schema. */
 export const jsonBody = (schema: Schema, example?: Schema): Schema => ({ required: true, description: BODY_NOTE, content: json(schema, example) });
@@ -172,4 +190,10 @@ export function errorResponses(codes: number[], headers?: Schema): Schema {
 }
 
 /** A path parameter: a string unless its schema says more. */
-export const pathParam = (name: string, description: string, schema: Schema = { type: "string" }): Schema => ({ name, in: "path", required: true, description, schema });
+export const pathParam = (name: string, description: string, schema: Schema = { type: "string" }): Schema => ({
+  name,
+  in: "path",
+  required: true,
+  description,
+  schema,
+});

@@ -43,7 +43,13 @@ const NDJSON_NOTE = "With `Accept: application/x-ndjson` the whole selection is 
 function parametersOf(r: ApiRoute): Schema[] {
   const names = [...r.path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!);
   const inPath = names.map((n) => pathParam(n, r.doc.pathParams?.[n] ?? PATH_PARAMS[n]!.description, PATH_PARAMS[n]!.schema));
-  const inQuery = (r.query ?? []).map((q) => ({ name: q.name, in: "query", required: false, description: q.description, schema: q.schema ?? { type: "string" } }));
+  const inQuery = (r.query ?? []).map((q) => ({
+    name: q.name,
+    in: "query",
+    required: false,
+    description: q.description,
+    schema: q.schema ?? { type: "string" },
+  }));
   return [...inPath, ...inQuery];
 }
 

@@ -65,7 +65,11 @@ export function parseRfc3339(v: string): Date | undefined {
 /** RFC 3339 times as the list parameters take them (`from`, `to`), or "" for no bound. */
 export const TIME_SCHEMA: Schema = {
   anyOf: [
-    { type: "string", format: "date-time", pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-5][0-9](\\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})$" },
+    {
+      type: "string",
+      format: "date-time",
+      pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-5][0-9](\\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})$",
+    },
     { type: "string", maxLength: 0 },
   ],
 };
@@ -85,7 +89,8 @@ export function listOptions(query: QueryReader) {
   let limit = 0;
   const rawLimit = query("limit");
   if (rawLimit !== undefined) {
-    if (!/^\d{1,7}$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > MAX_LIMIT) throw fail.invalid(`limit must be a whole number from 1 to ${MAX_LIMIT}, got "${rawLimit}"`);
+    if (!/^\d{1,7}$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > MAX_LIMIT)
+      throw fail.invalid(`limit must be a whole number from 1 to ${MAX_LIMIT}, got "${rawLimit}"`);
     limit = Number(rawLimit);
   }
   const order = query("order") ?? "";
@@ -125,7 +130,19 @@ export const WAIT_SCHEMA: Schema = {
   type: "string",
   pattern:
     "^(" +
-    ["", "0{0,4}[0-9](s)?", "0{0,4}[1-5][0-9](s)?", "0{0,4}60(s)?", "0{0,5}[0-9]ms", "0{0,4}[1-9][0-9]ms", "0{0,3}[1-9][0-9]{2}ms", "0{0,2}[1-9][0-9]{3}ms", "0?[1-5][0-9]{4}ms", "0?60000ms", "0{0,5}[01]m"].join("|") +
+    [
+      "",
+      "0{0,4}[0-9](s)?",
+      "0{0,4}[1-5][0-9](s)?",
+      "0{0,4}60(s)?",
+      "0{0,5}[0-9]ms",
+      "0{0,4}[1-9][0-9]ms",
+      "0{0,3}[1-9][0-9]{2}ms",
+      "0{0,2}[1-9][0-9]{3}ms",
+      "0?[1-5][0-9]{4}ms",
+      "0?60000ms",
+      "0{0,5}[01]m",
+    ].join("|") +
     ")$",
 };
 

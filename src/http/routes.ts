@@ -104,8 +104,16 @@ export const PATH_PARAMS: Record<string, { description: string; schema?: Schema 
 // An empty value (`order=`, `from=`…) is the same as leaving the parameter out, so every
 // optional parameter but `limit` also admits "" (the schemas say exactly what the server takes).
 const LIST_QUERY: QueryParam[] = [
-  { name: "limit", description: `Page size, 1 to ${MAX_LIMIT} (default ${DEFAULT_LIMIT}); ignored by the NDJSON export`, schema: { type: "integer", minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT } },
-  { name: "cursor", description: "Opaque cursor from a previous nextCursor; bound to the filters, order and time range it was issued with. An ascending cursor whose next entries were removed by retention is a 400 failed_precondition" },
+  {
+    name: "limit",
+    description: `Page size, 1 to ${MAX_LIMIT} (default ${DEFAULT_LIMIT}); ignored by the NDJSON export`,
+    schema: { type: "integer", minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT },
+  },
+  {
+    name: "cursor",
+    description:
+      "Opaque cursor from a previous nextCursor; bound to the filters, order and time range it was issued with. An ascending cursor whose next entries were removed by retention is a 400 failed_precondition",
+  },
   { name: "order", description: "asc (default, oldest first) or desc; empty: asc", schema: { type: "string", enum: ["asc", "desc", ""], default: "asc" } },
   { name: "from", description: "Only entries at or after this RFC 3339 time (at most 9 fractional digits); empty: no bound", schema: TIME_SCHEMA },
   { name: "to", description: "Only entries before this RFC 3339 time (at most 9 fractional digits); empty: no bound", schema: TIME_SCHEMA },
@@ -117,7 +125,11 @@ const NOTE_FILTERS: QueryParam[] = [
   { name: "collection", description: "Only notes on this collection" },
   { name: "recordId", description: "Only notes on this packed record id" },
   { name: "userId", description: "Only notes by this author" },
-  { name: "archived", description: "true: only archived notes; false: only not archived; empty: both", schema: { type: "string", enum: ["true", "false", ""] } },
+  {
+    name: "archived",
+    description: "true: only archived notes; false: only not archived; empty: both",
+    schema: { type: "string", enum: ["true", "false", ""] },
+  },
 ];
 
 const ENV = "/v1/project/{projectName}/environment/{environmentName}";
@@ -133,48 +145,64 @@ function logList<I extends DescMessage, O extends DescMessage>(
   exported: NonNullable<ApiRoute["export"]>,
   spec: { filters: QueryParam[]; request: RouteSpec<I, O, O>["request"]; doc: RouteDoc },
 ): ApiRoute {
-  return route(at, rpc, { query: [...LIST_QUERY, ...spec.filters], request: spec.request, response: { message: rpc.output, of: (out) => out }, export: exported, doc: spec.doc });
+  return route(at, rpc, {
+    query: [...LIST_QUERY, ...spec.filters],
+    request: spec.request,
+    response: { message: rpc.output, of: (out) => out },
+    export: exported,
+    doc: spec.doc,
+  });
 }
 
 const LOG_ROUTES = [
-  logList(`GET ${ENV}/activity-logs`, LogService.method.listActivityLogs, { rpc: LogService.method.exportActivityLogs, entry: ActivityLogEntrySchema }, {
-    filters: ACTIVITY_FILTERS.map((n) => ({ name: n, description: `Only entries with this ${n}` })),
-    request: ({ params, query }) => ({ ...scopeOf(params), options: listOptions(query), filter: stringFilters(query, ACTIVITY_FILTERS) }),
-    doc: {
-      tag: "Activity logs",
-      summary: "List the activity log of an environment",
-      description: "Stable order by id. With order=asc, nextCursor is always returned: polling it yields every entry exactly once, in order (tailing).",
-      answer: "A page of entries",
-      example: {
-        activityLogs: [
-          {
-            id: "41",
-            timestamp: "2025-03-01T10:00:00.120Z",
-            environment: "production",
-            user: { id: "8f14e45f-ceea-467f-a8f5-a1b2c3d4e5f6", email: "ops@example.com" },
-            action: "workflow.run.triggered",
-            via: "webhook",
-            collection: "orders",
-            recordId: "A-1001",
-            runId: "1c9d2a44-5b3e-4f6a-9c8d-7e6f5a4b3c2d",
-            details: { version: 3 },
-          },
-        ],
-        hasMore: false,
-        nextCursor: "eyJ2IjoxLCJpZCI6IjQxIn0",
+  logList(
+    `GET ${ENV}/activity-logs`,
+    LogService.method.listActivityLogs,
+    { rpc: LogService.method.exportActivityLogs, entry: ActivityLogEntrySchema },
+    {
+      filters: ACTIVITY_FILTERS.map((n) => ({ name: n, description: `Only entries with this ${n}` })),
+      request: ({ params, query }) => ({ ...scopeOf(params), options: listOptions(query), filter: stringFilters(query, ACTIVITY_FILTERS) }),
+      doc: {
+        tag: "Activity logs",
+        summary: "List the activity log of an environment",
+        description: "Stable order by id. With order=asc, nextCursor is always returned: polling it yields every entry exactly once, in order (tailing).",
+        answer: "A page of entries",
+        example: {
+          activityLogs: [
+            {
+              id: "41",
+              timestamp: "2025-03-01T10:00:00.120Z",
+              environment: "production",
+              user: { id: "8f14e45f-ceea-467f-a8f5-a1b2c3d4e5f6", email: "ops@example.com" },
+              action: "workflow.run.triggered",
+              via: "webhook",
+              collection: "orders",
+              recordId: "A-1001",
+              runId: "1c9d2a44-5b3e-4f6a-9c8d-7e6f5a4b3c2d",
+              details: { version: 3 },
+            },
+          ],
+          hasMore: false,
+          nextCursor: "eyJ2IjoxLCJpZCI6IjQxIn0",
+        },
       },
     },
-  }),
-  logList("GET /v1/project/{projectName}/admin-logs", LogService.method.listAdminLogs, { rpc: LogService.method.exportAdminLogs, entry: AdminLogEntrySchema }, {
-    filters: ADMIN_FILTERS.map((n) => ({ name: n, description: `Only entries with this ${n} (of the actor)` })),
-    request: ({ params, query }) => ({ projectName: params.projectName!, options: listOptions(query), filter: stringFilters(query, ADMIN_FILTERS) }),
-    doc: {
-      tag: "Admin logs",
-      summary: "List the admin log of a project",
-      description: "Configuration and administrative operations of the project (organization-level entries are not included).",
-      answer: "A page of entries",
+  ),
+  logList(
+    "GET /v1/project/{projectName}/admin-logs",
+    LogService.method.listAdminLogs,
+    { rpc: LogService.method.exportAdminLogs, entry: AdminLogEntrySchema },
+    {
+      filters: ADMIN_FILTERS.map((n) => ({ name: n, description: `Only entries with this ${n} (of the actor)` })),
+      request: ({ params, query }) => ({ projectName: params.projectName!, options: listOptions(query), filter: stringFilters(query, ADMIN_FILTERS) }),
+      doc: {
+        tag: "Admin logs",
+        summary: "List the admin log of a project",
+        description: "Configuration and administrative operations of the project (organization-level entries are not included).",
+        answer: "A page of entries",
+      },
     },
-  }),
+  ),
 ];
 
 const NOTE_ROUTES = [
@@ -215,7 +243,13 @@ const NOTE_ROUTES = [
       return { scope: scopeOf(params), noteId: params.noteId!, title: stringField(b, "title"), archived: boolField(b, "archived") };
     },
     response: { message: NoteSchema, of: (out) => out.note },
-    doc: { tag: "Notes", summary: "Change the title, archive or unarchive", answer: "The note", body: { name: "UpdateNoteBody", omit: ["scope", "note_id"], required: [] }, errors: [413] },
+    doc: {
+      tag: "Notes",
+      summary: "Change the title, archive or unarchive",
+      answer: "The note",
+      body: { name: "UpdateNoteBody", omit: ["scope", "note_id"], required: [] },
+      errors: [413],
+    },
   }),
   route(`DELETE ${ENV}/notes/{noteId}`, NoteService.method.deleteNote, {
     status: 204,
@@ -226,7 +260,13 @@ const NOTE_ROUTES = [
     status: 201,
     request: ({ params, body }) => ({ scope: scopeOf(params), noteId: params.noteId!, content: stringField(body(), "content") ?? "" }),
     response: { message: NoteMessageSchema, of: (out) => out.message },
-    doc: { tag: "Notes", summary: "Reply to a note", answer: "The message", body: { name: "AddNoteMessageBody", omit: ["scope", "note_id"], required: ["content"] }, errors: [413] },
+    doc: {
+      tag: "Notes",
+      summary: "Reply to a note",
+      answer: "The message",
+      body: { name: "AddNoteMessageBody", omit: ["scope", "note_id"], required: ["content"] },
+      errors: [413],
+    },
   }),
 ];
 
@@ -238,13 +278,27 @@ const RUN_GET_DESCRIPTION =
 const RUN_ROUTES = [
   route("GET /v1/runs/{runId}", RunService.method.getRun, {
     query: [
-      { name: "wait", description: `Long-poll for at most this long: \`30s\`, \`30\` (seconds), \`1m\` or \`500ms\` (rounded up to whole seconds); at most ${MAX_WAIT_SECONDS}s; empty: no wait`, schema: WAIT_SCHEMA },
-      { name: "version", description: "The run's `version` the caller already has: answer as soon as it changes. Absent, empty or 0: wait until the run is finished", schema: { type: "string", pattern: "^([0-9]{1,15})?$" } },
+      {
+        name: "wait",
+        description: `Long-poll for at most this long: \`30s\`, \`30\` (seconds), \`1m\` or \`500ms\` (rounded up to whole seconds); at most ${MAX_WAIT_SECONDS}s; empty: no wait`,
+        schema: WAIT_SCHEMA,
+      },
+      {
+        name: "version",
+        description: "The run's `version` the caller already has: answer as soon as it changes. Absent, empty or 0: wait until the run is finished",
+        schema: { type: "string", pattern: "^([0-9]{1,15})?$" },
+      },
     ],
     lenientQuery: true,
     request: ({ params, query }) => ({ runId: params.runId!, ...runWait(query) }),
     response: { message: RunSchema, of: (out) => out.run },
-    doc: { tag: "Runs", summary: "Follow a run", description: RUN_GET_DESCRIPTION, answer: "The run", pathParams: { runId: "Run id (UUID) returned by the webhook" } },
+    doc: {
+      tag: "Runs",
+      summary: "Follow a run",
+      description: RUN_GET_DESCRIPTION,
+      answer: "The run",
+      pathParams: { runId: "Run id (UUID) returned by the webhook" },
+    },
   }),
   route("POST /v1/runs/{runId}/cancel", RunService.method.cancelRun, {
     // Takes no body: the /v1 plugin's parser (body.ts) accepts any, and it is never read.
@@ -254,7 +308,8 @@ const RUN_ROUTES = [
     doc: {
       tag: "Runs",
       summary: "Cancel an ongoing run",
-      description: "Takes no body: an empty one (or any) is accepted whatever its Content-Type. Application tokens only (a project API token is 403). A finished run is a 400 failed_precondition.",
+      description:
+        "Takes no body: an empty one (or any) is accepted whatever its Content-Type. Application tokens only (a project API token is 403). A finished run is a 400 failed_precondition.",
       answer: "The run",
       errors: [409],
     },
@@ -308,7 +363,12 @@ export const WEBHOOK: OtherRoute = {
     responses: {
       "202": {
         description: "Run created and queued; or, with an Idempotency-Key already used for an accepted call, that call's run (nothing started)",
-        headers: { "Idempotent-Replayed": { description: "`true` when the answer repeats an earlier call's with the same Idempotency-Key (absent otherwise)", schema: { type: "string", enum: ["true"] } } },
+        headers: {
+          "Idempotent-Replayed": {
+            description: "`true` when the answer repeats an earlier call's with the same Idempotency-Key (absent otherwise)",
+            schema: { type: "string", enum: ["true"] },
+          },
+        },
         content: json(ref("WebhookAccepted"), { runId: EXAMPLE_RUN_ID }),
       },
       "400": errorAnswer(
@@ -317,11 +377,17 @@ export const WEBHOOK: OtherRoute = {
         { error: "record_id is required", code: "invalid_argument" },
       ),
       ...errorResponses([401]),
-      "403": errorAnswer("Valid token, but its user may not trigger this workflow (organization, rendering, role), or the project requires a token made in an SSO session", {
-        error: 'the role "user" may not trigger this workflow',
-        code: "permission_denied",
+      "403": errorAnswer(
+        "Valid token, but its user may not trigger this workflow (organization, rendering, role), or the project requires a token made in an SSO session",
+        {
+          error: 'the role "user" may not trigger this workflow',
+          code: "permission_denied",
+        },
+      ),
+      "404": errorAnswer("Unknown webhook, webhook trigger disabled, or no active workflow version for the rendering", {
+        error: "the webhook trigger is disabled",
+        code: "not_found",
       }),
-      "404": errorAnswer("Unknown webhook, webhook trigger disabled, or no active workflow version for the rendering", { error: "the webhook trigger is disabled", code: "not_found" }),
       "409": errorAnswer(
         "A run of this workflow is already ongoing on this record (already_exists, with its runId); or the first call with this Idempotency-Key is still being answered (aborted): retry with the same key",
         { error: "a run of this workflow is already ongoing on this record", code: "already_exists", runId: EXAMPLE_RUN_ID },
@@ -333,7 +399,14 @@ export const WEBHOOK: OtherRoute = {
     WebhookRequest: {
       type: "object",
       required: ["record_id"],
-      properties: { record_id: { type: "string", minLength: 1, maxLength: MAX_RECORD_ID_CHARS, description: `Packed record id (composite keys joined with |), at most ${MAX_RECORD_ID_CHARS} characters (Unicode code points; no lone surrogates)` } },
+      properties: {
+        record_id: {
+          type: "string",
+          minLength: 1,
+          maxLength: MAX_RECORD_ID_CHARS,
+          description: `Packed record id (composite keys joined with |), at most ${MAX_RECORD_ID_CHARS} characters (Unicode code points; no lone surrogates)`,
+        },
+      },
       additionalProperties: true,
     },
     // The webhook answers the run id alone; a replay is marked by the Idempotent-Replayed header.
@@ -353,9 +426,13 @@ export const READYZ = operational("/readyz", "readyz", "Readiness (database reac
   "200": { description: "Ready", content: STATUS_BODY },
   "503": { description: "Database unreachable", content: json(ref("Error")) },
 });
-export const OPENAPI_DOCUMENT = operational("/openapi.json", "openapi", "This document", { "200": { description: "OpenAPI 3.1 document", content: json({ type: "object" }) } });
+export const OPENAPI_DOCUMENT = operational("/openapi.json", "openapi", "This document", {
+  "200": { description: "OpenAPI 3.1 document", content: json({ type: "object" }) },
+});
 
 /** The API reference page (docs.ts), documented only while it is served (RUNHOOK_DOCS). */
-export const DOCS = operational("/docs", "docs", "This document as an interactive reference page (Swagger UI)", { "200": { description: "HTML page", content: { "text/html": { schema: { type: "string" } } } } });
+export const DOCS = operational("/docs", "docs", "This document as an interactive reference page (Swagger UI)", {
+  "200": { description: "HTML page", content: { "text/html": { schema: { type: "string" } } } },
+});
 
 export const OTHER_ROUTES: readonly OtherRoute[] = [WEBHOOK, HEALTHZ, READYZ, OPENAPI_DOCUMENT];

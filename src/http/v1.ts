@@ -91,7 +91,10 @@ async function sendNdjson<D extends DescMessage>(reply: FastifyReply, items: Asy
       if (!r.done) await it.return?.(undefined);
     }
   }
-  return reply.code(200).header("content-type", `${NDJSON}; charset=utf-8`).send(Readable.from(chunks(), { objectMode: false }));
+  return reply
+    .code(200)
+    .header("content-type", `${NDJSON}; charset=utf-8`)
+    .send(Readable.from(chunks(), { objectMode: false }));
 }
 
 /**
@@ -100,7 +103,12 @@ async function sendNdjson<D extends DescMessage>(reply: FastifyReply, items: Asy
  */
 async function answer(caller: InProcessCaller, r: ApiRoute, impl: object, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   const init = () => {
-    const query = r.lenientQuery ? lenientQuery(req) : strictQuery(req, (r.query ?? []).map((q) => q.name));
+    const query = r.lenientQuery
+      ? lenientQuery(req)
+      : strictQuery(
+          req,
+          (r.query ?? []).map((q) => q.name),
+        );
     return r.request({ params: req.params as Record<string, string>, query, body: () => jsonObjectBody(req) });
   };
   if (r.export && wantsNdjson(req)) {

@@ -37,7 +37,12 @@ export async function registerWebhookRoutes(app: FastifyInstance, caller: InProc
 
   app.post<{ Params: { "*": string } }>(WEBHOOK_ROUTE, async (req, reply) => {
     const call = { key: req.params["*"], body: webhookBody(req.body, req.headers["content-type"]) };
-    const out = await caller.unary(services.trigger, TriggerService.method.triggerRun, {}, callOptions(req, reply, "webhook", createContextValues().set(webhookCallKey, call)));
+    const out = await caller.unary(
+      services.trigger,
+      TriggerService.method.triggerRun,
+      {},
+      callOptions(req, reply, "webhook", createContextValues().set(webhookCallKey, call)),
+    );
     return reply.code(202).send({ runId: out.runId });
   });
 }

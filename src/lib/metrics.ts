@@ -21,22 +21,59 @@ export function createMetrics(sampleQueue: () => Promise<QueueSample>) {
   collectDefaultMetrics({ register: registry });
   let sample: { at: number; value: Promise<QueueSample> } | undefined;
   const queue = () => {
-    if (!sample || Date.now() - sample.at > QUEUE_SAMPLE_MS) sample = { at: Date.now(), value: sampleQueue().catch(() => ({ depth: NaN, oldestAgeSeconds: NaN })) };
+    if (!sample || Date.now() - sample.at > QUEUE_SAMPLE_MS)
+      sample = { at: Date.now(), value: sampleQueue().catch(() => ({ depth: NaN, oldestAgeSeconds: NaN })) };
     return sample.value;
   };
   const registers = [registry];
   return {
     registry,
-    httpDuration: new Histogram({ name: "runhook_http_request_duration_seconds", help: "HTTP requests of the gateway by route template and status", labelNames: ["method", "route", "status"], buckets: LATENCY_BUCKETS, registers }),
-    webhookAnswers: new Counter({ name: "runhook_webhook_answers_total", help: "Webhook calls by answer status (202, 400, 401, 403, 404, 409, 413, 429, 503…)", labelNames: ["status"], registers }),
-    rpcCalls: new Counter({ name: "runhook_rpc_calls_total", help: "RPCs (native gRPC and Connect) by service, method and code", labelNames: ["protocol", "service", "method", "code"], registers }),
+    httpDuration: new Histogram({
+      name: "runhook_http_request_duration_seconds",
+      help: "HTTP requests of the gateway by route template and status",
+      labelNames: ["method", "route", "status"],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    webhookAnswers: new Counter({
+      name: "runhook_webhook_answers_total",
+      help: "Webhook calls by answer status (202, 400, 401, 403, 404, 409, 413, 429, 503…)",
+      labelNames: ["status"],
+      registers,
+    }),
+    rpcCalls: new Counter({
+      name: "runhook_rpc_calls_total",
+      help: "RPCs (native gRPC and Connect) by service, method and code",
+      labelNames: ["protocol", "service", "method", "code"],
+      registers,
+    }),
     runsCreated: new Counter({ name: "runhook_runs_created_total", help: "Runs stored QUEUED", registers }),
     runsFinished: new Counter({ name: "runhook_runs_finished_total", help: "Runs finished, by final state", labelNames: ["state"], registers }),
-    pickupSeconds: new Histogram({ name: "runhook_run_pickup_seconds", help: "From a run's creation to its first claim by an executor", buckets: LATENCY_BUCKETS, registers }),
-    runSeconds: new Histogram({ name: "runhook_run_duration_seconds", help: "From a run's creation to its end, by final state", labelNames: ["state"], buckets: RUN_BUCKETS, registers }),
-    leaseTakeovers: new Counter({ name: "runhook_lease_takeovers_total", help: "RUNNING runs claimed again after their executor's lease expired (or it let them go)", registers }),
+    pickupSeconds: new Histogram({
+      name: "runhook_run_pickup_seconds",
+      help: "From a run's creation to its first claim by an executor",
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    runSeconds: new Histogram({
+      name: "runhook_run_duration_seconds",
+      help: "From a run's creation to its end, by final state",
+      labelNames: ["state"],
+      buckets: RUN_BUCKETS,
+      registers,
+    }),
+    leaseTakeovers: new Counter({
+      name: "runhook_lease_takeovers_total",
+      help: "RUNNING runs claimed again after their executor's lease expired (or it let them go)",
+      registers,
+    }),
     dbErrors: new Counter({ name: "runhook_db_errors_total", help: "Database commands that failed, by command", labelNames: ["command"], registers }),
-    rateLimitRefusals: new Counter({ name: "runhook_rate_limit_refusals_total", help: "Requests refused by a rate limit, by bucket kind", labelNames: ["bucket"], registers }),
+    rateLimitRefusals: new Counter({
+      name: "runhook_rate_limit_refusals_total",
+      help: "Requests refused by a rate limit, by bucket kind",
+      labelNames: ["bucket"],
+      registers,
+    }),
     queueDepth: new Gauge({
       name: "runhook_queue_depth",
       help: "QUEUED runs (sampled at most every 5 s)",

@@ -10,10 +10,13 @@ export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boo
       clearTimeout(t);
       resolve(false);
     };
-    const t = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve(true);
-    }, Math.max(0, ms));
+    const t = setTimeout(
+      () => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(true);
+      },
+      Math.max(0, ms),
+    );
     signal.addEventListener("abort", onAbort, { once: true });
   });
 }

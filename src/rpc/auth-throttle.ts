@@ -39,7 +39,10 @@ export function addressBucket(address: string | undefined): string {
   const h = head ? head.split(":") : [];
   const t = tail ? tail.split(":") : [];
   const groups = address.includes("::") ? [...h, ...Array<string>(8 - h.length - t.length).fill("0"), ...t] : h;
-  return `${groups.slice(0, 4).map((g) => parseInt(g, 16).toString(16)).join(":")}::/64`;
+  return `${groups
+    .slice(0, 4)
+    .map((g) => parseInt(g, 16).toString(16))
+    .join(":")}::/64`;
 }
 
 /** The network of an address bucket, once the table is full: IPv4 by /16, IPv6 by /32 (a provider's allocation). */

@@ -19,7 +19,8 @@ export interface GrpcServer {
 export async function startGrpcServer(deps: ServerDeps, services: Services, host: string, port: number): Promise<GrpcServer> {
   const handler = connectNodeAdapter({
     ...connectServerOptions(deps, services),
-    contextValues: (req) => createContextValues().set(clientAddressKey, req.socket?.remoteAddress).set(requestIdKey, requestIdOf(req.headers[REQUEST_ID_HEADER])),
+    contextValues: (req) =>
+      createContextValues().set(clientAddressKey, req.socket?.remoteAddress).set(requestIdKey, requestIdOf(req.headers[REQUEST_ID_HEADER])),
     grpc: true,
     grpcWeb: false,
     connect: false,

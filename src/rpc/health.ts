@@ -19,12 +19,7 @@ import { create } from "@bufbuild/protobuf";
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { ConnectRouter, HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import {
-  Health,
-  HealthCheckResponseSchema,
-  HealthCheckResponse_ServingStatus,
-  HealthListResponseSchema,
-} from "../../gen/grpc/health/v1/health_pb.js";
+import { Health, HealthCheckResponseSchema, HealthCheckResponse_ServingStatus, HealthListResponseSchema } from "../../gen/grpc/health/v1/health_pb.js";
 import type { HealthCheckResponse } from "../../gen/grpc/health/v1/health_pb.js";
 
 export { Health, HealthCheckResponse_ServingStatus as ServingStatus };

@@ -84,9 +84,19 @@ function readRequest(method: AnyMethod, init: () => MessageInitShape<DescMessage
 
 export interface InProcessCaller {
   /** Calls a unary method of `impl` and returns its answer. */
-  unary<I extends DescMessage, O extends DescMessage>(impl: object, method: DescMethodUnary<I, O>, init: RequestInit<I>, opts: CallOptions): Promise<MessageShape<O>>;
+  unary<I extends DescMessage, O extends DescMessage>(
+    impl: object,
+    method: DescMethodUnary<I, O>,
+    init: RequestInit<I>,
+    opts: CallOptions,
+  ): Promise<MessageShape<O>>;
   /** Calls a server-streaming method of `impl`: its messages, pulled as the caller reads them. */
-  serverStream<I extends DescMessage, O extends DescMessage>(impl: object, method: DescMethodServerStreaming<I, O>, init: RequestInit<I>, opts: CallOptions): AsyncIterable<MessageShape<O>>;
+  serverStream<I extends DescMessage, O extends DescMessage>(
+    impl: object,
+    method: DescMethodServerStreaming<I, O>,
+    init: RequestInit<I>,
+    opts: CallOptions,
+  ): AsyncIterable<MessageShape<O>>;
   /**
    * Runs the interceptors alone, for a call of `method` that no implementation answers (a
    * request the gateway refuses before its handler: a 404 or 413, so that it still passes the

@@ -22,7 +22,10 @@ function observation(deps: Deps, req: Parameters<Parameters<Interceptor>[0]>[0],
   return (code) => {
     const name = code === 0 ? "ok" : codeName(code);
     deps.metrics.rpcCalls.inc({ ...labels, code: name });
-    deps.logger.info({ rpc: `${labels.service}/${labels.method}`, protocol: labels.protocol, code: name, ms: Math.round(performance.now() - started), requestId }, "rpc");
+    deps.logger.info(
+      { rpc: `${labels.service}/${labels.method}`, protocol: labels.protocol, code: name, ms: Math.round(performance.now() - started), requestId },
+      "rpc",
+    );
   };
 }
 

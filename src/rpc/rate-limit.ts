@@ -69,7 +69,12 @@ async function hitApiRateLimit(deps: Deps, bucket: string, now = Date.now()): Pr
 }
 
 /** The bucket of a call; a REST call's 401 shows the figures of its address's limit on failed authentications instead, as they will be once it counts. */
-async function bucketOrRefusal(deps: ServerDeps, authorization: string | null, address: string | undefined, answerHeaders: Headers | undefined): Promise<string> {
+async function bucketOrRefusal(
+  deps: ServerDeps,
+  authorization: string | null,
+  address: string | undefined,
+  answerHeaders: Headers | undefined,
+): Promise<string> {
   try {
     return await apiRateBucket(deps, authorization);
   } catch (err) {

@@ -25,10 +25,7 @@ import {
   ServerReflectionRequestSchema as RequestV1Schema,
   ServerReflectionResponseSchema as ResponseV1Schema,
 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
-import type {
-  ServerReflectionRequest as RequestV1,
-  ServerReflectionResponse as ResponseV1,
-} from "../../gen/grpc/reflection/v1/reflection_pb.js";
+import type { ServerReflectionRequest as RequestV1, ServerReflectionResponse as ResponseV1 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import {
   ServerReflection as ServerReflectionV1alpha,
   ServerReflectionRequestSchema as RequestV1alphaSchema,
@@ -127,10 +124,7 @@ function extensionsOf(registry: Registry, typeName: string) {
 }
 
 /** Builds the reflection index for the given services (and everything they reference). */
-export function createReflectionIndex(
-  services: ReadonlyArray<DescService>,
-  options: ReflectionOptions = {},
-): ReflectionIndex {
+export function createReflectionIndex(services: ReadonlyArray<DescService>, options: ReflectionOptions = {}): ReflectionIndex {
   const listed = [...services];
   if (options.listSelf ?? true) listed.push(ServerReflectionV1, ServerReflectionV1alpha);
   const files = fileClosure(listed);
@@ -223,9 +217,7 @@ export function createReflectionServiceV1(index: ReflectionIndex): ServiceImpl<t
  * v1alpha messages are wire-identical to v1, so requests and responses are
  * converted through their binary form.
  */
-export function createReflectionServiceV1alpha(
-  index: ReflectionIndex,
-): ServiceImpl<typeof ServerReflectionV1alpha> {
+export function createReflectionServiceV1alpha(index: ReflectionIndex): ServiceImpl<typeof ServerReflectionV1alpha> {
   return {
     async *serverReflectionInfo(requests) {
       for await (const req of requests) {
@@ -243,11 +235,7 @@ export function createReflectionServiceV1alpha(
  * AdminService from gen/runhook/v1, and Health from gen/grpc/health/v1).
  * Returns the index (useful for tests and logging).
  */
-export function registerReflection(
-  router: ConnectRouter,
-  services: ReadonlyArray<DescService>,
-  options: ReflectionOptions = {},
-): ReflectionIndex {
+export function registerReflection(router: ConnectRouter, services: ReadonlyArray<DescService>, options: ReflectionOptions = {}): ReflectionIndex {
   const index = createReflectionIndex(services, options);
   router.service(ServerReflectionV1, createReflectionServiceV1(index));
   router.service(ServerReflectionV1alpha, createReflectionServiceV1alpha(index));

@@ -28,7 +28,6 @@ import type { ActivityLogDoc, AdminLogDoc } from "../store/types.js";
 import { bindingHash, cursorCodec, paging, type CursorCodec, type Paging } from "../domain/logs/cursor.js";
 import { createLogReader, type LogReader } from "../domain/logs/reader.js";
 
-
 /** Makes stored details JSON-safe for google.protobuf.Struct (dates → RFC 3339, …). */
 export function toJsonValue(v: unknown): JsonValue {
   if (v === null || v === undefined) return null;
@@ -99,12 +98,23 @@ export interface LogQuery {
 function activityQuery(environmentId: string, f: ActivityLogFilter | undefined, p: Paging, list: string): LogQuery {
   const selection: LogSelection = {
     scopeId: environmentId,
-    userId: f?.userId, userEmail: f?.userEmail, action: f?.action, collection: f?.collection, recordId: f?.recordId, runId: f?.runId,
-    from: p.from, to: p.to,
+    userId: f?.userId,
+    userEmail: f?.userEmail,
+    action: f?.action,
+    collection: f?.collection,
+    recordId: f?.recordId,
+    runId: f?.runId,
+    from: p.from,
+    to: p.to,
   };
   const hash = bindingHash({
     ...pagingBinding(list, environmentId, p),
-    userId: f?.userId, userEmail: f?.userEmail, action: f?.action, collection: f?.collection, recordId: f?.recordId, runId: f?.runId,
+    userId: f?.userId,
+    userEmail: f?.userEmail,
+    action: f?.action,
+    collection: f?.collection,
+    recordId: f?.recordId,
+    runId: f?.runId,
   });
   return { stream: activityStream(environmentId), selection, hash };
 }
@@ -144,7 +154,14 @@ async function cursorPosition(reader: LogReader, codec: CursorCodec, kind: LogKi
  * bounded by the watermark, O(limit) through the indexes. Descending: one range query
  * below the watermark (every position there is resolved).
  */
-export async function readPage<K extends LogKind>(store: Store, reader: LogReader, codec: CursorCodec, kind: K, q: LogQuery, p: Paging): Promise<LogPage<LogDocOf<K>>> {
+export async function readPage<K extends LogKind>(
+  store: Store,
+  reader: LogReader,
+  codec: CursorCodec,
+  kind: K,
+  q: LogQuery,
+  p: Paging,
+): Promise<LogPage<LogDocOf<K>>> {
   const logs = store.logs;
   const pos = await cursorPosition(reader, codec, kind, q, p);
   const filtered = isFiltered(q.selection);
@@ -191,7 +208,14 @@ export async function readPage<K extends LogKind>(store: Store, reader: LogReade
  * Every matching entry from the cursor up to the watermark as of the start, in one pass
  * and constant memory: the watermark advance, then one indexed scan sorted by seq.
  */
-export async function* streamLog<K extends LogKind>(store: Store, reader: LogReader, codec: CursorCodec, kind: K, q: LogQuery, p: Paging): AsyncGenerator<LogDocOf<K>> {
+export async function* streamLog<K extends LogKind>(
+  store: Store,
+  reader: LogReader,
+  codec: CursorCodec,
+  kind: K,
+  q: LogQuery,
+  p: Paging,
+): AsyncGenerator<LogDocOf<K>> {
   const pos = await cursorPosition(reader, codec, kind, q, p);
   const wm = await reader.advance(kind, q.stream);
   const range = p.order === "asc" ? { after: pos ?? 0, upTo: wm } : pos !== undefined ? { before: pos } : { upTo: wm };

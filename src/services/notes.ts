@@ -60,7 +60,14 @@ function noteIdOf(id: string): string {
   return id.toLowerCase();
 }
 
-function activity(deps: Deps, ctx: HandlerContext, scope: NoteCallScope, action: string, note: Pick<NoteDoc, "_id" | "collection" | "recordId">, details: Record<string, unknown> = {}) {
+function activity(
+  deps: Deps,
+  ctx: HandlerContext,
+  scope: NoteCallScope,
+  action: string,
+  note: Pick<NoteDoc, "_id" | "collection" | "recordId">,
+  details: Record<string, unknown> = {},
+) {
   return deps.store.logs.appendActivity({
     projectId: scope.ids.projectId,
     environmentId: scope.ids.environmentId,
@@ -84,7 +91,14 @@ async function createNoteCall(deps: Deps, req: CreateNoteRequest, ctx: HandlerCo
   checkTitle(req.title);
   const coll = await deps.store.directory.collections.byName(scope.ids.environmentId, req.collection);
   if (!coll) throw fail.invalid(`unknown collection "${req.collection}" in this environment`);
-  const doc = await createNote(deps.store, { ...scope.ids, collection: req.collection, recordId: req.recordId, title: req.title, content: req.content, user: scope.author });
+  const doc = await createNote(deps.store, {
+    ...scope.ids,
+    collection: req.collection,
+    recordId: req.recordId,
+    title: req.title,
+    content: req.content,
+    user: scope.author,
+  });
   await activity(deps, ctx, scope, "note.created", doc, { messageId: doc.messages[0]!.id, title: doc.title });
   return { note: noteOf(doc) };
 }
@@ -95,8 +109,15 @@ async function listNotes(deps: Deps, codec: CursorCodec, req: ListNotesRequest, 
   const f = req.filter;
   const archived = f?.archived;
   const hash = bindingHash({
-    list: "notes", scope: scope.ids.environmentId, order: p.order, from: p.from?.toISOString(), to: p.to?.toISOString(),
-    collection: f?.collection, recordId: f?.recordId, userId: f?.userId, archived: archived === undefined ? undefined : String(archived),
+    list: "notes",
+    scope: scope.ids.environmentId,
+    order: p.order,
+    from: p.from?.toISOString(),
+    to: p.to?.toISOString(),
+    collection: f?.collection,
+    recordId: f?.recordId,
+    userId: f?.userId,
+    archived: archived === undefined ? undefined : String(archived),
   });
   const pos = p.cursor ? codec.decode(p.cursor, hash) : undefined;
   const asc = p.order === "asc";

@@ -23,7 +23,12 @@ export const MAX_WAIT_SECONDS = 60;
 /** WatchRun re-checks the caller's access at least this often while nothing changes. */
 const WATCH_RECHECK_MS = 60_000;
 
-async function authorize(deps: Deps, ctx: HandlerContext, runId: string, opts: { cancel?: boolean } = {}): Promise<{ principal: AppPrincipal | ApiPrincipal; run: RunDoc }> {
+async function authorize(
+  deps: Deps,
+  ctx: HandlerContext,
+  runId: string,
+  opts: { cancel?: boolean } = {},
+): Promise<{ principal: AppPrincipal | ApiPrincipal; run: RunDoc }> {
   const principal = await authenticateAny(deps.store.directory, authorization(ctx));
   if (opts.cancel && principal.kind === "api") throw fail.denied("runs are cancelled with an application token, not a project API token");
   if (!isUuid(runId)) throw fail.invalid("run_id must be a UUID");

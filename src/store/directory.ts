@@ -78,7 +78,8 @@ function rolesStore(d: Database) {
     },
     remove: async (projectId: string, userId: string) => void (await d.projectRoles.deleteOne({ _id: projectRoleId(projectId, userId) })),
     /** The ids of the projects the user has a role on. */
-    projectsOf: async (userId: string): Promise<string[]> => (await d.projectRoles.find({ userId }, { projection: { projectId: 1 } }).toArray()).map((r) => r.projectId),
+    projectsOf: async (userId: string): Promise<string[]> =>
+      (await d.projectRoles.find({ userId }, { projection: { projectId: 1 } }).toArray()).map((r) => r.projectId),
   };
 }
 
@@ -120,14 +121,23 @@ function workflowsStore(d: Database) {
      * null when it changed meanwhile or is gone.
      */
     pushVersion: (id: string, count: number, version: T.WorkflowVersionDoc, triggerRoles?: Role[]) =>
-      d.workflows.findOneAndUpdate({ _id: id, versions: { $size: count } }, { $push: { versions: version }, ...(triggerRoles ? { $set: { triggerRoles } } : {}) }, { returnDocument: "after" }),
+      d.workflows.findOneAndUpdate(
+        { _id: id, versions: { $size: count } },
+        { $push: { versions: version }, ...(triggerRoles ? { $set: { triggerRoles } } : {}) },
+        { returnDocument: "after" },
+      ),
     /** Deactivates the version at `index` if it is still `version`; the workflow after, or null. */
     deactivateVersion: (id: string, index: number, version: number) =>
-      d.workflows.findOneAndUpdate({ _id: id, [`versions.${index}.version`]: version }, { $set: { [`versions.${index}.active`]: false } }, { returnDocument: "after" }),
+      d.workflows.findOneAndUpdate(
+        { _id: id, [`versions.${index}.version`]: version },
+        { $set: { [`versions.${index}.active`]: false } },
+        { returnDocument: "after" },
+      ),
     /** The workflow after the change, or null when it is gone. */
     changeWebhook: (id: string, change: WebhookChange) => d.workflows.findOneAndUpdate({ _id: id }, WEBHOOK_UPDATES[change], { returnDocument: "after" }),
     /** Sets the webhook's rate limit; the workflow before the change, or null when it is gone. */
-    setWebhookRateLimit: (id: string, limit: number) => d.workflows.findOneAndUpdate({ _id: id }, { $set: { "webhook.rateLimitPerMinute": limit } }, { returnDocument: "before" }),
+    setWebhookRateLimit: (id: string, limit: number) =>
+      d.workflows.findOneAndUpdate({ _id: id }, { $set: { "webhook.rateLimitPerMinute": limit } }, { returnDocument: "before" }),
   };
 }
 

@@ -39,7 +39,19 @@ const UNAVAILABLE_CODES = new Set([
  * EPIPE ("This socket has been ended by the other party") from a write to a connection the
  * server had just closed. runhook's handlers open no other sockets, so these come from the driver.
  */
-const SOCKET_ERRORS = new Set(["EPIPE", "ECONNRESET", "ECONNREFUSED", "ECONNABORTED", "ETIMEDOUT", "ENOTCONN", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN", "ERR_STREAM_DESTROYED", "ERR_STREAM_WRITE_AFTER_END"]);
+const SOCKET_ERRORS = new Set([
+  "EPIPE",
+  "ECONNRESET",
+  "ECONNREFUSED",
+  "ECONNABORTED",
+  "ETIMEDOUT",
+  "ENOTCONN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENETDOWN",
+  "ERR_STREAM_DESTROYED",
+  "ERR_STREAM_WRITE_AFTER_END",
+]);
 
 /**
  * The database could not be reached: the operation may succeed later. What an outage
@@ -53,7 +65,13 @@ const SOCKET_ERRORS = new Set(["EPIPE", "ECONNRESET", "ECONNREFUSED", "ECONNABOR
 export function isUnavailable(err: unknown): boolean {
   if (err instanceof MongoNetworkError || err instanceof MongoServerSelectionError) return true;
   if (err instanceof Error && SOCKET_ERRORS.has((err as NodeJS.ErrnoException).code ?? "")) return true;
-  if (err instanceof MongoTopologyClosedError || err instanceof MongoClientClosedError || err instanceof MongoNotConnectedError || err instanceof MongoServerClosedError) return true;
+  if (
+    err instanceof MongoTopologyClosedError ||
+    err instanceof MongoClientClosedError ||
+    err instanceof MongoNotConnectedError ||
+    err instanceof MongoServerClosedError
+  )
+    return true;
   return err instanceof MongoServerError && typeof err.code === "number" && UNAVAILABLE_CODES.has(err.code);
 }
 

@@ -33,7 +33,19 @@ export interface Store {
 
 export function createStore(db: Database): Store {
   const counters = counterStore(db);
-  return { db, databaseName: db.name, directory: directoryStore(db), runs: runStore(db), logs: logStore(db, counters), notes: noteStore(db, counters), counters, rateLimits: rateLimitStore(db), idempotencyKeys: idempotencyKeyStore(db), records: recordStore(db), immutable: immutableStore(db) };
+  return {
+    db,
+    databaseName: db.name,
+    directory: directoryStore(db),
+    runs: runStore(db),
+    logs: logStore(db, counters),
+    notes: noteStore(db, counters),
+    counters,
+    rateLimits: rateLimitStore(db),
+    idempotencyKeys: idempotencyKeyStore(db),
+    records: recordStore(db),
+    immutable: immutableStore(db),
+  };
 }
 
 export { connect, databaseName, type Database, type CommandFailedEvent, type CommandStartedEvent, type CommandSucceededEvent } from "./connection.js";

@@ -95,7 +95,12 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
  */
 async function changeExpiry(d: Database, t: TtlIndex): Promise<void> {
   const coll = d[t.collection];
-  const existing = (await coll.listIndexes().toArray().catch(() => [])).find((i) => {
+  const existing = (
+    await coll
+      .listIndexes()
+      .toArray()
+      .catch(() => [])
+  ).find((i) => {
     const keys = Object.keys(i.key as object);
     return keys.length === 1 && keys[0] === t.field && i.expireAfterSeconds !== undefined;
   });

@@ -16,7 +16,11 @@ import type { ActivityLogDoc, AdminLogDoc } from "./types.js";
 export type LogKind = "activity" | "admin";
 export type LogDocOf<K extends LogKind> = K extends "activity" ? ActivityLogDoc : AdminLogDoc;
 /** What every stored position has: an entry or a tombstone. */
-export interface Position { _id: string; seq: number; tomb?: true }
+export interface Position {
+  _id: string;
+  seq: number;
+  tomb?: true;
+}
 
 /** Digits of the zero-padded sequence number in an entry's `_id` (string order = number order). */
 export const SEQ_DIGITS = 12;
@@ -139,7 +143,17 @@ function selectionFilter(kind: LogKind, s: LogSelection, r: SeqRange): Record<st
 function tombstoneDoc(kind: LogKind, stream: string, seq: number): Position {
   const base = { _id: streamKey(stream, seq), seq, tomb: true as const, timestamp: new Date(), projectId: null, action: "", details: {} };
   return kind === "activity"
-    ? ({ ...base, environmentId: null, environment: "", rendering: null, user: { id: "", email: "" }, via: "api", collection: null, recordId: null, runId: null } as Position)
+    ? ({
+        ...base,
+        environmentId: null,
+        environment: "",
+        rendering: null,
+        user: { id: "", email: "" },
+        via: "api",
+        collection: null,
+        recordId: null,
+        runId: null,
+      } as Position)
     : ({ ...base, organizationId: null, environment: null, actor: { id: "", email: "" }, target: "" } as Position);
 }
 
@@ -209,19 +223,33 @@ export function logStore(d: Database, counters: CounterStore): LogStore {
       return colls[kind].findOne({ _id: streamKey(stream, seq) }, projection ? { projection } : {});
     },
     async entries(kind, stream, r, order, limit) {
-      const docs = await colls[kind].find({ _id: keyRange(stream, r), tomb: { $exists: false } } as Filter<Position>).sort({ _id: order }).limit(limit).toArray();
+      const docs = await colls[kind]
+        .find({ _id: keyRange(stream, r), tomb: { $exists: false } } as Filter<Position>)
+        .sort({ _id: order })
+        .limit(limit)
+        .toArray();
       return docs as unknown as LogDocOf<typeof kind>[];
     },
     positions(kind, stream, after, upTo) {
-      return colls[kind].find({ _id: keyRange(stream, { after, upTo }) } as Filter<Position>).sort({ _id: 1 }).toArray();
+      return colls[kind]
+        .find({ _id: keyRange(stream, { after, upTo }) } as Filter<Position>)
+        .sort({ _id: 1 })
+        .toArray();
     },
     tombstone,
     async select(kind, s, r, order, limit) {
-      const docs = await colls[kind].find(selectionFilter(kind, s, r) as Filter<Position>).sort({ seq: order }).limit(limit).toArray();
+      const docs = await colls[kind]
+        .find(selectionFilter(kind, s, r) as Filter<Position>)
+        .sort({ seq: order })
+        .limit(limit)
+        .toArray();
       return docs as unknown as LogDocOf<typeof kind>[];
     },
     async *scan(kind, s, r, order) {
-      const cursor = colls[kind].find(selectionFilter(kind, s, r) as Filter<Position>).sort({ seq: order }).batchSize(1000);
+      const cursor = colls[kind]
+        .find(selectionFilter(kind, s, r) as Filter<Position>)
+        .sort({ seq: order })
+        .batchSize(1000);
       try {
         for await (const doc of cursor) yield doc as unknown as LogDocOf<typeof kind>;
       } finally {

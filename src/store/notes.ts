@@ -54,7 +54,11 @@ export function noteStore(d: Database, counters: CounterStore): NoteStore {
       if (s.archived !== undefined) f.archivedAt = s.archived ? { $ne: null } : null;
       if (s.from || s.to) f.createdAt = { ...(s.from ? { $gte: s.from } : {}), ...(s.to ? { $lt: s.to } : {}) };
       if (pos !== undefined) f.seq = order === 1 ? { $gt: pos } : { $lt: pos };
-      return d.notes.find(f as Filter<NoteDoc>).sort({ seq: order }).limit(limit).toArray();
+      return d.notes
+        .find(f as Filter<NoteDoc>)
+        .sort({ seq: order })
+        .limit(limit)
+        .toArray();
     },
     update: (scope, id, set) => d.notes.findOneAndUpdate(scoped(scope, id), { $set: set }, { returnDocument: "after" }),
     remove: (scope, id) => d.notes.findOneAndDelete(scoped(scope, id)),

@@ -31,7 +31,11 @@ export function rateLimitStore(d: Database): RateLimitStore {
       for (let attempt = 0; ; attempt++) {
         try {
           // "before" + 1, for the reason given in counters.ts.
-          const before = await d.rateLimits.findOneAndUpdate({ _id }, { $inc: { count: 1 }, $setOnInsert: { expiresAt: new Date(windowEnd) } }, { upsert: true, returnDocument: "before" });
+          const before = await d.rateLimits.findOneAndUpdate(
+            { _id },
+            { $inc: { count: 1 }, $setOnInsert: { expiresAt: new Date(windowEnd) } },
+            { upsert: true, returnDocument: "before" },
+          );
           count = (before?.count ?? 0) + 1;
           break;
         } catch (err) {

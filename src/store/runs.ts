@@ -109,7 +109,11 @@ function conditionFilter(id: string, c: RunCondition): Record<string, unknown> {
   return f;
 }
 
-const owned = (owner: string, stepIndex?: number): RunCondition => ({ state: ["RUNNING"], leaseOwner: owner, ...(stepIndex === undefined ? {} : { stepIndex }) });
+const owned = (owner: string, stepIndex?: number): RunCondition => ({
+  state: ["RUNNING"],
+  leaseOwner: owner,
+  ...(stepIndex === undefined ? {} : { stepIndex }),
+});
 
 /** The fields that finish a run: final state, and the (workflow, record) slot freed for the next call. */
 function finishing(runId: string, state: RunState, error: string, now: Date): Record<string, unknown> {
@@ -133,7 +137,14 @@ function runChanges(d: Database): RunChanges {
     renewLease: (id, owner, until) => change(id, owned(owner), { "lease.expiresAt": until }, false),
     replaceLease: (id, owner, lease) => change(id, owned(owner), { lease }, false),
     startStep(id, owner, index, start, leaseUntil) {
-      const step = stepFields(index, { state: "RUNNING", startedAt: start.startedAt, finishedAt: null, error: "", attempts: start.attempts, executor: start.executor });
+      const step = stepFields(index, {
+        state: "RUNNING",
+        startedAt: start.startedAt,
+        finishedAt: null,
+        error: "",
+        attempts: start.attempts,
+        executor: start.executor,
+      });
       return change(id, owned(owner, index), { ...step, "lease.expiresAt": leaseUntil, updatedAt: new Date() });
     },
     completeStep(id, owner, index, output, leaseUntil) {

@@ -4,15 +4,61 @@
 export const ROLES = ["admin", "editor", "user"] as const;
 export type Role = (typeof ROLES)[number];
 
-export interface OrganizationDoc { _id: string; name: string; createdAt: Date }
-export interface UserDoc { _id: string; organizationId: string; email: string; name: string; organizationAdmin: boolean; createdAt: Date }
-export interface ProjectDoc { _id: string; organizationId: string; name: string; requiresSso: boolean; createdAt: Date }
+export interface OrganizationDoc {
+  _id: string;
+  name: string;
+  createdAt: Date;
+}
+export interface UserDoc {
+  _id: string;
+  organizationId: string;
+  email: string;
+  name: string;
+  organizationAdmin: boolean;
+  createdAt: Date;
+}
+export interface ProjectDoc {
+  _id: string;
+  organizationId: string;
+  name: string;
+  requiresSso: boolean;
+  createdAt: Date;
+}
 /** One document per (project, user): the user's role on the project. _id = `${projectId}:${userId}`. */
-export interface ProjectRoleDoc { _id: string; projectId: string; userId: string; role: Role }
-export interface EnvironmentDoc { _id: string; projectId: string; name: string; dataDatabase: string; createdAt: Date }
-export interface TeamDoc { _id: string; projectId: string; name: string; memberIds: string[]; createdAt: Date }
-export interface RenderingDoc { _id: string; projectId: string; teamId: string; environmentId: string; createdAt: Date }
-export interface CollectionDoc { _id: string; environmentId: string; name: string; primaryKey: string[]; createdAt: Date }
+export interface ProjectRoleDoc {
+  _id: string;
+  projectId: string;
+  userId: string;
+  role: Role;
+}
+export interface EnvironmentDoc {
+  _id: string;
+  projectId: string;
+  name: string;
+  dataDatabase: string;
+  createdAt: Date;
+}
+export interface TeamDoc {
+  _id: string;
+  projectId: string;
+  name: string;
+  memberIds: string[];
+  createdAt: Date;
+}
+export interface RenderingDoc {
+  _id: string;
+  projectId: string;
+  teamId: string;
+  environmentId: string;
+  createdAt: Date;
+}
+export interface CollectionDoc {
+  _id: string;
+  environmentId: string;
+  name: string;
+  primaryKey: string[];
+  createdAt: Date;
+}
 /** _id = `${renderingId}:${collectionId}` */
 export interface PermissionDoc {
   _id: string;
@@ -29,8 +75,18 @@ export type StepDoc =
   | { type: "add_note"; content: string; title: string }
   | { type: "wait"; seconds: number };
 
-export interface WorkflowVersionDoc { version: number; active: boolean; steps: StepDoc[]; publishedAt: Date }
-export interface WebhookDoc { enabled: boolean; generation: number; rateLimitPerMinute: number; everEnabled: boolean }
+export interface WorkflowVersionDoc {
+  version: number;
+  active: boolean;
+  steps: StepDoc[];
+  publishedAt: Date;
+}
+export interface WebhookDoc {
+  enabled: boolean;
+  generation: number;
+  rateLimitPerMinute: number;
+  everEnabled: boolean;
+}
 export interface WorkflowDoc {
   _id: string;
   projectId: string;
@@ -54,8 +110,12 @@ export interface TokenDocBase {
   revokedAt: Date | null;
   createdAt: Date;
 }
-export interface AppTokenDoc extends TokenDocBase { sso: boolean }
-export interface ApiTokenDoc extends TokenDocBase { projectId: string }
+export interface AppTokenDoc extends TokenDocBase {
+  sso: boolean;
+}
+export interface ApiTokenDoc extends TokenDocBase {
+  projectId: string;
+}
 
 export type RunState = "QUEUED" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
 export const ONGOING_STATES: RunState[] = ["QUEUED", "RUNNING"];
@@ -113,7 +173,10 @@ export interface RunDoc {
   version: number;
 }
 
-export interface UserRefDoc { id: string; email: string }
+export interface UserRefDoc {
+  id: string;
+  email: string;
+}
 
 /**
  * One entry of an environment's activity log (stream `a:<environmentId>`, see
@@ -154,7 +217,12 @@ export interface AdminLogDoc {
   details: Record<string, unknown>;
 }
 
-export interface NoteMessageDoc { id: string; content: string; user: UserRefDoc; createdAt: Date }
+export interface NoteMessageDoc {
+  id: string;
+  content: string;
+  user: UserRefDoc;
+  createdAt: Date;
+}
 export interface NoteDoc {
   _id: string;
   /** Creation order, for stable paging. */
@@ -171,13 +239,26 @@ export interface NoteDoc {
   archivedAt: Date | null;
 }
 
-export interface CounterDoc { _id: string; seq: number }
+export interface CounterDoc {
+  _id: string;
+  seq: number;
+}
 /** A fixed-window rate-limit counter, `_id` = `${bucket}:${windowStart}`; removed once `expiresAt` has passed. */
-export interface RateLimitDoc { _id: string; count: number; expiresAt: Date }
+export interface RateLimitDoc {
+  _id: string;
+  count: number;
+  expiresAt: Date;
+}
 /**
  * An idempotency key of trigger calls, reserved by the first call that used it: `_id` names the
  * (workflow, token user, key), `runId` the run that call starts (chosen before the run is
  * stored, so a repeat finds it), `requestHash` what that call asked for. Removed once
  * `expiresAt` has passed.
  */
-export interface IdempotencyKeyDoc { _id: string; runId: string; requestHash: string; reservedAt: Date; expiresAt: Date }
+export interface IdempotencyKeyDoc {
+  _id: string;
+  runId: string;
+  requestHash: string;
+  reservedAt: Date;
+  expiresAt: Date;
+}

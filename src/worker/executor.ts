@@ -45,10 +45,13 @@ export function startExecutors(deps: Deps): Executors {
     log,
     stopping: stopped.signal,
     wakeAt(until) {
-      const timer = setTimeout(() => {
-        wakeUps.delete(timer);
-        void claimer.pump(true);
-      }, Math.max(0, until.getTime() - Date.now()) + 5);
+      const timer = setTimeout(
+        () => {
+          wakeUps.delete(timer);
+          void claimer.pump(true);
+        },
+        Math.max(0, until.getTime() - Date.now()) + 5,
+      );
       timer.unref();
       wakeUps.add(timer);
     },

@@ -53,14 +53,19 @@ export function holdLease(env: LeaseEnv, log: Logger, id: string, owner: string,
     if (!(await env.machine.renew(id, owner, new Date(Date.now() + env.leaseMs)))) return onGone();
     lastRenew = Date.now();
   };
-  const timer = setInterval(() => {
-    // One beat at a time: piling up renewals of one run would only contend with its steps' updates.
-    if (beating) return;
-    beating = true;
-    beat = tick()
-      .catch((err: unknown) => (isUnavailable(err) ? log.debug({ err }, "lease renewal failed: the database is unreachable") : log.warn({ err }, "lease renewal failed")))
-      .finally(() => (beating = false));
-  }, Math.max(50, Math.floor(env.renewEveryMs / 2)));
+  const timer = setInterval(
+    () => {
+      // One beat at a time: piling up renewals of one run would only contend with its steps' updates.
+      if (beating) return;
+      beating = true;
+      beat = tick()
+        .catch((err: unknown) =>
+          isUnavailable(err) ? log.debug({ err }, "lease renewal failed: the database is unreachable") : log.warn({ err }, "lease renewal failed"),
+        )
+        .finally(() => (beating = false));
+    },
+    Math.max(50, Math.floor(env.renewEveryMs / 2)),
+  );
   const stop = async () => {
     clearInterval(timer);
     await beat;

@@ -148,7 +148,9 @@ type StepOutcome = { kind: "next"; run: RunDoc } | { kind: "finished" } | { kind
 /** Records the start of the step (its attempt `attempts`) and extends the lease; the run after it, or null when it is no longer ours. */
 async function startStep(s: StepContext, startedAt: Date, attempts: number): Promise<RunDoc | null> {
   const { env } = s;
-  return s.changed(await env.machine.stepStarted(s.run._id, s.owner, s.index, { startedAt, attempts, executor: env.executorId }, new Date(startedAt.getTime() + env.leaseMs)));
+  return s.changed(
+    await env.machine.stepStarted(s.run._id, s.owner, s.index, { startedAt, attempts, executor: env.executorId }, new Date(startedAt.getTime() + env.leaseMs)),
+  );
 }
 
 async function runStep(s: StepContext): Promise<StepOutcome> {
@@ -180,7 +182,8 @@ async function waitStep(s: StepContext<Extract<StepDoc, { type: "wait" }>>): Pro
   const { env, index: i } = s;
   const prev = s.run.steps[i]!;
   const seconds = Number(s.step.seconds);
-  if (!Number.isFinite(seconds) || seconds < 0 || seconds > MAX_WAIT_STEP_SECONDS) return { kind: "failed", error: `wait: seconds must be between 0 and ${MAX_WAIT_STEP_SECONDS}` };
+  if (!Number.isFinite(seconds) || seconds < 0 || seconds > MAX_WAIT_STEP_SECONDS)
+    return { kind: "failed", error: `wait: seconds must be between 0 and ${MAX_WAIT_STEP_SECONDS}` };
   let startedAt = prev.state === "RUNNING" ? prev.startedAt : null;
   if (!startedAt) {
     startedAt = new Date();

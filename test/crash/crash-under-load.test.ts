@@ -37,7 +37,12 @@ let mainUrl: string;
 let limitedUrl: string;
 
 const env = { RUNHOOK_EXECUTOR_LEASE_MS: String(LEASE_MS), RUNHOOK_EXECUTOR_POLL_MS: String(POLL_MS), RUNHOOK_API_RATE_LIMIT: "1000000" };
-const steps = [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "done" } }, { type: "add_note", content: "<p>ran</p>", title: "" }] as const;
+const steps = [
+  { type: "load_record" },
+  { type: "wait", seconds: 1 },
+  { type: "update_record", set: { status: "done" } },
+  { type: "add_note", content: "<p>ran</p>", title: "" },
+] as const;
 
 beforeAll(async () => {
   dbName = testDbName();
@@ -49,7 +54,8 @@ beforeAll(async () => {
   await db.workflows.updateOne({ _id: limited.workflowId }, { $set: { "webhook.rateLimitPerMinute": LIMIT } });
   [a, b, worker] = await Promise.all([spawnServer(dbName, { env }), spawnServer(dbName, { env }), spawnServer(dbName, { mode: "worker", env })]);
   for (const c of [a, b, worker]) logs.set(c, collectLogs(c.child));
-  const path = async (w: World) => new URL((await adminClient(a.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId })).workflow!.webhook!.url).pathname;
+  const path = async (w: World) =>
+    new URL((await adminClient(a.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId })).workflow!.webhook!.url).pathname;
   [mainUrl, limitedUrl] = [await path(main), await path(limited)];
 });
 
@@ -115,7 +121,8 @@ describe("crash under load", () => {
 
     /** Kills a process and follows the runs it held: when each was taken over (new owner) or finished. */
     const takeovers: Array<{ who: string; runs: number; maxMs: number }> = [];
-    const heldBy = async (pid: string) => (await db.runs.find({ workflowId: { $in: workflows }, state: "RUNNING" }).toArray()).filter((r) => pidOf(r.lease?.owner) === pid);
+    const heldBy = async (pid: string) =>
+      (await db.runs.find({ workflowId: { $in: workflows }, state: "RUNNING" }).toArray()).filter((r) => pidOf(r.lease?.owner) === pid);
     const kill = async (c: ChildServer, who: string) => {
       const pid = String(c.child.pid);
       dead.add(c);
@@ -205,7 +212,14 @@ describe("crash under load", () => {
     // The surviving server never crashed.
     expect(b.child.exitCode).toBeNull();
     const lines = [...logs.values()].flatMap((l) => l.lines());
-    expect(lines.filter((l) => l.msg === "unhandled error" || l.msg === "webhook trigger failed" || l.msg === "unhandled error in an RPC" || l.msg === "executor failed on a run").map((l) => JSON.stringify(l).slice(0, 300))).toEqual([]);
+    expect(
+      lines
+        .filter(
+          (l) =>
+            l.msg === "unhandled error" || l.msg === "webhook trigger failed" || l.msg === "unhandled error in an RPC" || l.msg === "executor failed on a run",
+        )
+        .map((l) => JSON.stringify(l).slice(0, 300)),
+    ).toEqual([]);
 
     // Every 202'd run exists and finished — and succeeded, even those cut off by a kill.
     const byId = new Map(runs.map((r) => [r._id, r]));
@@ -232,7 +246,8 @@ describe("crash under load", () => {
       list.sort((x, y) => x.startedAt!.getTime() - y.startedAt!.getTime());
       for (let i = 1; i < list.length; i++) {
         const [prev, next] = [list[i - 1]!, list[i]!];
-        if (next.startedAt!.getTime() < prev.finishedAt!.getTime() - CLOCK_SLACK_MS) overlaps.push(`${key}: ${prev._id} finished ${prev.finishedAt!.toISOString()}, ${next._id} started ${next.startedAt!.toISOString()}`);
+        if (next.startedAt!.getTime() < prev.finishedAt!.getTime() - CLOCK_SLACK_MS)
+          overlaps.push(`${key}: ${prev._id} finished ${prev.finishedAt!.toISOString()}, ${next._id} started ${next.startedAt!.toISOString()}`);
       }
     }
     expect(overlaps).toEqual([]);

@@ -59,7 +59,12 @@ beforeAll(async () => {
   w = await createWorld(db, {
     records: Array.from({ length: RECORDS }, (_, i) => ({ id: `r${i}`, status: "new" })),
     // Data steps on both sides of a wait: some runs are cut off mid-step by the outage.
-    steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "done" } }, { type: "add_note", content: "<p>ran</p>", title: "" }],
+    steps: [
+      { type: "load_record" },
+      { type: "wait", seconds: 1 },
+      { type: "update_record", set: { status: "done" } },
+      { type: "add_note", content: "<p>ran</p>", title: "" },
+    ],
   });
   // The rate limits are not what this test is about.
   await db.workflows.updateOne({ _id: w.workflowId }, { $set: { "webhook.rateLimitPerMinute": 1_000_000 } });
@@ -118,7 +123,10 @@ describe("database outage under load", () => {
         const last = [...runIds].at(-1);
         const c =
           k % 2 === 0 || !last
-            ? await timedFetch("v1", server.baseUrl, `/v1/project/${w.projectName}/environment/${w.environmentName}/activity-logs?limit=5&order=desc`, { headers: { authorization: `Bearer ${w.apiToken}` }, hangMs: HANG_MS })
+            ? await timedFetch("v1", server.baseUrl, `/v1/project/${w.projectName}/environment/${w.environmentName}/activity-logs?limit=5&order=desc`, {
+                headers: { authorization: `Bearer ${w.apiToken}` },
+                hangMs: HANG_MS,
+              })
             : await timedFetch("v1", server.baseUrl, `/v1/runs/${last}`, { headers: { authorization: `Bearer ${w.userToken}` }, hangMs: HANG_MS });
         calls.push(c);
         await sleep(20);
@@ -143,11 +151,17 @@ describe("database outage under load", () => {
       while (!stop) {
         const at = Date.now();
         const [readyz, native, viaGateway] = await Promise.all([
-          fetch(`${server.baseUrl}/readyz`, { signal: AbortSignal.timeout(HANG_MS) }).then((r) => r.status, () => "error" as const),
-          grpcUnary(server.grpcAddr, "/grpc.health.v1.Health/Check", HealthCheckRequestSchema, HealthCheckResponseSchema, { service: "" }, undefined, { deadlineMs: HANG_MS }).then((r) =>
-            r.error ? `error ${r.error.code}` : statusName(r.value!.status),
+          fetch(`${server.baseUrl}/readyz`, { signal: AbortSignal.timeout(HANG_MS) }).then(
+            (r) => r.status,
+            () => "error" as const,
           ),
-          connectHealth.check({ service: "" }, { timeoutMs: HANG_MS }).then((r) => statusName(r.status), (e: Error) => `error ${e.message}`),
+          grpcUnary(server.grpcAddr, "/grpc.health.v1.Health/Check", HealthCheckRequestSchema, HealthCheckResponseSchema, { service: "" }, undefined, {
+            deadlineMs: HANG_MS,
+          }).then((r) => (r.error ? `error ${r.error.code}` : statusName(r.value!.status))),
+          connectHealth.check({ service: "" }, { timeoutMs: HANG_MS }).then(
+            (r) => statusName(r.status),
+            (e: Error) => `error ${e.message}`,
+          ),
         ]);
         probes.push({ at, readyz, grpc: native, connect: viaGateway });
         await sleep(200);
@@ -203,7 +217,8 @@ describe("database outage under load", () => {
     const during = calls.filter((c) => c.start >= tStopped && c.end <= tUp);
     const straddling = calls.filter((c) => c.start < tUp && c.end > tStop && !during.includes(c));
     const after = calls.filter((c) => c.start >= tUp);
-    const answered = (c: Call) => (c.kind === "grpc" ? c.status === grpc.status.OK || c.status === grpc.status.ALREADY_EXISTS : typeof c.status === "number" && c.status < 500);
+    const answered = (c: Call) =>
+      c.kind === "grpc" ? c.status === grpc.status.OK || c.status === grpc.status.ALREADY_EXISTS : typeof c.status === "number" && c.status < 500;
     const firstSuccess = Math.min(...calls.filter((c) => c.end > tUp && answered(c)).map((c) => c.end));
     const preOutageRuns = runs.filter((r) => r.createdAt.getTime() < tStop);
     const stepStartsAfter = runs.flatMap((r) => r.steps.map((s) => s.startedAt?.getTime() ?? 0)).filter((t) => t >= tUp);
@@ -241,7 +256,10 @@ describe("database outage under load", () => {
       restartToAllRunsFinishedMs: tAllFinished - tUp,
       loadEndToAllRunsFinishedMs: tAllFinished - tLoadEnd,
       driverClientReplaced: count("the database driver's server monitor was stuck"),
-      errorLogLines: tally(lines.filter((l) => Number(l.level) >= 50), (l) => String(l.msg)),
+      errorLogLines: tally(
+        lines.filter((l) => Number(l.level) >= 50),
+        (l) => String(l.msg),
+      ),
       testMs: Date.now() - t0,
     };
     console.log(`[db-outage] ${JSON.stringify(figures, null, 2)}`);
@@ -253,19 +271,32 @@ describe("database outage under load", () => {
     expect(count("database reachable again: executors claim and run again")).toBe(1);
     expect(count("database unreachable: calls answer 503")).toBe(1);
     expect(count("database reachable again: serving")).toBe(1);
-    expect(lines.filter((l) => l.msg === "unhandled error" || l.msg === "webhook trigger failed" || l.msg === "unhandled error in an RPC" || l.msg === "executor failed on a run")).toEqual([]);
+    expect(
+      lines.filter(
+        (l) =>
+          l.msg === "unhandled error" || l.msg === "webhook trigger failed" || l.msg === "unhandled error in an RPC" || l.msg === "executor failed on a run",
+      ),
+    ).toEqual([]);
     expect(logs.raw()).not.toMatch(/Unhandled|uncaught/i);
 
     // ---- during the outage: 503 unavailable with Retry-After (gRPC: UNAVAILABLE + retry-after), never a hang
     expect(during.length).toBeGreaterThan(10);
     for (const c of during) {
       if (c.kind === "grpc") expect({ status: c.status, retryAfter: c.retryAfter }).toEqual({ status: grpc.status.UNAVAILABLE, retryAfter: "5" });
-      else expect({ kind: c.kind, status: c.status, code: c.code, retryAfter: c.retryAfter }).toEqual({ kind: c.kind, status: 503, code: "unavailable", retryAfter: "5" });
+      else
+        expect({ kind: c.kind, status: c.status, code: c.code, retryAfter: c.retryAfter }).toEqual({
+          kind: c.kind,
+          status: 503,
+          code: "unavailable",
+          retryAfter: "5",
+        });
     }
     expect(new Set(during.map((c) => c.kind))).toEqual(new Set(["webhook", "v1", "grpc"]));
     // Calls cut by the stop or waiting for the restart answered too: never a hang (no answer
     // within HANG_MS, half the request timeout), never a 500.
-    expect(calls.filter((c) => c.status === "hang" || c.status === "error" || c.status === 500).map((c) => `${c.kind} ${c.status} ${ms(c)} ms ${c.detail ?? ""}`)).toEqual([]);
+    expect(
+      calls.filter((c) => c.status === "hang" || c.status === "error" || c.status === 500).map((c) => `${c.kind} ${c.status} ${ms(c)} ms ${c.detail ?? ""}`),
+    ).toEqual([]);
     // A call made while the database is away is refused after one wait of RUNHOOK_DB_TIMEOUT_MS
     // for it (plus a loaded machine's scheduling).
     expect(during.filter((c) => ms(c) >= DB_TIMEOUT_MS + 2000).map((c) => `${c.kind} ${ms(c)} ms`)).toEqual([]);

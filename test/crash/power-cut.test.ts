@@ -114,7 +114,10 @@ async function loadAndCut(round: number, killAfterMs: number): Promise<{ acked: 
     }
   };
   await Promise.all(Array.from({ length: CALLERS }, caller));
-  expect(cut, `no 202 after ${killAfterMs} ms (${JSON.stringify(tally(statuses, (s) => s))}); runhook exit ${server!.child.exitCode ?? server!.child.signalCode}; its output:\n${serverLogs.raw().slice(-3000)}`).toBe(true);
+  expect(
+    cut,
+    `no 202 after ${killAfterMs} ms (${JSON.stringify(tally(statuses, (s) => s))}); runhook exit ${server!.child.exitCode ?? server!.child.signalCode}; its output:\n${serverLogs.raw().slice(-3000)}`,
+  ).toBe(true);
   for (const deadline = Date.now() + 10_000; pids.some(pidAlive) && Date.now() < deadline; ) await sleep(20);
   return { acked, statuses: tally(statuses, (s) => s) };
 }
@@ -127,7 +130,10 @@ async function readActivityLog(ms: number): Promise<Array<{ action: string; runI
   for (let cursor: string | undefined; ; ) {
     expect(Date.now(), "the activity log did not end").toBeLessThan(deadline);
     const qs = new URLSearchParams({ order: "asc", limit: "500", ...(cursor ? { cursor } : {}) });
-    const res = await fetch(`${server!.baseUrl}${path}?${qs}`, { headers: { authorization: `Bearer ${world.apiToken}` }, signal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) });
+    const res = await fetch(`${server!.baseUrl}${path}?${qs}`, {
+      headers: { authorization: `Bearer ${world.apiToken}` },
+      signal: AbortSignal.timeout(Math.max(1, deadline - Date.now())),
+    });
     expect(res.status).toBe(200);
     const body = (await res.json()) as { activityLogs: Array<{ action: string; runId?: string }>; hasMore: boolean; nextCursor?: string };
     entries.push(...body.activityLogs);
@@ -137,87 +143,100 @@ async function readActivityLog(ms: number): Promise<Array<{ action: string; runI
 }
 
 describe("power cut", () => {
-  it(`${ROUNDS} × SIGKILL of runhook and its database together right after a 202: nothing acknowledged is lost`, async () => {
-    const allAcked: string[] = [];
-    const figures: Array<{ round: number; killAfterMs: number; acked: number; statuses: Record<string, number>; lost: number }> = [];
-    for (let round = 0; round < ROUNDS; round++) {
-      const killAfterMs = KILL_AFTER_MS + Math.floor(Math.random() * KILL_AFTER_MS);
-      const { acked, statuses } = await loadAndCut(round, killAfterMs);
-      // A round with nothing acknowledged would check nothing.
-      expect(acked.length, `round ${round}: no acknowledged runId (${JSON.stringify(statuses)})`).toBeGreaterThan(0);
-      allAcked.push(...acked);
-      await start();
-      const found = await db!.runs.countDocuments({ _id: { $in: acked } }).catch((err: Error) => {
-        throw new Error(`round ${round}: ${err.message}; runhook exit ${server!.child.exitCode ?? server!.child.signalCode}, java alive ${pidAlive(javaPid)}; its output:\n${serverLogs.raw().slice(-3000)}`);
-      });
-      figures.push({ round, killAfterMs, acked: acked.length, statuses, lost: acked.length - found });
-      console.log(`[power-cut] ${JSON.stringify(figures.at(-1))}`);
-    }
-    expect(figures.filter((f) => f.lost > 0)).toEqual([]);
-    // Every run finishes (those cut off once their lease expired), one run per record.
-    let runs = await db!.runs.find({ workflowId: world.workflowId }).toArray();
-    for (const deadline = Date.now() + 60_000; runs.some((r) => !FINISHED.includes(r.state)) && Date.now() < deadline; await sleep(200)) {
-      runs = await db!.runs.find({ workflowId: world.workflowId }).toArray();
-    }
-    expect(runs.filter((r) => !FINISHED.includes(r.state)).map((r) => `${r._id} ${r.state}`)).toEqual([]);
-    const byId = new Map(runs.map((r) => [r._id, r]));
-    expect(allAcked.filter((id) => byId.get(id)?.state !== "SUCCEEDED")).toEqual([]);
-    expect(Object.entries(tally(runs, (r) => r.recordId)).filter(([, n]) => n > 1)).toEqual([]);
-    // The activity log ends, and holds one trigger entry per acknowledged run.
-    const log = await readActivityLog(60_000);
-    const triggered = tally(log.filter((e) => e.action === "workflow.run.triggered"), (e) => e.runId ?? "");
-    expect(allAcked.filter((id) => triggered[id] !== 1).map((id) => `${id}: ${triggered[id] ?? 0}`)).toEqual([]);
-    expect(Object.entries(triggered).filter(([, n]) => n > 1)).toEqual([]);
-    console.log(`[power-cut] ${JSON.stringify({ rounds: ROUNDS, acked: allAcked.length, runs: runs.length, activityEntries: log.length })}`);
-  }, 120_000 + ROUNDS * 90_000);
-
-  it("SIGKILL of the database while it writes large batches: the file opens again with every acknowledged batch", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "runhook-mid-commit-"));
-    const { cacheDir } = loadConfig({ ...process.env, RUNHOOK_DATA_DIR: dir });
-    const open = async () => {
-      const s = await startEmbeddedServer({ dataDir: dir, cacheDir, persistent: true, progress: () => {} });
-      const { pid } = JSON.parse(readFileSync(join(dir, "mongo", "running.json"), "utf8")) as { pid: number };
-      return { s, pid, client: await connect(`${s.uri}bulk`, { dbName: "bulk" }) };
-    };
-    try {
-      let acked = 0;
-      const payload = "x".repeat(4000);
+  it(
+    `${ROUNDS} × SIGKILL of runhook and its database together right after a 202: nothing acknowledged is lost`,
+    async () => {
+      const allAcked: string[] = [];
+      const figures: Array<{ round: number; killAfterMs: number; acked: number; statuses: Record<string, number>; lost: number }> = [];
       for (let round = 0; round < ROUNDS; round++) {
-        const { s, pid, client } = await open();
-        const docs = client.db.collection<{ _id: string; payload: string }>("docs");
-        expect(await docs.countDocuments()).toBeGreaterThanOrEqual(acked);
-        let writing = true;
-        const writer = (async () => {
-          for (let b = 0; writing; b++) {
-            const batch = Array.from({ length: 1000 }, (_, i) => ({ _id: `${round}-${b}-${i}`, payload }));
-            try {
-              await docs.insertMany(batch); // 4 MB: a commit of some length
-              acked += batch.length;
-            } catch {
-              return;
+        const killAfterMs = KILL_AFTER_MS + Math.floor(Math.random() * KILL_AFTER_MS);
+        const { acked, statuses } = await loadAndCut(round, killAfterMs);
+        // A round with nothing acknowledged would check nothing.
+        expect(acked.length, `round ${round}: no acknowledged runId (${JSON.stringify(statuses)})`).toBeGreaterThan(0);
+        allAcked.push(...acked);
+        await start();
+        const found = await db!.runs.countDocuments({ _id: { $in: acked } }).catch((err: Error) => {
+          throw new Error(
+            `round ${round}: ${err.message}; runhook exit ${server!.child.exitCode ?? server!.child.signalCode}, java alive ${pidAlive(javaPid)}; its output:\n${serverLogs.raw().slice(-3000)}`,
+          );
+        });
+        figures.push({ round, killAfterMs, acked: acked.length, statuses, lost: acked.length - found });
+        console.log(`[power-cut] ${JSON.stringify(figures.at(-1))}`);
+      }
+      expect(figures.filter((f) => f.lost > 0)).toEqual([]);
+      // Every run finishes (those cut off once their lease expired), one run per record.
+      let runs = await db!.runs.find({ workflowId: world.workflowId }).toArray();
+      for (const deadline = Date.now() + 60_000; runs.some((r) => !FINISHED.includes(r.state)) && Date.now() < deadline; await sleep(200)) {
+        runs = await db!.runs.find({ workflowId: world.workflowId }).toArray();
+      }
+      expect(runs.filter((r) => !FINISHED.includes(r.state)).map((r) => `${r._id} ${r.state}`)).toEqual([]);
+      const byId = new Map(runs.map((r) => [r._id, r]));
+      expect(allAcked.filter((id) => byId.get(id)?.state !== "SUCCEEDED")).toEqual([]);
+      expect(Object.entries(tally(runs, (r) => r.recordId)).filter(([, n]) => n > 1)).toEqual([]);
+      // The activity log ends, and holds one trigger entry per acknowledged run.
+      const log = await readActivityLog(60_000);
+      const triggered = tally(
+        log.filter((e) => e.action === "workflow.run.triggered"),
+        (e) => e.runId ?? "",
+      );
+      expect(allAcked.filter((id) => triggered[id] !== 1).map((id) => `${id}: ${triggered[id] ?? 0}`)).toEqual([]);
+      expect(Object.entries(triggered).filter(([, n]) => n > 1)).toEqual([]);
+      console.log(`[power-cut] ${JSON.stringify({ rounds: ROUNDS, acked: allAcked.length, runs: runs.length, activityEntries: log.length })}`);
+    },
+    120_000 + ROUNDS * 90_000,
+  );
+
+  it(
+    "SIGKILL of the database while it writes large batches: the file opens again with every acknowledged batch",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "runhook-mid-commit-"));
+      const { cacheDir } = loadConfig({ ...process.env, RUNHOOK_DATA_DIR: dir });
+      const open = async () => {
+        const s = await startEmbeddedServer({ dataDir: dir, cacheDir, persistent: true, progress: () => {} });
+        const { pid } = JSON.parse(readFileSync(join(dir, "mongo", "running.json"), "utf8")) as { pid: number };
+        return { s, pid, client: await connect(`${s.uri}bulk`, { dbName: "bulk" }) };
+      };
+      try {
+        let acked = 0;
+        const payload = "x".repeat(4000);
+        for (let round = 0; round < ROUNDS; round++) {
+          const { s, pid, client } = await open();
+          const docs = client.db.collection<{ _id: string; payload: string }>("docs");
+          expect(await docs.countDocuments()).toBeGreaterThanOrEqual(acked);
+          let writing = true;
+          const writer = (async () => {
+            for (let b = 0; writing; b++) {
+              const batch = Array.from({ length: 1000 }, (_, i) => ({ _id: `${round}-${b}-${i}`, payload }));
+              try {
+                await docs.insertMany(batch); // 4 MB: a commit of some length
+                acked += batch.length;
+              } catch {
+                return;
+              }
             }
-          }
-        })();
-        // Once a batch has been answered, at a random point of the following ones.
-        const before = acked;
-        for (const deadline = Date.now() + 20_000; acked === before && Date.now() < deadline; ) await sleep(10);
-        await sleep(Math.floor(Math.random() * 500));
-        process.kill(pid, "SIGKILL");
-        writing = false;
-        await writer;
+          })();
+          // Once a batch has been answered, at a random point of the following ones.
+          const before = acked;
+          for (const deadline = Date.now() + 20_000; acked === before && Date.now() < deadline; ) await sleep(10);
+          await sleep(Math.floor(Math.random() * 500));
+          process.kill(pid, "SIGKILL");
+          writing = false;
+          await writer;
+          await client.close();
+          await s.stop();
+          expect(acked).toBeGreaterThan(before);
+        }
+        const { s, client } = await open();
+        const docs = client.db.collection<{ _id: string }>("docs");
+        expect(await docs.countDocuments()).toBeGreaterThanOrEqual(acked);
+        await docs.insertOne({ _id: "after" });
         await client.close();
         await s.stop();
-        expect(acked).toBeGreaterThan(before);
+        console.log(`[mid-commit] ${JSON.stringify({ rounds: ROUNDS, ackedDocs: acked })}`);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
       }
-      const { s, client } = await open();
-      const docs = client.db.collection<{ _id: string }>("docs");
-      expect(await docs.countDocuments()).toBeGreaterThanOrEqual(acked);
-      await docs.insertOne({ _id: "after" });
-      await client.close();
-      await s.stop();
-      console.log(`[mid-commit] ${JSON.stringify({ rounds: ROUNDS, ackedDocs: acked })}`);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }, 60_000 + ROUNDS * 30_000);
+    },
+    60_000 + ROUNDS * 30_000,
+  );
 });

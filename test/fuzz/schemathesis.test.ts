@@ -119,19 +119,35 @@ async function schemathesis(name: string, token: string, seed: number, extraToml
     ].join("\n"),
   );
   const args = [
-    "--config-file", config,
-    "run", `${server.baseUrl}/openapi.json`,
-    "--header", `Authorization: Bearer ${token}`,
-    "--max-examples", String(MAX_EXAMPLES),
-    "--seed", String(seed),
-    "--request-timeout", "20",
-    "--generation-database", "none",
-    "--report", "json,junit",
-    "--report-json-path", join(dir, "report.json"),
-    "--report-junit-path", join(dir, "junit.xml"),
+    "--config-file",
+    config,
+    "run",
+    `${server.baseUrl}/openapi.json`,
+    "--header",
+    `Authorization: Bearer ${token}`,
+    "--max-examples",
+    String(MAX_EXAMPLES),
+    "--seed",
+    String(seed),
+    "--request-timeout",
+    "20",
+    "--generation-database",
+    "none",
+    "--report",
+    "json,junit",
+    "--report-json-path",
+    join(dir, "report.json"),
+    "--report-junit-path",
+    join(dir, "junit.xml"),
     "--no-color",
   ];
-  const env = { ...process.env, SCHEMATHESIS_HOOKS: join(ROOT, "test/schemathesis/hooks.py"), RUNHOOK_ST_LOG: log, PYTHONDONTWRITEBYTECODE: "1", NO_COLOR: "1" };
+  const env = {
+    ...process.env,
+    SCHEMATHESIS_HOOKS: join(ROOT, "test/schemathesis/hooks.py"),
+    RUNHOOK_ST_LOG: log,
+    PYTHONDONTWRITEBYTECODE: "1",
+    NO_COLOR: "1",
+  };
   // Exit code 1 means "failures found": the reports say which, so it is not an error here.
   const output = await new Promise<string>((resolve, reject) =>
     execFile(join(venv, "bin", "schemathesis"), args, { cwd: work, env, maxBuffer: 64 << 20, timeout: TIME_LIMIT_S * 1000 }, (err, stdout, stderr) => {
@@ -149,7 +165,10 @@ async function schemathesis(name: string, token: string, seed: number, extraToml
   const xml = readFileSync(join(dir, "junit.xml"), "utf8");
   const count = (re: RegExp) => (xml.match(re) ?? []).length;
   const junit = { tests: count(/<testcase\b/g), failures: count(/<failure\b/g), errors: count(/<error\b/g) };
-  const calls = readFileSync(log, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as Call);
+  const calls = readFileSync(log, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Call);
   const slow = [...calls].sort((a, b) => b.ms - a.ms).slice(0, 3);
   console.log(`[schemathesis] ${name}: slowest answers ${slow.map((c) => `${c.op} ${c.status} ${c.ms} ms`).join("; ")}`);
   return { report, junit, calls, output };
@@ -182,7 +201,11 @@ describe.skipIf(!hasPython())("schemathesis against GET /openapi.json", () => {
     server = await startServer({ env: { RUNHOOK_API_RATE_LIMIT: "1000000" } });
     w = await createWorld(server.deps.store.db, { steps: [{ type: "load_record" }] });
     await server.deps.store.db.workflows.updateOne({ _id: w.workflowId }, { $set: { "webhook.rateLimitPerMinute": 1_000_000 } });
-    const note = await apiClient(server.baseUrl, w.apiToken).post(`/v1/project/${w.projectName}/environment/${w.environmentName}/notes`, { collection: w.collection, recordId: "r1", content: "<p>first</p>" });
+    const note = await apiClient(server.baseUrl, w.apiToken).post(`/v1/project/${w.projectName}/environment/${w.environmentName}/notes`, {
+      collection: w.collection,
+      recordId: "r1",
+      content: "<p>first</p>",
+    });
     expect(note.status).toBe(201);
     const run = await queueRun(server.deps.store.db, w, "r1");
     await waitForRun(server.deps.store.db, run._id); // finished: a long-poll on it answers at once
@@ -199,7 +222,9 @@ describe.skipIf(!hasPython())("schemathesis against GET /openapi.json", () => {
     // The webhook takes an application token: the user's, so that its bodies are parsed too.
     const run = await schemathesis("valid", w.apiToken, SEEDS.valid, `headers = { Authorization = ${JSON.stringify(`Bearer ${w.userToken}`)} }`);
     runs.valid = run;
-    console.log(`[schemathesis] valid token: ${run.calls.length} requests, ${run.report.test_cases.generated} test cases, statuses ${JSON.stringify(byStatus(run.calls))}`);
+    console.log(
+      `[schemathesis] valid token: ${run.calls.length} requests, ${run.report.test_cases.generated} test cases, statuses ${JSON.stringify(byStatus(run.calls))}`,
+    );
     expectClean(run);
     // It got past authentication and the look-ups: successes on the main operations.
     const succeeded = new Set(run.calls.filter((c) => c.status < 300).map((c) => c.op));
@@ -222,7 +247,9 @@ describe.skipIf(!hasPython())("schemathesis against GET /openapi.json", () => {
   it("with an invalid token: the same, and nothing ever succeeds", { timeout: (TIME_LIMIT_S + 15) * 1000 }, async () => {
     const run = await schemathesis("invalid", "rh_api_00000000000000000000000000000000_not-a-real-token", SEEDS.invalid);
     runs.invalid = run;
-    console.log(`[schemathesis] invalid token: ${run.calls.length} requests, ${run.report.test_cases.generated} test cases, statuses ${JSON.stringify(byStatus(run.calls))}`);
+    console.log(
+      `[schemathesis] invalid token: ${run.calls.length} requests, ${run.report.test_cases.generated} test cases, statuses ${JSON.stringify(byStatus(run.calls))}`,
+    );
     expectClean(run);
     const open = new Set(["GET /healthz", "GET /readyz", "GET /openapi.json", "GET /docs"]);
     expect(run.calls.filter((c) => c.status < 300 && !open.has(c.op))).toEqual([]);

@@ -84,7 +84,18 @@ function randomString(r: Rng): string {
   }
 }
 
-const HUGE_NUMBERS = ["1e400", "-1e400", "1e-400", "4".repeat(400), "-" + "9".repeat(400), "0." + "1".repeat(400), "1E+308", "-0", "0e0", "123456789012345678901234567890"];
+const HUGE_NUMBERS = [
+  "1e400",
+  "-1e400",
+  "1e-400",
+  "4".repeat(400),
+  "-" + "9".repeat(400),
+  "0." + "1".repeat(400),
+  "1E+308",
+  "-0",
+  "0e0",
+  "123456789012345678901234567890",
+];
 
 /** A random JSON value as raw text (so that numbers, escapes and duplicates are exactly as written), with its nesting depth. */
 function jsonValue(r: Rng, depth: number): { text: string; depth: number } {
@@ -103,7 +114,10 @@ function jsonValue(r: Rng, depth: number): { text: string; depth: number } {
       return { text: `[${items.map((i) => i.text).join(",")}]`, depth: 1 + Math.max(0, ...items.map((i) => i.depth)) };
     }
     default: {
-      const members = Array.from({ length: r.int(4) }, () => ({ key: r.chance(0.2) ? r.pick(['"record_id"', '"rec\\u0000ord_id"', '"\\u0000"', '"__proto__"']) : jsonString(r, randomString(r)), value: jsonValue(r, depth + 1) }));
+      const members = Array.from({ length: r.int(4) }, () => ({
+        key: r.chance(0.2) ? r.pick(['"record_id"', '"rec\\u0000ord_id"', '"\\u0000"', '"__proto__"']) : jsonString(r, randomString(r)),
+        value: jsonValue(r, depth + 1),
+      }));
       return { text: `{${members.map((m) => `${m.key}:${m.value.text}`).join(",")}}`, depth: 1 + Math.max(0, ...members.map((m) => m.value.depth)) };
     }
   }
@@ -123,7 +137,14 @@ function randomCase(r: Rng, i: number, recordFresh: () => string): Case {
     case 0: // random bytes
       return { name, body: Buffer.from(Array.from({ length: r.int(300) }, () => r.int(256))) };
     case 1: // random bytes around a valid object
-      return { name, body: Buffer.concat([Buffer.from(`{"record_id":"${recordFresh()}",`), Buffer.from(Array.from({ length: r.int(40) }, () => r.int(256))), Buffer.from("}")]) };
+      return {
+        name,
+        body: Buffer.concat([
+          Buffer.from(`{"record_id":"${recordFresh()}",`),
+          Buffer.from(Array.from({ length: r.int(40) }, () => r.int(256))),
+          Buffer.from("}"),
+        ]),
+      };
     case 2: {
       // a well-formed object with odd members, and a string record_id somewhere among them
       const v = jsonValue(r, 1);
@@ -268,19 +289,27 @@ describe("webhook body fuzzer", () => {
     };
 
     // Duplicate keys: JSON.parse semantics, the last one counts (documented in docs/integrators.md).
-    let a = id(), b = id();
+    let a = id(),
+      b = id();
     await check(`{"record_id":"${a}","record_id":"${b}"}`, "accept", b);
     a = id();
     await check(`{"record_id":1,"record_id":"${a}"}`, "accept", a);
     await check(`{"record_id":"${id()}","record_id":1}`, "refuse");
     await check(`{"record_id":"${id()}","record_id":null}`, "refuse");
     // record_id of every JSON type: only a non-empty string is accepted.
-    for (const v of ["null", "true", "false", "0", "1.5", "-1", "1e400", "4".repeat(400), "{}", '{"id":"x"}', "[]", '["x"]', '""']) await check(`{"record_id":${v}}`, "refuse");
+    for (const v of ["null", "true", "false", "0", "1.5", "-1", "1e400", "4".repeat(400), "{}", '{"id":"x"}', "[]", '["x"]', '""'])
+      await check(`{"record_id":${v}}`, "refuse");
     // Huge numbers elsewhere are ignored like any unknown field.
     a = id();
     await check(`{"record_id":"${a}","n":1e400,"m":-${"9".repeat(400)},"f":1e-400}`, "accept", a);
     // Lengths: at most 1024 characters (code points: an emoji counts once).
-    for (const [unit, count, expected] of [["x", 1024, "accept"], ["x", 1025, "refuse"], ["\u{1F600}", 1024, "accept"], ["\u{1F600}", 1025, "refuse"], ["x", 100_000, "refuse"]] as const) {
+    for (const [unit, count, expected] of [
+      ["x", 1024, "accept"],
+      ["x", 1025, "refuse"],
+      ["\u{1F600}", 1024, "accept"],
+      ["\u{1F600}", 1025, "refuse"],
+      ["x", 100_000, "refuse"],
+    ] as const) {
       const prefix = `${id()}-`;
       const rid = prefix + unit.repeat(count - prefix.length);
       expect([...rid].length).toBe(count);
@@ -311,7 +340,8 @@ describe("webhook body fuzzer", () => {
     a = id();
     await check(`{"record_id":"${a}","__proto__":null,"constructor":{"prototype":1}}`, "accept", a);
     // Not an object, not JSON, empty.
-    for (const s of ["", " ", "null", "[]", '"x"', "1", `{"record_id":"x"`, `\uFEFF{"record_id":"${id()}"}`, `{"record_id":"${id()}"} x`, "{'record_id':'x'}"]) await check(s, "refuse");
+    for (const s of ["", " ", "null", "[]", '"x"', "1", `{"record_id":"x"`, `\uFEFF{"record_id":"${id()}"}`, `{"record_id":"${id()}"} x`, "{'record_id':'x'}"])
+      await check(s, "refuse");
 
     // What was accepted is stored exactly as sent.
     for (const [runId, recordId] of accepted) {
@@ -320,7 +350,9 @@ describe("webhook body fuzzer", () => {
     }
   });
 
-  it(`answers ${CASES} random bodies (seed ${SEED}) with 202 or a 4xx {error, code}, as the model says, and keeps serving`, { timeout: DEADLINE_MS + 60_000 }, async () => {
+  it(`answers ${CASES} random bodies (seed ${SEED}) with 202 or a 4xx {error, code}, as the model says, and keeps serving`, {
+    timeout: DEADLINE_MS + 60_000,
+  }, async () => {
     const r = prng(SEED);
     let fresh = 0;
     const cases = Array.from({ length: CASES }, (_, i) => randomCase(r, i, () => `fz${SEED.toString(36)}-${fresh++}`));

@@ -9,7 +9,13 @@ export interface ApiResponse<T = any> {
 }
 
 /** One HTTP exchange: by fetch to `target` when it is a base URL, else by `target.inject()`. */
-async function exchange(target: string | FastifyInstance, method: string, path: string, headers: Record<string, string>, body: string | undefined): Promise<{ status: number; headers: Headers; text: string }> {
+async function exchange(
+  target: string | FastifyInstance,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+): Promise<{ status: number; headers: Headers; text: string }> {
   if (typeof target === "string") {
     const res = await fetch(`${target}${path}`, { method, headers, body });
     return { status: res.status, headers: res.headers, text: await res.text() };
@@ -21,7 +27,11 @@ async function exchange(target: string | FastifyInstance, method: string, path: 
 }
 
 export function apiClient(target: string | FastifyInstance, token?: string) {
-  async function call<T = any>(method: string, path: string, opts: { body?: unknown; rawBody?: string; headers?: Record<string, string>; token?: string | null } = {}): Promise<ApiResponse<T>> {
+  async function call<T = any>(
+    method: string,
+    path: string,
+    opts: { body?: unknown; rawBody?: string; headers?: Record<string, string>; token?: string | null } = {},
+  ): Promise<ApiResponse<T>> {
     const headers: Record<string, string> = { ...(opts.headers ?? {}) };
     const tok = opts.token === undefined ? token : opts.token;
     if (tok) headers.authorization = `Bearer ${tok}`;

@@ -23,7 +23,11 @@ export interface CliOptions {
 }
 
 export function spawnCli(args: string[], o: CliOptions): Cli {
-  const child = spawn(process.execPath, [...(o.nodeArgs ?? []), join(ROOT, "bin/runhook.js"), ...args], { cwd: o.cwd, env: o.env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...(o.nodeArgs ?? []), join(ROOT, "bin/runhook.js"), ...args], {
+    cwd: o.cwd,
+    env: o.env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   o.children.add(child);
   let stdout = "";
   let stderr = "";

@@ -42,10 +42,27 @@ export async function timedFetch(kind: string, target: string, path: string, ini
     } catch {
       /* not JSON */
     }
-    return { kind, target, start, end: Date.now(), status: res.status, code: body.code, retryAfter: res.headers.get("retry-after"), runId: body.runId, detail: res.status >= 500 ? text.slice(0, 200) : undefined };
+    return {
+      kind,
+      target,
+      start,
+      end: Date.now(),
+      status: res.status,
+      code: body.code,
+      retryAfter: res.headers.get("retry-after"),
+      runId: body.runId,
+      detail: res.status >= 500 ? text.slice(0, 200) : undefined,
+    };
   } catch (err) {
     const e = err as Error;
-    return { kind, target, start, end: Date.now(), status: e.name === "TimeoutError" ? "hang" : "error", detail: `${e.name}: ${e.message} ${String((e as { cause?: unknown }).cause ?? "")}` };
+    return {
+      kind,
+      target,
+      start,
+      end: Date.now(),
+      status: e.name === "TimeoutError" ? "hang" : "error",
+      detail: `${e.name}: ${e.message} ${String((e as { cause?: unknown }).cause ?? "")}`,
+    };
   }
 }
 

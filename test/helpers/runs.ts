@@ -30,10 +30,7 @@ export async function queueRun(db: Database, world: World, recordId: string, opt
   const wf = await db.workflows.findOne({ _id: workflowId });
   if (!wf) throw new Error(`no workflow ${workflowId}`);
   const version =
-    opts.version ??
-    (opts.workflowVersion !== undefined
-      ? wf.versions.find((v) => v.version === opts.workflowVersion)
-      : latestActive(wf.versions));
+    opts.version ?? (opts.workflowVersion !== undefined ? wf.versions.find((v) => v.version === opts.workflowVersion) : latestActive(wf.versions));
   if (!version) throw new Error("no such (active) workflow version");
   const collection = await db.collections.findOne({ _id: wf.collectionId });
   const now = opts.createdAt ?? new Date();
@@ -61,7 +58,12 @@ export async function queueRun(db: Database, world: World, recordId: string, opt
 export const FINISHED: RunState[] = ["SUCCEEDED", "FAILED", "CANCELLED"];
 
 /** Polls until the run satisfies `pred` (default: finished); throws after `timeoutMs`. */
-export async function waitForRun(db: Database, runId: string, pred: (r: RunDoc) => boolean = (r) => FINISHED.includes(r.state), timeoutMs = 15_000): Promise<RunDoc> {
+export async function waitForRun(
+  db: Database,
+  runId: string,
+  pred: (r: RunDoc) => boolean = (r) => FINISHED.includes(r.state),
+  timeoutMs = 15_000,
+): Promise<RunDoc> {
   const end = Date.now() + timeoutMs;
   let last: RunDoc | null = null;
   while (Date.now() < end) {

@@ -59,7 +59,10 @@ export async function ensureVenv(name: string, requirements: string[], progress:
     rmSync(dir, { recursive: true, force: true });
     try {
       await exec("python3", ["-m", "venv", dir]);
-      await exec(join(dir, "bin", "python"), ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", ...requirements], { maxBuffer: 16 << 20, timeout: 600_000 });
+      await exec(join(dir, "bin", "python"), ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", ...requirements], {
+        maxBuffer: 16 << 20,
+        timeout: 600_000,
+      });
     } catch (err) {
       const e = err as { stdout?: string; stderr?: string; message: string };
       rmSync(dir, { recursive: true, force: true });

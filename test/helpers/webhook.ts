@@ -14,7 +14,12 @@ export interface HookAnswer {
 }
 
 /** POST {url} with a bearer token (omitted when undefined) and a raw or JSON body. */
-export async function postHook(url: string, token: string | undefined, body: unknown, opts: { raw?: boolean; contentType?: string | null; headers?: Record<string, string> } = {}): Promise<HookAnswer> {
+export async function postHook(
+  url: string,
+  token: string | undefined,
+  body: unknown,
+  opts: { raw?: boolean; contentType?: string | null; headers?: Record<string, string> } = {},
+): Promise<HookAnswer> {
   const headers: Record<string, string> = { ...opts.headers };
   if (token !== undefined) headers.authorization = `Bearer ${token}`;
   if (opts.contentType !== null) headers["content-type"] = opts.contentType ?? "application/json";

@@ -17,10 +17,7 @@ export async function renderingDenial(
   rendering: RenderingDoc,
 ): Promise<{ reason: string; role: null } | { reason: null; role: Role }> {
   if (user.organizationId !== project.organizationId) return { reason: "the token's user is not in the organization", role: null };
-  const [role, team] = await Promise.all([
-    dir.roles.get(project._id, user._id),
-    dir.teams.memberIds(rendering.teamId),
-  ]);
+  const [role, team] = await Promise.all([dir.roles.get(project._id, user._id), dir.teams.memberIds(rendering.teamId)]);
   if (!role) return { reason: "the token's user has no role on the project", role: null };
   if (role !== "admin" && !team?.includes(user._id)) return { reason: "the token's user has no access to the rendering", role: null };
   return { reason: null, role };

@@ -16,7 +16,12 @@ export interface ApiScope extends ApiPrincipal {
  * cannot probe other projects' names), that the token's creator is still an admin of it
  * (403), and resolves `environmentName` when given (404 when unknown).
  */
-export async function apiScope(dir: DirectoryStore, authorizationHeader: string | null | undefined, projectName: string, environmentName?: string): Promise<ApiScope> {
+export async function apiScope(
+  dir: DirectoryStore,
+  authorizationHeader: string | null | undefined,
+  projectName: string,
+  environmentName?: string,
+): Promise<ApiScope> {
   const principal = await authenticateApi(dir, authorizationHeader);
   if (!projectName) throw fail.invalid("project name is required");
   if (projectName !== principal.project.name) throw fail.denied("the token does not belong to this project");

@@ -48,7 +48,12 @@ function usable(doc: StoredToken, hash: string, now: Date): boolean {
 }
 
 /** The token a `Bearer` header carries, as `find` reads it by its id, if well-formed, known, unrevoked and unexpired; else unauthenticated. */
-async function usableToken<T extends StoredToken>(header: string | null | undefined, prefix: string, find: (id: string) => Promise<T | null>, now: Date): Promise<T> {
+async function usableToken<T extends StoredToken>(
+  header: string | null | undefined,
+  prefix: string,
+  find: (id: string) => Promise<T | null>,
+  now: Date,
+): Promise<T> {
   const plaintext = bearer(header);
   const id = tokenId(plaintext, prefix);
   if (!id) throw fail.unauthenticated();
@@ -58,8 +63,17 @@ async function usableToken<T extends StoredToken>(header: string | null | undefi
   return token;
 }
 
-export interface AppPrincipal { kind: "app"; token: AppTokenDoc; user: UserDoc }
-export interface ApiPrincipal { kind: "api"; token: ApiTokenDoc; user: UserDoc; project: ProjectDoc }
+export interface AppPrincipal {
+  kind: "app";
+  token: AppTokenDoc;
+  user: UserDoc;
+}
+export interface ApiPrincipal {
+  kind: "api";
+  token: ApiTokenDoc;
+  user: UserDoc;
+  project: ProjectDoc;
+}
 
 /** The application token's principal, read fresh on every call (revocation is immediate). */
 export async function authenticateApp(dir: DirectoryStore, header: string | null | undefined, now = new Date()): Promise<AppPrincipal> {

@@ -27,7 +27,8 @@ export interface NewNote extends NoteScopeIds {
 export function checkTitle(title: string, field = "title"): void {
   if ([...title].length > MAX_NOTE_TITLE_CHARS) throw fail.invalid(`${field} is longer than ${MAX_NOTE_TITLE_CHARS} characters`);
   // Controls, line and paragraph separators, and bidirectional overrides (they reorder what a UI shows).
-  if (/[\p{Cc}\p{Cs}\p{Zl}\p{Zp}\u202a-\u202e\u2066-\u2069]/u.test(title)) throw fail.invalid(`${field} must be plain text on one line (no control characters)`);
+  if (/[\p{Cc}\p{Cs}\p{Zl}\p{Zp}\u202a-\u202e\u2066-\u2069]/u.test(title))
+    throw fail.invalid(`${field} must be plain text on one line (no control characters)`);
   if (/<[A-Za-z!/?]/.test(title)) throw fail.invalid(`${field} must be plain text (no HTML tags)`);
 }
 
@@ -65,7 +66,13 @@ export async function updateNote(store: Store, scope: NoteScopeIds, noteId: stri
  * Appends a sanitized message with one guarded $push. Null when the note is unknown;
  * FAILED_PRECONDITION when it already holds MAX_NOTE_MESSAGES.
  */
-export async function addNoteMessage(store: Store, scope: NoteScopeIds, noteId: string, content: string, user: UserRefDoc): Promise<{ note: NoteDoc; message: NoteMessageDoc } | null> {
+export async function addNoteMessage(
+  store: Store,
+  scope: NoteScopeIds,
+  noteId: string,
+  content: string,
+  user: UserRefDoc,
+): Promise<{ note: NoteDoc; message: NoteMessageDoc } | null> {
   const message: NoteMessageDoc = { id: randomUUID(), content: sanitizeNoteContent(content), user, createdAt: new Date() };
   const note = await store.notes.push(scope, noteId, message, MAX_NOTE_MESSAGES);
   if (note) return { note, message };

@@ -27,8 +27,20 @@ export function activeKeyOf(workflowId: string, recordId: string): string {
 /** What a new run is made from: the run's own fields, the version's steps, and an optional creation time. */
 export type NewRun = Pick<
   RunDoc,
-  "workflowId" | "workflowVersion" | "renderingId" | "projectId" | "environmentId" | "collectionId" | "collection" | "recordId" | "userId" | "userEmail" | "tokenId" | "via" | "requestId"
-> & { steps: StepDoc[]; createdAt?: Date; /** Chosen in advance (an idempotency key's reserved run), else a fresh UUID. */ id?: string };
+  | "workflowId"
+  | "workflowVersion"
+  | "renderingId"
+  | "projectId"
+  | "environmentId"
+  | "collectionId"
+  | "collection"
+  | "recordId"
+  | "userId"
+  | "userEmail"
+  | "tokenId"
+  | "via"
+  | "requestId"
+> & { steps: StepDoc[]; createdAt?: Date /** Chosen in advance (an idempotency key's reserved run), else a fresh UUID. */; id?: string };
 
 /** A new QUEUED run, every step PENDING: the one shape TriggerService stores. */
 export function newRunDoc(n: NewRun): RunDoc {

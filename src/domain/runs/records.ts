@@ -14,7 +14,8 @@ export function checkedRecordId(recordId: unknown, field: string): string {
   // into U+FFFD, so two different ids would become one record and share one active-run slot.
   if (/\p{Cs}/u.test(recordId)) throw fail.invalid(`${field} must be valid Unicode text (it contains an unpaired surrogate)`);
   // Characters are Unicode code points (as JSON Schema counts them): the UTF-16 length is a quick upper bound.
-  if (recordId.length > MAX_RECORD_ID_CHARS && [...recordId].length > MAX_RECORD_ID_CHARS) throw fail.invalid(`${field} is longer than ${MAX_RECORD_ID_CHARS} characters`);
+  if (recordId.length > MAX_RECORD_ID_CHARS && [...recordId].length > MAX_RECORD_ID_CHARS)
+    throw fail.invalid(`${field} is longer than ${MAX_RECORD_ID_CHARS} characters`);
   return recordId;
 }
 

@@ -35,10 +35,22 @@ export function collectionMethods(deps: Deps): Pick<AdminImpl, "createCollection
     async createCollection(req, ctx) {
       const p = await caller(dir, ctx);
       const { environment, project } = await environmentOf(dir, p, req.environmentId, "admin");
-      if (!COLLECTION_NAME.test(req.name) || req.name.startsWith("system")) throw fail.invalid("name: 1-100 letters, digits, '_' or '-', not starting with 'system'");
+      if (!COLLECTION_NAME.test(req.name) || req.name.startsWith("system"))
+        throw fail.invalid("name: 1-100 letters, digits, '_' or '-', not starting with 'system'");
       const primaryKey = primaryKeyOf(req.primaryKey);
-      const collection = await insertUnique(dir.collections.insert, { _id: randomUUID(), environmentId: environment._id, name: req.name, primaryKey, createdAt: new Date() }, `collection "${req.name}"`);
-      await adminLog(deps, p.user, "collection.created", `collection/${collection._id}`, { name: req.name, primaryKey }, { projectId: project._id, environment: environment.name });
+      const collection = await insertUnique(
+        dir.collections.insert,
+        { _id: randomUUID(), environmentId: environment._id, name: req.name, primaryKey, createdAt: new Date() },
+        `collection "${req.name}"`,
+      );
+      await adminLog(
+        deps,
+        p.user,
+        "collection.created",
+        `collection/${collection._id}`,
+        { name: req.name, primaryKey },
+        { projectId: project._id, environment: environment.name },
+      );
       return { collection: collectionToProto(collection) };
     },
 

@@ -77,7 +77,14 @@ export function adminLog(
  * role on (where /v1 serves it: a SIEM sees who minted a token that later starts runs); a user
  * without a project yet only in the organization's stream.
  */
-export async function adminLogAboutUser(deps: Deps, actor: T.UserDoc, subject: T.UserDoc, action: string, target: string, details: Record<string, unknown>): Promise<void> {
+export async function adminLogAboutUser(
+  deps: Deps,
+  actor: T.UserDoc,
+  subject: T.UserDoc,
+  action: string,
+  target: string,
+  details: Record<string, unknown>,
+): Promise<void> {
   const projects = await deps.store.directory.roles.projectsOf(subject._id);
   if (projects.length === 0) {
     await adminLog(deps, actor, action, target, details);
@@ -125,7 +132,8 @@ export async function renderingWithCollection(
   if (!rendering) throw fail.notFound(`rendering "${ids.renderingId}" not found`);
   const project = await inProject(dir, p, rendering.projectId, need);
   const collection = await dir.collections.get(required(ids.collectionId, `${field}collection_id`));
-  if (!collection || collection.environmentId !== rendering.environmentId) throw fail.notFound(`collection "${ids.collectionId}" not found in the rendering's environment`);
+  if (!collection || collection.environmentId !== rendering.environmentId)
+    throw fail.notFound(`collection "${ids.collectionId}" not found in the rendering's environment`);
   return { rendering, project, collection };
 }
 

@@ -29,7 +29,14 @@ export function organizationMethods(deps: Deps): Pick<AdminImpl, "bootstrap"> {
         if (isDuplicateKey(err)) throw fail.exists(`organization "${orgName}" exists`);
         throw err;
       }
-      const admin: UserDoc = { _id: randomUUID(), organizationId: org._id, email: req.adminEmail.toLowerCase(), name: req.adminName || req.adminEmail, organizationAdmin: true, createdAt: now };
+      const admin: UserDoc = {
+        _id: randomUUID(),
+        organizationId: org._id,
+        email: req.adminEmail.toLowerCase(),
+        name: req.adminName || req.adminEmail,
+        organizationAdmin: true,
+        createdAt: now,
+      };
       try {
         await dir.users.insert(admin);
       } catch (err) {

@@ -20,8 +20,19 @@ export function projectMethods(deps: Deps): Pick<AdminImpl, "createProject" | "u
       const p = await caller(dir, ctx);
       assertOrgAdmin(p.user);
       if (!PROJECT_NAME.test(req.name)) throw fail.invalid("name: 1-100 letters, digits, '.', '_' or '-'");
-      const project = await insertUnique(dir.projects.insert, { _id: randomUUID(), organizationId: p.user.organizationId, name: req.name, requiresSso: req.requiresSso, createdAt: new Date() }, `project "${req.name}"`);
-      await adminLog(deps, p.user, "project.created", `project/${project._id}`, { name: project.name, requiresSso: project.requiresSso }, { projectId: project._id });
+      const project = await insertUnique(
+        dir.projects.insert,
+        { _id: randomUUID(), organizationId: p.user.organizationId, name: req.name, requiresSso: req.requiresSso, createdAt: new Date() },
+        `project "${req.name}"`,
+      );
+      await adminLog(
+        deps,
+        p.user,
+        "project.created",
+        `project/${project._id}`,
+        { name: project.name, requiresSso: project.requiresSso },
+        { projectId: project._id },
+      );
       return { project: projectToProto(project) };
     },
 
@@ -51,7 +62,14 @@ export function projectMethods(deps: Deps): Pick<AdminImpl, "createProject" | "u
         if (await dir.environments.byName(project._id, req.name)) throw fail.exists(`environment "${req.name}" already exists`);
         throw fail.exists(`data_database: "${dataDatabase}" is already the database of another environment`);
       }
-      await adminLog(deps, p.user, "environment.created", `environment/${_id}`, { name: req.name, dataDatabase }, { projectId: project._id, environment: req.name });
+      await adminLog(
+        deps,
+        p.user,
+        "environment.created",
+        `environment/${_id}`,
+        { name: req.name, dataDatabase },
+        { projectId: project._id, environment: req.name },
+      );
       return { environment: environmentToProto(environment) };
     },
 
@@ -80,9 +98,12 @@ function dataDatabaseFor(deps: Deps, project: ProjectDoc, environmentId: string,
   if (!requested) return `${deps.store.databaseName}_d_${environmentId.replace(/-/g, "").slice(0, 12)}`;
   if (!DATA_DATABASE_NAME.test(requested)) throw fail.invalid("data_database: 1-63 letters, digits, '_' or '-'");
   // Never, even when listed: the service's own, MongoDB's, and the names it makes for environments.
-  if (isReservedDatabase(requested, deps.store.databaseName)) throw fail.invalid(`data_database: "${requested}" is reserved (the service's, MongoDB's, or one the server makes for an environment)`);
+  if (isReservedDatabase(requested, deps.store.databaseName))
+    throw fail.invalid(`data_database: "${requested}" is reserved (the service's, MongoDB's, or one the server makes for an environment)`);
   if (deps.config.dataDatabasesAllowed.get(requested) !== project.organizationId) {
-    throw fail.denied(`data_database: "${requested}" is not a database the operator allowed for this organization (RUNHOOK_DATA_DATABASES_ALLOWED); leave it empty for a database of its own`);
+    throw fail.denied(
+      `data_database: "${requested}" is not a database the operator allowed for this organization (RUNHOOK_DATA_DATABASES_ALLOWED); leave it empty for a database of its own`,
+    );
   }
   return requested;
 }

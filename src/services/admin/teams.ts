@@ -13,7 +13,11 @@ export function teamMethods(deps: Deps): Pick<AdminImpl, "createTeam" | "setTeam
       const project = await inProject(dir, p, req.projectId, "admin");
       const name = req.name.trim();
       if (!name || name.length > 100) throw fail.invalid("name: 1 to 100 characters");
-      const team = await insertUnique(dir.teams.insert, { _id: randomUUID(), projectId: project._id, name, memberIds: [], createdAt: new Date() }, `team "${name}"`);
+      const team = await insertUnique(
+        dir.teams.insert,
+        { _id: randomUUID(), projectId: project._id, name, memberIds: [], createdAt: new Date() },
+        `team "${name}"`,
+      );
       await adminLog(deps, p.user, "team.created", `team/${team._id}`, { name }, { projectId: project._id });
       return { team: teamToProto(team) };
     },
@@ -24,7 +28,14 @@ export function teamMethods(deps: Deps): Pick<AdminImpl, "createTeam" | "setTeam
       const user = await userInOrg(dir, p, req.userId);
       const after = await dir.teams.setMember(team._id, user._id, req.member);
       if (!after) throw fail.notFound(`team "${req.teamId}" not found`);
-      await adminLog(deps, p.user, req.member ? "team.member.added" : "team.member.removed", `team/${team._id}`, { userId: user._id, email: user.email }, { projectId: project._id });
+      await adminLog(
+        deps,
+        p.user,
+        req.member ? "team.member.added" : "team.member.removed",
+        `team/${team._id}`,
+        { userId: user._id, email: user.email },
+        { projectId: project._id },
+      );
       return { team: teamToProto(after) };
     },
 
@@ -33,7 +44,8 @@ export function teamMethods(deps: Deps): Pick<AdminImpl, "createTeam" | "setTeam
       const { team, project } = await teamOf(dir, p, req.teamId);
       const environment = await dir.environments.get(required(req.environmentId, "environment_id"));
       if (!environment || environment.projectId !== project._id) throw fail.notFound(`environment "${req.environmentId}" not found in the team's project`);
-      const rendering = await insertUnique(dir.renderings.insert,
+      const rendering = await insertUnique(
+        dir.renderings.insert,
         { _id: randomUUID(), projectId: project._id, teamId: team._id, environmentId: environment._id, createdAt: new Date() },
         `a rendering of team "${team.name}" in environment "${environment.name}"`,
       );

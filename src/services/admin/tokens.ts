@@ -14,11 +14,24 @@ const MAX_TTL_S = 31_536_000;
 export const DEFAULT_TOKEN_TTL_MS = 90 * DAY_MS;
 
 /** Stores a new application token for `user`; returns the document and the plaintext (shown once). */
-export async function issueAppToken(deps: Deps, user: T.UserDoc, opts: { name: string; ttlMs: number; sso: boolean }): Promise<{ doc: T.AppTokenDoc; plaintext: string }> {
+export async function issueAppToken(
+  deps: Deps,
+  user: T.UserDoc,
+  opts: { name: string; ttlMs: number; sso: boolean },
+): Promise<{ doc: T.AppTokenDoc; plaintext: string }> {
   const id = randomUUID();
   const t = newToken(APP_TOKEN_PREFIX, id);
   const now = new Date();
-  const doc: T.AppTokenDoc = { _id: id, hash: t.hash, userId: user._id, name: opts.name, expiresAt: new Date(now.getTime() + opts.ttlMs), revokedAt: null, createdAt: now, sso: opts.sso };
+  const doc: T.AppTokenDoc = {
+    _id: id,
+    hash: t.hash,
+    userId: user._id,
+    name: opts.name,
+    expiresAt: new Date(now.getTime() + opts.ttlMs),
+    revokedAt: null,
+    createdAt: now,
+    sso: opts.sso,
+  };
   await deps.store.directory.appTokens.insert(doc);
   return { doc, plaintext: t.plaintext };
 }
@@ -35,7 +48,9 @@ function tokenName(name: string, fallback: string): string {
   return n;
 }
 
-export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToken" | "issueSsoToken" | "revokeApplicationToken" | "createApiToken" | "revokeApiToken"> {
+export function tokenMethods(
+  deps: Deps,
+): Pick<AdminImpl, "createApplicationToken" | "issueSsoToken" | "revokeApplicationToken" | "createApiToken" | "revokeApiToken"> {
   const dir = deps.store.directory;
   return {
     async createApplicationToken(req, ctx) {
@@ -48,7 +63,13 @@ export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToke
       if (req.sso) assertMayIssueSsoToken(p, owner._id);
       const name = tokenName(req.name, "token");
       const { doc, plaintext } = await issueAppToken(deps, owner, { name, ttlMs: ttlMs(req.ttlSeconds), sso: req.sso });
-      await adminLogAboutUser(deps, p.user, owner, "token.created", `token/${doc._id}`, { userId: owner._id, email: owner.email, name, sso: doc.sso, expiresAt: doc.expiresAt.toISOString() });
+      await adminLogAboutUser(deps, p.user, owner, "token.created", `token/${doc._id}`, {
+        userId: owner._id,
+        email: owner.email,
+        name,
+        sso: doc.sso,
+        expiresAt: doc.expiresAt.toISOString(),
+      });
       return { token: appTokenToProto(doc, owner), plaintext };
     },
 
@@ -59,7 +80,14 @@ export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToke
       if (!user) throw fail.notFound(`user "${req.userId}" not found`);
       const name = tokenName(req.name, "sso token");
       const { doc, plaintext } = await issueAppToken(deps, user, { name, ttlMs: ttlMs(req.ttlSeconds), sso: true });
-      await adminLogAboutUser(deps, user, user, "token.created", `token/${doc._id}`, { userId: user._id, email: user.email, name, sso: true, issuedBy: "operator", expiresAt: doc.expiresAt.toISOString() });
+      await adminLogAboutUser(deps, user, user, "token.created", `token/${doc._id}`, {
+        userId: user._id,
+        email: user.email,
+        name,
+        sso: true,
+        issuedBy: "operator",
+        expiresAt: doc.expiresAt.toISOString(),
+      });
       return { token: appTokenToProto(doc, user), plaintext };
     },
 
@@ -70,7 +98,8 @@ export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToke
       // Tokens the caller may not revoke are not found, like unknown ones.
       if (!token || !owner || !mayRevokeAppToken(p.user, owner)) throw fail.notFound(`token "${req.tokenId}" not found`);
       const revokedAt = new Date();
-      if (await dir.appTokens.revoke(token._id, revokedAt)) await adminLogAboutUser(deps, p.user, owner, "token.revoked", `token/${token._id}`, { userId: owner._id, email: owner.email, name: token.name });
+      if (await dir.appTokens.revoke(token._id, revokedAt))
+        await adminLogAboutUser(deps, p.user, owner, "token.revoked", `token/${token._id}`, { userId: owner._id, email: owner.email, name: token.name });
       const after = (await dir.appTokens.get(token._id)) ?? { ...token, revokedAt };
       return { token: appTokenToProto(after, owner) };
     },
@@ -83,7 +112,16 @@ export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToke
       const id = randomUUID();
       const t = newToken(API_TOKEN_PREFIX, id);
       const now = new Date();
-      const doc: T.ApiTokenDoc = { _id: id, hash: t.hash, userId: p.user._id, projectId: project._id, name, expiresAt: new Date(now.getTime() + ttlMs(req.ttlSeconds)), revokedAt: null, createdAt: now };
+      const doc: T.ApiTokenDoc = {
+        _id: id,
+        hash: t.hash,
+        userId: p.user._id,
+        projectId: project._id,
+        name,
+        expiresAt: new Date(now.getTime() + ttlMs(req.ttlSeconds)),
+        revokedAt: null,
+        createdAt: now,
+      };
       await dir.apiTokens.insert(doc);
       await adminLog(deps, p.user, "api_token.created", `api_token/${doc._id}`, { name, expiresAt: doc.expiresAt.toISOString() }, { projectId: project._id });
       return { token: apiTokenToProto(doc, p.user), plaintext: t.plaintext };
@@ -95,7 +133,8 @@ export function tokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToke
       if (!token) throw fail.notFound(`API token "${req.tokenId}" not found`);
       const project = await inProject(dir, p, token.projectId, "admin");
       const revokedAt = new Date();
-      if (await dir.apiTokens.revoke(token._id, revokedAt)) await adminLog(deps, p.user, "api_token.revoked", `api_token/${token._id}`, { name: token.name }, { projectId: project._id });
+      if (await dir.apiTokens.revoke(token._id, revokedAt))
+        await adminLog(deps, p.user, "api_token.revoked", `api_token/${token._id}`, { name: token.name }, { projectId: project._id });
       const [after, creator] = await Promise.all([dir.apiTokens.get(token._id), dir.users.get(token.userId)]);
       return { token: apiTokenToProto(after ?? { ...token, revokedAt }, creator ?? { _id: token.userId, email: "" }) };
     },

@@ -16,7 +16,11 @@ export function userMethods(deps: Deps): Pick<AdminImpl, "createUser"> {
       if (!EMAIL.test(email)) throw fail.invalid("email: not an e-mail address");
       const name = req.name.trim() || email;
       if (name.length > 200) throw fail.invalid("name: at most 200 characters");
-      const user = await insertUnique(dir.users.insert, { _id: randomUUID(), organizationId: p.user.organizationId, email, name, organizationAdmin: req.organizationAdmin, createdAt: new Date() }, `user "${email}"`);
+      const user = await insertUnique(
+        dir.users.insert,
+        { _id: randomUUID(), organizationId: p.user.organizationId, email, name, organizationAdmin: req.organizationAdmin, createdAt: new Date() },
+        `user "${email}"`,
+      );
       await adminLogAboutUser(deps, p.user, user, "user.created", `user/${user._id}`, { email, organizationAdmin: user.organizationAdmin });
       return { user: userToProto(user) };
     },

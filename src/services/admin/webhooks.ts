@@ -36,7 +36,14 @@ export function webhookMethods(deps: Deps): Pick<AdminImpl, "enableWebhook" | "d
       if (limit < 1 || limit > 100_000) throw fail.invalid("rate_limit_per_minute: must be 1 to 100000");
       const before = await dir.workflows.setWebhookRateLimit(workflow._id, limit);
       if (!before) throw fail.notFound(`workflow "${req.workflowId}" not found`);
-      await adminLog(deps, p.user, "webhook.rate_limit.changed", `workflow/${workflow._id}`, { from: before.webhook.rateLimitPerMinute, to: limit }, { projectId: project._id, environment });
+      await adminLog(
+        deps,
+        p.user,
+        "webhook.rate_limit.changed",
+        `workflow/${workflow._id}`,
+        { from: before.webhook.rateLimitPerMinute, to: limit },
+        { projectId: project._id, environment },
+      );
       return { webhook: webhookToProto(deps.config, { ...before, webhook: { ...before.webhook, rateLimitPerMinute: limit } }) };
     },
   };

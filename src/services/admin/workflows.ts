@@ -50,7 +50,14 @@ export function workflowMethods(deps: Deps): Pick<AdminImpl, "createWorkflow" | 
       await dir.workflows.insert(workflow);
       const environment = await dir.environments.get(rendering.environmentId);
       const scope = { projectId: project._id, environment: environment?.name ?? null };
-      await adminLog(deps, p.user, "workflow.created", `workflow/${workflow._id}`, { name, renderingId: rendering._id, collection: collection.name, triggerRoles: workflow.triggerRoles }, scope);
+      await adminLog(
+        deps,
+        p.user,
+        "workflow.created",
+        `workflow/${workflow._id}`,
+        { name, renderingId: rendering._id, collection: collection.name, triggerRoles: workflow.triggerRoles },
+        scope,
+      );
       await adminLog(deps, p.user, "workflow.published", `workflow/${workflow._id}`, { version: 1, steps: steps.map((s) => s.type) }, scope);
       return { workflow: workflowToProto(config, workflow) };
     },
@@ -75,7 +82,8 @@ export function workflowMethods(deps: Deps): Pick<AdminImpl, "createWorkflow" | 
       if (idx < 0) throw fail.notFound(`workflow "${req.workflowId}" has no version ${req.version}`);
       const after = await dir.workflows.deactivateVersion(workflow._id, idx, req.version);
       if (!after) throw fail.notFound(`workflow "${req.workflowId}" not found`);
-      if (workflow.versions[idx]!.active) await adminLog(deps, p.user, "workflow.deactivated", `workflow/${workflow._id}`, { version: req.version }, { projectId: project._id, environment });
+      if (workflow.versions[idx]!.active)
+        await adminLog(deps, p.user, "workflow.deactivated", `workflow/${workflow._id}`, { version: req.version }, { projectId: project._id, environment });
       return { workflow: workflowToProto(config, after) };
     },
 
