@@ -164,5 +164,5 @@ if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith
     process.stderr.write("usage: node --import tsx bench/profile-summary.ts <file.cpuprofile | dir> [--top N]\n");
     process.exit(2);
   }
-  for (const t of targets) for (const f of profileFiles(t)) process.stdout.write(formatSummary(summarize(f, top)) + "\n\n");
+  for (const t of targets) for (const f of profileFiles(t)) process.stdout.write(`${formatSummary(summarize(f, top))}\n\n`);
 }

@@ -329,7 +329,7 @@ export function renderMarkdown(r: BenchResults): string {
   out.push(`| tail of 20,000 entries from 4 writers < 60 s | ${f(h.tailMs, " ms")} | ${status(h.tailMs, TARGETS.tailMs, false)} |`);
   out.push(`| runhook RSS ≤ 150 MB idle | ${f(h.rssIdleMb, " MB")} | ${status(h.rssIdleMb, TARGETS.rssIdleMb, false)} |`);
   out.push(`| runhook RSS ≤ 300 MB under load | ${f(h.rssLoadMb, " MB")} | ${status(h.rssLoadMb, TARGETS.rssLoadMb, false)} |`);
-  return out.join("\n") + "\n";
+  return `${out.join("\n")}\n`;
 }
 
 /** The webhook accept on each embedded backend, side by side. */

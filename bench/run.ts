@@ -77,7 +77,7 @@ const ctx: BenchContext = {
   profileDir,
   profile,
   signingKeys: newSigningKeys(),
-  log: (m) => process.stdout.write(m + "\n"),
+  log: (m) => process.stdout.write(`${m}\n`),
   cleanups: [],
 };
 
@@ -175,7 +175,7 @@ async function soakMain(o: NonNullable<typeof soak>): Promise<number> {
   mkdirSync(resultsDir, { recursive: true });
   writeFileSync(
     join(resultsDir, `${stamp}.json`),
-    JSON.stringify(
+    `${JSON.stringify(
       {
         ...meta,
         machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "", memGb: Math.round(totalmem() / 2 ** 30), platform: process.platform },
@@ -184,15 +184,15 @@ async function soakMain(o: NonNullable<typeof soak>): Promise<number> {
       },
       null,
       2,
-    ) + "\n",
+    )}\n`,
   );
   writeFileSync(join(resultsDir, `${stamp}.md`), md);
-  ctx.log("\n" + md);
+  ctx.log(`\n${md}`);
   ctx.log(`(written bench/results/${stamp}.json and .md; ${Math.round((Date.now() - t0) / 1000)} s)`);
   const serverSlope = r.verdict.rss.find((x) => x.process === "server")?.slopeMbPerMin ?? null;
   const worstP99 = r.verdict.p99.reduce<number | null>((a, p) => (p.judged && p.ratio !== null && (a === null || p.ratio > a) ? p.ratio : a), null);
   process.stdout.write(
-    JSON.stringify({
+    `${JSON.stringify({
       soakS: o.durationMs / 1000,
       targetPerSec: r.targetPerSec,
       capacityPerSec: r.capacity?.capacityPerSec ?? null,
@@ -202,7 +202,7 @@ async function soakMain(o: NonNullable<typeof soak>): Promise<number> {
       serverSlopeMbPerMin: serverSlope,
       p99Stable: r.verdict.p99Stable,
       worstP99Ratio: worstP99,
-    }) + "\n",
+    })}\n`,
   );
   return 0;
 }
@@ -284,11 +284,11 @@ async function main(): Promise<number> {
 
   const md = renderMarkdown(results) + (profileText ? `\n\n## CPU profiles\n\n${profileText}\n` : "");
   mkdirSync(resultsDir, { recursive: true });
-  writeFileSync(join(resultsDir, `${stamp}.json`), JSON.stringify(results, null, 2) + "\n");
+  writeFileSync(join(resultsDir, `${stamp}.json`), `${JSON.stringify(results, null, 2)}\n`);
   writeFileSync(join(resultsDir, `${stamp}.md`), md);
-  ctx.log("\n" + md);
+  ctx.log(`\n${md}`);
   ctx.log(`(written bench/results/${stamp}.json and .md; ${results.durationS} s)`);
-  process.stdout.write(JSON.stringify(headline(results)) + "\n");
+  process.stdout.write(`${JSON.stringify(headline(results))}\n`);
   return 0;
 }
 

@@ -34,4 +34,4 @@ await Promise.all(
 );
 const ms = Math.round(performance.now() - t0);
 await db.close();
-process.stdout.write(JSON.stringify({ writer, entries: count * loops, ms }) + "\n");
+process.stdout.write(`${JSON.stringify({ writer, entries: count * loops, ms })}\n`);

@@ -1,5 +1,5 @@
 // What the services, the rules and the worker are built from (the servers add theirs: rpc/server-deps.ts).
-import { EventEmitter } from "node:events";
+import type { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { Config } from "./config.js";
 import type { Store } from "./store/index.js";

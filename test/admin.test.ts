@@ -257,7 +257,7 @@ describe("AdminService: validation", () => {
 describe("AdminService: who may call what", () => {
   it("answers UNAUTHENTICATED without a valid application token", async () => {
     const o = await org();
-    expect(await code(adminClient(server.baseUrl, "rh_app_" + "A".repeat(43)).createProject({ name: "x" }))).toBe(Code.Unauthenticated);
+    expect(await code(adminClient(server.baseUrl, `rh_app_${"A".repeat(43)}`).createProject({ name: "x" }))).toBe(Code.Unauthenticated);
     const api = await o.admin.client.createApiToken({ projectId: o.project.id });
     expect(await code(adminClient(server.baseUrl, api.plaintext).getWorkflow({ workflowId: o.workflow.id }))).toBe(Code.Unauthenticated);
     expect(await code(adminClient(server.baseUrl, BOOTSTRAP_SECRET).createProject({ name: "x" }))).toBe(Code.Unauthenticated);

@@ -12,7 +12,7 @@ import { API_TOKEN_PREFIX, newToken } from "../src/domain/auth/tokens.js";
 import { signWebhookKey, webhookUrl } from "../src/domain/webhook-keys.js";
 import { apiClient } from "./helpers/api.js";
 import { BOOTSTRAP_SECRET, startServer, type TestServer } from "./helpers/server.js";
-import { adminClient, awaitFreshWindow, grpcTrigger, grpcUnary, postHook } from "./helpers/webhook.js";
+import { adminClient, awaitFreshWindow, grpcTrigger, grpcUnary } from "./helpers/webhook.js";
 import { createWorld, type World } from "./helpers/world.js";
 
 /** A well-formed token nobody issued: it reaches the token lookup, like a real guess. */

@@ -111,7 +111,7 @@ describe("runhook trigger", () => {
     expect(noToken.code).toBe(2);
     expect(noToken.stderr).toMatch(/no token: set RUNHOOK_TOKEN or pass --token/);
 
-    const tampered = await run(["trigger", demoUrl.slice(0, -3) + "xyz", "1002", "--token", demo.userToken]);
+    const tampered = await run(["trigger", `${demoUrl.slice(0, -3)}xyz`, "1002", "--token", demo.userToken]);
     expect(tampered.code).toBe(4);
     expect(tampered.stderr).toMatch(/400 invalid_argument: .*\n.*copy it again/);
 

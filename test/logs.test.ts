@@ -278,13 +278,13 @@ describe("activity logs", () => {
 
   it("accepts limit 1 and 1000", async () => {
     const c = apiClient(server.gateway, w.apiToken);
-    expect((await c.get(base() + "?limit=1")).body.activityLogs).toHaveLength(1);
-    expect((await c.get(base() + "?limit=1000")).body.activityLogs).toHaveLength(6);
+    expect((await c.get(`${base()}?limit=1`)).body.activityLogs).toHaveLength(1);
+    expect((await c.get(`${base()}?limit=1000`)).body.activityLogs).toHaveLength(6);
   });
 
   it("answers 401 without, with a bad or a revoked token", async () => {
     const c = apiClient(server.gateway);
-    for (const token of [undefined, "rh_api_" + "x".repeat(43), "garbage", w.userToken]) {
+    for (const token of [undefined, `rh_api_${"x".repeat(43)}`, "garbage", w.userToken]) {
       const r = await c.get(base(), { token: token ?? null });
       expect(r.status).toBe(401);
       expect(r.body).toMatchObject({ code: "unauthenticated" });
@@ -363,7 +363,7 @@ describe("admin logs", () => {
     expect(idsOf((await all(adminBase(), { action: "api_token.created" }, "adminLogs")).entries)).toEqual([ids.adm3]);
     expect(idsOf((await all(adminBase(), { from: at(1).toISOString(), to: at(3).toISOString() }, "adminLogs")).entries)).toEqual([ids.adm2]);
     expect(idsOf((await all(adminBase(), { order: "desc", limit: 1 }, "adminLogs")).entries)).toEqual([ids.adm3, ids.adm2, ids.adm1]);
-    const bad = await apiClient(server.gateway, w.apiToken).get(adminBase() + "?collection=orders");
+    const bad = await apiClient(server.gateway, w.apiToken).get(`${adminBase()}?collection=orders`);
     expect(bad.status).toBe(400);
     expect((await apiClient(server.gateway, other.apiToken).get(adminBase())).status).toBe(403);
   });

@@ -223,7 +223,7 @@ describe("retention", () => {
 
     // `runhook logs tail` on such a cursor stops with the reason and the way out (exit 4).
     const cursorFile = join(tmp, "stale.cursor");
-    writeFileSync(cursorFile, early + "\n");
+    writeFileSync(cursorFile, `${early}\n`);
     const child = spawn(
       process.execPath,
       [join(ROOT, "bin/runhook.js"), "logs", "tail", "--project", w.projectName, "--environment", w.environmentName, "--cursor-file", cursorFile],

@@ -307,7 +307,12 @@ describe("deeply nested request messages", () => {
       });
       const trailers = new Promise<Record<string, unknown>>((r) => stream.on("trailers", r));
       const frames: Buffer[] = [];
-      const answered = new Promise<void>((resolve) => stream.on("data", (d: Buffer) => (frames.push(d), resolve())));
+      const answered = new Promise<void>((resolve) =>
+        stream.on("data", (d: Buffer) => {
+          frames.push(d);
+          resolve();
+        }),
+      );
       // ServerReflectionRequest{list_services = 7: ""}, and the stream stays open.
       stream.write(envelope(field(7, Buffer.alloc(0))));
       await answered;

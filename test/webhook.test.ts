@@ -232,7 +232,7 @@ describe("webhook: 400 bad URL (step 1)", () => {
     const h = await hook();
     const key = keyOf(h.url);
     const prefix = h.url.slice(0, h.url.length - key.length);
-    for (const bad of [key.slice(0, -1), key + "A", key + "=", key.slice(1), "x", "not-a-key", key.toUpperCase(), "A".repeat(300)]) {
+    for (const bad of [key.slice(0, -1), `${key}A`, `${key}=`, key.slice(1), "x", "not-a-key", key.toUpperCase(), "A".repeat(300)]) {
       const res = await postHook(prefix + bad, h.w.userToken, { record_id: "r1" });
       expect(res.status, bad).toBe(400);
       expect(res.body).toEqual({ error: expect.any(String), code: "invalid_argument" });
@@ -282,7 +282,7 @@ describe("webhook: 400 bad URL (step 1)", () => {
 describe("webhook: 401 bad token (step 2)", () => {
   it("answers 401 for a missing, malformed or unknown bearer token", async () => {
     const h = await hook();
-    for (const token of [undefined, "", "rh_app_short", "rh_app_" + "A".repeat(43), "Basic abc"]) {
+    for (const token of [undefined, "", "rh_app_short", `rh_app_${"A".repeat(43)}`, "Basic abc"]) {
       const res = await postHook(h.url, token, { record_id: "r1" });
       expect(res.status, String(token)).toBe(401);
       expect(res.body).toEqual({ error: expect.any(String), code: "unauthenticated" });
@@ -419,7 +419,7 @@ describe("webhook: 404 / 400 webhook state (step 3)", () => {
 describe("webhook: the check order", () => {
   it("bad key + no token → 400", async () => {
     const h = await hook();
-    expect((await postHook(h.url.slice(0, -2) + "zz", undefined, "nonsense", { raw: true })).status).toBe(400);
+    expect((await postHook(`${h.url.slice(0, -2)}zz`, undefined, "nonsense", { raw: true })).status).toBe(400);
   });
 
   it("valid key + no token + disabled + bad body → 401", async () => {
@@ -577,7 +577,7 @@ describe("TriggerService.TriggerRun over native gRPC", () => {
   it("maps every refusal to its gRPC code", async () => {
     const h = await hook();
     const code = async (url: string, record: string, token?: string) => (await grpcTrigger(server.grpcAddr, url, record, token)).error?.code;
-    expect(await code(h.publicUrl.slice(0, -1) + "x", "r1", h.w.userToken)).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(await code(`${h.publicUrl.slice(0, -1)}x`, "r1", h.w.userToken)).toBe(grpc.status.INVALID_ARGUMENT);
     expect(await code(h.publicUrl, "r1")).toBe(grpc.status.UNAUTHENTICATED);
     const other = await createWorld(db());
     expect(await code(h.publicUrl, "r1", other.userToken)).toBe(grpc.status.PERMISSION_DENIED);

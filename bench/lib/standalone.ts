@@ -10,7 +10,7 @@ import { liveProcs } from "./procs.js";
 
 export async function standalone<T>(name: string, fn: (ctx: BenchContext) => Promise<T>): Promise<T> {
   const dataDir = mkdtempSync(join(tmpdir(), "runhook-bench-"));
-  const log = (m: string) => process.stdout.write(m + "\n");
+  const log = (m: string) => process.stdout.write(`${m}\n`);
   const ctx: BenchContext = {
     quick: process.argv.includes("--quick"),
     uri: "",

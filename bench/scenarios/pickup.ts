@@ -12,7 +12,7 @@ import { RUN_QUEUED } from "../../src/domain/runs/model.js";
 import { createLogger } from "../../src/lib/logging.js";
 import { startRunhook } from "../../src/main.js";
 import type { RunDoc, StepDoc } from "../../src/store/types.js";
-import { benchWorld, openStore, serverConfig, type BenchContext, type BenchWorld } from "../lib/context.js";
+import { benchWorld, openStore, serverConfig, type BenchContext } from "../lib/context.js";
 import { percentile, round, sleep } from "../lib/load.js";
 import { runDocLike } from "./webhook.js";
 

@@ -378,7 +378,10 @@ function requests(pool: Pool, client: grpc.Client, tenants: Tenant[], records: n
 function kindSequence(): (j: number) => Kind {
   const pattern: Kind[] = KINDS.flatMap((k) => Array.from({ length: MIX[k] }, () => k));
   let seed = 12345;
-  const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  const rand = () => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed / 2 ** 31;
+  };
   for (let i = pattern.length - 1; i > 0; i--) {
     const k = Math.floor(rand() * (i + 1));
     [pattern[i], pattern[k]] = [pattern[k]!, pattern[i]!];
@@ -663,7 +666,7 @@ export function renderSoakMarkdown(
   out.push("```");
   out.push(r.verdict.text);
   out.push("```");
-  return out.join("\n") + "\n";
+  return `${out.join("\n")}\n`;
 }
 
 // ---------------------------------------------------------------- the scenario
@@ -709,7 +712,7 @@ export async function soakScenario(ctx: BenchContext, o: SoakOptions): Promise<S
     for (let i = 0; i < o.workers; i++) procs.push(await spawnFor(ctx, "soak", "worker", dbName, env));
     const server = procs[0]!;
     const pids: Record<string, number | undefined> = { server: server.pid };
-    procs.slice(1).forEach((p, i) => (pids[o.workers > 1 ? `worker${i + 1}` : "worker"] = p.pid));
+    for (const [i, p] of procs.slice(1).entries()) pids[o.workers > 1 ? `worker${i + 1}` : "worker"] = p.pid;
     if (ctx.javaPid) pids.java = ctx.javaPid;
     const names = Object.keys(pids);
     const javaName = ctx.javaPid ? "java" : undefined;

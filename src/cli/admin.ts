@@ -197,7 +197,7 @@ export async function runAdminCommand(args: string[], env: NodeJS.ProcessEnv = p
     return 2;
   }
   const method = AdminService.methods.find((m) => m.localName === spec.rpc)!;
-  let request;
+  let request: unknown;
   try {
     request = fromJson(method.input, spec.build(flags));
   } catch (err) {
@@ -215,10 +215,10 @@ export async function runAdminCommand(args: string[], env: NodeJS.ProcessEnv = p
     const res = await call(request, { headers: { authorization: `Bearer ${secret}` } });
     // Pretty JSON: its only raw line breaks are its own; each line is escaped.
     process.stdout.write(
-      JSON.stringify(toJson(method.output, res, { alwaysEmitImplicit: true }), null, 2)
+      `${JSON.stringify(toJson(method.output, res, { alwaysEmitImplicit: true }), null, 2)
         .split("\n")
         .map(terminalSafe)
-        .join("\n") + "\n",
+        .join("\n")}\n`,
     );
     return 0;
   } catch (err) {

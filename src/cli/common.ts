@@ -60,7 +60,7 @@ export interface Parsed {
 
 /** Strict parsing: unknown flags, missing values and stray words are usage errors. */
 export function parse(args: string[], options: Options, maxPositionals: number): Parsed {
-  let out;
+  let out: ReturnType<typeof parseArgs>;
   try {
     out = parseArgs({ args, options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true });
   } catch (err) {
@@ -111,6 +111,7 @@ export interface Answer {
  * string a tenant wrote could otherwise move the cursor, rewrite the screen or set the
  * clipboard (OSC 52).
  */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this strips
 const TERMINAL_CONTROLS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
 
 /**

@@ -94,7 +94,8 @@ async function ensure<T>(find: () => Promise<T | null>, make: () => Promise<T>):
   }
 }
 
-type Loose = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: admin answers are read loosely, field by field, `_id` or `id`
+type Loose = Record<string, any>;
 /** One AdminService call as the demo's admin; documents and answers are read loosely (`_id` or `id`). */
 type AdminCall = (method: keyof Admin, init: Loose) => Promise<Loose>;
 

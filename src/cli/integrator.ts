@@ -22,7 +22,7 @@ const LOGS_USAGE = `usage: runhook logs tail --project P (--environment E | --ad
 function group(name: string, usage: string, sub: string | undefined, action: string, run: () => Promise<number>, full: string): Promise<number> {
   if (sub === action) return run();
   if (sub === undefined || sub === "--help" || sub === "-h" || sub === "help") {
-    process.stdout.write((sub ? full : usage) + "\n");
+    process.stdout.write(`${sub ? full : usage}\n`);
     return Promise.resolve(sub ? EXIT.OK : EXIT.USAGE);
   }
   process.stderr.write(`runhook ${name}: unknown command "${sub}"\n${usage}\n`);

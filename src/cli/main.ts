@@ -46,7 +46,7 @@ ${metrics}`);
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (!command || command === "help" || command === "--help" || command === "-h") {
-    process.stdout.write((await usage()) + "\n");
+    process.stdout.write(`${await usage()}\n`);
     return command ? 0 : 2;
   }
   if (INTEGRATOR_COMMANDS.includes(command)) return (await import("./integrator.js")).runIntegratorCommand(command, rest);
@@ -69,7 +69,7 @@ async function main(argv: string[]): Promise<number> {
     const rh = await startRunhook(config, { mode: "offline", logger });
     try {
       const out = await seedDemo(rh.deps, rh.services);
-      if (json) process.stdout.write(JSON.stringify(out) + "\n");
+      if (json) process.stdout.write(`${JSON.stringify(out)}\n`);
       else printDemo(out);
     } finally {
       await rh.stop();

@@ -78,7 +78,7 @@ export async function saveCursor(file: string, cursor: string): Promise<void> {
   try {
     const fh = await open(tmp, "w", 0o600);
     try {
-      await fh.writeFile(cursor + "\n");
+      await fh.writeFile(`${cursor}\n`);
       await fh.sync();
     } finally {
       await fh.close();
@@ -229,7 +229,7 @@ export async function runTail(args: string[], env: NodeJS.ProcessEnv = process.e
   try {
     const plan = planTail(args, env);
     if (!plan) {
-      process.stdout.write(TAIL_USAGE + "\n");
+      process.stdout.write(`${TAIL_USAGE}\n`);
       return EXIT.OK;
     }
     await follow(plan, stopWatch);
@@ -285,7 +285,7 @@ async function takePage(plan: TailPlan, a: Answer, at: TailPosition, stopWatch: 
   const items = body?.[plan.itemsKey];
   if (!Array.isArray(items)) throw new CliError(`unexpected answer: ${a.text.slice(0, 200)}`, EXIT.ERROR);
   if (items.length > 0) {
-    if (!process.stdout.write(items.map((e) => terminalSafe(JSON.stringify(e))).join("\n") + "\n"))
+    if (!process.stdout.write(`${items.map((e) => terminalSafe(JSON.stringify(e))).join("\n")}\n`))
       await Promise.race([once(process.stdout, "drain"), once(stop, "abort")]);
     if (stopWatch.stdoutBroken) return false;
   }

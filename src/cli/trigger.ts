@@ -108,7 +108,7 @@ export async function runTrigger(args: string[], env: NodeJS.ProcessEnv = proces
     } as const;
     const { values, positionals, help } = parse(args, options, 2);
     if (help) {
-      process.stdout.write(TRIGGER_USAGE + "\n");
+      process.stdout.write(`${TRIGGER_USAGE}\n`);
       return EXIT.OK;
     }
     const [url, recordId] = positionals;
@@ -135,12 +135,12 @@ export async function runTrigger(args: string[], env: NodeJS.ProcessEnv = proces
       if (err instanceof NetworkError) throw new CliError(err.message, EXIT.UNAVAILABLE, `the run may or may not have been created; ${retry}`);
       throw err;
     }
-    if (json) process.stdout.write(terminalSafe(a.text.trimEnd()) + "\n");
+    if (json) process.stdout.write(`${terminalSafe(a.text.trimEnd())}\n`);
 
     if (a.status === 202) {
       const runId = (a.json as { runId?: unknown } | undefined)?.runId;
       if (typeof runId !== "string") throw new CliError(`unexpected answer 202 ${a.text.slice(0, 200)}`, EXIT.ERROR);
-      if (!json) process.stdout.write(runId + "\n");
+      if (!json) process.stdout.write(`${runId}\n`);
       if (a.headers.get("idempotent-replayed") === "true")
         process.stderr.write(`${prefix}: replayed: an earlier call with this idempotency key started run ${runId}; nothing new was started\n`);
       return EXIT.OK;

@@ -128,7 +128,7 @@ function plainView(out: NodeJS.WriteStream): View {
       last = run;
     },
     note(message) {
-      process.stderr.write(message + "\n");
+      process.stderr.write(`${message}\n`);
     },
     finish() {},
   };
@@ -168,7 +168,7 @@ function ttyView(out: NodeJS.WriteStream): View {
     const cols = out.columns || 100;
     const ls = lines(final).map((l) => (l.length >= cols ? l.slice(0, cols - 1) : l).trimEnd());
     clear();
-    if (ls.length) out.write(ls.join("\n") + "\n");
+    if (ls.length) out.write(`${ls.join("\n")}\n`);
     drawn = ls.length;
   };
   out.write("\x1b[?25l"); // hide the cursor while redrawing
@@ -185,7 +185,7 @@ function ttyView(out: NodeJS.WriteStream): View {
     },
     note(message) {
       clear();
-      process.stderr.write(message + "\n");
+      process.stderr.write(`${message}\n`);
       draw();
     },
     finish() {
@@ -215,7 +215,7 @@ export async function runWatch(args: string[], env: NodeJS.ProcessEnv = process.
   try {
     const { values, positionals, help } = parse(args, { token: { type: "string" }, "base-url": { type: "string" } }, 1);
     if (help) {
-      process.stdout.write(WATCH_USAGE + "\n");
+      process.stdout.write(`${WATCH_USAGE}\n`);
       return EXIT.OK;
     }
     const runId = positionals[0];

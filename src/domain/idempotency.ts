@@ -8,7 +8,7 @@ import type { Config } from "../config.js";
 import { fail } from "./errors.js";
 import { sleep } from "../lib/sleep.js";
 import type { Store } from "../store/index.js";
-import type { IdempotencyKeyDoc } from "../store/types.js";
+import type { IdempotencyKeyDoc, RunDoc } from "../store/types.js";
 
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
 /** Printable ASCII: space to `~`. */
@@ -102,7 +102,7 @@ async function startReserved(deps: IdempotencyDeps, held: IdempotencyKeyDoc, sta
     await start(held.runId);
     return { runId: held.runId, replayed: false };
   } catch (err) {
-    let stored;
+    let stored: RunDoc | null;
     try {
       // Stored all the same: by a repeat that took this reservation over while this call stalled.
       stored = await deps.store.runs.get(held.runId);

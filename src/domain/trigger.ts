@@ -10,6 +10,7 @@ import type { Metrics } from "../lib/metrics.js";
 import { newRunDoc, RUN_QUEUED } from "./runs/model.js";
 import { checkedRecordId } from "./runs/records.js";
 import type { Store } from "../store/index.js";
+import type { CreateOutcome } from "../store/runs.js";
 import type { CollectionDoc, EnvironmentDoc, ProjectDoc, RenderingDoc, WorkflowDoc, WorkflowVersionDoc } from "../store/types.js";
 import { verifyWebhookKey } from "./webhook-keys.js";
 import { checkIdempotencyKey, startOnce, type Outcome } from "./idempotency.js";
@@ -48,7 +49,7 @@ export function parseWebhookBody(raw: string | undefined): TriggerBody {
     return { bodyError: "the body is not valid JSON" };
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) return { bodyError: "the body must be a JSON object" };
-  if (!Object.prototype.hasOwnProperty.call(value, "record_id")) return { bodyError: "record_id is required" };
+  if (!Object.hasOwn(value, "record_id")) return { bodyError: "record_id is required" };
   return { recordId: (value as Record<string, unknown>).record_id };
 }
 
@@ -171,7 +172,7 @@ async function queueRun(deps: TriggerDeps, input: TriggerInput, a: Accepted, run
     via: input.via,
     requestId: input.requestId,
   });
-  let created;
+  let created: CreateOutcome;
   try {
     created = await store.runs.create(run);
   } catch (err) {

@@ -148,6 +148,7 @@ export async function ensureEmbeddedJar(cacheDir: string, progress: Progress): P
       renameSync(join(build, "target", JAR_NAME), jar); // atomic: waiters see all of it or nothing
     } catch (err) {
       const e = err as { stdout?: string; stderr?: string; message: string };
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: Maven's colour codes start with ESC
       const out = `${e.stdout ?? ""}\n${e.stderr ?? ""}`.replace(/\x1b\[[0-9;]*m/g, "").trim() || e.message;
       throw new Error(`building the embedded database (mongo-java-server) failed: ${out.slice(-2000)}`);
     } finally {

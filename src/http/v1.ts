@@ -79,7 +79,7 @@ async function sendNdjson<D extends DescMessage>(reply: FastifyReply, items: Asy
     let buf = "";
     try {
       while (!r.done) {
-        if (r.value.entry) buf += JSON.stringify(protoJson(schema, r.value.entry as MessageShape<D>)) + "\n";
+        if (r.value.entry) buf += `${JSON.stringify(protoJson(schema, r.value.entry as MessageShape<D>))}\n`;
         if (buf.length >= NDJSON_CHUNK) {
           yield buf;
           buf = "";

@@ -103,7 +103,7 @@ export function errorInterceptor(onInternal: (err: unknown, procedure: string, v
       if (isInternal(err)) onInternal(err, procedure, req.contextValues);
       return toConnectError(err);
     };
-    let res;
+    let res: Awaited<ReturnType<typeof next>>;
     try {
       res = await next(req);
     } catch (err) {

@@ -73,7 +73,9 @@ export async function startGrpcServer(deps: ServerDeps, services: Services, host
         server.close(() => resolve());
         // Ask clients to go away; in-flight streams finish, idle sessions close.
         for (const s of sessions) s.close();
-        setTimeout(() => sessions.forEach((s) => s.destroy()), 5000).unref();
+        setTimeout(() => {
+          for (const s of sessions) s.destroy();
+        }, 5000).unref();
       }),
   };
 }

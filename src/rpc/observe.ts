@@ -3,7 +3,7 @@
 // count by protocol, method and outcome. A REST call (webhook, /v1) is logged and counted by
 // the gateway, once per HTTP request, with its route and status (http/app.ts).
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { type Deps } from "../deps.js";
+import type { Deps } from "../deps.js";
 import { requestIdKey, viaKey } from "../services/context.js";
 import { codeName } from "./errors.js";
 import { REQUEST_ID_HEADER } from "./request-id.js";

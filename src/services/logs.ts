@@ -17,7 +17,7 @@ import {
   type ActivityLogFilter,
   type AdminLogEntry,
   type AdminLogFilter,
-  LogService,
+  type LogService,
 } from "../../gen/runhook/v1/log_pb.js";
 import { authorization } from "./context.js";
 import { apiScope } from "../domain/auth/api-scope.js";

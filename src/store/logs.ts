@@ -168,6 +168,53 @@ async function putTombstone(coll: Collection<Position>, kind: LogKind, stream: s
   }
 }
 
+/** The reads of both logs: by position, by key range, and by selection (filters, time range). */
+function logReads(colls: Record<LogKind, Collection<Position>>): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "scan"> {
+  return {
+    async oldest(kind, stream) {
+      const first = await colls[kind].findOne({ _id: keyRange(stream, {}) } as Filter<Position>, { sort: { _id: 1 }, projection: { seq: 1 } });
+      return first?.seq ?? null;
+    },
+    at(kind, stream, seq, fields) {
+      const projection = fields ? Object.fromEntries(fields.map((f) => [f, 1])) : undefined;
+      return colls[kind].findOne({ _id: streamKey(stream, seq) }, projection ? { projection } : {});
+    },
+    async entries(kind, stream, r, order, limit) {
+      const docs = await colls[kind]
+        .find({ _id: keyRange(stream, r), tomb: { $exists: false } } as Filter<Position>)
+        .sort({ _id: order })
+        .limit(limit)
+        .toArray();
+      return docs as unknown as LogDocOf<typeof kind>[];
+    },
+    positions(kind, stream, after, upTo) {
+      return colls[kind]
+        .find({ _id: keyRange(stream, { after, upTo }) } as Filter<Position>)
+        .sort({ _id: 1 })
+        .toArray();
+    },
+    async select(kind, s, r, order, limit) {
+      const docs = await colls[kind]
+        .find(selectionFilter(kind, s, r) as Filter<Position>)
+        .sort({ seq: order })
+        .limit(limit)
+        .toArray();
+      return docs as unknown as LogDocOf<typeof kind>[];
+    },
+    async *scan(kind, s, r, order) {
+      const cursor = colls[kind]
+        .find(selectionFilter(kind, s, r) as Filter<Position>)
+        .sort({ seq: order })
+        .batchSize(1000);
+      try {
+        for await (const doc of cursor) yield doc as unknown as LogDocOf<typeof kind>;
+      } finally {
+        await cursor.close();
+      }
+    },
+  };
+}
+
 export function logStore(d: Database, counters: CounterStore): LogStore {
   // Read at each use: the handles change if the store reconnects (connection.ts).
   const colls = {
@@ -214,47 +261,7 @@ export function logStore(d: Database, counters: CounterStore): LogStore {
     counter: (stream) => counters.current(stream),
     watermark: (stream) => counters.current(watermarkId(stream)),
     raiseWatermark: (stream, pos) => counters.raise(watermarkId(stream), pos),
-    async oldest(kind, stream) {
-      const first = await colls[kind].findOne({ _id: keyRange(stream, {}) } as Filter<Position>, { sort: { _id: 1 }, projection: { seq: 1 } });
-      return first?.seq ?? null;
-    },
-    at(kind, stream, seq, fields) {
-      const projection = fields ? Object.fromEntries(fields.map((f) => [f, 1])) : undefined;
-      return colls[kind].findOne({ _id: streamKey(stream, seq) }, projection ? { projection } : {});
-    },
-    async entries(kind, stream, r, order, limit) {
-      const docs = await colls[kind]
-        .find({ _id: keyRange(stream, r), tomb: { $exists: false } } as Filter<Position>)
-        .sort({ _id: order })
-        .limit(limit)
-        .toArray();
-      return docs as unknown as LogDocOf<typeof kind>[];
-    },
-    positions(kind, stream, after, upTo) {
-      return colls[kind]
-        .find({ _id: keyRange(stream, { after, upTo }) } as Filter<Position>)
-        .sort({ _id: 1 })
-        .toArray();
-    },
+    ...logReads(colls),
     tombstone,
-    async select(kind, s, r, order, limit) {
-      const docs = await colls[kind]
-        .find(selectionFilter(kind, s, r) as Filter<Position>)
-        .sort({ seq: order })
-        .limit(limit)
-        .toArray();
-      return docs as unknown as LogDocOf<typeof kind>[];
-    },
-    async *scan(kind, s, r, order) {
-      const cursor = colls[kind]
-        .find(selectionFilter(kind, s, r) as Filter<Position>)
-        .sort({ seq: order })
-        .batchSize(1000);
-      try {
-        for await (const doc of cursor) yield doc as unknown as LogDocOf<typeof kind>;
-      } finally {
-        await cursor.close();
-      }
-    },
   };
 }

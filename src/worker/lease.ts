@@ -47,7 +47,11 @@ export function holdLease(env: LeaseEnv, log: Logger, id: string, owner: string,
   let lastRenew = Date.now();
   let beat: Promise<void> = Promise.resolve();
   let beating = false;
-  const state: HeartbeatState = { renewed: () => void (lastRenew = Date.now()) };
+  const state: HeartbeatState = {
+    renewed: () => {
+      lastRenew = Date.now();
+    },
+  };
   const tick = async () => {
     if (Date.now() - lastRenew < env.renewEveryMs) return;
     if (!(await env.machine.renew(id, owner, new Date(Date.now() + env.leaseMs)))) return onGone();

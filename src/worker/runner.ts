@@ -49,7 +49,7 @@ export interface RunnerEnv extends LeaseEnv {
  * Runs `op` until it does not fail for want of the database: after such a failure, waits
  * OUTAGE_RETRY_MS and tries again. Undefined when `signal` aborts first.
  */
-async function whenReachable<T>(env: RunnerEnv, signal: AbortSignal, op: () => Promise<T>): Promise<{ value: T } | undefined> {
+async function whenReachable<T>(signal: AbortSignal, op: () => Promise<T>): Promise<{ value: T } | undefined> {
   for (;;) {
     try {
       return { value: await op() };
@@ -77,7 +77,7 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
   /** An activity entry about the run's end, already written: logged, waiting out an outage if need be. */
   const activity = async (action: string, details: Record<string, unknown>) => {
     await lease.stop(); // the run is finished: no lease left to keep (and no "gone" to stop this)
-    const done = await whenReachable(env, env.stopping, () => writeRunActivity(deps.store, claimed, action, details));
+    const done = await whenReachable(env.stopping, () => writeRunActivity(deps.store, claimed, action, details));
     if (!done) log.warn({ action }, "activity entry not written: the database was unreachable until the executor stopped");
   };
   const fail = async (error: string, step: number | null) => {
@@ -116,9 +116,9 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
         log.debug({ err, step: run.stepIndex }, "database unreachable mid-run: resuming once it is back");
       }
       // Where the run stands now, by the database: still ours and RUNNING, or let go.
-      const now = await whenReachable(env, signal, () => deps.store.runs.get(id));
+      const now = await whenReachable(signal, () => deps.store.runs.get(id));
       const cur = now?.value;
-      if (!cur || cur.state !== "RUNNING" || cur.lease?.owner !== owner) return;
+      if (cur?.state !== "RUNNING" || cur.lease?.owner !== owner) return;
       run = cur;
     }
   } finally {

@@ -9,7 +9,6 @@ import type { RunDoc } from "../../src/store/types.js";
 import { spawnServer, testDbName, uriFor, type ChildServer } from "../helpers/server.js";
 import { createWorld, type World } from "../helpers/world.js";
 import { adminClient, awaitFreshWindow, sleep } from "../helpers/webhook.js";
-import { FINISHED } from "../helpers/runs.js";
 import { collectLogs, ms, tally, timedFetch, type Call } from "../helpers/load.js";
 
 const LEASE_MS = 2000;
@@ -144,7 +143,10 @@ describe("crash under load", () => {
         held.map(async (r) => {
           for (;;) {
             const cur = (await db.runs.findOne({ _id: r._id }))!;
-            if (!ongoing(cur) || pidOf(cur.lease?.owner) !== pid) return void (maxMs = Math.max(maxMs, Date.now() - at));
+            if (!ongoing(cur) || pidOf(cur.lease?.owner) !== pid) {
+              maxMs = Math.max(maxMs, Date.now() - at);
+              return;
+            }
             if (Date.now() - at > 30_000) return void violations.push(`run ${r._id} of the killed ${who} not taken over in 30 s`);
             await sleep(50);
           }

@@ -190,7 +190,11 @@ function expectClean(run: Run) {
   expect(run.calls.filter((c) => c.problem !== null)).toEqual([]);
 }
 
-const byStatus = (calls: Call[]) => calls.reduce<Record<string, number>>((m, c) => ((m[c.status] = (m[c.status] ?? 0) + 1), m), {});
+const byStatus = (calls: Call[]) =>
+  calls.reduce<Record<string, number>>((m, c) => {
+    m[c.status] = (m[c.status] ?? 0) + 1;
+    return m;
+  }, {});
 const runs: Partial<Record<keyof typeof SEEDS, Run>> = {};
 
 describe.skipIf(!hasPython())("schemathesis against GET /openapi.json", () => {

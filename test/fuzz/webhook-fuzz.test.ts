@@ -80,7 +80,7 @@ function randomString(r: Rng): string {
     case 3:
       return `r${r.int(1_000_000)}`;
     default:
-      return r.pick(ODD_STRINGS) + `r${r.int(1000)}` + r.pick(ODD_STRINGS);
+      return `${r.pick(ODD_STRINGS)}r${r.int(1000)}${r.pick(ODD_STRINGS)}`;
   }
 }
 
@@ -89,8 +89,8 @@ const HUGE_NUMBERS = [
   "-1e400",
   "1e-400",
   "4".repeat(400),
-  "-" + "9".repeat(400),
-  "0." + "1".repeat(400),
+  `-${"9".repeat(400)}`,
+  `0.${"1".repeat(400)}`,
   "1E+308",
   "-0",
   "0e0",

@@ -45,7 +45,10 @@ export class RunWatcher {
   wait(runId: string, known: number, deadline: number, signal?: AbortSignal): Promise<RunDoc | null> {
     return new Promise((resolve) => {
       let set = this.waiters.get(runId);
-      if (!set) this.waiters.set(runId, (set = new Set()));
+      if (!set) {
+        set = new Set();
+        this.waiters.set(runId, set);
+      }
       const done = (run: RunDoc | null) => {
         clearTimeout(timeout);
         signal?.removeEventListener("abort", onAbort);

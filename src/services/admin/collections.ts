@@ -1,7 +1,7 @@
 // AdminService: collections of an environment's data database, and which roles of a
 // rendering may read and edit their records.
 import { randomUUID } from "node:crypto";
-import { isDuplicateKey, permissionId } from "../../store/index.js";
+import { permissionId } from "../../store/index.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";

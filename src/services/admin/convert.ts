@@ -20,7 +20,7 @@ export function isFieldName(s: string): boolean {
 }
 
 function assertNoOperators(value: JsonValue, where: string): void {
-  if (Array.isArray(value)) value.forEach((v) => assertNoOperators(v, where));
+  if (Array.isArray(value)) for (const v of value) assertNoOperators(v, where);
   else if (value && typeof value === "object") {
     for (const [k, v] of Object.entries(value)) {
       if (k.startsWith("$") || k.includes(".") || k.includes("\0")) throw fail.invalid(`${where}: field name "${k}" may not start with '$' or contain '.'`);

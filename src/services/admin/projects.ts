@@ -1,8 +1,7 @@
 // AdminService: projects, their environments and who holds which role on them.
 import { randomUUID } from "node:crypto";
-import { isRole, type Role } from "../../domain/auth/roles.js";
+import { isRole } from "../../domain/auth/roles.js";
 import { isDuplicateKey } from "../../store/index.js";
-import type { DirectoryStore } from "../../store/directory.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
 import { assertOrgAdmin, assertSsoSession } from "../../domain/auth/access.js";

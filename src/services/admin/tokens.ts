@@ -51,6 +51,10 @@ function tokenName(name: string, fallback: string): string {
 export function tokenMethods(
   deps: Deps,
 ): Pick<AdminImpl, "createApplicationToken" | "issueSsoToken" | "revokeApplicationToken" | "createApiToken" | "revokeApiToken"> {
+  return { ...appTokenMethods(deps), ...apiTokenMethods(deps) };
+}
+
+function appTokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToken" | "issueSsoToken" | "revokeApplicationToken"> {
   const dir = deps.store.directory;
   return {
     async createApplicationToken(req, ctx) {
@@ -103,7 +107,12 @@ export function tokenMethods(
       const after = (await dir.appTokens.get(token._id)) ?? { ...token, revokedAt };
       return { token: appTokenToProto(after, owner) };
     },
+  };
+}
 
+function apiTokenMethods(deps: Deps): Pick<AdminImpl, "createApiToken" | "revokeApiToken"> {
+  const dir = deps.store.directory;
+  return {
     async createApiToken(req, ctx) {
       const p = await caller(dir, ctx);
       const project = await inProject(dir, p, req.projectId, "admin");
