@@ -7,7 +7,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TriggerRunRequestSchema, TriggerRunResponseSchema, type TriggerRunResponse } from "../gen/runhook/v1/trigger_pb.js";
 import { ABANDONED_AFTER_MS } from "../src/domain/idempotency.js";
-import { sweepExpired } from "../src/store/index.js";
+import { storeFixtures, sweepExpired } from "../src/store/index.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { addAppToken, addUser, createWorld, type World } from "./helpers/world.js";
 import { adminClient, awaitFreshWindow, local, postHook, UUID_RE } from "./helpers/webhook.js";
@@ -22,7 +22,7 @@ afterAll(async () => {
 });
 
 const db = () => server.deps.store.db;
-const finish = (runId: string) => db().runs.updateOne({ _id: runId }, { $set: { state: "SUCCEEDED", activeKey: runId, finishedAt: new Date() } });
+const finish = (runId: string) => storeFixtures(db()).finishRun(runId);
 const runsOf = (w: World) => db().runs.countDocuments({ workflowId: w.workflowId });
 
 interface Hook {
@@ -160,7 +160,7 @@ describe("idempotent webhook calls", () => {
     const key = randomUUID();
     const first = await keyed(h, "r1", key);
     await finish(first.body.runId!);
-    await db().idempotencyKeys.updateOne({ runId: first.body.runId! }, { $set: { expiresAt: new Date(Date.now() - 1000) } });
+    await storeFixtures(db()).setIdempotencyKeyTimes(first.body.runId!, { expiresAt: new Date(Date.now() - 1000) });
     const later = await keyed(h, "r1", key);
     expect([later.status, later.headers.get("idempotent-replayed")]).toEqual([202, null]);
     expect(later.body.runId).not.toBe(first.body.runId);
@@ -217,7 +217,7 @@ describe("idempotent webhook calls", () => {
     const first = await keyed(h, "r1", key);
     const reservation = (await db().idempotencyKeys.findOne({ runId: first.body.runId! }))!;
     await db().runs.deleteOne({ _id: first.body.runId! });
-    await db().idempotencyKeys.updateOne({ _id: reservation._id }, { $set: { reservedAt: new Date(Date.now() - ABANDONED_AFTER_MS - 1000) } });
+    await storeFixtures(db()).setIdempotencyKeyTimes(reservation.runId, { reservedAt: new Date(Date.now() - ABANDONED_AFTER_MS - 1000) });
     const retry = await keyed(h, "r1", key);
     expect(retry.status).toBe(202);
     expect(retry.body.runId).toBe(first.body.runId);
@@ -230,7 +230,7 @@ describe("idempotent webhook calls", () => {
     const first = await keyed(h, "r1", key);
     // The first call, as seen while it is between its reservation and its run: no run yet, reserved just now.
     await db().runs.deleteOne({ _id: first.body.runId! });
-    await db().idempotencyKeys.updateOne({ runId: first.body.runId! }, { $set: { reservedAt: new Date() } });
+    await storeFixtures(db()).setIdempotencyKeyTimes(first.body.runId!, { reservedAt: new Date() });
     const again = await keyed(h, "r1", key);
     expect(again.status).toBe(409);
     expect(again.body).toEqual({ error: expect.stringMatching(/still being answered: retry/), code: "aborted" });
@@ -257,7 +257,7 @@ describe("idempotent webhook calls", () => {
 
   it("a repeat counts against the webhook's rate limit like any call", async () => {
     const h = await hook();
-    await db().workflows.updateOne({ _id: h.w.workflowId }, { $set: { "webhook.rateLimitPerMinute": 2 } });
+    await server.deps.store.directory.workflows.setWebhookRateLimit(h.w.workflowId, 2);
     const key = randomUUID();
     await awaitFreshWindow(10_000);
     expect((await keyed(h, "r1", key)).status).toBe(202);

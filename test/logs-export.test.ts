@@ -2,7 +2,7 @@
 // and in constant memory (the server's peak RSS grows by less than 100 MB).
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { connect, type Database } from "../src/store/index.js";
+import { connect, storeFixtures, type Database } from "../src/store/index.js";
 import type { ActivityLogDoc } from "../src/store/types.js";
 import { activityStream, streamKey } from "../src/store/logs.js";
 import { spawnServer, testDbName, uriFor, type ChildServer } from "./helpers/server.js";
@@ -47,7 +47,7 @@ beforeAll(async () => {
     }
     await db.activityLogs.insertMany(docs, { ordered: false });
   }
-  await db.counters.updateOne({ _id: stream }, { $set: { seq: N } }, { upsert: true });
+  await storeFixtures(db).setCounter(stream, N);
   // A small heap: buffering the export (~55 MB of JSON for 100,000 entries) instead of
   // streaming it would run the server out of memory; it also keeps V8 from growing lazily.
   // The young generation is fixed at Node 20's default size (16 MB semi-spaces): Node 24

@@ -2,7 +2,7 @@
 // cursor binding, tail-safety with holes and tombstones, auth and parameter errors.
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isDuplicateKey, type Database } from "../src/store/index.js";
+import { createStore, isDuplicateKey, type Database } from "../src/store/index.js";
 import { activityStream, streamKey, watermarkId, type NewActivity } from "../src/store/logs.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
@@ -291,7 +291,7 @@ describe("activity logs", () => {
     }
     const t = await addApiToken(db, w.admin._id, w.projectId);
     expect((await c.get(base(), { token: t.plaintext })).status).toBe(200);
-    await db.apiTokens.updateOne({ _id: t.id }, { $set: { revokedAt: new Date() } });
+    await createStore(db).directory.apiTokens.revoke(t.id, new Date());
     expect((await c.get(base(), { token: t.plaintext })).status).toBe(401);
   });
 

@@ -6,7 +6,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RunService, WatchRunRequestSchema, WatchRunResponseSchema, type WatchRunResponse } from "../gen/runhook/v1/run_pb.js";
-import { connect, createStore, isDuplicateKey, type Database } from "../src/store/index.js";
+import { connect, createStore, isDuplicateKey, storeFixtures, type Database } from "../src/store/index.js";
 import { packRecordId, recordMatch, unpackRecordId } from "../src/domain/runs/records.js";
 import { recordQuery } from "../src/store/records.js";
 
@@ -117,7 +117,7 @@ describe("executors", () => {
     const err = await queueRun(db, w, "r1").catch((e: unknown) => e);
     expect(isDuplicateKey(err)).toBe(true);
     await queueRun(db, w, "r2"); // another record is fine
-    await db.runs.updateMany({ workflowId: w.workflowId }, { $set: { state: "CANCELLED" } }); // tidy: executors let go
+    await storeFixtures(db).cancelRunsOf(w.workflowId); // tidy: executors let go
     void first;
   });
 
@@ -177,7 +177,7 @@ describe("executors", () => {
 
   it("fails when the user lost access between trigger and execution", async () => {
     const w = await createWorld(db);
-    await db.teams.updateOne({ _id: w.teamId }, { $pull: { memberIds: w.user._id } });
+    await storeFixtures(db).removeTeamMember(w.teamId, w.user._id);
     const run = await waitForRun(db, (await queueRun(db, w, "r1"))._id);
     expect(run.state).toBe("FAILED");
     expect(run.steps[0]!.state).toBe("FAILED");
@@ -189,7 +189,7 @@ describe("executors", () => {
     const w = await createWorld(db, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "late" } }] });
     const q = await queueRun(db, w, "r1");
     await waitForRun(db, q._id, (r) => r.steps[1]!.state === "RUNNING");
-    await db.permissions.updateOne({ _id: `${w.renderingId}:${w.collectionId}` }, { $set: { editRoles: ["admin"] } });
+    await storeFixtures(db).setEditRoles(w.renderingId, w.collectionId, ["admin"]);
     const run = await waitForRun(db, q._id);
     expect(run.state).toBe("FAILED");
     expect(run.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "SUCCEEDED", "FAILED"]);
@@ -199,7 +199,7 @@ describe("executors", () => {
 
   it("fails update_record without edit permission (read is not enough)", async () => {
     const w = await createWorld(db);
-    await db.permissions.updateOne({ _id: `${w.renderingId}:${w.collectionId}` }, { $set: { editRoles: ["admin", "editor"] } });
+    await storeFixtures(db).setEditRoles(w.renderingId, w.collectionId, ["admin", "editor"]);
     const run = await waitForRun(db, (await queueRun(db, w, "r2"))._id);
     expect(run.state).toBe("FAILED");
     expect(run.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "FAILED"]);
@@ -260,10 +260,7 @@ describe("claiming and recovery", () => {
     const w = await createWorld(db, { steps: [{ type: "load_record" }] });
     const q = await queueRun(db, w, "r1");
     // Claimed by an executor that died at once: RUNNING, lease expired.
-    await db.runs.updateOne(
-      { _id: q._id, state: "QUEUED" },
-      { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "dead#1", expiresAt: new Date(Date.now() - 1000) } } },
-    );
+    await storeFixtures(db).strandRun(q._id);
     const run = await waitForRun(db, q._id, undefined, 10_000);
     expect(run.state).toBe("SUCCEEDED");
     expect(run.lease).toBeNull();
@@ -296,10 +293,7 @@ describe("claiming and recovery", () => {
       const w = await createWorld(quiet, { steps: [{ type: "load_record" }] });
       const queued = await queueRun(quiet, w, "r2", { createdAt: new Date(Date.now() - 60_000) });
       const orphan = await queueRun(quiet, w, "r3", { createdAt: new Date(Date.now() - 1000) });
-      await quiet.runs.updateOne(
-        { _id: orphan._id },
-        { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "dead#1", expiresAt: new Date(Date.now() - 1) } } },
-      );
+      await storeFixtures(quiet).strandRun(orphan._id, 1);
       const lease = () => ({ owner: "test#1", expiresAt: new Date(Date.now() + 10_000) });
       expect(await store.runs.claimNext(lease(), new Date())).toMatchObject({ run: { _id: orphan._id }, takeover: true });
       expect(await store.runs.claimNext(lease(), new Date())).toMatchObject({ run: { _id: queued._id }, takeover: false });
@@ -524,7 +518,7 @@ describe("GET /v1/runs/{runId}", () => {
     // A user of another organization.
     expect((await get(other.userToken)).status).toBe(403);
     // A role that may not trigger the workflow.
-    await db.workflows.updateOne({ _id: w.workflowId }, { $set: { triggerRoles: ["admin"] } });
+    await storeFixtures(db).setTriggerRoles(w.workflowId, ["admin"]);
     expect((await get(w.userToken)).status).toBe(403);
     expect((await get(w.adminToken)).status).toBe(200);
 

@@ -10,6 +10,7 @@ import { signWebhookKey, verifyWebhookKey } from "../src/domain/webhook-keys.js"
 import { spawnServer, startServer, type ChildServer, type TestServer } from "./helpers/server.js";
 import { addAppToken, addUser, createWorld, type World } from "./helpers/world.js";
 import { adminClient, awaitFreshWindow, grpcTrigger, local, postHook, sleep, UUID_RE } from "./helpers/webhook.js";
+import { storeFixtures } from "../src/store/index.js";
 
 let server: TestServer;
 beforeAll(async () => {
@@ -39,7 +40,7 @@ async function hook(opts: Parameters<typeof createWorld>[1] = {}): Promise<Hook>
 }
 
 const toLocal = (u: string) => local(u, server.deps.config.publicBaseUrl, server.baseUrl);
-const finish = (runId: string) => db().runs.updateOne({ _id: runId }, { $set: { state: "SUCCEEDED", activeKey: runId, finishedAt: new Date() } });
+const finish = (runId: string) => storeFixtures(db()).finishRun(runId);
 const keyOf = (url: string) => url.slice(url.lastIndexOf("/") + 1);
 const URL_SAFE = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
@@ -486,7 +487,7 @@ describe("webhook: one ongoing run per (workflow, record) (409)", () => {
     const second = await postHook(h.url, h.w.userToken, { record_id: "r1" });
     expect(second.status).toBe(409);
     expect(second.body).toEqual({ error: "a run of this workflow is already ongoing on this record", code: "already_exists", runId: first.body.runId });
-    await db().runs.updateOne({ _id: first.body.runId! }, { $set: { state: "RUNNING" } });
+    await storeFixtures(db()).setRunState(first.body.runId!, "RUNNING");
     expect((await postHook(h.url, h.w.userToken, { record_id: "r1" })).body.runId).toBe(first.body.runId);
     expect(await db().runs.countDocuments({ workflowId: h.w.workflowId })).toBe(1);
     expect((await db().runs.findOne({ _id: first.body.runId! }))?.state).toBe("RUNNING");

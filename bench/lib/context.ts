@@ -187,7 +187,7 @@ export async function benchWorld(ctx: BenchContext, store: Store, opts: WorldOpt
   const webhook = (await c("enableWebhook", { workflowId: workflow.id })).webhook;
   const limit = opts.rateLimitPerMinute ?? 10_000_000;
   if (limit <= 100_000) await c("setWebhookRateLimit", { workflowId: workflow.id, rateLimitPerMinute: limit });
-  else await store.db.workflows.updateOne({ _id: workflow.id }, { $set: { "webhook.rateLimitPerMinute": limit } });
+  else await store.directory.workflows.setWebhookRateLimit(workflow.id, limit);
   const userToken = (await c("createApplicationToken", { userId: user.id, name: "bench webhook" })).plaintext as string;
   const apiToken = (await c("createApiToken", { projectId: project.id, name: "bench logs" })).plaintext as string;
 

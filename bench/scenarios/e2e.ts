@@ -4,7 +4,7 @@
 import { Pool } from "undici";
 import { FINISHED_STATES } from "../../src/domain/runs/model.js";
 import { runStateMachine } from "../../src/domain/runs/state.js";
-import type { Store } from "../../src/store/index.js";
+import { storeFixtures, type Store } from "../../src/store/index.js";
 import type { RunDoc, StepDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
 import { closedLoop, ratio, round, sleep, summarize, type LoadStats } from "../lib/load.js";
@@ -205,8 +205,7 @@ async function rawLifecycle(ctx: BenchContext, o: E2eOptions, records: number): 
   // As many records as the runhook world has (no index on `id` in either: runhook creates none on data collections).
   const N = records;
   const w = await benchWorld(ctx, raw, { records: Array.from({ length: N }, (_, k) => ({ id: `x${k}`, status: "new" })) });
-  const data = raw.db.dataDb(w.dataDatabase).collection<{ id: string; status: string }>(w.collection);
-  const runs = raw.db.runs;
+  const fixtures = storeFixtures(raw.db);
   const steps: StepDoc[] = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }];
   return closedLoop({
     concurrency: 8,
@@ -214,18 +213,8 @@ async function rawLifecycle(ctx: BenchContext, o: E2eOptions, records: number): 
     warmupPerWorker: 2,
     fn: async (i) => {
       const rec = `x${i % N}`;
-      const doc = runDocLike(w, `${rec}-${i}`, steps);
-      await runs.insertOne(doc);
-      const claimed = await runs.findOneAndUpdate(
-        { _id: doc._id, state: "QUEUED" },
-        { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "raw", expiresAt: new Date(Date.now() + 10_000) } } },
-      );
-      if (!claimed) return { ok: false, status: "claim-lost" };
-      const r = await data.findOne({ id: rec });
-      if (!r) return { ok: false, status: "record-missing" };
-      await data.updateOne({ id: rec }, { $set: { status: "done" } });
-      await runs.updateOne({ _id: doc._id }, { $set: { state: "SUCCEEDED", finishedAt: new Date(), activeKey: doc._id, lease: null } });
-      return { ok: true, status: "ok" };
+      const status = await fixtures.rawRunCycle(runDocLike(w, `${rec}-${i}`, steps), { database: w.dataDatabase, collection: w.collection, recordId: rec });
+      return { ok: status === "ok", status };
     },
   });
 }

@@ -52,3 +52,4 @@ export { connect, databaseName, type Database, type CommandFailedEvent, type Com
 export { permissionId, projectRoleId, type WebhookChange } from "./directory.js";
 export { ensureIndexes, sweepEveryMs, sweepExpired, ttlIndexes, SWEEP_EVERY_MS, type TtlIndex } from "./indexes.js";
 export { isDuplicateKey, isUnavailable, MongoNetworkError, MongoServerError } from "./errors.js";
+export { storeFixtures, type StoreFixtures } from "./fixtures.js";

@@ -4,7 +4,7 @@
 // their lease expires; no (workflow, record) ever has two ongoing runs; the webhook rate limit
 // stays exact across the servers and the crash.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, ensureIndexes, type Database } from "../../src/store/index.js";
+import { connect, createStore, ensureIndexes, type Database } from "../../src/store/index.js";
 import type { RunDoc } from "../../src/store/types.js";
 import { spawnServer, testDbName, uriFor, type ChildServer } from "../helpers/server.js";
 import { createWorld, type World } from "../helpers/world.js";
@@ -49,8 +49,9 @@ beforeAll(async () => {
   await ensureIndexes(db);
   const records = Array.from({ length: RECORDS }, (_, i) => ({ id: `r${i}`, status: "new" }));
   [main, limited] = [await createWorld(db, { records, steps: [...steps] }), await createWorld(db, { records, steps: [...steps] })];
-  await db.workflows.updateOne({ _id: main.workflowId }, { $set: { "webhook.rateLimitPerMinute": 1_000_000 } });
-  await db.workflows.updateOne({ _id: limited.workflowId }, { $set: { "webhook.rateLimitPerMinute": LIMIT } });
+  const workflows = createStore(db).directory.workflows;
+  await workflows.setWebhookRateLimit(main.workflowId, 1_000_000);
+  await workflows.setWebhookRateLimit(limited.workflowId, LIMIT);
   [a, b, worker] = await Promise.all([spawnServer(dbName, { env }), spawnServer(dbName, { env }), spawnServer(dbName, { mode: "worker", env })]);
   for (const c of [a, b, worker]) logs.set(c, collectLogs(c.child));
   const path = async (w: World) =>

@@ -14,7 +14,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { Health, HealthCheckRequestSchema, HealthCheckResponseSchema, HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { loadConfig } from "../../src/config.js";
 import { startEmbeddedServer, type EmbeddedServer } from "../../src/embedded/index.js";
-import { connect, ensureIndexes, type Database } from "../../src/store/index.js";
+import { connect, createStore, ensureIndexes, type Database } from "../../src/store/index.js";
 import type { RunDoc } from "../../src/store/types.js";
 import { spawnServer, testDbName, type ChildServer } from "../helpers/server.js";
 import { createWorld, type World } from "../helpers/world.js";
@@ -67,7 +67,7 @@ beforeAll(async () => {
     ],
   });
   // The rate limits are not what this test is about.
-  await db.workflows.updateOne({ _id: w.workflowId }, { $set: { "webhook.rateLimitPerMinute": 1_000_000 } });
+  await createStore(db).directory.workflows.setWebhookRateLimit(w.workflowId, 1_000_000);
   server = await spawnServer(dbName, {
     env: {
       MONGODB_URI: uri(),

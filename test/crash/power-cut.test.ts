@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { pidAlive, startEmbeddedServer } from "../../src/embedded/index.js";
-import { connect, type Database } from "../../src/store/index.js";
+import { connect, createStore, type Database } from "../../src/store/index.js";
 import { spawnServer, testDbName, type ChildServer } from "../helpers/server.js";
 import { createWorld, type World } from "../helpers/world.js";
 import { adminClient, sleep } from "../helpers/webhook.js";
@@ -79,7 +79,7 @@ beforeAll(async () => {
   await start();
   const records = Array.from({ length: ROUNDS * RECORDS_PER_ROUND }, (_, i) => ({ id: `r${i}`, status: "new" }));
   world = await createWorld(db!, { records, steps: [...steps] });
-  await db!.workflows.updateOne({ _id: world.workflowId }, { $set: { "webhook.rateLimitPerMinute": 1_000_000 } });
+  await createStore(db!).directory.workflows.setWebhookRateLimit(world.workflowId, 1_000_000);
   hookPath = new URL((await adminClient(server!.baseUrl, world.adminToken).getWorkflow({ workflowId: world.workflowId })).workflow!.webhook!.url).pathname;
 });
 

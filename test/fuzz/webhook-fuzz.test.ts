@@ -232,7 +232,7 @@ let url: string;
 beforeAll(async () => {
   server = await startServer();
   w = await createWorld(server.deps.store.db, { steps: [{ type: "load_record" }] });
-  await server.deps.store.db.workflows.updateOne({ _id: w.workflowId }, { $set: { "webhook.rateLimitPerMinute": 1_000_000 } });
+  await server.deps.store.directory.workflows.setWebhookRateLimit(w.workflowId, 1_000_000);
   const got = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });
   url = local(got.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl);
 });
