@@ -21,7 +21,9 @@ import { pickupScenario } from "./scenarios/pickup.js";
 import { roundTripsScenario } from "./scenarios/roundtrips.js";
 import { webhookScenario } from "./scenarios/webhook.js";
 import { backendsScenario } from "./scenarios/backends.js";
-import { parseDuration, renderSoakMarkdown, soakScenario } from "./scenarios/soak.js";
+import { soakScenario } from "./scenarios/soak/index.js";
+import { parseDuration } from "./scenarios/soak/model.js";
+import { renderSoakMarkdown } from "./scenarios/soak/report.js";
 import { headline, renderMarkdown, type BenchResults } from "./report.js";
 
 const args = process.argv.slice(2);

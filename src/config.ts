@@ -126,6 +126,9 @@ export interface WriteConcernSetting {
 }
 
 /** Writes survive a crash of the server, and on a replica set a failover too. */
+/** Public API requests per token per minute, unless RUNHOOK_API_RATE_LIMIT says otherwise. */
+export const DEFAULT_API_RATE_LIMIT = 600;
+
 export const DEFAULT_WRITE_CONCERN: WriteConcernSetting = { w: "majority", journal: true };
 
 export interface Retention {
@@ -251,6 +254,16 @@ function trustedProxies(env: NodeJS.ProcessEnv): string[] {
   return list;
 }
 
+const localBaseUrl = (port: number) => `http://localhost:${port}`;
+
+/**
+ * Once the gateway listens: PORT=0 picked a free port, and webhook URLs must name the one
+ * actually bound (the default public URL was made with port 0).
+ */
+export function bindPublicBaseUrl(config: Config, boundPort: number): void {
+  if (config.publicBaseUrl === localBaseUrl(0)) config.publicBaseUrl = localBaseUrl(boundPort);
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = resolve(env.RUNHOOK_DATA_DIR || ".data");
   const port = int(env, "PORT", 8080, 0, 65535);
@@ -260,7 +273,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const { keys, current } = signingKeys(env, secrets!);
   const bootstrapSecret = env.RUNHOOK_BOOTSTRAP_SECRET || secrets!.bootstrapSecret;
   if (bootstrapSecret.length < 16) throw new ConfigError("RUNHOOK_BOOTSTRAP_SECRET must be at least 16 characters");
-  const publicBaseUrl = (env.PUBLIC_BASE_URL || `http://localhost:${port}`).replace(/\/+$/, "");
+  const publicBaseUrl = (env.PUBLIC_BASE_URL || localBaseUrl(port)).replace(/\/+$/, "");
   if (!/^https?:\/\/[^/]+(\/.*)?$/.test(publicBaseUrl)) throw new ConfigError(`PUBLIC_BASE_URL must be an http(s) URL, got "${publicBaseUrl}"`);
   const mongodbUri = env.MONGODB_URI || undefined;
   if (mongodbUri && !/^mongodb(\+srv)?:\/\//.test(mongodbUri)) throw new ConfigError("MONGODB_URI must start with mongodb:// or mongodb+srv://");
@@ -282,7 +295,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: env.LOG_LEVEL || "info",
     bodyLimitBytes: int(env, "RUNHOOK_BODY_LIMIT_BYTES", 256 * 1024, 1024, 64 * 1024 * 1024),
     webhookRateLimitPerMinute: int(env, "RUNHOOK_WEBHOOK_RATE_LIMIT", 60, 1, 1_000_000),
-    apiRateLimitPerMinute: int(env, "RUNHOOK_API_RATE_LIMIT", 600, 1, 1_000_000),
+    apiRateLimitPerMinute: int(env, "RUNHOOK_API_RATE_LIMIT", DEFAULT_API_RATE_LIMIT, 1, 1_000_000),
     docs: bool(env, "RUNHOOK_DOCS", true),
     idempotencyTtlMs: int(env, "RUNHOOK_IDEMPOTENCY_TTL_HOURS", 24, 1, 24 * 365) * 3_600_000,
     authFailureLimitPerMinute: int(env, "RUNHOOK_AUTH_FAILURE_LIMIT", 100, 1, 1_000_000),

@@ -2,7 +2,7 @@
 import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { FastifyInstance } from "fastify";
-import type { Config } from "./config.js";
+import { bindPublicBaseUrl, type Config } from "./config.js";
 import {
   connect,
   createStore,
@@ -217,8 +217,7 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
       await gateway.listen({ port: config.port, host: config.host });
       const port = (gateway.server.address() as { port: number }).port;
       baseUrl = `http://127.0.0.1:${port}`;
-      // PORT=0 picks a free port: webhook URLs must name the one actually bound.
-      if (/:0$/.test(config.publicBaseUrl)) config.publicBaseUrl = `http://localhost:${port}`;
+      bindPublicBaseUrl(config, port);
       grpc = await startGrpcServer(deps, services, config.host, config.grpcPort);
       grpcAddr = `127.0.0.1:${grpc.port}`;
       logger.info({ http: port, grpc: grpc.port }, "runhook listening");

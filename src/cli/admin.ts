@@ -4,11 +4,11 @@ import { ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
-import { terminalSafe } from "./common.js";
+import { DEFAULT_BASE_URL, terminalSafe, UsageError } from "./common.js";
 
 export const ADMIN_USAGE = `
   admin <group> <action> [--flag value …]   administration over AdminService (prints JSON)
-      env: RUNHOOK_URL (default http://localhost:8080), RUNHOOK_TOKEN (application token),
+      env: RUNHOOK_URL (default ${DEFAULT_BASE_URL}), RUNHOOK_TOKEN (application token),
            RUNHOOK_BOOTSTRAP_SECRET (for bootstrap and sso-token)
     admin bootstrap --org NAME --email EMAIL [--name NAME]
     admin users create --email EMAIL [--name NAME] [--org-admin]
@@ -38,7 +38,6 @@ export const ADMIN_USAGE = `
 `;
 
 type Flags = Record<string, string | true>;
-class UsageError extends Error {}
 
 const list = (v: string | true | undefined) =>
   typeof v === "string" && v !== ""
@@ -209,7 +208,7 @@ export async function runAdminCommand(args: string[], env: NodeJS.ProcessEnv = p
     process.stderr.write(`runhook admin ${command}: set ${spec.bootstrap ? "RUNHOOK_BOOTSTRAP_SECRET" : "RUNHOOK_TOKEN"}\n`);
     return 2;
   }
-  const client = createClient(AdminService, createConnectTransport({ baseUrl: env.RUNHOOK_URL || "http://localhost:8080", httpVersion: "1.1" }));
+  const client = createClient(AdminService, createConnectTransport({ baseUrl: env.RUNHOOK_URL || DEFAULT_BASE_URL, httpVersion: "1.1" }));
   try {
     const call = client[method.localName as keyof typeof client] as unknown as (r: unknown, o: unknown) => Promise<never>;
     const res = await call(request, { headers: { authorization: `Bearer ${secret}` } });

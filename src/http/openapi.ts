@@ -1,7 +1,7 @@
 // GET /openapi.json: the OpenAPI 3.1 description of every plain-HTTP route of the gateway,
 // generated from the route table (routes.ts) and the protobuf message descriptors.
 import type { FastifyInstance } from "fastify";
-import type { Config } from "../config.js";
+import { type Config, DEFAULT_API_RATE_LIMIT } from "../config.js";
 import { ERROR_SCHEMA, errorResponses, json, jsonBody, nameOf, pathParam, ref, requestBody, SchemaBuilder, type Schema } from "./openapi-schemas.js";
 import { API_ROUTES, DOCS, NDJSON, OPENAPI_DOCUMENT, OTHER_ROUTES, PATH_PARAMS, routeUrl, type ApiRoute } from "./routes.js";
 
@@ -15,7 +15,7 @@ export interface OpenApiOptions {
 /** The rate-limit headers every /v1 answer carries. */
 function rateHeaders(limit: number): Schema {
   return {
-    "X-RateLimit-Limit": { description: `Requests allowed per minute for this token (default ${600})`, schema: { type: "integer" } },
+    "X-RateLimit-Limit": { description: `Requests allowed per minute for this token (default ${DEFAULT_API_RATE_LIMIT})`, schema: { type: "integer" } },
     "X-RateLimit-Remaining": { description: "Requests left in the current window", schema: { type: "integer" } },
     "X-RateLimit-Reset": { description: "Unix time (seconds) when the window frees", schema: { type: "integer" } },
     RateLimit: { description: "IETF draft form: limit=N, remaining=N, reset=<seconds from now>", schema: { type: "string" } },
@@ -88,7 +88,7 @@ const DESCRIPTION =
   "Slow clients: request headers must arrive within RUNHOOK_HTTP_HEADERS_TIMEOUT_MS (10 s by default) and the whole request within RUNHOOK_HTTP_REQUEST_TIMEOUT_MS (30 s), otherwise the answer is 408 {error, code: deadline_exceeded} and the connection is closed; answers themselves (long-polls, exports) may take longer.";
 
 export function buildOpenApi(opts: OpenApiOptions = {}): Schema {
-  const paths = pathsOf(rateHeaders(opts.rateLimitPerMinute ?? 600), opts.docs ?? false);
+  const paths = pathsOf(rateHeaders(opts.rateLimitPerMinute ?? DEFAULT_API_RATE_LIMIT), opts.docs ?? false);
   const tags = [...new Set(Object.values(paths).flatMap((ops) => Object.values(ops as Record<string, Schema>).flatMap((op) => op.tags as string[])))];
   return {
     openapi: "3.1.0",
