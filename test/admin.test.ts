@@ -1,6 +1,6 @@
 // AdminService (validation, permissions, admin logs), the `runhook admin` CLI and
 // `runhook seed --json`, on the real server and database.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { ConnectError, Code } from "@connectrpc/connect";
@@ -9,16 +9,10 @@ import * as grpc from "@grpc/grpc-js";
 import { CreateProjectRequestSchema, CreateProjectResponseSchema } from "../gen/runhook/v1/admin_pb.js";
 import type { StepSchema } from "../gen/runhook/v1/common_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { BOOTSTRAP_SECRET, ROOT, startServer, testDbName, testEnv, type TestServer } from "./helpers/server.js";
-import { adminClient, grpcUnary, local, postHook } from "./helpers/webhook.js";
+import { BOOTSTRAP_SECRET, ROOT, serverForFile, startServer, testDbName, testEnv } from "./helpers/server.js";
+import { adminClient, bootstrapTenant, grpcUnary, local, postHook } from "./helpers/webhook.js";
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startServer({ env: { RUNHOOK_EXECUTOR: "false" } });
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
 const db = () => server.deps.store.db;
 
 type Step = MessageInitShape<typeof StepSchema>;
@@ -39,14 +33,7 @@ async function code(p: Promise<unknown>): Promise<Code | "ok"> {
 let n = 0;
 /** A fresh organization built entirely through AdminService. */
 async function org() {
-  const tag = `${Date.now().toString(36)}${n++}`;
-  const boot = await adminClient(server.baseUrl, BOOTSTRAP_SECRET).bootstrap({
-    organizationName: `org-${tag}`,
-    adminEmail: `root-${tag}@example.test`,
-    adminName: "Root",
-  });
-  const root = adminClient(server.baseUrl, boot.adminToken);
-  const project = (await root.createProject({ name: `proj-${tag}` })).project!;
+  const { tag, boot, admin: root, project } = await bootstrapTenant(server.baseUrl);
   const env = (await root.createEnvironment({ projectId: project.id, name: "production" })).environment!;
   const team = (await root.createTeam({ projectId: project.id, name: "ops" })).team!;
   const rendering = (await root.createRendering({ teamId: team.id, environmentId: env.id })).rendering!;

@@ -2,35 +2,22 @@
 // it. CreateEnvironment makes one per environment; naming one works only for a database the
 // operator allowed for that organization in configuration; no two environments (of one
 // tenant or two) ever share one, down to a unique index. Real server and database.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { randomUUID } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ConfigError, loadConfig } from "../src/config.js";
 import { isDuplicateKey } from "../src/store/index.js";
-import { BOOTSTRAP_SECRET, startServer, testEnv, type TestServer } from "./helpers/server.js";
-import { adminClient } from "./helpers/webhook.js";
+import { serverForFile, testEnv } from "./helpers/server.js";
+import { bootstrapTenant } from "./helpers/webhook.js";
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startServer({ env: { RUNHOOK_EXECUTOR: "false" } });
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
 const db = () => server.deps.store.db;
 
 let n = 0;
 /** An organization and a project of its own, built through AdminService as a tenant would. */
 async function tenant() {
-  const tag = `${Date.now().toString(36)}${n++}`;
-  const boot = await adminClient(server.baseUrl, BOOTSTRAP_SECRET).bootstrap({
-    organizationName: `org-${tag}`,
-    adminEmail: `root-${tag}@example.test`,
-    adminName: "Root",
-  });
-  const admin = adminClient(server.baseUrl, boot.adminToken);
-  const project = (await admin.createProject({ name: `proj-${tag}` })).project!;
-  return { orgId: boot.organization!.id, admin, project };
+  const { orgId, admin, project } = await bootstrapTenant(server.baseUrl);
+  return { orgId, admin, project };
 }
 
 async function refused(p: Promise<unknown>): Promise<{ code: Code; message: string }> {

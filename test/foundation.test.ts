@@ -1,20 +1,14 @@
 // The skeleton works end to end: the real server on the real database answers over
 // plain HTTP, Connect and native gRPC (@grpc/grpc-js).
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { fromBinary, toBinary, create } from "@bufbuild/protobuf";
 import { AdminService, BootstrapRequestSchema, BootstrapResponseSchema } from "../gen/runhook/v1/admin_pb.js";
-import { BOOTSTRAP_SECRET, startServer, type TestServer } from "./helpers/server.js";
+import { BOOTSTRAP_SECRET, serverForFile } from "./helpers/server.js";
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startServer();
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const server = serverForFile();
 
 describe("foundation", () => {
   it("answers /healthz and /readyz over HTTP", async () => {

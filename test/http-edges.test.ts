@@ -8,17 +8,11 @@ import { MAX_JSON_DEPTH } from "../src/lib/json-depth.js";
 import { apiClient } from "./helpers/api.js";
 import { rawHttp, rawRequest } from "./helpers/raw.js";
 import { grpcGetRun, queueRun, waitForRun } from "./helpers/runs.js";
-import { startServer, type TestServer } from "./helpers/server.js";
+import { serverForFile, startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow, local, postHook, sleep } from "./helpers/webhook.js";
 import { createWorld, type World } from "./helpers/world.js";
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startServer();
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const server = serverForFile();
 const db = () => server.deps.store.db;
 const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 const notesPath = (w: World) => `/v1/project/${w.projectName}/environment/${w.environmentName}/notes`;

@@ -4,22 +4,16 @@
 import { randomUUID } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { TriggerRunRequestSchema, TriggerRunResponseSchema, type TriggerRunResponse } from "../gen/runhook/v1/trigger_pb.js";
 import { ABANDONED_AFTER_MS } from "../src/domain/idempotency.js";
 import { storeFixtures, sweepExpired } from "../src/store/index.js";
-import { startServer, type TestServer } from "./helpers/server.js";
+import { serverForFile } from "./helpers/server.js";
 import { addAppToken, addUser, createWorld, type World } from "./helpers/world.js";
 import { adminClient, awaitFreshWindow, local, postHook, UUID_RE } from "./helpers/webhook.js";
 
 const TTL_HOURS = 2;
-let server: TestServer;
-beforeAll(async () => {
-  server = await startServer({ env: { RUNHOOK_EXECUTOR: "false", RUNHOOK_IDEMPOTENCY_TTL_HOURS: String(TTL_HOURS) } });
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false", RUNHOOK_IDEMPOTENCY_TTL_HOURS: String(TTL_HOURS) } });
 
 const db = () => server.deps.store.db;
 const finish = (runId: string) => storeFixtures(db()).finishRun(runId);

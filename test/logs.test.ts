@@ -369,6 +369,24 @@ describe("admin logs", () => {
   });
 });
 
+/** An activity entry written straight at position `seq`, as a writer that took its number earlier would. */
+const entryAt = (stream: string, seq: number, action: string) => ({
+  _id: streamKey(stream, seq),
+  seq,
+  timestamp: new Date(),
+  projectId: w.projectId,
+  environmentId: w.environmentId,
+  environment: "production",
+  rendering: null,
+  user: { id: "u", email: "e" },
+  action,
+  via: "api" as const,
+  collection: null,
+  recordId: null,
+  runId: null,
+  details: {},
+});
+
 describe("tail-safety: holes and tombstones", () => {
   it("waits for a hole that fills within the grace, and returns the entry in order", async () => {
     const c = apiClient(server.gateway, w.apiToken);
@@ -378,24 +396,7 @@ describe("tail-safety: holes and tombstones", () => {
     const stream = activityStream(w.environmentId);
     const slowSeq = await server.deps.store.counters.next(stream);
     const fast = await act(w, { action: "fast" });
-    const slowInsert = new Promise<void>((r) => setTimeout(r, 80)).then(() =>
-      db.activityLogs.insertOne({
-        _id: streamKey(stream, slowSeq),
-        seq: slowSeq,
-        timestamp: new Date(),
-        projectId: w.projectId,
-        environmentId: w.environmentId,
-        environment: "production",
-        rendering: null,
-        user: { id: "u", email: "e" },
-        action: "slow",
-        via: "api",
-        collection: null,
-        recordId: null,
-        runId: null,
-        details: {},
-      }),
-    );
+    const slowInsert = new Promise<void>((r) => setTimeout(r, 80)).then(() => db.activityLogs.insertOne(entryAt(stream, slowSeq, "slow")));
     const page = await c.get(base() + qs({ limit: 1000, cursor }));
     await slowInsert;
     expect(page.body.activityLogs.map((e: any) => e.action)).toEqual(["slow", "fast"]);
@@ -417,27 +418,10 @@ describe("tail-safety: holes and tombstones", () => {
     const tomb = await db.activityLogs.findOne({ _id: streamKey(stream, lost) });
     expect(tomb).toMatchObject({ _id: streamKey(stream, lost), seq: lost, tomb: true, environmentId: null });
     // The stalled writer's insert now collides …
-    const late = await db.activityLogs
-      .insertOne({
-        _id: streamKey(stream, lost),
-        seq: lost,
-        timestamp: new Date(),
-        projectId: w.projectId,
-        environmentId: w.environmentId,
-        environment: "production",
-        rendering: null,
-        user: { id: "u", email: "e" },
-        action: "late",
-        via: "api",
-        collection: null,
-        recordId: null,
-        runId: null,
-        details: {},
-      })
-      .then(
-        () => null,
-        (err) => err,
-      );
+    const late = await db.activityLogs.insertOne(entryAt(stream, lost, "late")).then(
+      () => null,
+      (err) => err,
+    );
     expect(isDuplicateKey(late)).toBe(true);
     // … and the writer's retry takes a new number, after the consumer's position.
     const retried = await act(w, { action: "late" });

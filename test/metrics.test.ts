@@ -1,21 +1,15 @@
 // Operating runhook: GET /metrics (Prometheus) after a scripted scenario, counted against
 // what happened; and request ids from the gateway and gRPC to the run and its executor's logs.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
 import { connect } from "../src/store/index.js";
-import { spawnServer, startServer, testDbName, uriFor, type ChildServer, type TestServer } from "./helpers/server.js";
+import { spawnServer, serverForFile, testDbName, uriFor, type ChildServer } from "./helpers/server.js";
 import { createWorld, type World } from "./helpers/world.js";
 import { waitForRun } from "./helpers/runs.js";
 import { adminClient, grpcTrigger, local, postHook } from "./helpers/webhook.js";
 import { sleep } from "../src/lib/sleep.js";
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startServer({ env: { METRICS_PORT: "0" } });
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const server = serverForFile({ env: { METRICS_PORT: "0" } });
 
 const db = () => server.deps.store.db;
 

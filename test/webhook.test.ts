@@ -7,18 +7,12 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { TriggerService, OngoingRunSchema } from "../gen/runhook/v1/trigger_pb.js";
 import type { StepDoc } from "../src/store/types.js";
 import { signWebhookKey, verifyWebhookKey } from "../src/domain/webhook-keys.js";
-import { spawnServer, startServer, type ChildServer, type TestServer } from "./helpers/server.js";
+import { spawnServer, serverForFile, type ChildServer } from "./helpers/server.js";
 import { addAppToken, addUser, createWorld, type World } from "./helpers/world.js";
 import { adminClient, awaitFreshWindow, grpcTrigger, local, postHook, sleep, UUID_RE } from "./helpers/webhook.js";
 import { storeFixtures } from "../src/store/index.js";
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startServer({ env: { RUNHOOK_EXECUTOR: "false" } });
-});
-afterAll(async () => {
-  await server?.stop();
-});
+const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
 
 const db = () => server.deps.store.db;
 

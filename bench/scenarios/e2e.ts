@@ -128,9 +128,8 @@ async function runConfig(
     }
     res.available = true;
 
-    // Paced: one run at a time, each after the previous finished being accepted, with a gap.
-    const pacedIds: string[] = [];
-    for (let i = 0; i < o.pacedRuns; i++) {
+    /** One webhook call on the next record: its status and runId. */
+    const callWebhook = async () => {
       const r = await pool.request({
         path: w.hookPath,
         method: "POST",
@@ -138,7 +137,14 @@ async function runConfig(
         body: JSON.stringify({ record_id: nextRecord() }),
       });
       const b = (await r.body.json().catch(() => ({}))) as { runId?: string };
-      if (b.runId) pacedIds.push(b.runId);
+      return { status: r.statusCode, runId: b.runId };
+    };
+
+    // Paced: one run at a time, each after the previous finished being accepted, with a gap.
+    const pacedIds: string[] = [];
+    for (let i = 0; i < o.pacedRuns; i++) {
+      const { runId } = await callWebhook();
+      if (runId) pacedIds.push(runId);
       await sleep(20);
     }
     const pacedDocs = await waitFinished(store, pacedIds, o.finishTimeoutMs);
@@ -154,15 +160,9 @@ async function runConfig(
       durationMs: 10 * 60_000,
       maxRequests: o.burstRuns,
       fn: async () => {
-        const r = await pool.request({
-          path: w.hookPath,
-          method: "POST",
-          headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" },
-          body: JSON.stringify({ record_id: nextRecord() }),
-        });
-        const b = (await r.body.json().catch(() => ({}))) as { runId?: string };
-        if (r.statusCode === 202 && b.runId) burstIds.push(b.runId);
-        return { ok: r.statusCode === 202, status: r.statusCode };
+        const { status, runId } = await callWebhook();
+        if (status === 202 && runId) burstIds.push(runId);
+        return { ok: status === 202, status };
       },
     });
     const docs = await waitFinished(store, burstIds, o.finishTimeoutMs);

@@ -96,26 +96,9 @@ export interface LogQuery {
 }
 
 function activityQuery(environmentId: string, f: ActivityLogFilter | undefined, p: Paging, list: string): LogQuery {
-  const selection: LogSelection = {
-    scopeId: environmentId,
-    userId: f?.userId,
-    userEmail: f?.userEmail,
-    action: f?.action,
-    collection: f?.collection,
-    recordId: f?.recordId,
-    runId: f?.runId,
-    from: p.from,
-    to: p.to,
-  };
-  const hash = bindingHash({
-    ...pagingBinding(list, environmentId, p),
-    userId: f?.userId,
-    userEmail: f?.userEmail,
-    action: f?.action,
-    collection: f?.collection,
-    recordId: f?.recordId,
-    runId: f?.runId,
-  });
+  const filters = { userId: f?.userId, userEmail: f?.userEmail, action: f?.action, collection: f?.collection, recordId: f?.recordId, runId: f?.runId };
+  const selection: LogSelection = { scopeId: environmentId, ...filters, from: p.from, to: p.to };
+  const hash = bindingHash({ ...pagingBinding(list, environmentId, p), ...filters });
   return { stream: activityStream(environmentId), selection, hash };
 }
 

@@ -5,7 +5,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { afterAll, beforeEach, inject } from "vitest";
+import { afterAll, beforeAll, beforeEach, inject } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/lib/logging.js";
 import { startRunhook, type Runhook } from "../../src/main.js";
@@ -165,4 +165,25 @@ export function databasePerTest(): DatabasePerTest {
       return c;
     },
   };
+}
+
+/**
+ * One server for the whole test file: started before its tests, stopped after them. It is read
+ * like the server itself (`server.baseUrl`, `server.deps`), once the file's tests run.
+ */
+export function serverForFile(opts?: Parameters<typeof startServer>[0]): TestServer {
+  let started: TestServer | undefined;
+  beforeAll(async () => {
+    started = await startServer(opts);
+  });
+  afterAll(async () => {
+    await started?.stop();
+  });
+  return new Proxy({} as TestServer, {
+    get(_, key) {
+      if (!started) throw new Error("the test file's server is read before it started (use it inside a test or a hook)");
+      const value = Reflect.get(started, key);
+      return typeof value === "function" ? value.bind(started) : value;
+    },
+  });
 }

@@ -91,6 +91,7 @@ export function grpcTrigger(addr: string, webhookUrl: string, recordId: string, 
 }
 
 export { sleep } from "../../src/lib/sleep.js";
+import { BOOTSTRAP_SECRET } from "./server.js";
 import { sleep } from "../../src/lib/sleep.js";
 
 /** Waits until at least `needMs` remain in the current rate-limit minute, so a burst lands in one window. */
@@ -100,3 +101,17 @@ export async function awaitFreshWindow(needMs: number): Promise<void> {
 }
 
 export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+let tenants = 0;
+/** A fresh organization and a project of its own, built through AdminService as a tenant would (`tag` keeps names unique). */
+export async function bootstrapTenant(baseUrl: string) {
+  const tag = `${Date.now().toString(36)}${tenants++}`;
+  const boot = await adminClient(baseUrl, BOOTSTRAP_SECRET).bootstrap({
+    organizationName: `org-${tag}`,
+    adminEmail: `root-${tag}@example.test`,
+    adminName: "Root",
+  });
+  const admin = adminClient(baseUrl, boot.adminToken);
+  const project = (await admin.createProject({ name: `proj-${tag}` })).project!;
+  return { tag, boot, orgId: boot.organization!.id, admin, project };
+}
