@@ -1,5 +1,5 @@
 // `npm run bench [-- --quick] [-- --profile[=webhook|e2e|logs|all]] [-- --only=webhook,roundtrips,pickup,e2e,logs]`
-// `npm run bench -- --soak 10m [--soak-rate=N] [--soak-workers=N] [--soak-window=60s]`: soak mode only (scenarios/soak.ts).
+// `npm run bench -- --soak 10m [--soak-rate=N] [--soak-workers=N] [--soak-window=60s]`: soak mode only (scenarios/soak/).
 // Runs runhook as users do (separate `node bin/runhook.js start|worker` processes) on one
 // database server (the embedded mongo-java-server, memory backend, in a temp dir, or
 // MONGODB_URI), loads it over loopback, measures the raw-driver baseline of each scenario on

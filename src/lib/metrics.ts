@@ -101,7 +101,7 @@ interface RunTimes {
   finishedAt?: Date | null;
 }
 
-/** What the run state machine tells the metrics (runs/state.ts RunHooks). */
+/** What the run state machine tells the metrics (domain/runs/state.ts RunHooks). */
 export function runMetrics(m: Metrics) {
   return {
     claimed(run: RunTimes) {

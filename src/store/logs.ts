@@ -6,7 +6,7 @@
 // stream`) hands out its numbers, and entry n is stored under `_id` = `<stream>:<n, 12 digits>`
 // with n also in `seq`, so a position is found by `_id` and string order is number order.
 // The ordering protocol that makes tailing exact (holes, tombstones, watermarks) is in
-// src/logs/reader.ts; these are its primitives.
+// src/domain/logs/reader.ts; these are its primitives.
 import type { Collection, Filter } from "mongodb";
 import type { Database } from "./connection.js";
 import type { CounterStore } from "./counters.js";

@@ -180,7 +180,7 @@ export interface UserRefDoc {
 
 /**
  * One entry of an environment's activity log (stream `a:<environmentId>`, see
- * logs/writer.ts). `_id` is `<stream>:<seq zero-padded to 12 digits>`; `seq` is the
+ * store/logs.ts). `_id` is `<stream>:<seq zero-padded to 12 digits>`; `seq` is the
  * list order within the stream.
  */
 export interface ActivityLogDoc {

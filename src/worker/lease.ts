@@ -3,7 +3,7 @@
 //
 // A lease owner is unique per claim (`<executor id>#<n>`), so even a re-claim by the same
 // process invalidates the old holder. A release gives the lease a new owner name and an expiry
-// in the past (runs/state.ts), and happens only after the heartbeat has stopped and its beat
+// in the past (domain/runs/state.ts), and happens only after the heartbeat has stopped and its beat
 // in flight has landed: no renewal can extend a released lease.
 import type { Logger } from "pino";
 import { isUnavailable } from "../store/index.js";

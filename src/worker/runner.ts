@@ -2,7 +2,7 @@
 // order, as the run's user, under a lease that a heartbeat keeps renewing.
 //
 // Every change of the run is conditional on {state: RUNNING, lease.owner: <this claim>}
-// (runs/state.ts). When one does not apply, the run was cancelled, finished or taken over,
+// (domain/runs/state.ts). When one does not apply, the run was cancelled, finished or taken over,
 // and the runner stops touching it. Each step start renews the lease too, so a data step (a
 // few quick queries) always runs well inside a valid lease: no step of a run ever runs in two
 // executors at once. Data steps are exactly-once without crashes and at-least-once across a
