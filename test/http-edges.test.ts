@@ -37,6 +37,15 @@ const MEDIA_TYPES = [
   null,
 ] as const;
 
+/** The HTTP/2 headers of a raw gRPC RunService.GetRun call, as a hand-written client sends them. */
+const getRunHeaders = (token: string) => ({
+  ":method": "POST",
+  ":path": "/runhook.v1.RunService/GetRun",
+  "content-type": "application/grpc",
+  te: "trailers",
+  authorization: `Bearer ${token}`,
+});
+
 describe("bodies: routes without a body", () => {
   it("GET, DELETE and POST …/cancel accept an empty body whatever its Content-Type", async () => {
     const w = await createWorld(db(), { steps: [{ type: "wait", seconds: 30 }] });
@@ -338,14 +347,7 @@ describe("timeouts and limits against slow clients", () => {
     expect(settings.maxHeaderListSize).toBe(4096);
     // Metadata over the limit (sent anyway by a raw HTTP/2 client): the server resets the stream.
     const q = await queueRun(tight.deps.store.db, w, "r3");
-    const big = session.request({
-      ":method": "POST",
-      ":path": "/runhook.v1.RunService/GetRun",
-      "content-type": "application/grpc",
-      te: "trailers",
-      authorization: `Bearer ${w.userToken}`,
-      "x-pad": "a".repeat(8000),
-    });
+    const big = session.request({ ...getRunHeaders(w.userToken), "x-pad": "a".repeat(8000) });
     big.on("error", () => {});
     big.resume();
     big.end(Buffer.concat([Buffer.from([0, 0, 0, 0, 0])]));
@@ -379,13 +381,7 @@ describe("timeouts and limits against slow clients", () => {
       const t0 = Date.now();
       const session = http2.connect(`http://${tight.grpcAddr}`);
       session.on("error", () => {});
-      const req = session.request({
-        ":method": "POST",
-        ":path": "/runhook.v1.RunService/GetRun",
-        "content-type": "application/grpc",
-        te: "trailers",
-        authorization: `Bearer ${w.userToken}`,
-      });
+      const req = session.request(getRunHeaders(w.userToken));
       req.on("error", () => {});
       req.on("response", () => {});
       req.resume();
