@@ -15,7 +15,7 @@ import { homedir, loadavg, cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { newRunDoc } from "../src/domain/runs/model.js";
 import { ensureEmbeddedJar, startEmbeddedServer, type EmbeddedServer } from "../src/embedded/index.js";
-import { connect, createStore, ensureIndexes, type Store } from "../src/store/index.js";
+import { ensureIndexes, openStore, storeFixtures, type Store } from "../src/store/index.js";
 import { sleep } from "../src/lib/sleep.js";
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
@@ -113,9 +113,9 @@ function runDoc() {
 }
 /** runhook's store on database `name` of server `s`, with every index runhook creates. */
 async function storeOn(s: EmbeddedServer, name: string, timeoutMs?: number): Promise<Store> {
-  const db = await connect(s.uri, { dbName: name, timeoutMs });
-  await ensureIndexes(db);
-  return createStore(db);
+  const store = await openStore(s.uri, { dbName: name, timeoutMs });
+  await ensureIndexes(store);
+  return store;
 }
 
 /** Stores a new run; one that the unique index refuses is a failure here (every run is on a fresh record). */
@@ -180,9 +180,9 @@ async function measure(b: Backend, round: number): Promise<Figures> {
     await store.counters.next("c");
     const inc = await closedLoop(64, seconds, () => store.counters.next("c"));
     const { rss: rssLoad, hwm: rssPeak } = rssMb(pid);
-    const docs = await store.db.runs.countDocuments();
+    const docs = await storeFixtures(store).runs.countDocuments();
     const fileLoad = b.persistent ? fileMb(dataDir) : NaN;
-    for (const o of opened.splice(0)) await o.db.close();
+    for (const o of opened.splice(0)) await o.close();
     const stopMs = Math.round(await stop(s));
     return {
       c1: c1.perSec,
@@ -200,7 +200,7 @@ async function measure(b: Backend, round: number): Promise<Figures> {
       startMs,
     };
   } finally {
-    for (const o of opened) await o.db.close().catch(() => {});
+    for (const o of opened) await o.close().catch(() => {});
     await s.stop();
     rmSync(dataDir, { recursive: true, force: true });
   }
@@ -230,20 +230,20 @@ async function cleanRestart(b: Backend) {
       }
     }),
   );
-  await store.db.close();
+  await store.close();
   const fileBefore = fileMb(dataDir);
   const stopMs = Math.round(await stop(s));
   const fileAfter = fileMb(dataDir);
   const t = performance.now();
   s = await start(b, dataDir);
   const restartMs = Math.round(performance.now() - t);
-  store = createStore(await connect(s.uri, { dbName: "durable" }));
-  const count = await store.db.runs.countDocuments();
+  store = await openStore(s.uri, { dbName: "durable" });
+  const count = await storeFixtures(store).runs.countDocuments();
   const n = await store.counters.current("c");
   // the unique index survived too: a second run on an ongoing run's (workflow, record) is refused
-  const one = await store.db.runs.findOne({});
+  const one = await storeFixtures(store).runs.findOne({});
   const uniqueKept = !!one && !(await store.runs.create({ ...runDoc(), activeKey: one.activeKey })).created;
-  await store.db.close();
+  await store.close();
   await stop(s);
   rmSync(dataDir, { recursive: true, force: true });
   return { inserted: durableN, count, incs, n, uniqueKept, stopMs, restartMs, fileBefore, fileAfter };
@@ -258,9 +258,9 @@ async function killWindow(b: Backend, run: number) {
   const dataDir = join(scratch, `${b.name}-kill-${run}`);
   let s = await start(b, dataDir);
   const pid = javaPid(s);
-  let db = await connect(s.uri, { dbName: "killed", timeoutMs: 2000 });
+  let db = await openStore(s.uri, { dbName: "killed", timeoutMs: 2000 });
   // Not runhook's data: numbered documents, to tell which acknowledged writes a kill loses.
-  const col = db.db.collection<{ _id: number; at: Date }>("docs");
+  const col = storeFixtures(db).scratch<{ _id: number; at: Date }>("docs");
   const acked = new Map<number, number>();
   let seq = 0;
   let stopAt = Infinity;
@@ -285,11 +285,11 @@ async function killWindow(b: Backend, run: number) {
   await db.close().catch(() => {});
   await stop(s); // reaps the child; the state file is left for the restart to find stale
   s = await start(b, dataDir);
-  db = await connect(s.uri, { dbName: "killed" });
+  db = await openStore(s.uri, { dbName: "killed" });
   const kept = new Set(
     (
-      await db.db
-        .collection<{ _id: number }>("docs")
+      await storeFixtures(db)
+        .scratch<{ _id: number }>("docs")
         .find({}, { projection: { _id: 1 } })
         .toArray()
     ).map((d) => d._id),

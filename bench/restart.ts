@@ -11,7 +11,7 @@ import { cpus, homedir, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { newRunDoc } from "../src/domain/runs/model.js";
 import { startEmbeddedServer, type EmbeddedServer } from "../src/embedded/index.js";
-import { connect, createStore, ensureIndexes, type Store } from "../src/store/index.js";
+import { ensureIndexes, openStore, type Store } from "../src/store/index.js";
 import { BACKENDS } from "./scenarios/backends.js";
 
 const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
@@ -33,9 +33,9 @@ async function start(): Promise<{ server: EmbeddedServer; store: Store; ms: numb
   const t = performance.now();
   const server = await startEmbeddedServer({ dataDir, cacheDir, persistent: true, javaOptions: [...backend!.javaOptions], progress: log });
   const ms = Math.round(performance.now() - t);
-  const db = await connect(server.uri, { dbName: "runhook" });
-  await ensureIndexes(db);
-  return { server, store: createStore(db), ms, close: () => db.close() };
+  const store = await openStore(server.uri, { dbName: "runhook" });
+  await ensureIndexes(store);
+  return { server, store, ms, close: () => store.close() };
 }
 
 /** `fn(i)` for i < n, 64 at a time; returns calls per second. */

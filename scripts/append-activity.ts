@@ -4,11 +4,11 @@
 // ENV_ID.
 // Prints one JSON line {writer, entries, ms} when done.
 import { performance } from "node:perf_hooks";
-import { connect, createStore } from "../src/store/index.js";
+import { openStore } from "../src/store/index.js";
 
 const env = process.env;
-const db = await connect(env.MONGODB_URI!);
-const logs = createStore(db).logs;
+const store = await openStore(env.MONGODB_URI!);
+const logs = store.logs;
 const count = Number(env.COUNT);
 const loops = Number(env.LOOPS ?? 1);
 const writer = env.WRITER ?? "w";
@@ -33,5 +33,5 @@ await Promise.all(
   }),
 );
 const ms = Math.round(performance.now() - t0);
-await db.close();
+await store.close();
 process.stdout.write(`${JSON.stringify({ writer, entries: count * loops, ms })}\n`);

@@ -3,18 +3,7 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { FastifyInstance } from "fastify";
 import { bindPublicBaseUrl, type Config } from "./config.js";
-import {
-  connect,
-  createStore,
-  ensureIndexes,
-  isUnavailable,
-  sweepEveryMs,
-  sweepExpired,
-  SWEEP_EVERY_MS,
-  ttlIndexes,
-  type Database,
-  type TtlIndex,
-} from "./store/index.js";
+import { ensureIndexes, isUnavailable, openStore, sweepEveryMs, sweepExpired, SWEEP_EVERY_MS, ttlIndexes, type Store, type TtlIndex } from "./store/index.js";
 import { startEmbeddedServer, type EmbeddedServer } from "./embedded/index.js";
 import type { ServerDeps } from "./rpc/server-deps.js";
 import { AuthFailureThrottle } from "./rpc/auth-throttle.js";
@@ -76,7 +65,7 @@ export async function openDatabase(
   logger: Logger,
   mode: StartOptions["mode"],
   dbName?: string,
-): Promise<{ db: Database; embedded?: EmbeddedServer }> {
+): Promise<{ store: Store; embedded?: EmbeddedServer }> {
   let embedded: EmbeddedServer | undefined;
   let uri = config.mongodbUri;
   if (!uri) {
@@ -86,15 +75,15 @@ export async function openDatabase(
     uri = embedded.uri;
   }
   try {
-    const db = await connect(uri, {
+    const store = await openStore(uri, {
       dbName,
       timeoutMs: config.dbTimeoutMs,
       writeConcern: config.writeConcern,
       onReplaced: ({ stuckMs }) => logger.warn({ stuckMs }, "the database driver's server monitor was stuck: reconnected with a new client"),
     });
-    logWriteConcern(db, logger, embedded ? config.embedded : undefined);
-    await ensureIndexes(db, config.retention);
-    return { db, embedded };
+    logWriteConcern(store, logger, embedded ? config.embedded : undefined);
+    await ensureIndexes(store, config.retention);
+    return { store, embedded };
   } catch (err) {
     await embedded?.stop();
     throw err;
@@ -102,8 +91,8 @@ export async function openDatabase(
 }
 
 /** One line at start: the write concern every write is acknowledged with. */
-function logWriteConcern(db: Database, logger: Logger, embedded: Config["embedded"] | undefined): void {
-  const { w, journal, wtimeoutMS } = db.writeConcern;
+function logWriteConcern(store: Store, logger: Logger, embedded: Config["embedded"] | undefined): void {
+  const { w, journal, wtimeoutMS } = store.writeConcern;
   const durable = journal === true && (w === "majority" || (typeof w === "number" && w >= 1));
   // The embedded server ignores write concerns: what a write survives is its backend's doing.
   const note =
@@ -124,7 +113,7 @@ function logWriteConcern(db: Database, logger: Logger, embedded: Config["embedde
  * collection at once (on the embedded server a sweep holds its collection, and so every write,
  * for seconds).
  */
-function startSweeper(db: Database, config: Config, logger: Logger): NodeJS.Timeout {
+function startSweeper(store: Store, config: Config, logger: Logger): NodeJS.Timeout {
   const key = (t: TtlIndex) => `${t.collection}.${t.field}`;
   const started = Date.now();
   const sweptAt = new Map(ttlIndexes(config.retention).map((t) => [key(t), started - Math.random() * sweepEveryMs(t)]));
@@ -138,7 +127,7 @@ function startSweeper(db: Database, config: Config, logger: Logger): NodeJS.Time
       sweptAt.set(key(t), now);
       return true;
     };
-    sweepExpired(db, config.retention, new Date(now), due)
+    sweepExpired(store, config.retention, new Date(now), due)
       .then(
         (removed) => Object.keys(removed).length > 0 && logger.info({ removed }, "removed expired documents (retention)"),
         (err: unknown) => !isUnavailable(err) && logger.warn({ err }, "sweeping expired documents failed"),
@@ -150,16 +139,15 @@ function startSweeper(db: Database, config: Config, logger: Logger): NodeJS.Time
 }
 
 /** What every service is built from, on an open database. */
-export function createDeps(db: Database, config: Config, logger: Logger): ServerDeps {
-  const store = createStore(db);
+export function createDeps(store: Store, config: Config, logger: Logger): ServerDeps {
   const metrics = createMetrics(async () => {
     const q = await store.runs.queueStats();
     return { depth: q.depth, oldestAgeSeconds: q.oldest ? (Date.now() - q.oldest.getTime()) / 1000 : 0 };
   });
-  db.onCommandFailed((command) => metrics.dbErrors.inc({ command }));
+  store.onCommandFailed((command) => metrics.dbErrors.inc({ command }));
   const events = new EventEmitter();
   events.setMaxListeners(0);
-  const dbMonitor = monitorDatabase(() => db.ping(), { intervalMs: DB_CHECK_EVERY_MS, timeoutMs: Math.min(config.dbTimeoutMs, DB_CHECK_TIMEOUT_MS) });
+  const dbMonitor = monitorDatabase(() => store.ping(), { intervalMs: DB_CHECK_EVERY_MS, timeoutMs: Math.min(config.dbTimeoutMs, DB_CHECK_TIMEOUT_MS) });
   return {
     store,
     config,
@@ -174,8 +162,8 @@ export function createDeps(db: Database, config: Config, logger: Logger): Server
 
 export async function startRunhook(config: Config, opts: StartOptions): Promise<Runhook> {
   const { logger } = opts;
-  const { db, embedded } = await openDatabase(config, logger, opts.mode, opts.dbName);
-  const deps = createDeps(db, config, logger);
+  const { store, embedded } = await openDatabase(config, logger, opts.mode, opts.dbName);
+  const deps = createDeps(store, config, logger);
   const { dbMonitor } = deps;
   const services = createServices(deps);
   // Every service needs the database: all of them follow it (a shutdown keeps NOT_SERVING).
@@ -196,7 +184,7 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
   let metricsServer: MetricsServer | undefined;
   // What MongoDB's TTL indexes do, for servers that accept them without applying them: one
   // sweeper per process (each deletion is idempotent, so processes need not elect one).
-  const sweeper = startSweeper(db, config, logger);
+  const sweeper = startSweeper(store, config, logger);
 
   const stop = async () => {
     clearInterval(sweeper);
@@ -205,7 +193,7 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
     // Stop accepting, let requests in flight finish, then the executors, then the database.
     await Promise.allSettled([gateway?.close(), grpc?.close(), metricsServer?.close()]);
     await executors?.stop();
-    await db.close().catch(() => {});
+    await store.close().catch(() => {});
     await embedded?.stop();
   };
 

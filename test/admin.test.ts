@@ -1,6 +1,7 @@
 // AdminService (validation, permissions, admin logs), the `runhook admin` CLI and
 // `runhook seed --json`, on the real server and database.
 import { describe, expect, it } from "vitest";
+import { storeFixtures } from "../src/store/index.js";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { ConnectError, Code } from "@connectrpc/connect";
@@ -13,7 +14,7 @@ import { BOOTSTRAP_SECRET, ROOT, serverForFile, startServer, testDbName, testEnv
 import { adminClient, bootstrapTenant, grpcUnary, local, postHook } from "./helpers/webhook.js";
 
 const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
-const db = () => server.deps.store.db;
+const db = () => storeFixtures(server.deps.store);
 
 type Step = MessageInitShape<typeof StepSchema>;
 const load: Step = { kind: { case: "loadRecord", value: {} } };
@@ -65,7 +66,7 @@ async function org() {
 describe("AdminService: building a world", () => {
   it("builds an organization end to end; the webhook it enables triggers a run as a token's user", async () => {
     const o = await org();
-    expect(o.env.dataDatabase).toBe(`${db().name}_d_${o.env.id.replace(/-/g, "").slice(0, 12)}`);
+    expect(o.env.dataDatabase).toBe(`${server.deps.store.databaseName}_d_${o.env.id.replace(/-/g, "").slice(0, 12)}`);
     expect(o.workflow.versions).toHaveLength(1);
     expect(o.workflow.versions[0]!.steps.map((s) => s.kind.case)).toEqual(["loadRecord", "wait", "updateRecord", "addNote"]);
     expect(o.workflow.webhook).toMatchObject({ enabled: false, url: "", rateLimitPerMinute: 60, generation: 1 });
@@ -159,7 +160,11 @@ describe("AdminService: validation", () => {
       ["project name", () => r.createProject({ name: "bad name!" }), /name/],
       ["empty project name", () => r.createProject({ name: "" }), /name/],
       ["environment name", () => r.createEnvironment({ projectId: o.project.id, name: "a/b" }), /name/],
-      ["reserved data database", () => r.createEnvironment({ projectId: o.project.id, name: "x", dataDatabase: db().name }), /data_database/],
+      [
+        "reserved data database",
+        () => r.createEnvironment({ projectId: o.project.id, name: "x", dataDatabase: server.deps.store.databaseName }),
+        /data_database/,
+      ],
       ["bad data database", () => r.createEnvironment({ projectId: o.project.id, name: "x", dataDatabase: "a.b" }), /data_database/],
       ["user e-mail", () => r.createUser({ email: "nope" }), /email/],
       ["collection name", () => r.createCollection({ environmentId: o.env.id, name: "a.b" }), /name/],
@@ -513,24 +518,24 @@ describe("runhook seed --json", () => {
 
     const s = await startServer({ dbName, env: { RUNHOOK_EXECUTOR: "false", PUBLIC_BASE_URL: "http://hooks.example.test:9999" } });
     try {
-      const environment = await s.deps.store.db.environments.findOne({ name: out.environmentName as string });
-      const records = await s.deps.store.db.dataDb(environment!.dataDatabase).collection("orders").find({}).toArray();
+      const environment = await storeFixtures(s.deps.store).environments.findOne({ name: out.environmentName as string });
+      const records = await storeFixtures(s.deps.store).records(environment!.dataDatabase, "orders").find({}).toArray();
       expect(records.map((r) => String(r.id))).toEqual(expect.arrayContaining(recordIds));
       const url = local(out.webhookUrl as string, "http://hooks.example.test:9999", s.baseUrl);
       const a = await postHook(url, out.userToken as string, { record_id: recordIds[0] });
       expect(a.status).toBe(202);
       const b = await postHook(url, second.userToken as string, { record_id: recordIds[0] });
       expect(b.status).toBe(409);
-      const wf = await s.deps.store.db.workflows.findOne({});
+      const wf = await storeFixtures(s.deps.store).workflows.findOne({});
       expect(wf!.versions[0]!.steps).toEqual([
         { type: "load_record" },
         { type: "wait", seconds: 5 },
         { type: "update_record", set: { status: "processed" } },
         expect.objectContaining({ type: "add_note" }),
       ]);
-      expect(await s.deps.store.db.adminLogs.countDocuments({ action: "webhook.enabled" })).toBeGreaterThan(0);
+      expect(await storeFixtures(s.deps.store).adminLogs.countDocuments({ action: "webhook.enabled" })).toBeGreaterThan(0);
       // The project API token is a valid project admin token of the demo project.
-      const api = await s.deps.store.db.apiTokens.find({}).toArray();
+      const api = await storeFixtures(s.deps.store).apiTokens.find({}).toArray();
       expect(api).toHaveLength(2);
     } finally {
       await s.stop();

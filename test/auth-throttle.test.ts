@@ -3,6 +3,7 @@
 // never write a rate-limit bucket; X-Forwarded-For counts only from trusted proxies; the
 // operator can switch Bootstrap off. Real servers on the real database.
 import { randomBytes, randomUUID } from "node:crypto";
+import { storeFixtures } from "../src/store/index.js";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -13,7 +14,7 @@ import { signWebhookKey, webhookUrl } from "../src/domain/webhook-keys.js";
 import { apiClient } from "./helpers/api.js";
 import { BOOTSTRAP_SECRET, startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow, grpcTrigger, grpcUnary } from "./helpers/webhook.js";
-import { createWorld, type World } from "./helpers/world.js";
+import { createWorld, type World } from "../fixtures/world.js";
 
 /** A well-formed token nobody issued: it reaches the token lookup, like a real guess. */
 const guess = () => newToken(API_TOKEN_PREFIX, randomUUID()).plaintext;
@@ -33,13 +34,13 @@ describe("guessing tokens over /v1 and the webhook (default limit, behind a trus
   beforeAll(async () => {
     // "" = the default limit; the proxy in front is this machine.
     server = await startServer({ env: { RUNHOOK_AUTH_FAILURE_LIMIT: "", RUNHOOK_TRUSTED_PROXIES: "127.0.0.1,::1" } });
-    w = await createWorld(server.deps.store.db);
+    w = await createWorld(server);
   });
   afterAll(async () => server?.stop());
 
   it("1,500 made-up tokens from one address: 100 × 401, then 429 with Retry-After, and no bucket document per guess", async () => {
     await awaitFreshWindow(20_000);
-    const buckets = () => server.deps.store.db.rateLimits.countDocuments({ expiresAt: { $gt: new Date() } });
+    const buckets = () => storeFixtures(server.deps.store).rateLimits.countDocuments({ expiresAt: { $gt: new Date() } });
     const before = await buckets();
     const from = { "x-forwarded-for": "203.0.113.7" };
     const path = `/v1/project/${w.projectName}/admin-logs`;
@@ -105,7 +106,7 @@ describe("every RPC surface, Bootstrap included (limit 20, no trusted proxy)", (
   let w: World;
   beforeAll(async () => {
     server = await startServer({ env: { RUNHOOK_AUTH_FAILURE_LIMIT: "20" } });
-    w = await createWorld(server.deps.store.db);
+    w = await createWorld(server);
   });
   afterAll(async () => server?.stop());
 

@@ -14,7 +14,7 @@ import type { SeedOutput } from "../src/cli/demo.js";
 import { spawnCli, type Cli } from "./helpers/cli.js";
 import { spawnServer, startServer, testEnv, type ChildServer, type TestServer } from "./helpers/server.js";
 import { postHook } from "./helpers/webhook.js";
-import { createWorld } from "./helpers/world.js";
+import { createWorld } from "../fixtures/world.js";
 
 const tmp = mkdtempSync(join(tmpdir(), "runhook-oneshot-"));
 const children = new Set<ChildProcess>();
@@ -80,7 +80,7 @@ describe("one-shot commands with PORT, GRPC_PORT and METRICS_PORT taken", () => 
     const tailed = await tail.exited;
     expect(tailed.stdout, tailed.stderr).toContain(runId);
 
-    const w = await createWorld(server.deps.store.db);
+    const w = await createWorld(server);
     const admin = await runhook(["admin", "workflows", "get", "--workflow", w.workflowId], { ...cli, RUNHOOK_TOKEN: w.adminToken }).exited;
     expect(admin.code, admin.stderr).toBe(0);
     expect(JSON.parse(admin.stdout)).toMatchObject({ workflow: { id: w.workflowId } });

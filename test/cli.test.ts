@@ -1,6 +1,7 @@
 // The integrator commands (`runhook trigger`, `runhook runs watch`, `runhook logs tail`) run as
 // child processes, as users run them, against the real server and the demo world.
 import type { ChildProcess } from "node:child_process";
+import { storeFixtures } from "../src/store/index.js";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,7 +12,7 @@ import { apiClient } from "./helpers/api.js";
 import { spawnCli, type Cli } from "./helpers/cli.js";
 import { seed, startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, local, UUID_RE } from "./helpers/webhook.js";
-import { createWorld, type World } from "./helpers/world.js";
+import { createWorld, type World } from "../fixtures/world.js";
 import { sleep } from "../src/lib/sleep.js";
 
 let server: TestServer;
@@ -62,7 +63,7 @@ async function until(what: string, cond: () => boolean, cli: Cli, timeoutMs = 20
 const WAIT_S = 4;
 
 async function quickWorld(): Promise<World & { url: string }> {
-  const w = await createWorld(server.deps.store.db, {
+  const w = await createWorld(server, {
     steps: [{ type: "load_record" }, { type: "wait", seconds: WAIT_S }, { type: "update_record", set: { status: "done" } }],
   });
   const got = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });
@@ -125,7 +126,7 @@ describe("runhook trigger: idempotency keys", () => {
   it("sends a fresh key by default; --idempotency-key K repeats the first call's run and says it was a replay; --no-idempotency-key sends none", async () => {
     const w = await quickWorld();
     const env = { RUNHOOK_TOKEN: w.userToken };
-    const keys = () => server.deps.store.db.idempotencyKeys.countDocuments({});
+    const keys = () => storeFixtures(server.deps.store).idempotencyKeys.countDocuments({});
     const before = await keys();
     const fresh = await run(["trigger", w.url, "r1"], env);
     expect(fresh.code).toBe(0);
@@ -212,7 +213,7 @@ describe("runhook runs watch", () => {
 
 describe("runhook logs tail", () => {
   it("prints NDJSON entries; killed and restarted with --cursor-file, it resumes without repeating any", async () => {
-    const w = await createWorld(server.deps.store.db);
+    const w = await createWorld(server);
     const api = apiClient(server.baseUrl, w.apiToken);
     const notesPath = `/v1/project/${w.projectName}/environment/${w.environmentName}/notes`;
     const note = async (i: number) =>

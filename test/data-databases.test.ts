@@ -3,6 +3,7 @@
 // operator allowed for that organization in configuration; no two environments (of one
 // tenant or two) ever share one, down to a unique index. Real server and database.
 import { describe, expect, it } from "vitest";
+import { storeFixtures } from "../src/store/index.js";
 import { randomUUID } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ConfigError, loadConfig } from "../src/config.js";
@@ -11,7 +12,7 @@ import { serverForFile, testEnv } from "./helpers/server.js";
 import { bootstrapTenant } from "./helpers/webhook.js";
 
 const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
-const db = () => server.deps.store.db;
+const db = () => storeFixtures(server.deps.store);
 
 let n = 0;
 /** An organization and a project of its own, built through AdminService as a tenant would. */
@@ -35,7 +36,7 @@ describe("data databases", () => {
     const victim = await tenant();
     const attacker = await tenant();
     const victimEnv = (await victim.admin.createEnvironment({ projectId: victim.project.id, name: "production" })).environment!;
-    expect(victimEnv.dataDatabase).toBe(`${db().name}_d_${victimEnv.id.replace(/-/g, "").slice(0, 12)}`);
+    expect(victimEnv.dataDatabase).toBe(`${server.deps.store.databaseName}_d_${victimEnv.id.replace(/-/g, "").slice(0, 12)}`);
     for (const name of ["shared_victim_db", "another_application"]) {
       const r = await refused(attacker.admin.createEnvironment({ projectId: attacker.project.id, name: `steal-${n++}`, dataDatabase: name }));
       expect(r.code, name).toBe(Code.PermissionDenied);
@@ -71,14 +72,19 @@ describe("data databases", () => {
     const sameName = await refused(owner.admin.createEnvironment({ projectId: owner.project.id, name: "production" }));
     expect(sameName).toMatchObject({ code: Code.AlreadyExists, message: 'environment "production" already exists' });
     // Reserved names stay refused even when listed.
-    server.deps.config.dataDatabasesAllowed.set(db().name, owner.orgId);
-    expect((await refused(owner.admin.createEnvironment({ projectId: owner.project.id, name: "svc", dataDatabase: db().name }))).code).toBe(
-      Code.InvalidArgument,
-    );
-    server.deps.config.dataDatabasesAllowed.delete(db().name);
+    server.deps.config.dataDatabasesAllowed.set(server.deps.store.databaseName, owner.orgId);
+    expect(
+      (await refused(owner.admin.createEnvironment({ projectId: owner.project.id, name: "svc", dataDatabase: server.deps.store.databaseName }))).code,
+    ).toBe(Code.InvalidArgument);
+    server.deps.config.dataDatabasesAllowed.delete(server.deps.store.databaseName);
     // In any case of letters (MongoDB tells database names apart only so), and the server's own
     // names for environments (another environment's database, now or once).
-    for (const reserved of [db().name.toUpperCase(), "Admin", `${db().name}_d_0123456789ab`, `${db().name.toUpperCase()}_D_0123456789ab`]) {
+    for (const reserved of [
+      server.deps.store.databaseName.toUpperCase(),
+      "Admin",
+      `${server.deps.store.databaseName}_d_0123456789ab`,
+      `${server.deps.store.databaseName.toUpperCase()}_D_0123456789ab`,
+    ]) {
       server.deps.config.dataDatabasesAllowed.set(reserved, owner.orgId);
       expect((await refused(owner.admin.createEnvironment({ projectId: owner.project.id, name: `svc-${n++}`, dataDatabase: reserved }))).code, reserved).toBe(
         Code.InvalidArgument,
@@ -90,8 +96,8 @@ describe("data databases", () => {
   it("two environments can never share a database: a unique index refuses even a direct insert", async () => {
     const t = await tenant();
     const env = (await t.admin.createEnvironment({ projectId: t.project.id, name: "production" })).environment!;
-    const err = await db()
-      .environments.insertOne({ _id: randomUUID(), projectId: randomUUID(), name: "production", dataDatabase: env.dataDatabase, createdAt: new Date() })
+    const err = await server.deps.store.directory.environments
+      .insert({ _id: randomUUID(), projectId: randomUUID(), name: "production", dataDatabase: env.dataDatabase, createdAt: new Date() })
       .then(
         () => null,
         (e: unknown) => e,

@@ -7,10 +7,9 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, createStore } from "../src/store/index.js";
+import { openStore, storeFixtures, type Store, type StoreFixtures } from "../src/store/index.js";
 import { testDbName, uriFor } from "./helpers/server.js";
 
-type Database = Awaited<ReturnType<typeof connect>>;
 type Counter = { _id: string; seq: number };
 type Job = { _id: string; state: string; owner?: string; createdAt?: Date; lease?: { owner: string } };
 
@@ -24,25 +23,27 @@ const DRIVER_WIRE = (() => {
 })();
 
 const dbName = testDbName();
-let d: Database;
+let store: Store;
+let d: StoreFixtures;
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
 const codeOf = (err: unknown) => (err as { code?: unknown }).code;
-const jobs = (name: string) => d.db.collection<Job>(name);
+const jobs = (name: string) => d.scratch<Job>(name);
 
 beforeAll(async () => {
-  d = await connect(uriFor(dbName)).catch((err: Error) => {
+  store = await openStore(uriFor(dbName)).catch((err: Error) => {
     // The driver refuses a server whose wire version is below its minimum before any test runs.
     throw /wire version/i.test(err.message) ? new Error(`${err.message} — ${PIN_ADVICE}`) : err;
   });
   // Open the whole pool first, so the concurrent cases below really overlap on the server
   // instead of queueing behind connection set-up.
-  await Promise.all(range(50).map(() => d.db.command({ ping: 1 })));
+  d = storeFixtures(store);
+  await Promise.all(range(50).map(() => store.ping()));
 });
 
 afterAll(async () => {
-  await d?.db.dropDatabase();
-  await d?.close();
+  await d?.dropDatabase();
+  await store?.close();
 });
 
 describe("single-document atomicity under concurrency", () => {
@@ -67,7 +68,7 @@ describe("single-document atomicity under concurrency", () => {
   });
 
   it("$inc loses no update", async () => {
-    const c = d.db.collection<Counter>("inc");
+    const c = d.scratch<Counter>("inc");
     await c.insertOne({ _id: "n", seq: 0 });
     await Promise.all(range(50).map(() => c.updateOne({ _id: "n" }, { $inc: { seq: 1 } })));
     expect((await c.findOne({ _id: "n" }))?.seq).toBe(50);
@@ -76,7 +77,7 @@ describe("single-document atomicity under concurrency", () => {
   it("a counter (store.counters.next: upserted $inc, the value before + 1) hands out distinct, gap-free numbers", async () => {
     // "before" + 1, not the "after" document: mongo-java-server writes an "after" document to
     // the wire once its lock is released, so a concurrent increment can show through it.
-    const counters = createStore(d).counters;
+    const counters = store.counters;
     const first = await Promise.all(range(50).map(() => counters.next("seq")));
     expect(first.sort((a, b) => a - b)).toEqual(range(50).map((i) => i + 1));
     const more = await Promise.all(range(200).map(() => counters.next("seq")));
@@ -85,7 +86,7 @@ describe("single-document atomicity under concurrency", () => {
   });
 
   it("a unique index admits one of many concurrent inserts of one key; the rest fail with 11000", async () => {
-    const c = d.db.collection<{ activeKey: string; n: number }>("unique");
+    const c = d.scratch<{ activeKey: string; n: number }>("unique");
     await c.createIndex({ activeKey: 1 }, { unique: true });
     const results = await Promise.allSettled(range(50).map((n) => c.insertOne({ activeKey: "wf|rec", n })));
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
@@ -127,7 +128,7 @@ describe("single-document atomicity under concurrency", () => {
 
 describe("update operators the store uses", () => {
   it("$max only raises, also when concurrent", async () => {
-    const c = d.db.collection<Counter>("max");
+    const c = d.scratch<Counter>("max");
     await c.insertOne({ _id: "w", seq: 5 });
     await c.updateOne({ _id: "w" }, { $max: { seq: 3 } });
     expect((await c.findOne({ _id: "w" }))?.seq).toBe(5);
@@ -145,7 +146,7 @@ describe("update operators the store uses", () => {
   });
 
   it("$push guarded by {'messages.199': {$exists: false}} stops at 200 under concurrency", async () => {
-    const c = d.db.collection<{ _id: string; messages: number[] }>("capped");
+    const c = d.scratch<{ _id: string; messages: number[] }>("capped");
     await c.insertOne({ _id: "t", messages: [] });
     const results = await Promise.all(range(250).map((i) => c.updateOne({ _id: "t", "messages.199": { $exists: false } }, { $push: { messages: i } })));
     expect(results.reduce((sum, r) => sum + r.modifiedCount, 0)).toBe(200);
@@ -157,8 +158,7 @@ describe("server compatibility", () => {
   it(`reports a wire version the pinned driver accepts (driver needs ${DRIVER_WIRE.min}..${DRIVER_WIRE.max})`, async () => {
     expect(Number.isInteger(DRIVER_WIRE.min), `no MIN_SUPPORTED_WIRE_VERSION in ${DRIVER_WIRE.file}; ${PIN_ADVICE}`).toBe(true);
     // mongo-java-server has no `hello`, only the legacy isMaster.
-    const admin = d.db.admin();
-    const reply = (await admin.command({ hello: 1 }).catch(() => admin.command({ isMaster: 1 }))) as { maxWireVersion?: number; minWireVersion?: number };
+    const reply = (await d.serverCommand({ hello: 1 }).catch(() => d.serverCommand({ isMaster: 1 }))) as { maxWireVersion?: number; minWireVersion?: number };
     const { maxWireVersion = 0, minWireVersion = 0 } = reply;
     expect(maxWireVersion, `server maxWireVersion ${maxWireVersion} < driver minimum ${DRIVER_WIRE.min}: ${PIN_ADVICE}`).toBeGreaterThanOrEqual(
       DRIVER_WIRE.min,
@@ -167,7 +167,7 @@ describe("server compatibility", () => {
   });
 
   it("declaring a TTL index is harmless (it may be accepted and never applied)", async () => {
-    const c = d.db.collection<{ _id: string; expiresAt: Date }>("ttl");
+    const c = d.scratch<{ _id: string; expiresAt: Date }>("ttl");
     await expect(c.createIndex({ expiresAt: 1 }, { expireAfterSeconds: 0 })).resolves.toBe("expiresAt_1");
     // Declaring it again at the next start-up must not fail either.
     await expect(c.createIndex({ expiresAt: 1 }, { expireAfterSeconds: 0 })).resolves.toBe("expiresAt_1");

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig, ConfigError } from "../src/config.js";
 import { startServer, testEnv, testDbName, type TestServer } from "./helpers/server.js";
-import { createWorld } from "./helpers/world.js";
+import { createWorld } from "../fixtures/world.js";
 
 describe("GET /docs (on)", () => {
   let server: TestServer;
@@ -53,7 +53,7 @@ describe("GET /docs (on)", () => {
       expect(res.headers).not.toHaveProperty("x-ratelimit-remaining");
     }
     // The budget of one is real: a second /v1 request with the same (valid) token is throttled.
-    const w = await createWorld(server.deps.store.db);
+    const w = await createWorld(server);
     const get = () =>
       server.gateway.inject({ method: "GET", url: "/v1/runs/0b6f9d0e-3c1a-4e7b-9f2d-5a8c7b6e4d3f", headers: { authorization: `Bearer ${w.apiToken}` } });
     expect((await get()).statusCode).toBe(404);

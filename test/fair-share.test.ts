@@ -4,13 +4,14 @@
 // behind it. Parked runs live in the database only: cancelled at once, and finished after
 // the server was killed. Real server processes (`runhook start`) on the real database.
 import { describe, expect, it } from "vitest";
+import { storeFixtures } from "../src/store/index.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RunService } from "../gen/runhook/v1/run_pb.js";
 import { newRunDoc } from "../src/domain/runs/model.js";
 import type { RunDoc, StepDoc } from "../src/store/types.js";
 import { databasePerTest, type ChildServer } from "./helpers/server.js";
-import { createWorld, type World } from "./helpers/world.js";
+import { createWorld, type World } from "../fixtures/world.js";
 import { queueRun, waitForRun } from "./helpers/runs.js";
 import { sleep } from "../src/lib/sleep.js";
 
@@ -25,7 +26,7 @@ const records = (n: number) => Array.from({ length: n }, (_, i) => ({ id: `r${i}
 async function untilRuns(world: World, pred: (runs: RunDoc[]) => boolean, what: string, timeoutMs = 30_000): Promise<RunDoc[]> {
   const end = Date.now() + timeoutMs;
   for (;;) {
-    const runs = await t.db.runs.find({ projectId: world.projectId }).toArray();
+    const runs = await storeFixtures(t.store).runs.find({ projectId: world.projectId }).toArray();
     if (pred(runs)) return runs;
     if (Date.now() > end) throw new Error(`timed out waiting until ${what}: ${JSON.stringify(runs.map((r) => [r.state, r.waitUntil ?? null]).slice(0, 5))}…`);
     await sleep(100);
@@ -34,9 +35,9 @@ async function untilRuns(world: World, pred: (runs: RunDoc[]) => boolean, what: 
 
 /** `n` QUEUED runs of `world`'s workflow in one insert, as TriggerService stores them. */
 async function backlog(world: World, n: number, steps: StepDoc[]): Promise<void> {
-  const wf = (await t.db.workflows.findOne({ _id: world.workflowId }))!;
+  const wf = (await storeFixtures(t.store).workflows.findOne({ _id: world.workflowId }))!;
   const at = Date.now() - 60_000;
-  await t.db.runs.insertMany(
+  await storeFixtures(t.store).insertRuns(
     Array.from({ length: n }, (_, i) =>
       newRunDoc({
         ...world,
@@ -61,10 +62,10 @@ describe("waits do not hold executors", () => {
       { type: "wait", seconds: 3600 },
       { type: "update_record", set: { status: "done" } },
     ];
-    const b = await createWorld(t.db, { steps: hourWait, records: records(40) });
-    const a = await createWorld(t.db, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "done" } }] });
+    const b = await createWorld(t.app, { steps: hourWait, records: records(40) });
+    const a = await createWorld(t.app, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "done" } }] });
     const s = await server(); // default concurrency: 8 slots for everybody
-    for (let i = 0; i < 40; i++) await queueRun(t.db, b, `r${i}`);
+    for (let i = 0; i < 40; i++) await queueRun(t.store, b, `r${i}`);
     // All 40 parked: RUNNING, holding no lease, due in an hour.
     const parked = await untilRuns(b, (rs) => rs.length === 40 && rs.every((r) => r.waitUntil), "B's 40 runs are parked");
     for (const r of parked) {
@@ -74,10 +75,10 @@ describe("waits do not hold executors", () => {
       expect(r.waitUntil!.getTime()).toBe(r.steps[0]!.startedAt!.getTime() + 3_600_000);
     }
     // A's run is not stuck QUEUED behind them: it finishes (its own 1 s wait plus pick-up; the bound is generous).
-    const aRun = await queueRun(t.db, a, "r1");
-    const done = await waitForRun(t.db, aRun._id, undefined, 30_000);
+    const aRun = await queueRun(t.store, a, "r1");
+    const done = await waitForRun(t.store, aRun._id, undefined, 30_000);
     expect(done.state).toBe("SUCCEEDED");
-    expect(await t.db.dataDb(a.dataDatabase).collection(a.collection).findOne({ id: "r1" })).toMatchObject({ status: "done" });
+    expect(await storeFixtures(t.store).records(a.dataDatabase, a.collection).findOne({ id: "r1" })).toMatchObject({ status: "done" });
 
     // GET /v1/runs/{id} shows the wait's end while the run is RUNNING.
     const victim = parked[0]!;
@@ -92,45 +93,48 @@ describe("waits do not hold executors", () => {
     expect(cancelled.run!.state).toBe("CANCELLED");
     expect(cancelled.run!.waitUntil).toBeUndefined();
     expect(cancelled.run!.steps[0]!.state).toBe("CANCELLED");
-    const after = (await t.db.runs.findOne({ _id: victim._id }))!;
+    const after = (await storeFixtures(t.store).runs.findOne({ _id: victim._id }))!;
     expect(after).toMatchObject({ state: "CANCELLED", waitUntil: null, lease: null });
     // The others stay parked.
-    expect(await t.db.runs.countDocuments({ projectId: b.projectId, state: "RUNNING", waitUntil: { $ne: null } })).toBe(39);
+    expect(await storeFixtures(t.store).runs.countDocuments({ projectId: b.projectId, state: "RUNNING", waitUntil: { $ne: null } })).toBe(39);
   });
 
   it("a parked run survives a kill -9 of the server and finishes after the restart", async () => {
-    const w = await createWorld(t.db, { steps: [{ type: "load_record" }, { type: "wait", seconds: 4 }, { type: "update_record", set: { status: "done" } }] });
+    const w = await createWorld(t.app, { steps: [{ type: "load_record" }, { type: "wait", seconds: 4 }, { type: "update_record", set: { status: "done" } }] });
     const first = await server();
-    const q = await queueRun(t.db, w, "r1");
-    const parked = await waitForRun(t.db, q._id, (r) => !!r.waitUntil, 15_000);
+    const q = await queueRun(t.store, w, "r1");
+    const parked = await waitForRun(t.store, q._id, (r) => !!r.waitUntil, 15_000);
     expect(parked).toMatchObject({ state: "RUNNING", lease: null });
     await first.kill();
     await server();
-    const run = await waitForRun(t.db, q._id, undefined, 30_000);
+    const run = await waitForRun(t.store, q._id, undefined, 30_000);
     expect(run.state).toBe("SUCCEEDED");
     expect(run.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "SUCCEEDED", "SUCCEEDED"]);
     expect(run.steps[1]!.finishedAt!.getTime() - run.steps[1]!.startedAt!.getTime()).toBeGreaterThanOrEqual(4000);
     // The resumed wait kept its start: it waited the remainder, not 4 s again.
     expect(run.steps[1]!.startedAt).toEqual(parked.steps[1]!.startedAt);
     expect(run.steps[1]!.attempts).toBe(1);
-    expect(await t.db.dataDb(w.dataDatabase).collection(w.collection).findOne({ id: "r1" })).toMatchObject({ status: "done" });
+    expect(await storeFixtures(t.store).records(w.dataDatabase, w.collection).findOne({ id: "r1" })).toMatchObject({ status: "done" });
   });
 });
 
 describe("fair share between projects", () => {
   it("project A's run is claimed before project B's backlog of 300 queued runs drains", async () => {
     const quick: StepDoc[] = [{ type: "load_record" }];
-    const b = await createWorld(t.db, { steps: quick, records: records(300) });
-    const a = await createWorld(t.db, { steps: quick });
+    const b = await createWorld(t.app, { steps: quick, records: records(300) });
+    const a = await createWorld(t.app, { steps: quick });
     // B's backlog is older than A's run, and there when the executors start.
     await backlog(b, 300, quick);
     await server({ RUNHOOK_EXECUTOR_CONCURRENCY: "2" });
     await untilRuns(b, (rs) => rs.some((r) => r.state !== "QUEUED"), "B's backlog is being worked on");
-    const aRun = await queueRun(t.db, a, "r1");
-    const done = await waitForRun(t.db, aRun._id, undefined, 60_000);
+    const aRun = await queueRun(t.store, a, "r1");
+    const done = await waitForRun(t.store, aRun._id, undefined, 60_000);
     expect(done.state).toBe("SUCCEEDED");
     // Most of B's backlog was still QUEUED when A's run was claimed.
-    const claimedAfterA = await t.db.runs.countDocuments({ projectId: b.projectId, $or: [{ state: "QUEUED" }, { startedAt: { $gt: done.startedAt } }] });
+    const claimedAfterA = await storeFixtures(t.store).runs.countDocuments({
+      projectId: b.projectId,
+      $or: [{ state: "QUEUED" }, { startedAt: { $gt: done.startedAt } }],
+    });
     expect(claimedAfterA).toBeGreaterThan(150);
   });
 });

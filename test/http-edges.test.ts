@@ -2,6 +2,7 @@
 // until it is finished, and timeouts / HTTP/2 limits against slow clients. Real servers on
 // the real database, called over fetch, raw sockets, native gRPC and HTTP/2.
 import http2 from "node:http2";
+import { storeFixtures } from "../src/store/index.js";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_JSON_DEPTH } from "../src/lib/json-depth.js";
@@ -10,10 +11,10 @@ import { rawHttp, rawRequest } from "./helpers/raw.js";
 import { grpcGetRun, queueRun, waitForRun } from "./helpers/runs.js";
 import { serverForFile, startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow, local, postHook, sleep } from "./helpers/webhook.js";
-import { createWorld, type World } from "./helpers/world.js";
+import { createWorld, type World } from "../fixtures/world.js";
 
 const server = serverForFile();
-const db = () => server.deps.store.db;
+const db = () => storeFixtures(server.deps.store);
 const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 const notesPath = (w: World) => `/v1/project/${w.projectName}/environment/${w.environmentName}/notes`;
 
@@ -48,7 +49,7 @@ const getRunHeaders = (token: string) => ({
 
 describe("bodies: routes without a body", () => {
   it("GET, DELETE and POST …/cancel accept an empty body whatever its Content-Type", async () => {
-    const w = await createWorld(db(), { steps: [{ type: "wait", seconds: 30 }] });
+    const w = await createWorld(server, { steps: [{ type: "wait", seconds: 30 }] });
     const api = apiClient(server.baseUrl, w.apiToken);
     for (const ct of MEDIA_TYPES) {
       const headers: Record<string, string> = { ...auth(w.apiToken), ...(ct ? { "content-type": ct } : {}) };
@@ -61,7 +62,7 @@ describe("bodies: routes without a body", () => {
       const del = await fetch(`${server.baseUrl}${notesPath(w)}/${note.body.id}`, { method: "DELETE", headers });
       expect(del.status, `DELETE with ${ct}: ${await del.clone().text()}`).toBe(204);
 
-      const run = await queueRun(db(), w, "r1");
+      const run = await queueRun(server.deps.store, w, "r1");
       const cancel = await fetch(`${server.baseUrl}/v1/runs/${run._id}/cancel`, { method: "POST", headers: { ...headers, ...auth(w.userToken) } });
       expect(cancel.status, `cancel with ${ct}: ${await cancel.clone().text()}`).toBe(200);
       expect(await cancel.json()).toMatchObject({ id: run._id, state: "CANCELLED" });
@@ -80,7 +81,7 @@ describe("bodies: routes without a body", () => {
 
 describe("bodies: JSON media types", () => {
   it("/v1 bodies: application/json with parameters (any case) or no Content-Type; anything else is 400", async () => {
-    const w = await createWorld(db());
+    const w = await createWorld(server);
     const url = `${server.baseUrl}${notesPath(w)}`;
     const body = JSON.stringify({ collection: w.collection, recordId: "r1", content: "<p>x</p>" });
     for (const ct of ["application/json", "Application/JSON; Charset=UTF-8", "application/json;charset=utf-8"]) {
@@ -110,7 +111,7 @@ describe("bodies: JSON media types", () => {
 
   it("webhook: application/json with parameters or none is accepted; other media types are 400 at the body's place in the check order", async () => {
     await awaitFreshWindow(15_000); // the calls below land in one rate-limit minute
-    const w = await createWorld(db());
+    const w = await createWorld(server);
     const url = await webhookUrl(server, w);
     const body = (r: string) => JSON.stringify({ record_id: r });
     expect((await postHook(url, w.userToken, body("r1"), { raw: true, contentType: "application/json; charset=utf-8" })).status).toBe(202);
@@ -138,7 +139,7 @@ describe("bodies: too large and too deep", () => {
   const deepInside = (prefix: string) => `${prefix}"x":${"[".repeat(100_000)}${"]".repeat(100_000)}}`;
 
   it("answers 413 {error, code} over the body limit (declared or chunked), and keeps serving", async () => {
-    const w = await createWorld(db());
+    const w = await createWorld(server);
     const url = await webhookUrl(server, w);
     const limit = server.deps.config.bodyLimitBytes;
     const big = JSON.stringify({ record_id: "r1", collection: w.collection, recordId: "r1", content: "x", pad: "x".repeat(limit) });
@@ -171,7 +172,7 @@ describe("bodies: too large and too deep", () => {
   });
 
   it("answers 400 for JSON nested too deeply, on the webhook and on /v1 bodies, and keeps serving", async () => {
-    const w = await createWorld(db());
+    const w = await createWorld(server);
     const url = await webhookUrl(server, w);
     const hook = (raw: string) => postHook(url, w.userToken, raw, { raw: true });
     for (const raw of [deepArray, deepInside('{"record_id":"r1",')]) {
@@ -207,8 +208,8 @@ describe("bodies: too large and too deep", () => {
 
 describe("following a run", () => {
   it("GET /v1/runs/{id}?wait without version answers once the run is finished", async () => {
-    const w = await createWorld(db(), { steps: [{ type: "wait", seconds: 1 }, { type: "load_record" }] });
-    const q = await queueRun(db(), w, "r1");
+    const w = await createWorld(server, { steps: [{ type: "wait", seconds: 1 }, { type: "load_record" }] });
+    const q = await queueRun(server.deps.store, w, "r1");
     expect((await db().runs.findOne({ _id: q._id }))!.state).not.toMatch(/SUCCEEDED|FAILED|CANCELLED/);
     const res = await fetch(`${server.baseUrl}/v1/runs/${q._id}?wait=30s`, { headers: auth(w.userToken) });
     expect(res.status).toBe(200);
@@ -221,14 +222,14 @@ describe("following a run", () => {
   });
 
   it("with version it answers as soon as the version differs; a finished run at once; otherwise when the time is up", async () => {
-    const w = await createWorld(db(), {
+    const w = await createWorld(server, {
       steps: [
         { type: "wait", seconds: 1 },
         { type: "wait", seconds: 30 },
       ],
     });
-    const q = await queueRun(db(), w, "r1");
-    const running = await waitForRun(db(), q._id, (r) => r.steps[0]!.state === "RUNNING");
+    const q = await queueRun(server.deps.store, w, "r1");
+    const running = await waitForRun(server.deps.store, q._id, (r) => r.steps[0]!.state === "RUNNING");
     const changed = await fetch(`${server.baseUrl}/v1/runs/${q._id}?wait=30s&version=${running.version}`, { headers: auth(w.userToken) });
     const body = (await changed.json()) as { state: string; version: string };
     expect(Number(body.version)).toBeGreaterThan(running.version);
@@ -248,18 +249,18 @@ describe("following a run", () => {
   });
 
   it("gRPC GetRun with wait_seconds and known_version 0 waits until the run is finished", async () => {
-    const w = await createWorld(db(), { steps: [{ type: "wait", seconds: 1 }, { type: "load_record" }] });
-    const q = await queueRun(db(), w, "r1");
+    const w = await createWorld(server, { steps: [{ type: "wait", seconds: 1 }, { type: "load_record" }] });
+    const q = await queueRun(server.deps.store, w, "r1");
     const res = await grpcGetRun(server.grpcAddr, w.userToken, { runId: q._id, waitSeconds: 30, knownVersion: 0n });
     expect(res.run?.state).toBe("SUCCEEDED");
     // With a known version: the next change only.
-    const w2 = await createWorld(db(), {
+    const w2 = await createWorld(server, {
       steps: [
         { type: "wait", seconds: 1 },
         { type: "wait", seconds: 30 },
       ],
     });
-    const q2 = await queueRun(db(), w2, "r1");
+    const q2 = await queueRun(server.deps.store, w2, "r1");
     const res2 = await grpcGetRun(server.grpcAddr, w2.userToken, { runId: q2._id, waitSeconds: 30, knownVersion: 1n });
     expect(Number(res2.run!.version)).toBeGreaterThan(1);
     expect(res2.run?.state).not.toBe("SUCCEEDED");
@@ -283,7 +284,7 @@ describe("timeouts and limits against slow clients", () => {
   let w: World;
   beforeAll(async () => {
     tight = await startServer({ env: TIGHT });
-    w = await createWorld(tight.deps.store.db, { steps: [{ type: "wait", seconds: 30 }] });
+    w = await createWorld(tight, { steps: [{ type: "wait", seconds: 30 }] });
   });
   afterAll(async () => {
     await tight?.stop();
@@ -332,8 +333,8 @@ describe("timeouts and limits against slow clients", () => {
   });
 
   it("HTTP: an answer may take longer than the request timeout (long-poll)", async () => {
-    const q = await queueRun(tight.deps.store.db, w, "r2");
-    const running = await waitForRun(tight.deps.store.db, q._id, (r) => !!r.waitUntil); // parked: no change for 30 s
+    const q = await queueRun(tight.deps.store, w, "r2");
+    const running = await waitForRun(tight.deps.store, q._id, (r) => !!r.waitUntil); // parked: no change for 30 s
     const res = await fetch(`${tight.baseUrl}/v1/runs/${q._id}?wait=3s&version=${running.version}`, { headers: auth(w.userToken) });
     expect(res.status).toBe(200);
     expect(((await res.json()) as { version: string }).version).toBe(String(running.version));
@@ -346,7 +347,7 @@ describe("timeouts and limits against slow clients", () => {
     expect(settings.maxConcurrentStreams).toBe(5);
     expect(settings.maxHeaderListSize).toBe(4096);
     // Metadata over the limit (sent anyway by a raw HTTP/2 client): the server resets the stream.
-    const q = await queueRun(tight.deps.store.db, w, "r3");
+    const q = await queueRun(tight.deps.store, w, "r3");
     const big = session.request({ ...getRunHeaders(w.userToken), "x-pad": "a".repeat(8000) });
     big.on("error", () => {});
     big.resume();
@@ -394,9 +395,9 @@ describe("timeouts and limits against slow clients", () => {
       });
     });
     // Meanwhile a long-poll of 3 s on the same kind of connection completes.
-    const q = await queueRun(tight.deps.store.db, w, "r4");
+    const q = await queueRun(tight.deps.store, w, "r4");
     // Parked on its wait: nothing changes for the 3 s.
-    const running = await waitForRun(tight.deps.store.db, q._id, (r) => !!r.waitUntil);
+    const running = await waitForRun(tight.deps.store, q._id, (r) => !!r.waitUntil);
     const polled = await grpcGetRun(tight.grpcAddr, w.userToken, { runId: q._id, waitSeconds: 3, knownVersion: BigInt(running.version) });
     expect(Number(polled.run!.version)).toBe(running.version);
 

@@ -9,14 +9,14 @@ import { TriggerRunRequestSchema, TriggerRunResponseSchema, type TriggerRunRespo
 import { ABANDONED_AFTER_MS } from "../src/domain/idempotency.js";
 import { storeFixtures, sweepExpired } from "../src/store/index.js";
 import { serverForFile } from "./helpers/server.js";
-import { addAppToken, addUser, createWorld, type World } from "./helpers/world.js";
+import { addAppToken, addUser, createWorld, type World } from "../fixtures/world.js";
 import { adminClient, awaitFreshWindow, local, postHook, UUID_RE } from "./helpers/webhook.js";
 
 const TTL_HOURS = 2;
 const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false", RUNHOOK_IDEMPOTENCY_TTL_HOURS: String(TTL_HOURS) } });
 
-const db = () => server.deps.store.db;
-const finish = (runId: string) => storeFixtures(db()).finishRun(runId);
+const db = () => storeFixtures(server.deps.store);
+const finish = (runId: string) => db().finishRun(runId);
 const runsOf = (w: World) => db().runs.countDocuments({ workflowId: w.workflowId });
 
 interface Hook {
@@ -25,7 +25,7 @@ interface Hook {
 }
 
 async function hook(): Promise<Hook> {
-  const w = await createWorld(db());
+  const w = await createWorld(server);
   const got = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });
   return { w, url: local(got.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl) };
 }
@@ -140,9 +140,9 @@ describe("idempotent webhook calls", () => {
     const first = await keyed(h, "r1", key);
     await finish(first.body.runId!);
     const hour = 3_600_000;
-    await sweepExpired(db(), undefined, new Date(Date.now() + (TTL_HOURS - 0.5) * hour));
+    await sweepExpired(server.deps.store, undefined, new Date(Date.now() + (TTL_HOURS - 0.5) * hour));
     expect((await keyed(h, "r1", key)).body.runId).toBe(first.body.runId);
-    await sweepExpired(db(), undefined, new Date(Date.now() + (TTL_HOURS + 0.5) * hour));
+    await sweepExpired(server.deps.store, undefined, new Date(Date.now() + (TTL_HOURS + 0.5) * hour));
     const later = await keyed(h, "r1", key);
     expect(later.status).toBe(202);
     expect(later.body.runId).not.toBe(first.body.runId);
@@ -154,7 +154,7 @@ describe("idempotent webhook calls", () => {
     const key = randomUUID();
     const first = await keyed(h, "r1", key);
     await finish(first.body.runId!);
-    await storeFixtures(db()).setIdempotencyKeyTimes(first.body.runId!, { expiresAt: new Date(Date.now() - 1000) });
+    await db().setIdempotencyKeyTimes(first.body.runId!, { expiresAt: new Date(Date.now() - 1000) });
     const later = await keyed(h, "r1", key);
     expect([later.status, later.headers.get("idempotent-replayed")]).toEqual([202, null]);
     expect(later.body.runId).not.toBe(first.body.runId);
@@ -179,8 +179,8 @@ describe("idempotent webhook calls", () => {
     const key = randomUUID();
     const first = await keyed(h, "r1", key);
     await finish(first.body.runId!);
-    const other = await addUser(db(), h.w.orgId, h.w.projectId, "editor", { teamId: h.w.teamId });
-    const otherToken = (await addAppToken(db(), other._id)).plaintext;
+    const other = await addUser(server, h.w, "editor", { teamId: h.w.teamId });
+    const otherToken = (await addAppToken(server, other._id)).plaintext;
     const theirs = await keyed(h, "r1", key, otherToken);
     expect(theirs.status).toBe(202);
     expect(theirs.body.runId).not.toBe(first.body.runId);
@@ -195,7 +195,7 @@ describe("idempotent webhook calls", () => {
     // A second workflow of the same project, which the same user may trigger.
     const workflow = (await db().workflows.findOne({ _id: h.w.workflowId }))!;
     const otherId = randomUUID();
-    await db().workflows.insertOne({ ...workflow, _id: otherId, name: "another workflow" });
+    await server.deps.store.directory.workflows.insert({ ...workflow, _id: otherId, name: "another workflow" });
     const got = await adminClient(server.baseUrl, h.w.adminToken).getWorkflow({ workflowId: otherId });
     const other = { w: { ...h.w, workflowId: otherId }, url: local(got.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl) };
     const there = await keyed(other, "r1", key);
@@ -210,8 +210,8 @@ describe("idempotent webhook calls", () => {
     // What a call that crashed between its two writes leaves: a reservation and no run.
     const first = await keyed(h, "r1", key);
     const reservation = (await db().idempotencyKeys.findOne({ runId: first.body.runId! }))!;
-    await db().runs.deleteOne({ _id: first.body.runId! });
-    await storeFixtures(db()).setIdempotencyKeyTimes(reservation.runId, { reservedAt: new Date(Date.now() - ABANDONED_AFTER_MS - 1000) });
+    await db().removeRun(first.body.runId!);
+    await db().setIdempotencyKeyTimes(reservation.runId, { reservedAt: new Date(Date.now() - ABANDONED_AFTER_MS - 1000) });
     const retry = await keyed(h, "r1", key);
     expect(retry.status).toBe(202);
     expect(retry.body.runId).toBe(first.body.runId);
@@ -223,8 +223,8 @@ describe("idempotent webhook calls", () => {
     const key = randomUUID();
     const first = await keyed(h, "r1", key);
     // The first call, as seen while it is between its reservation and its run: no run yet, reserved just now.
-    await db().runs.deleteOne({ _id: first.body.runId! });
-    await storeFixtures(db()).setIdempotencyKeyTimes(first.body.runId!, { reservedAt: new Date() });
+    await db().removeRun(first.body.runId!);
+    await db().setIdempotencyKeyTimes(first.body.runId!, { reservedAt: new Date() });
     const again = await keyed(h, "r1", key);
     expect(again.status).toBe(409);
     expect(again.body).toEqual({ error: expect.stringMatching(/still being answered: retry/), code: "aborted" });

@@ -37,7 +37,7 @@ function srcWorldOf(file: string, spec: string): string | undefined {
   return target.startsWith("..") ? undefined : worldOf(target);
 }
 
-const FILES = [...sources("src"), ...sources("test"), ...sources("bench"), ...sources("scripts"), ...sources("bin")];
+const FILES = [...sources("src"), ...sources("test"), ...sources("fixtures"), ...sources("bench"), ...sources("scripts"), ...sources("bin")];
 
 function parse(file: string): ts.SourceFile {
   return ts.createSourceFile(file, readFileSync(join(ROOT, file), "utf8"), ts.ScriptTarget.Latest, true);
@@ -46,7 +46,7 @@ function parse(file: string): ts.SourceFile {
 /** The update operators only src/store/ may write. */
 const UPDATE_OPERATORS = new Set(["$set", "$inc", "$push", "$pull"]);
 /** The folders whose files (but src/store/'s) may not write an update operator. */
-const NO_UPDATES_IN = ["src", "test", "bench", "scripts"];
+const NO_UPDATES_IN = ["src", "test", "fixtures", "bench", "scripts"];
 /** Files that may spell an update operator, each for its reason. */
 const UPDATES_ALLOWED: Record<string, string> = {
   "test/db-semantics.test.ts": "it checks the database's own guarantees (atomic $inc, conditional updates) that the store's verbs rely on",
@@ -71,6 +71,19 @@ function updateOperatorsIn(file: string): string[] {
 describe("layout", () => {
   it("only src/store/ imports the database driver", () => {
     const offenders = FILES.filter((f) => !f.startsWith("src/store/") && importsOf(f).some((s) => s === "mongodb" || s.startsWith("mongodb/")));
+    expect(offenders).toEqual([]);
+  });
+
+  it("the collection handles never leave src/store/: outside it, only store/index.ts (and its types) is imported", () => {
+    // Tests and benchmarks read collections through the fixtures' read-only views and change
+    // them through verbs, never through a handle of their own.
+    const inner = (f: string, s: string) =>
+      s.startsWith(".") && /(^|\/)src\/store\/(?!index\.js$|types\.js$)[^/]+$/.test(relative(ROOT, resolve(ROOT, dirname(f), s)));
+    const offenders = FILES.filter((f) => !f.startsWith("src/store/")).flatMap((f) =>
+      importsOf(f)
+        .filter((s) => inner(f, s) && /\/(connection|handle|indexes)\.js$/.test(s))
+        .map((s) => `${f} imports ${s}`),
+    );
     expect(offenders).toEqual([]);
   });
 
@@ -123,6 +136,13 @@ describe("layout", () => {
     expect(checked.flatMap(updateOperatorsIn)).toEqual([]);
     // The check sees the updates the store does write.
     expect(updateOperatorsIn("src/store/runs.ts").filter((hit) => hit.endsWith(" $set")).length).toBeGreaterThan(0);
+  });
+
+  it("no Store carries its database: the Store type has no collection handles", () => {
+    const store = readFileSync(join(ROOT, "src/store/index.ts"), "utf8");
+    const iface = /export interface Store \{([\s\S]*?)\n\}/.exec(store)?.[1] ?? "";
+    expect(iface).toContain("runs: RunStore");
+    expect(iface).not.toMatch(/\bdb\b\s*:|Database/);
   });
 
   it(`no function of src/ is ${LONGEST_FUNCTION_LINES} lines or longer`, () => {

@@ -2,15 +2,15 @@
 // and in constant memory (the server's peak RSS grows by less than 100 MB).
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { connect, storeFixtures, type Database } from "../src/store/index.js";
+import { storeFixtures } from "../src/store/index.js";
 import type { ActivityLogDoc } from "../src/store/types.js";
 import { activityStream, streamKey } from "../src/store/logs.js";
-import { spawnServer, testDbName, uriFor, type ChildServer } from "./helpers/server.js";
-import { createWorld, type World } from "./helpers/world.js";
+import { openTestApp, spawnServer, testDbName, type ChildServer } from "./helpers/server.js";
+import { createWorld, type World } from "../fixtures/world.js";
 import { sleep } from "../src/lib/sleep.js";
 
 const N = Number(process.env.EXPORT_ENTRIES ?? 100_000);
-let db: Database;
+let app: Awaited<ReturnType<typeof openTestApp>> | undefined;
 let child: ChildServer;
 let w: World;
 
@@ -21,8 +21,9 @@ function rssKb(pid: number, field: "VmRSS" | "VmHWM"): number {
 
 beforeAll(async () => {
   const dbName = testDbName();
-  db = await connect(uriFor(dbName));
-  w = await createWorld(db);
+  app = await openTestApp(dbName);
+  const db = storeFixtures(app.deps.store);
+  w = await createWorld(app);
   const details = { workflowId: w.workflowId, note: "x".repeat(200) };
   const stream = activityStream(w.environmentId);
   for (let b = 0; b < N; b += 10_000) {
@@ -45,9 +46,9 @@ beforeAll(async () => {
         details,
       });
     }
-    await db.activityLogs.insertMany(docs, { ordered: false });
+    await db.insertActivityEntries(docs, { ordered: false });
   }
-  await storeFixtures(db).setCounter(stream, N);
+  await db.setCounter(stream, N);
   // A small heap: buffering the export (~55 MB of JSON for 100,000 entries) instead of
   // streaming it would run the server out of memory; it also keeps V8 from growing lazily.
   // The young generation is fixed at Node 20's default size (16 MB semi-spaces): Node 24
@@ -58,7 +59,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await child?.stop();
-  await db?.close();
+  app?.stop();
+  await app?.deps.store.close();
 });
 
 it(`streams ${N} entries as NDJSON in constant memory`, { timeout: 600_000 }, async () => {

@@ -1,11 +1,12 @@
 // Tailing is exact: while 4 writers in 2 other processes append 20,000 entries, a
 // consumer polling nextCursor (order asc) receives each exactly once, in order.
 import { spawn } from "node:child_process";
+import { storeFixtures } from "../src/store/index.js";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { apiClient, qs } from "./helpers/api.js";
 import { ROOT, startServer, uriFor, type TestServer } from "./helpers/server.js";
-import { createWorld, type World } from "./helpers/world.js";
+import { createWorld, type World } from "../fixtures/world.js";
 import { sleep } from "../src/lib/sleep.js";
 
 const PROCESSES = 2;
@@ -16,7 +17,7 @@ let server: TestServer;
 let w: World;
 beforeAll(async () => {
   server = await startServer();
-  w = await createWorld(server.deps.store.db);
+  w = await createWorld(server);
 });
 afterAll(async () => {
   await server?.stop();
@@ -90,7 +91,7 @@ it(`delivers ${PROCESSES * LOOPS * PER_LOOP} concurrently written entries exactl
   }
   await writers;
   const ms = Date.now() - t0;
-  const tombs = await server.deps.store.db.activityLogs.countDocuments({ tomb: true });
+  const tombs = await storeFixtures(server.deps.store).activityLogs.countDocuments({ tomb: true });
   console.log(`tail: ${total} entries, ${polls} polls, ${ms} ms, ${tombs} tombstones`);
   expect(dupes).toBe(0);
   expect(outOfOrder).toBe(0);

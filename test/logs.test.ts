@@ -2,14 +2,14 @@
 // cursor binding, tail-safety with holes and tombstones, auth and parameter errors.
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createStore, isDuplicateKey, type Database } from "../src/store/index.js";
+import { isDuplicateKey, storeFixtures, type StoreFixtures } from "../src/store/index.js";
 import { activityStream, streamKey, watermarkId, type NewActivity } from "../src/store/logs.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
-import { addApiToken, addUser, createWorld, type World } from "./helpers/world.js";
+import { addApiToken, addUser, createWorld, type World } from "../fixtures/world.js";
 
 let server: TestServer;
-let db: Database;
+let db: StoreFixtures;
 let w: World;
 let other: World;
 let stagingId: string;
@@ -56,11 +56,11 @@ const ids: Record<string, number> = {};
 
 beforeAll(async () => {
   server = await startServer();
-  db = server.deps.store.db;
-  w = await createWorld(db);
-  other = await createWorld(db);
+  db = storeFixtures(server.deps.store);
+  w = await createWorld(server);
+  other = await createWorld(server);
   stagingId = randomUUID();
-  await db.environments.insertOne({ _id: stagingId, projectId: w.projectId, name: "staging", dataDatabase: "x", createdAt: new Date() });
+  await server.deps.store.directory.environments.insert({ _id: stagingId, projectId: w.projectId, name: "staging", dataDatabase: "x", createdAt: new Date() });
   const u = { id: w.user._id, email: w.user.email };
   ids.a = await act(w, {
     timestamp: at(0),
@@ -222,7 +222,7 @@ describe("activity logs", () => {
     const g = await act(w, { timestamp: at(6) });
     const next = await c.get(base() + qs({ limit: 4, cursor: empty.body.nextCursor }));
     expect(idsOf(next.body.activityLogs)).toEqual([g]);
-    await db.activityLogs.deleteOne({ _id: streamKey(activityStream(w.environmentId), g) });
+    await db.removeActivityEntries([streamKey(activityStream(w.environmentId), g)]);
   });
 
   it("orders desc and omits nextCursor on the last page", async () => {
@@ -289,9 +289,9 @@ describe("activity logs", () => {
       expect(r.status).toBe(401);
       expect(r.body).toMatchObject({ code: "unauthenticated" });
     }
-    const t = await addApiToken(db, w.admin._id, w.projectId);
+    const t = await addApiToken(server, w.admin._id, w.projectId);
     expect((await c.get(base(), { token: t.plaintext })).status).toBe(200);
-    await createStore(db).directory.apiTokens.revoke(t.id, new Date());
+    await server.deps.store.directory.apiTokens.revoke(t.id, new Date());
     expect((await c.get(base(), { token: t.plaintext })).status).toBe(401);
   });
 
@@ -310,8 +310,8 @@ describe("activity logs", () => {
   });
 
   it("answers 403 when the token's creator is no longer an admin of the project", async () => {
-    const ex = await addUser(db, w.orgId, w.projectId, "editor");
-    const t = await addApiToken(db, ex._id, w.projectId);
+    const ex = await addUser(server, w, "editor");
+    const t = await addApiToken(server, ex._id, w.projectId);
     const r = await apiClient(server.gateway, t.plaintext).get(base());
     expect(r.status).toBe(403);
   });
@@ -342,8 +342,15 @@ describe("activity logs", () => {
 });
 
 describe("admin logs", () => {
+  // The entries this file wrote by hand (others are the making of its world and users, through the AdminService).
+  const mine = <E extends { id: string }>(entries: E[]) => entries.filter((e) => Number(e.id) >= ids.adm1! && Number(e.id) <= ids.adm3!);
+  const ours = (entries: { id: string }[]) => idsOf(mine(entries));
+
   it("lists the project's entries only (not org-level, not another project's)", async () => {
-    const { entries } = await all(adminBase(), {}, "adminLogs");
+    const listed = (await all(adminBase(), {}, "adminLogs")).entries as { id: string; target: string }[];
+    expect(listed.map((e) => e.target)).not.toContain("token/x"); // the organization's entry
+    expect(listed.map((e) => e.target)).not.toContain("workflow/y"); // the other project's
+    const entries = mine(listed);
     expect(idsOf(entries)).toEqual([ids.adm1, ids.adm2, ids.adm3]);
     expect(entries[1]).toEqual({
       id: String(ids.adm2),
@@ -358,11 +365,11 @@ describe("admin logs", () => {
   });
 
   it("filters by userId, userEmail, action and time; pages desc", async () => {
-    expect(idsOf((await all(adminBase(), { userId: w.user._id }, "adminLogs")).entries)).toEqual([ids.adm2]);
-    expect(idsOf((await all(adminBase(), { userEmail: w.admin.email, limit: 1 }, "adminLogs")).entries)).toEqual([ids.adm1, ids.adm3]);
-    expect(idsOf((await all(adminBase(), { action: "api_token.created" }, "adminLogs")).entries)).toEqual([ids.adm3]);
-    expect(idsOf((await all(adminBase(), { from: at(1).toISOString(), to: at(3).toISOString() }, "adminLogs")).entries)).toEqual([ids.adm2]);
-    expect(idsOf((await all(adminBase(), { order: "desc", limit: 1 }, "adminLogs")).entries)).toEqual([ids.adm3, ids.adm2, ids.adm1]);
+    expect(ours((await all(adminBase(), { userId: w.user._id }, "adminLogs")).entries)).toEqual([ids.adm2]);
+    expect(ours((await all(adminBase(), { userEmail: w.admin.email, limit: 1 }, "adminLogs")).entries)).toEqual([ids.adm1, ids.adm3]);
+    expect(ours((await all(adminBase(), { action: "api_token.created" }, "adminLogs")).entries)).toEqual([ids.adm3]);
+    expect(ours((await all(adminBase(), { from: at(1).toISOString(), to: at(3).toISOString() }, "adminLogs")).entries)).toEqual([ids.adm2]);
+    expect(ours((await all(adminBase(), { order: "desc", limit: 1 }, "adminLogs")).entries)).toEqual([ids.adm3, ids.adm2, ids.adm1]);
     const bad = await apiClient(server.gateway, w.apiToken).get(`${adminBase()}?collection=orders`);
     expect(bad.status).toBe(400);
     expect((await apiClient(server.gateway, other.apiToken).get(adminBase())).status).toBe(403);
@@ -396,12 +403,12 @@ describe("tail-safety: holes and tombstones", () => {
     const stream = activityStream(w.environmentId);
     const slowSeq = await server.deps.store.counters.next(stream);
     const fast = await act(w, { action: "fast" });
-    const slowInsert = new Promise<void>((r) => setTimeout(r, 80)).then(() => db.activityLogs.insertOne(entryAt(stream, slowSeq, "slow")));
+    const slowInsert = new Promise<void>((r) => setTimeout(r, 80)).then(() => db.insertActivityEntries([entryAt(stream, slowSeq, "slow")]));
     const page = await c.get(base() + qs({ limit: 1000, cursor }));
     await slowInsert;
     expect(page.body.activityLogs.map((e: any) => e.action)).toEqual(["slow", "fast"]);
     expect(idsOf(page.body.activityLogs)).toEqual([slowSeq, fast]);
-    await db.activityLogs.deleteMany({ _id: { $in: [streamKey(stream, slowSeq), streamKey(stream, fast)] } });
+    await db.removeActivityEntries([streamKey(stream, slowSeq), streamKey(stream, fast)]);
     // (deleting entries is test cleanup only; it never happens in the service)
   });
 
@@ -418,7 +425,7 @@ describe("tail-safety: holes and tombstones", () => {
     const tomb = await db.activityLogs.findOne({ _id: streamKey(stream, lost) });
     expect(tomb).toMatchObject({ _id: streamKey(stream, lost), seq: lost, tomb: true, environmentId: null });
     // The stalled writer's insert now collides …
-    const late = await db.activityLogs.insertOne(entryAt(stream, lost, "late")).then(
+    const late = await db.insertActivityEntries([entryAt(stream, lost, "late")]).then(
       () => null,
       (err) => err,
     );
@@ -436,6 +443,6 @@ describe("tail-safety: holes and tombstones", () => {
     // The watermark is shared in the database.
     const wm = await db.counters.findOne({ _id: watermarkId(stream) });
     expect(wm!.seq).toBeGreaterThanOrEqual(retried);
-    await db.activityLogs.deleteMany({ _id: { $in: [streamKey(stream, after), streamKey(stream, retried)] } });
+    await db.removeActivityEntries([streamKey(stream, after), streamKey(stream, retried)]);
   });
 });

@@ -2,16 +2,14 @@
 // what happened; and request ids from the gateway and gRPC to the run and its executor's logs.
 import { describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
-import { connect } from "../src/store/index.js";
-import { spawnServer, serverForFile, testDbName, uriFor, type ChildServer } from "./helpers/server.js";
-import { createWorld, type World } from "./helpers/world.js";
+import { openTestApp, spawnServer, serverForFile, testDbName, type ChildServer } from "./helpers/server.js";
+import { createWorld, type World } from "../fixtures/world.js";
 import { waitForRun } from "./helpers/runs.js";
 import { adminClient, grpcTrigger, local, postHook } from "./helpers/webhook.js";
 import { sleep } from "../src/lib/sleep.js";
 
 const server = serverForFile({ env: { METRICS_PORT: "0" } });
 
-const db = () => server.deps.store.db;
 
 async function webhookOf(w: World): Promise<string> {
   const got = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });
@@ -41,7 +39,7 @@ async function scrape(): Promise<{ text: string; value(name: string, labels?: Re
 
 describe("GET /metrics", () => {
   it("counts a scripted scenario: webhook answers by status, runs created and finished, refusals, RPCs, HTTP routes", async () => {
-    const w = await createWorld(db(), { steps: [{ type: "load_record" }] });
+    const w = await createWorld(server, { steps: [{ type: "load_record" }] });
     const url = await webhookOf(w);
     const before = await scrape();
 
@@ -62,7 +60,7 @@ describe("GET /metrics", () => {
     const logs = await fetch(`${server.baseUrl}/v1/project/${w.projectName}/admin-logs?limit=1`, { headers: { authorization: `Bearer ${w.apiToken}` } });
     expect(logs.status).toBe(200);
 
-    const runs = await Promise.all([a, b, f].map((r) => waitForRun(db(), r.body.runId!)));
+    const runs = await Promise.all([a, b, f].map((r) => waitForRun(server.deps.store, r.body.runId!)));
     expect(runs.map((r) => r.state)).toEqual(["SUCCEEDED", "SUCCEEDED", "FAILED"]);
     // The finishing update and its metric happen together; give the event loop a moment.
     await sleep(100);
@@ -137,9 +135,9 @@ describe("request ids", () => {
     try {
       const lines: string[] = [];
       child.child.stdout!.on("data", (d: Buffer) => lines.push(...d.toString().split("\n")));
-      const cdb = await connect(uriFor(dbName), { dbName });
+      const app = await openTestApp(dbName);
       try {
-        const w = await createWorld(cdb, { steps: [{ type: "load_record" }] });
+        const w = await createWorld(app, { steps: [{ type: "load_record" }] });
         const got = await adminClient(child.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });
         const url = child.baseUrl + new URL(got.workflow!.webhook!.url).pathname;
         const res = await fetch(url, {
@@ -150,7 +148,7 @@ describe("request ids", () => {
         expect(res.status).toBe(202);
         expect(res.headers.get("x-request-id")).toBe("hook-req-42");
         const { runId } = (await res.json()) as { runId: string };
-        const run = await waitForRun(cdb, runId);
+        const run = await waitForRun(app.deps.store, runId);
         expect(run).toMatchObject({ state: "FAILED", requestId: "hook-req-42" });
         const shown = await fetch(`${child.baseUrl}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${w.userToken}` } });
         expect(((await shown.json()) as { requestId: string }).requestId).toBe("hook-req-42");
@@ -161,7 +159,8 @@ describe("request ids", () => {
         expect(parsed().find((l) => l.msg === "run failed")).toMatchObject({ runId, requestId: "hook-req-42" });
         expect(parsed().find((l) => l.msg === "request" && l.status === 202)).toMatchObject({ requestId: "hook-req-42" });
       } finally {
-        await cdb.close();
+        app.stop();
+        await app.deps.store.close();
       }
     } finally {
       await child.stop();

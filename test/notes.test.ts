@@ -1,17 +1,17 @@
 // Public API: notes — create / get / list / update / delete / reply, scoping, sanitizing,
 // activity entries, limits and body errors.
 import { randomUUID } from "node:crypto";
+import { storeFixtures, type StoreFixtures } from "../src/store/index.js";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NoteService } from "../gen/runhook/v1/note_pb.js";
-import type { Database } from "../src/store/index.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
-import { createWorld, type World } from "./helpers/world.js";
+import { createWorld, type World } from "../fixtures/world.js";
 
 let server: TestServer;
-let db: Database;
+let db: StoreFixtures;
 let w: World;
 let other: World;
 let stagingToken: string;
@@ -20,10 +20,16 @@ const api = () => apiClient(server.gateway, w.apiToken);
 
 beforeAll(async () => {
   server = await startServer();
-  db = server.deps.store.db;
-  w = await createWorld(db);
-  other = await createWorld(db);
-  await db.environments.insertOne({ _id: randomUUID(), projectId: w.projectId, name: "staging", dataDatabase: "x", createdAt: new Date() });
+  db = storeFixtures(server.deps.store);
+  w = await createWorld(server);
+  other = await createWorld(server);
+  await server.deps.store.directory.environments.insert({
+    _id: randomUUID(),
+    projectId: w.projectId,
+    name: "staging",
+    dataDatabase: "x",
+    createdAt: new Date(),
+  });
   stagingToken = w.apiToken;
 });
 afterAll(async () => {
@@ -176,7 +182,7 @@ describe("notes", () => {
   });
 
   it("lists with filters, paging and from/to", async () => {
-    const fresh = await createWorld(db);
+    const fresh = await createWorld(server);
     const c = apiClient(server.gateway, fresh.apiToken);
     const base = `/v1/project/${fresh.projectName}/environment/production/notes`;
     const made: any[] = [];

@@ -1,10 +1,9 @@
 // Per-token rate limit of the public API: headers on every /v1 response, and one shared
 // count across instances (two server processes, limit 5 per minute).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, type Database } from "../src/store/index.js";
 import { apiClient } from "./helpers/api.js";
-import { spawnServer, startServer, testDbName, uriFor, type ChildServer, type TestServer } from "./helpers/server.js";
-import { addApiToken, createWorld, type World } from "./helpers/world.js";
+import { openTestApp, spawnServer, startServer, testDbName, type ChildServer, type TestServer } from "./helpers/server.js";
+import { addApiToken, createWorld, type World } from "../fixtures/world.js";
 import { sleep } from "../src/lib/sleep.js";
 
 describe("rate-limit headers", () => {
@@ -12,7 +11,7 @@ describe("rate-limit headers", () => {
   let w: World;
   beforeAll(async () => {
     server = await startServer();
-    w = await createWorld(server.deps.store.db);
+    w = await createWorld(server);
   });
   afterAll(async () => server?.stop());
 
@@ -54,18 +53,19 @@ describe("rate-limit headers", () => {
 describe("rate limit across two processes", () => {
   let a: ChildServer;
   let b: ChildServer;
-  let db: Database;
+  let app: Awaited<ReturnType<typeof openTestApp>> | undefined;
   let w: World;
   beforeAll(async () => {
     const dbName = testDbName();
-    db = await connect(uriFor(dbName));
-    w = await createWorld(db);
+    app = await openTestApp(dbName);
+    w = await createWorld(app);
     const env = { RUNHOOK_API_RATE_LIMIT: "5", RUNHOOK_EXECUTOR: "false" };
     [a, b] = await Promise.all([spawnServer(dbName, { env }), spawnServer(dbName, { env })]);
   }, 120_000);
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);
-    await db?.close();
+    app?.stop();
+    await app?.deps.store.close();
   });
 
   it("shares one count per token: 5 answers per window in total, then 429 with Retry-After", async () => {
@@ -90,7 +90,7 @@ describe("rate limit across two processes", () => {
     expect(throttled!.headers.get("x-ratelimit-remaining")).toBe("0");
     expect(throttled!.headers.get("x-ratelimit-limit")).toBe("5");
     // Another token has its own budget.
-    const t2 = await addApiToken(db, w.admin._id, w.projectId);
+    const t2 = await addApiToken(app!, w.admin._id, w.projectId);
     expect((await apiClient(a.baseUrl, t2.plaintext).get(path)).status).toBe(200);
   });
 });

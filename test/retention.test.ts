@@ -4,6 +4,7 @@
 // and fresh ones kept; the TTL indexes follow the settings; a cursor into removed entries is
 // refused clearly, over /v1 and by `runhook logs tail`.
 import { spawn } from "node:child_process";
+import { storeFixtures } from "../src/store/index.js";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,13 +15,13 @@ import { ConfigError, loadConfig } from "../src/config.js";
 import { startRunhook } from "../src/main.js";
 import { Code } from "@connectrpc/connect";
 import { toConnectError } from "../src/rpc/errors.js";
-import { connect, ensureIndexes, MongoServerError, sweepExpired, ttlIndexes, type Database } from "../src/store/index.js";
+import { ensureIndexes, MongoServerError, openStore, sweepExpired, ttlIndexes, type Store } from "../src/store/index.js";
 import { activityStream } from "../src/store/logs.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { ROOT, startServer, testDbName, testEnv, uriFor, type TestServer } from "./helpers/server.js";
 import { adminClient, postHook } from "./helpers/webhook.js";
 import { waitForRun } from "./helpers/runs.js";
-import { createWorld, type World } from "./helpers/world.js";
+import { createWorld, type World } from "../fixtures/world.js";
 
 const DAY_MS = 86_400_000;
 const daysFromNow = (days: number) => new Date(Date.now() + days * DAY_MS);
@@ -41,7 +42,7 @@ describe("write concern", () => {
       const line = lines.find((l) => typeof l.msg === "string" && l.msg.startsWith("write concern in force"));
       expect(line?.msg).toBe("write concern in force: w=majority, journal=true");
       expect(line?.writeConcern).toEqual({ w: "majority", journal: true, wtimeoutMS: 10_000 });
-      expect(rh.deps.store.db.writeConcern).toEqual({ w: "majority", journal: true, wtimeoutMS: 10_000 });
+      expect(rh.deps.store.writeConcern).toEqual({ w: "majority", journal: true, wtimeoutMS: 10_000 });
       // The embedded server takes writes under it (it accepts the write concern).
       await rh.deps.store.counters.next("write-concern-probe");
     } finally {
@@ -52,12 +53,12 @@ describe("write concern", () => {
   it("is configurable, and what the URI sets wins", async () => {
     const env = { ...process.env, ...testEnv(testDbName()) };
     expect(loadConfig({ ...env, RUNHOOK_WRITE_CONCERN: "2", RUNHOOK_WRITE_JOURNAL: "false" }).writeConcern).toEqual({ w: 2, journal: false });
-    let db: Database | undefined;
+    let store: Store | undefined;
     try {
-      db = await connect(`${uriFor(testDbName())}?w=1`, { writeConcern: { w: "majority", journal: true } });
-      expect(db.writeConcern).toEqual({ w: 1, journal: true, wtimeoutMS: 10_000 });
+      store = await openStore(`${uriFor(testDbName())}?w=1`, { writeConcern: { w: "majority", journal: true } });
+      expect(store.writeConcern).toEqual({ w: 1, journal: true, wtimeoutMS: 10_000 });
     } finally {
-      await db?.close();
+      await store?.close();
     }
   });
 
@@ -96,8 +97,8 @@ describe("retention", () => {
   const tmp = mkdtempSync(join(tmpdir(), "runhook-retention-"));
   beforeAll(async () => {
     server = await startServer();
-    quick = await createWorld(server.deps.store.db);
-    slow = await createWorld(server.deps.store.db, { steps: [{ type: "wait", seconds: 3600 }] });
+    quick = await createWorld(server);
+    slow = await createWorld(server, { steps: [{ type: "wait", seconds: 3600 }] });
   });
   afterAll(async () => {
     await server?.stop();
@@ -110,11 +111,11 @@ describe("retention", () => {
     expect(a.status).toBe(202);
     return a.body.runId!;
   };
-  const sweep = (now: Date) => sweepExpired(server.deps.store.db, server.deps.config.retention, now);
+  const sweep = (now: Date) => sweepExpired(server.deps.store, server.deps.config.retention, now);
   const activity = (w: World) => `/v1/project/${w.projectName}/environment/${w.environmentName}/activity-logs`;
 
   it("declares the TTL indexes with the configured expiry, and follows a changed setting", async () => {
-    const db = server.deps.store.db;
+    const db = storeFixtures(server.deps.store);
     const ttlOf = async () => {
       const found: Record<string, number[]> = {};
       for (const t of ttlIndexes()) {
@@ -133,7 +134,7 @@ describe("retention", () => {
       "adminLogs.timestamp": [400 * 86_400],
     });
     // A restart with other settings: the same indexes, once each, with the new expiry.
-    await ensureIndexes(db, { runDays: 7, logDays: 90 });
+    await ensureIndexes(server.deps.store, { runDays: 7, logDays: 90 });
     expect(await ttlOf()).toEqual({
       "rateLimits.expiresAt": [0],
       "idempotencyKeys.expiresAt": [0],
@@ -141,28 +142,28 @@ describe("retention", () => {
       "activityLogs.timestamp": [90 * 86_400],
       "adminLogs.timestamp": [90 * 86_400],
     });
-    await ensureIndexes(db, server.deps.config.retention);
+    await ensureIndexes(server.deps.store, server.deps.config.retention);
     expect((await ttlOf())["runs.finishedAt"]).toEqual([30 * 86_400]);
     // Every TTL index in the database is one of ttlIndexes(), which the sweep reads.
-    const declared = new Set(ttlIndexes().map((t) => `${db[t.collection].collectionName}.${t.field}`));
-    for (const c of await db.db.listCollections().toArray()) {
-      for (const i of await db.db.collection(c.name).listIndexes().toArray()) {
-        if (i.expireAfterSeconds !== undefined) expect(declared).toContain(`${c.name}.${Object.keys(i.key as object).join()}`);
+    const declared = new Set(ttlIndexes().map((t) => `${db.collectionNameOf(t.collection)}.${t.field}`));
+    for (const [name, indexes] of await db.indexesByCollection()) {
+      for (const i of indexes) {
+        if (i.expireAfterSeconds !== undefined) expect(declared).toContain(`${name}.${Object.keys(i.key as object).join()}`);
       }
     }
   });
 
   it("removes finished runs after 30 days and log entries after 400, never an ongoing run", async () => {
     const finished = await trigger(quick, quick.recordIds[0]!);
-    await waitForRun(server.deps.store.db, finished);
+    await waitForRun(server.deps.store, finished);
     const ongoing = await trigger(slow, slow.recordIds[0]!);
-    await waitForRun(server.deps.store.db, ongoing, (r) => r.state === "RUNNING");
+    await waitForRun(server.deps.store, ongoing, (r) => r.state === "RUNNING");
     await adminClient(server.baseUrl, quick.adminToken).setWebhookRateLimit({ workflowId: quick.workflowId, rateLimitPerMinute: 120 });
     const api = apiClient(server.gateway, quick.apiToken);
     const adminLogs = async () => (await api.get(`/v1/project/${quick.projectName}/admin-logs`)).body.adminLogs as unknown[];
     const runStatus = async (id: string) => (await api.get(`/v1/runs/${id}`)).status;
     expect(await runStatus(finished)).toBe(200);
-    expect(await adminLogs()).toHaveLength(1);
+    expect((await adminLogs()).length).toBeGreaterThan(0); // the world's making, and the change above
 
     // Within the retention, nothing goes.
     await sweep(daysFromNow(29));
@@ -180,16 +181,16 @@ describe("retention", () => {
     expect(await adminLogs()).toEqual([]);
     // What comes later is listed as usual.
     const fresh = await trigger(quick, quick.recordIds[1]!);
-    await waitForRun(server.deps.store.db, fresh);
+    await waitForRun(server.deps.store, fresh);
     await sweep(daysFromNow(1));
     expect(await runStatus(fresh)).toBe(200);
     expect((await api.get(activity(quick))).body.activityLogs.map((e: { runId: string }) => e.runId)).toContain(fresh);
   });
 
   it("refuses a cursor into removed entries (400 failed_precondition), over /v1 and in `runhook logs tail`; a caught-up cursor goes on", async () => {
-    const w = await createWorld(server.deps.store.db);
+    const w = await createWorld(server);
     const api = apiClient(server.gateway, w.apiToken);
-    for (const r of w.recordIds.slice(0, 2)) await waitForRun(server.deps.store.db, await trigger(w, r));
+    for (const r of w.recordIds.slice(0, 2)) await waitForRun(server.deps.store, await trigger(w, r));
     // A cursor after the first entry (its successors not yet passed by any reader), one
     // mid-way (below the watermark of a full read), one of a filtered list, and one caught up.
     const early = (await api.get(activity(w) + qs({ limit: 1 }))).body.nextCursor as string;
@@ -244,7 +245,7 @@ describe("retention", () => {
   });
 
   it("does not let a hole (a number taken, never written) hold a tail, nor call it removed", async () => {
-    const w = await createWorld(server.deps.store.db);
+    const w = await createWorld(server);
     const api = apiClient(server.gateway, w.apiToken);
     await trigger(w, w.recordIds[0]!);
     const caughtUp = (await api.get(activity(w) + qs({ limit: 1000 }))).body.nextCursor as string;
@@ -258,7 +259,7 @@ describe("retention", () => {
   });
 
   it("does not call a hole at the first position removed under a cursor issued on an empty log", async () => {
-    const w = await createWorld(server.deps.store.db);
+    const w = await createWorld(server);
     const api = apiClient(server.gateway, w.apiToken);
     const empty = await api.get(activity(w));
     expect(empty.body.activityLogs).toEqual([]);

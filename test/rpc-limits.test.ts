@@ -5,6 +5,7 @@
 //   or a stream kept open) are refused with a clean INVALID_ARGUMENT, instead of a stack
 //   overflow or Connect's INTERNAL "parse binary: …"; what is accepted can be read back.
 import { gzipSync } from "node:zlib";
+import { storeFixtures } from "../src/store/index.js";
 import * as grpc from "@grpc/grpc-js";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
@@ -16,7 +17,7 @@ import { MAX_MESSAGE_NESTING } from "../src/rpc/message-nesting.js";
 import { apiClient } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow, grpcUnary } from "./helpers/webhook.js";
-import { addApiToken, createWorld, type World } from "./helpers/world.js";
+import { addApiToken, createWorld, type World } from "../fixtures/world.js";
 
 const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 
@@ -26,7 +27,7 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
   let w: World;
   beforeAll(async () => {
     server = await startServer({ env: { RUNHOOK_API_RATE_LIMIT: String(LIMIT), RUNHOOK_EXECUTOR: "false" } });
-    w = await createWorld(server.deps.store.db);
+    w = await createWorld(server);
   });
   afterAll(async () => server?.stop());
 
@@ -102,7 +103,7 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
     expect(Number(g3.error?.metadata.get("retry-after")[0])).toBeGreaterThanOrEqual(1);
 
     // Another token of the same project has its own budget, on every protocol.
-    const other = (await addApiToken(server.deps.store.db, w.admin._id, w.projectId)).plaintext;
+    const other = (await addApiToken(server, w.admin._id, w.projectId)).plaintext;
     await expect(createClient(LogService, native).listAdminLogs({ projectName: w.projectName }, { headers: auth(other) })).resolves.toBeDefined();
     expect((await apiClient(server.baseUrl, other).get(`/v1/project/${w.projectName}/admin-logs`)).headers.get("x-ratelimit-remaining")).toBe(
       String(LIMIT - 2),
@@ -112,7 +113,7 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
   it("calls without a token have no bucket: all UNAUTHENTICATED, nothing written (their limit is per address, auth-throttle.test.ts)", async () => {
     await awaitFreshWindow(10_000);
     const native = createGrpcTransport({ baseUrl: `http://${server.grpcAddr}` });
-    const before = await server.deps.store.db.rateLimits.countDocuments({ expiresAt: { $gt: new Date() } });
+    const before = await storeFixtures(server.deps.store).rateLimits.countDocuments({ expiresAt: { $gt: new Date() } });
     const codes: Code[] = [];
     for (let i = 0; i < LIMIT + 2; i++) {
       const err = await createClient(LogService, native)
@@ -124,7 +125,7 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
       codes.push(err!.code);
     }
     expect(codes).toEqual(Array(LIMIT + 2).fill(Code.Unauthenticated));
-    expect(await server.deps.store.db.rateLimits.countDocuments({ expiresAt: { $gt: new Date() } })).toBe(before);
+    expect(await storeFixtures(server.deps.store).rateLimits.countDocuments({ expiresAt: { $gt: new Date() } })).toBe(before);
   });
 });
 
@@ -211,7 +212,7 @@ describe("deeply nested request messages", () => {
   let path: string;
   beforeAll(async () => {
     server = await startServer({ env: { RUNHOOK_EXECUTOR: "false" } });
-    w = await createWorld(server.deps.store.db);
+    w = await createWorld(server);
     path = "/runhook.v1.AdminService/PublishWorkflow";
   });
   afterAll(async () => server?.stop());

@@ -6,7 +6,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RunService, WatchRunRequestSchema, WatchRunResponseSchema, type WatchRunResponse } from "../gen/runhook/v1/run_pb.js";
-import { connect, createStore, isDuplicateKey, storeFixtures, type Database } from "../src/store/index.js";
+import { isDuplicateKey, storeFixtures, type StoreFixtures } from "../src/store/index.js";
 import { packRecordId, recordMatch, unpackRecordId } from "../src/domain/runs/records.js";
 import { recordQuery } from "../src/store/records.js";
 
@@ -16,17 +16,17 @@ const recordFilter = (primaryKey: string[], packed: string, scope: Record<string
   return match && recordQuery(match);
 };
 import { RUN_QUEUED } from "../src/domain/runs/model.js";
-import { startServer, testDbName, uriFor, type TestServer } from "./helpers/server.js";
-import { addAppToken, addUser, createWorld } from "./helpers/world.js";
+import { openTestApp, startServer, testDbName, type TestServer } from "./helpers/server.js";
+import { addAppToken, addUser, createWorld } from "../fixtures/world.js";
 import { grpcGetRun, queueRun, waitForRun } from "./helpers/runs.js";
 import { adminClient, local, postHook } from "./helpers/webhook.js";
 import { sleep } from "../src/lib/sleep.js";
 
 let server: TestServer;
-let db: Database;
+let db: StoreFixtures;
 beforeAll(async () => {
   server = await startServer();
-  db = server.deps.store.db;
+  db = storeFixtures(server.deps.store);
 });
 afterAll(async () => {
   await server?.stop();
@@ -61,15 +61,15 @@ describe("packed record ids", () => {
 
 describe("executors", () => {
   it("runs a workflow to SUCCEEDED as the run's user and frees the slot", async () => {
-    const w = await createWorld(db, {
+    const w = await createWorld(server, {
       steps: [
         { type: "load_record" },
         { type: "update_record", set: { status: "done", stage: 2 } },
         { type: "add_note", content: "<p>checked</p><script>alert(1)</script>", title: "By workflow" },
       ],
     });
-    const queued = await queueRun(db, w, "r1");
-    const run = await waitForRun(db, queued._id);
+    const queued = await queueRun(server.deps.store, w, "r1");
+    const run = await waitForRun(server.deps.store, queued._id);
     expect(run.state).toBe("SUCCEEDED");
     expect(run.error).toBe("");
     expect(run.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "SUCCEEDED", "SUCCEEDED"]);
@@ -80,7 +80,7 @@ describe("executors", () => {
     expect(run.activeKey).toBe(run._id);
     expect(run.stepIndex).toBe(3);
 
-    const record = await db.dataDb(w.dataDatabase).collection(w.collection).findOne({ id: "r1" });
+    const record = await db.records(w.dataDatabase, w.collection).findOne({ id: "r1" });
     expect(record).toMatchObject({ status: "done", stage: 2, region: "eu" });
 
     const noteId = run.steps[2]!.output!.noteId as string;
@@ -107,17 +107,17 @@ describe("executors", () => {
     expect(entries[1]!.details).toEqual({ noteId });
 
     // The (workflow, record) slot is free: another ongoing run on the same record can be stored.
-    const again = await queueRun(db, w, "r1");
-    expect((await waitForRun(db, again._id)).state).toBe("SUCCEEDED");
+    const again = await queueRun(server.deps.store, w, "r1");
+    expect((await waitForRun(server.deps.store, again._id)).state).toBe("SUCCEEDED");
   });
 
   it("allows one ongoing run per (workflow, record) through the unique index", async () => {
-    const w = await createWorld(db, { steps: [{ type: "wait", seconds: 30 }] });
-    const first = await queueRun(db, w, "r1");
-    const err = await queueRun(db, w, "r1").catch((e: unknown) => e);
+    const w = await createWorld(server, { steps: [{ type: "wait", seconds: 30 }] });
+    const first = await queueRun(server.deps.store, w, "r1");
+    const err = await queueRun(server.deps.store, w, "r1").catch((e: unknown) => e);
     expect(isDuplicateKey(err)).toBe(true);
-    await queueRun(db, w, "r2"); // another record is fine
-    await storeFixtures(db).cancelRunsOf(w.workflowId); // tidy: executors let go
+    await queueRun(server.deps.store, w, "r2"); // another record is fine
+    await db.cancelRunsOf(w.workflowId); // tidy: executors let go
     void first;
   });
 
@@ -125,8 +125,8 @@ describe("executors", () => {
     // An instance that polls only every 5 s: only the event can explain a fast pick-up.
     const slow = await startServer({ env: { RUNHOOK_EXECUTOR_POLL_MS: "5000" } });
     try {
-      const sdb = slow.deps.store.db;
-      const w = await createWorld(sdb, { steps: [{ type: "wait", seconds: 0 }] });
+      const sdb = slow.deps.store;
+      const w = await createWorld(slow, { steps: [{ type: "wait", seconds: 0 }] });
       await sleep(200); // let its first poll pass
       const q = await queueRun(sdb, w, "r1");
       slow.deps.events.emit(RUN_QUEUED, q._id);
@@ -137,15 +137,15 @@ describe("executors", () => {
       // Without the event it waits for the poll.
       const q2 = await queueRun(sdb, w, "r2");
       await sleep(500);
-      expect((await sdb.runs.findOne({ _id: q2._id }))!.state).toBe("QUEUED");
+      expect((await sdb.runs.get(q2._id))!.state).toBe("QUEUED");
     } finally {
       await slow.stop();
     }
   });
 
   it("fails at the first data step when the record is missing", async () => {
-    const w = await createWorld(db, { steps: [{ type: "wait", seconds: 0 }, { type: "load_record" }, { type: "update_record", set: { status: "x" } }] });
-    const run = await waitForRun(db, (await queueRun(db, w, "nope"))._id);
+    const w = await createWorld(server, { steps: [{ type: "wait", seconds: 0 }, { type: "load_record" }, { type: "update_record", set: { status: "x" } }] });
+    const run = await waitForRun(server.deps.store, (await queueRun(server.deps.store, w, "nope"))._id);
     expect(run.state).toBe("FAILED");
     expect(run.error).toMatch(/record "nope" of collection "orders" not found or not accessible/);
     expect(run.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "FAILED", "PENDING"]);
@@ -157,88 +157,88 @@ describe("executors", () => {
   });
 
   it("fails when the record is outside the rendering's scope, exactly like a missing one", async () => {
-    const w = await createWorld(db, {
+    const w = await createWorld(server, {
       scope: { region: "eu" },
       records: [
         { id: "in", region: "eu", status: "new" },
         { id: "out", region: "us", status: "new" },
       ],
     });
-    const out = await waitForRun(db, (await queueRun(db, w, "out"))._id);
+    const out = await waitForRun(server.deps.store, (await queueRun(server.deps.store, w, "out"))._id);
     expect(out.state).toBe("FAILED");
     expect(out.steps[0]!.state).toBe("FAILED");
     expect(out.error).toMatch(/record "out" of collection "orders" not found or not accessible$/);
-    const inScope = await waitForRun(db, (await queueRun(db, w, "in"))._id);
+    const inScope = await waitForRun(server.deps.store, (await queueRun(server.deps.store, w, "in"))._id);
     expect(inScope.state).toBe("SUCCEEDED");
-    const coll = db.dataDb(w.dataDatabase).collection(w.collection);
+    const coll = db.records(w.dataDatabase, w.collection);
     expect(await coll.findOne({ id: "out" })).toMatchObject({ status: "new" });
     expect(await coll.findOne({ id: "in" })).toMatchObject({ status: "done" });
   });
 
   it("fails when the user lost access between trigger and execution", async () => {
-    const w = await createWorld(db);
-    await storeFixtures(db).removeTeamMember(w.teamId, w.user._id);
-    const run = await waitForRun(db, (await queueRun(db, w, "r1"))._id);
+    const w = await createWorld(server);
+    await db.removeTeamMember(w.teamId, w.user._id);
+    const run = await waitForRun(server.deps.store, (await queueRun(server.deps.store, w, "r1"))._id);
     expect(run.state).toBe("FAILED");
     expect(run.steps[0]!.state).toBe("FAILED");
     expect(run.error).toMatch(/not found or not accessible \(the token's user has no access to the rendering\)/);
-    expect(await db.dataDb(w.dataDatabase).collection(w.collection).findOne({ id: "r1" })).toMatchObject({ status: "new" });
+    expect(await db.records(w.dataDatabase, w.collection).findOne({ id: "r1" })).toMatchObject({ status: "new" });
   });
 
   it("re-checks access at each data step: permission withdrawn during a wait fails the next data step", async () => {
-    const w = await createWorld(db, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "late" } }] });
-    const q = await queueRun(db, w, "r1");
-    await waitForRun(db, q._id, (r) => r.steps[1]!.state === "RUNNING");
-    await storeFixtures(db).setEditRoles(w.renderingId, w.collectionId, ["admin"]);
-    const run = await waitForRun(db, q._id);
+    const w = await createWorld(server, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "late" } }] });
+    const q = await queueRun(server.deps.store, w, "r1");
+    await waitForRun(server.deps.store, q._id, (r) => r.steps[1]!.state === "RUNNING");
+    await db.setEditRoles(w.renderingId, w.collectionId, ["admin"]);
+    const run = await waitForRun(server.deps.store, q._id);
     expect(run.state).toBe("FAILED");
     expect(run.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "SUCCEEDED", "FAILED"]);
     expect(run.error).toMatch(/may not edit records/);
-    expect(await db.dataDb(w.dataDatabase).collection(w.collection).findOne({ id: "r1" })).toMatchObject({ status: "new" });
+    expect(await db.records(w.dataDatabase, w.collection).findOne({ id: "r1" })).toMatchObject({ status: "new" });
   });
 
   it("fails update_record without edit permission (read is not enough)", async () => {
-    const w = await createWorld(db);
-    await storeFixtures(db).setEditRoles(w.renderingId, w.collectionId, ["admin", "editor"]);
-    const run = await waitForRun(db, (await queueRun(db, w, "r2"))._id);
+    const w = await createWorld(server);
+    await db.setEditRoles(w.renderingId, w.collectionId, ["admin", "editor"]);
+    const run = await waitForRun(server.deps.store, (await queueRun(server.deps.store, w, "r2"))._id);
     expect(run.state).toBe("FAILED");
     expect(run.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "FAILED"]);
     expect(run.error).toMatch(/not found or not accessible \(the role "user" may not edit records of this collection\)/);
     // The admin may.
-    const asAdmin = await waitForRun(db, (await queueRun(db, w, "r3", { userId: w.admin._id, userEmail: w.admin.email }))._id);
+    const asAdmin = await waitForRun(server.deps.store, (await queueRun(server.deps.store, w, "r3", { userId: w.admin._id, userEmail: w.admin.email }))._id);
     expect(asAdmin.state).toBe("SUCCEEDED");
   });
 
   it("fails when the run's user was deleted", async () => {
-    const w = await createWorld(db);
-    const gone = await addUser(db, w.orgId, w.projectId, "user", { teamId: w.teamId });
-    await db.users.deleteOne({ _id: gone._id });
-    const run = await waitForRun(db, (await queueRun(db, w, "r1", { userId: gone._id, userEmail: gone.email }))._id);
+    const w = await createWorld(server);
+    const gone = await addUser(server, w, "user", { teamId: w.teamId });
+    await db.removeUser(gone._id);
+    const run = await waitForRun(server.deps.store, (await queueRun(server.deps.store, w, "r1", { userId: gone._id, userEmail: gone.email }))._id);
     expect(run.state).toBe("FAILED");
     expect(run.error).toMatch(/no longer exists/);
   });
 
   it("finds records by composite packed keys, matching numbers stored as numbers", async () => {
-    const w = await createWorld(db, {
+    const w = await createWorld(server, {
       primaryKey: ["a", "b"],
       records: [
         { a: "x|y", b: 2, status: "new" },
         { a: "x|y", b: 3, status: "new" },
       ],
     });
-    const run = await waitForRun(db, (await queueRun(db, w, "x\\|y|2"))._id);
+    const run = await waitForRun(server.deps.store, (await queueRun(server.deps.store, w, "x\\|y|2"))._id);
     expect(run.state).toBe("SUCCEEDED");
-    const coll = db.dataDb(w.dataDatabase).collection(w.collection);
+    const coll = db.records(w.dataDatabase, w.collection);
     expect(await coll.findOne({ b: 2 })).toMatchObject({ status: "done" });
     expect(await coll.findOne({ b: 3 })).toMatchObject({ status: "new" });
-    const wrongArity = await waitForRun(db, (await queueRun(db, w, "x"))._id);
+    const wrongArity = await waitForRun(server.deps.store, (await queueRun(server.deps.store, w, "x"))._id);
     expect(wrongArity.state).toBe("FAILED");
   });
 
   it("fails a run whose workflow version vanished, with the reason", async () => {
-    const w = await createWorld(db);
-    const q = await queueRun(db, w, "r1", { version: { version: 7, steps: [{ type: "load_record" }] } });
-    const run = await waitForRun(db, q._id);
+    const w = await createWorld(server);
+    const q = await queueRun(server.deps.store, w, "r1", { version: { version: 7, steps: [{ type: "load_record" }] } });
+    const run = await waitForRun(server.deps.store, q._id);
     expect(run.state).toBe("FAILED");
     expect(run.error).toBe("version 7 of the workflow no longer exists");
     expect(run.activeKey).toBe(run._id);
@@ -248,20 +248,20 @@ describe("executors", () => {
 
 describe("claiming and recovery", () => {
   it("executes a QUEUED run stored by an instance that died before it could run it", async () => {
-    const w = await createWorld(db, { steps: [{ type: "load_record" }] });
-    const q = await queueRun(db, w, "r1", { createdAt: new Date(Date.now() - 3000) });
+    const w = await createWorld(server, { steps: [{ type: "load_record" }] });
+    const q = await queueRun(server.deps.store, w, "r1", { createdAt: new Date(Date.now() - 3000) });
     // No event reached this instance's executors: the poll claims it from the database.
-    const run = await waitForRun(db, q._id, undefined, 10_000);
+    const run = await waitForRun(server.deps.store, q._id, undefined, 10_000);
     expect(run.state).toBe("SUCCEEDED");
     expect(run.steps[0]!.attempts).toBe(1);
   });
 
   it("resumes a RUNNING run whose executor died (expired lease)", async () => {
-    const w = await createWorld(db, { steps: [{ type: "load_record" }] });
-    const q = await queueRun(db, w, "r1");
+    const w = await createWorld(server, { steps: [{ type: "load_record" }] });
+    const q = await queueRun(server.deps.store, w, "r1");
     // Claimed by an executor that died at once: RUNNING, lease expired.
-    await storeFixtures(db).strandRun(q._id);
-    const run = await waitForRun(db, q._id, undefined, 10_000);
+    await db.strandRun(q._id);
+    const run = await waitForRun(server.deps.store, q._id, undefined, 10_000);
     expect(run.state).toBe("SUCCEEDED");
     expect(run.lease).toBeNull();
   });
@@ -269,45 +269,47 @@ describe("claiming and recovery", () => {
   it("claims the oldest QUEUED run first, whatever the order they were stored in", async () => {
     // On a database no executor polls, so that the claims below are the only ones.
     const dbName = testDbName();
-    const quiet = await connect(uriFor(dbName), { dbName });
+    const quiet = await openTestApp(dbName);
+    const store = quiet.deps.store;
     try {
-      const store = createStore(quiet);
       const w = await createWorld(quiet, { steps: [{ type: "load_record" }] });
-      const newer = await queueRun(quiet, w, "r3", { createdAt: new Date(Date.now() - 30_000) });
-      const older = await queueRun(quiet, w, "r2", { createdAt: new Date(Date.now() - 60_000) });
+      const newer = await queueRun(store, w, "r3", { createdAt: new Date(Date.now() - 30_000) });
+      const older = await queueRun(store, w, "r2", { createdAt: new Date(Date.now() - 60_000) });
       const lease = () => ({ owner: "test#1", expiresAt: new Date(Date.now() + 10_000) });
       expect((await store.runs.claimNext(lease(), new Date()))?.run._id).toBe(older._id);
       expect((await store.runs.claimNext(lease(), new Date()))?.run._id).toBe(newer._id);
       expect(await store.runs.claimNext(lease(), new Date())).toBeNull();
     } finally {
-      await quiet.db.dropDatabase();
-      await quiet.close();
+      quiet.stop();
+      await storeFixtures(store).dropDatabase();
+      await store.close();
     }
   });
 
   it("takes over a run whose lease expired before claiming queued runs, so new runs never keep it waiting", async () => {
     const dbName = testDbName();
-    const quiet = await connect(uriFor(dbName), { dbName });
+    const quiet = await openTestApp(dbName);
+    const store = quiet.deps.store;
     try {
-      const store = createStore(quiet);
       const w = await createWorld(quiet, { steps: [{ type: "load_record" }] });
-      const queued = await queueRun(quiet, w, "r2", { createdAt: new Date(Date.now() - 60_000) });
-      const orphan = await queueRun(quiet, w, "r3", { createdAt: new Date(Date.now() - 1000) });
-      await storeFixtures(quiet).strandRun(orphan._id, 1);
+      const queued = await queueRun(store, w, "r2", { createdAt: new Date(Date.now() - 60_000) });
+      const orphan = await queueRun(store, w, "r3", { createdAt: new Date(Date.now() - 1000) });
+      await storeFixtures(store).strandRun(orphan._id, 1);
       const lease = () => ({ owner: "test#1", expiresAt: new Date(Date.now() + 10_000) });
       expect(await store.runs.claimNext(lease(), new Date())).toMatchObject({ run: { _id: orphan._id }, takeover: true });
       expect(await store.runs.claimNext(lease(), new Date())).toMatchObject({ run: { _id: queued._id }, takeover: false });
       expect(await store.runs.claimNext(lease(), new Date())).toBeNull();
     } finally {
-      await quiet.db.dropDatabase();
-      await quiet.close();
+      quiet.stop();
+      await storeFixtures(store).dropDatabase();
+      await store.close();
     }
   });
 });
 
 describe("end to end through the webhook route", () => {
   it("202, 409 naming the same run while it is ongoing, SUCCEEDED, then 202 with a new run", async () => {
-    const w = await createWorld(db, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "done" } }] });
+    const w = await createWorld(server, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "done" } }] });
     const admin = adminClient(server.baseUrl, w.adminToken);
     const got = await admin.getWorkflow({ workflowId: w.workflowId });
     const url = local(got.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl);
@@ -334,7 +336,7 @@ describe("end to end through the webhook route", () => {
       if (["SUCCEEDED", "FAILED", "CANCELLED"].includes(run.state)) break;
     }
     expect(run?.state).toBe("SUCCEEDED");
-    expect(await db.dataDb(w.dataDatabase).collection(w.collection).findOne({ id: "r1" })).toMatchObject({ status: "done" });
+    expect(await db.records(w.dataDatabase, w.collection).findOne({ id: "r1" })).toMatchObject({ status: "done" });
 
     // The slot is free: the same record starts a new run.
     const third = await postHook(url, w.userToken, { record_id: "r1" });
@@ -345,20 +347,20 @@ describe("end to end through the webhook route", () => {
     const fourth = await postHook(url, w.userToken, { record_id: "r1" });
     expect(fourth.status).toBe(409);
     expect(fourth.body.runId).toBe(third.body.runId);
-    expect((await waitForRun(db, third.body.runId!)).state).toBe("SUCCEEDED");
+    expect((await waitForRun(server.deps.store, third.body.runId!)).state).toBe("SUCCEEDED");
   });
 });
 
 describe("CancelRun", () => {
   it("cancels a waiting run promptly, frees the slot, and a finished run cannot be cancelled", async () => {
-    const w = await createWorld(db, {
+    const w = await createWorld(server, {
       steps: [
         { type: "wait", seconds: 30 },
         { type: "update_record", set: { status: "too-late" } },
       ],
     });
-    const q = await queueRun(db, w, "r1");
-    await waitForRun(db, q._id, (r) => r.steps[0]!.state === "RUNNING");
+    const q = await queueRun(server.deps.store, w, "r1");
+    await waitForRun(server.deps.store, q._id, (r) => r.steps[0]!.state === "RUNNING");
     const t0 = Date.now();
     const res = await fetch(`${server.baseUrl}/v1/runs/${q._id}/cancel`, { method: "POST", headers: auth(w.userToken) });
     const elapsed = Date.now() - t0;
@@ -374,14 +376,14 @@ describe("CancelRun", () => {
     await sleep(600);
     const later = (await db.runs.findOne({ _id: q._id }))!;
     expect(later.version).toBe(run.version);
-    expect(await db.dataDb(w.dataDatabase).collection(w.collection).findOne({ id: "r1" })).toMatchObject({ status: "new" });
+    expect(await db.records(w.dataDatabase, w.collection).findOne({ id: "r1" })).toMatchObject({ status: "new" });
 
     const entries = await activity(q._id);
     expect(entries.map((e) => e.action)).toEqual(["workflow.run.cancelled"]);
     expect(entries[0]).toMatchObject({ user: { id: w.user._id }, via: "api", details: { cancelledBy: { id: w.user._id, email: w.user.email }, step: 0 } });
 
     // Slot free: a new ongoing run on the same record can be stored.
-    const next = await queueRun(db, w, "r1");
+    const next = await queueRun(server.deps.store, w, "r1");
     expect(next.state).toBe("QUEUED");
 
     const again = await fetch(`${server.baseUrl}/v1/runs/${q._id}/cancel`, {
@@ -399,9 +401,9 @@ describe("CancelRun", () => {
   });
 
   it("cancels a queued run that no executor has claimed", async () => {
-    const w = await createWorld(db, { steps: [{ type: "load_record" }] });
+    const w = await createWorld(server, { steps: [{ type: "load_record" }] });
     // Created in the future relative to the poller's sort order does not matter; cancel races the claim.
-    const q = await queueRun(db, w, "r1");
+    const q = await queueRun(server.deps.store, w, "r1");
     const client = createClient(RunService, createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" }));
     const res = await client.cancelRun({ runId: q._id }, { headers: auth(w.userToken) }).catch((e: unknown) => e);
     // The executor may have finished it first (then FAILED_PRECONDITION); otherwise it is CANCELLED.
@@ -432,8 +434,8 @@ function grpcWatchRun(addr: string, token: string, runId: string): Promise<Watch
 
 describe("following runs", () => {
   it("GetRun and WatchRun over native gRPC (grpc-js)", async () => {
-    const w = await createWorld(db, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "done" } }] });
-    const q = await queueRun(db, w, "r1");
+    const w = await createWorld(server, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "done" } }] });
+    const q = await queueRun(server.deps.store, w, "r1");
     const watched = grpcWatchRun(server.grpcAddr, w.userToken, q._id);
     const first = await grpcGetRun(server.grpcAddr, w.userToken, { runId: q._id });
     expect(first.run?.id).toBe(q._id);
@@ -449,8 +451,8 @@ describe("following runs", () => {
     expect(last.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "SUCCEEDED", "SUCCEEDED"]);
     expect(last.finishedAt).toBeDefined();
 
-    const outsider = await addUser(db, w.orgId, w.projectId, "user"); // not in the rendering's team
-    const denied = await grpcGetRun(server.grpcAddr, (await addAppToken(db, outsider._id)).plaintext, { runId: q._id }).catch((e: grpc.ServiceError) => e);
+    const outsider = await addUser(server, w, "user"); // not in the rendering's team
+    const denied = await grpcGetRun(server.grpcAddr, (await addAppToken(server, outsider._id)).plaintext, { runId: q._id }).catch((e: grpc.ServiceError) => e);
     expect((denied as grpc.ServiceError).code).toBe(grpc.status.PERMISSION_DENIED);
     const unauth = await grpcGetRun(server.grpcAddr, "rh_app_nope", { runId: q._id }).catch((e: grpc.ServiceError) => e);
     expect((unauth as grpc.ServiceError).code).toBe(grpc.status.UNAUTHENTICATED);
@@ -461,14 +463,14 @@ describe("following runs", () => {
   });
 
   it("GetRun long-poll and WatchRun over Connect", async () => {
-    const w = await createWorld(db, { steps: [{ type: "wait", seconds: 1 }, { type: "load_record" }] });
+    const w = await createWorld(server, { steps: [{ type: "wait", seconds: 1 }, { type: "load_record" }] });
     const client = createClient(RunService, createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" }));
-    const q = await queueRun(db, w, "r1");
+    const q = await queueRun(server.deps.store, w, "r1");
     const states: string[] = [];
     const watching = (async () => {
       for await (const m of client.watchRun({ runId: q._id }, { headers: auth(w.apiToken) })) states.push(m.run!.state);
     })();
-    const now = await waitForRun(db, q._id, (r) => !!r.waitUntil); // parked on its 1 s wait
+    const now = await waitForRun(server.deps.store, q._id, (r) => !!r.waitUntil); // parked on its 1 s wait
     const t0 = Date.now();
     const changed = await client.getRun({ runId: q._id, waitSeconds: 10, knownVersion: BigInt(now.version) }, { headers: auth(w.userToken) });
     const waited = Date.now() - t0;
@@ -483,9 +485,9 @@ describe("following runs", () => {
 
 describe("GET /v1/runs/{runId}", () => {
   it("answers the run to allowed callers only", async () => {
-    const w = await createWorld(db, { steps: [{ type: "load_record" }] });
-    const other = await createWorld(db);
-    const run = await waitForRun(db, (await queueRun(db, w, "r1"))._id);
+    const w = await createWorld(server, { steps: [{ type: "load_record" }] });
+    const other = await createWorld(server);
+    const run = await waitForRun(server.deps.store, (await queueRun(server.deps.store, w, "r1"))._id);
     const get = (token: string | null, id = run._id, query = "") => fetch(`${server.baseUrl}/v1/runs/${id}${query}`, { headers: token ? auth(token) : {} });
 
     const ok = await get(w.userToken);
@@ -510,15 +512,15 @@ describe("GET /v1/runs/{runId}", () => {
     expect((await get(w.apiToken)).status).toBe(200);
     expect((await get(other.apiToken)).status).toBe(403);
     // A user of the project who is not in the rendering's team.
-    const outsider = await addUser(db, w.orgId, w.projectId, "user");
-    const outsiderToken = (await addAppToken(db, outsider._id)).plaintext;
+    const outsider = await addUser(server, w, "user");
+    const outsiderToken = (await addAppToken(server, outsider._id)).plaintext;
     const denied = await get(outsiderToken);
     expect(denied.status).toBe(403);
     expect(await denied.json()).toMatchObject({ code: "permission_denied", error: expect.any(String) });
     // A user of another organization.
     expect((await get(other.userToken)).status).toBe(403);
     // A role that may not trigger the workflow.
-    await storeFixtures(db).setTriggerRoles(w.workflowId, ["admin"]);
+    await db.setTriggerRoles(w.workflowId, ["admin"]);
     expect((await get(w.userToken)).status).toBe(403);
     expect((await get(w.adminToken)).status).toBe(200);
 
@@ -537,9 +539,9 @@ describe("GET /v1/runs/{runId}", () => {
   });
 
   it("long-polls: returns as soon as the version changes, or when the wait is over", async () => {
-    const w = await createWorld(db, { steps: [{ type: "wait", seconds: 30 }] });
-    const q = await queueRun(db, w, "r1");
-    const running = await waitForRun(db, q._id, (r) => !!r.waitUntil); // parked on its wait
+    const w = await createWorld(server, { steps: [{ type: "wait", seconds: 30 }] });
+    const q = await queueRun(server.deps.store, w, "r1");
+    const running = await waitForRun(server.deps.store, q._id, (r) => !!r.waitUntil); // parked on its wait
     // Nothing changes for 1 s: answers after the wait with the same version.
     let t0 = Date.now();
     let res = await fetch(`${server.baseUrl}/v1/runs/${q._id}?wait=1&version=${running.version}`, { headers: auth(w.userToken) });

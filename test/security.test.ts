@@ -2,6 +2,7 @@
 // e-mail addresses are unique per organization only; the CLI shows terminal controls escaped;
 // no demo on a real MongoDB unless asked; the log filters have indexes. Real server and database.
 import { spawn } from "node:child_process";
+import { storeFixtures } from "../src/store/index.js";
 import { join } from "node:path";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -12,7 +13,7 @@ import { apiClient } from "./helpers/api.js";
 import { queueRun, waitForRun } from "./helpers/runs.js";
 import { BOOTSTRAP_SECRET, ROOT, startServer, type TestServer } from "./helpers/server.js";
 import { adminClient } from "./helpers/webhook.js";
-import { createWorld, type World } from "./helpers/world.js";
+import { createWorld, type World } from "../fixtures/world.js";
 
 let server: TestServer;
 beforeAll(async () => {
@@ -23,11 +24,11 @@ afterAll(async () => server?.stop());
 describe("a demoted or removed admin's API token", () => {
   let w: World;
   beforeAll(async () => {
-    w = await createWorld(server.deps.store.db, { steps: [{ type: "wait", seconds: 60 }] });
+    w = await createWorld(server, { steps: [{ type: "wait", seconds: 60 }] });
   });
 
   it("gets 403 following runs: GET, ?wait and WatchRun", async () => {
-    const run = await queueRun(server.deps.store.db, w, "r1");
+    const run = await queueRun(server.deps.store, w, "r1");
     const api = apiClient(server.gateway, w.apiToken);
     expect((await api.get(`/v1/runs/${run._id}`)).status).toBe(200);
     const watch = () =>
@@ -97,9 +98,9 @@ describe("the CLI shows what tenants wrote with terminal controls escaped", () =
   let w: World;
   let runId: string;
   beforeAll(async () => {
-    w = await createWorld(server.deps.store.db);
-    runId = (await queueRun(server.deps.store.db, w, evil))._id;
-    expect((await waitForRun(server.deps.store.db, runId)).state).toBe("FAILED"); // no such record
+    w = await createWorld(server);
+    runId = (await queueRun(server.deps.store, w, evil))._id;
+    expect((await waitForRun(server.deps.store, runId)).state).toBe("FAILED"); // no such record
   });
 
   it("runhook runs watch", async () => {
@@ -146,7 +147,7 @@ describe("indexes", () => {
   it("serve the log filters by user id and e-mail, and e-mails per organization", async () => {
     const keys = async (c: { listIndexes(): { toArray(): Promise<{ key: Record<string, number>; unique?: boolean }[]> } }) =>
       (await c.listIndexes().toArray()).map((i) => ({ key: JSON.stringify(i.key), unique: i.unique === true }));
-    const db = server.deps.store.db;
+    const db = storeFixtures(server.deps.store);
     const activity = (await keys(db.activityLogs)).map((i) => i.key);
     const admin = (await keys(db.adminLogs)).map((i) => i.key);
     expect(activity).toContain(JSON.stringify({ environmentId: 1, "user.id": 1, seq: 1 }));

@@ -4,21 +4,21 @@
 // counted by the per-token rate limit. Real server and database; raw sockets where fetch
 // would normalise the path.
 import { randomUUID } from "node:crypto";
+import { storeFixtures, type StoreFixtures } from "../src/store/index.js";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LogService } from "../gen/runhook/v1/log_pb.js";
 import { RunService } from "../gen/runhook/v1/run_pb.js";
-import type { Database } from "../src/store/index.js";
 import { apiClient } from "./helpers/api.js";
 import { rawHttp, rawRequest } from "./helpers/raw.js";
 import { queueRun } from "./helpers/runs.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow } from "./helpers/webhook.js";
-import { addApiToken, createWorld, type World } from "./helpers/world.js";
+import { addApiToken, createWorld, type World } from "../fixtures/world.js";
 
 let server: TestServer;
-let db: Database;
+let db: StoreFixtures;
 /** The caller's project, and the other project it must never reach. */
 let a: World;
 let b: World;
@@ -30,10 +30,16 @@ const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 
 beforeAll(async () => {
   server = await startServer({ env: { RUNHOOK_EXECUTOR: "false" } });
-  db = server.deps.store.db;
-  a = await createWorld(db);
-  b = await createWorld(db);
-  await db.environments.insertOne({ _id: randomUUID(), projectId: b.projectId, name: "b-only", dataDatabase: "x", createdAt: new Date() });
+  db = storeFixtures(server.deps.store);
+  a = await createWorld(server);
+  b = await createWorld(server);
+  await server.deps.store.directory.environments.insert({
+    _id: randomUUID(),
+    projectId: b.projectId,
+    name: "b-only",
+    dataDatabase: "x",
+    createdAt: new Date(),
+  });
   // B's data: a note (and its activity entry), an ongoing run, an admin log entry.
   const note = await apiClient(server.gateway, b.apiToken).post(`${envPath(b)}/notes`, {
     collection: b.collection,
@@ -43,7 +49,7 @@ beforeAll(async () => {
   });
   expect(note.status).toBe(201);
   bNoteId = note.body.id;
-  bRunId = (await queueRun(db, b, "r1"))._id;
+  bRunId = (await queueRun(server.deps.store, b, "r1"))._id;
   await adminClient(server.baseUrl, b.adminToken).setWebhookRateLimit({ workflowId: b.workflowId, rateLimitPerMinute: 7 });
   // A has data of its own, so that "empty" is not the only possible answer.
   expect((await apiClient(server.gateway, a.apiToken).post(`${envPath(a)}/notes`, { collection: a.collection, recordId: "r1", content: "a" })).status).toBe(
@@ -241,7 +247,7 @@ describe("path spellings", () => {
   it("the per-token rate limit counts every spelling, 404s under /v1 included", async () => {
     const limited = await startServer({ dbName: server.dbName, env: { RUNHOOK_API_RATE_LIMIT: "10", RUNHOOK_EXECUTOR: "false" } });
     try {
-      const token = (await addApiToken(db, a.admin._id, a.projectId)).plaintext;
+      const token = (await addApiToken(server, a.admin._id, a.projectId)).plaintext;
       await awaitFreshWindow(20_000);
       const targets = [...routedSpellings(a), `/%761/runs/${bRunId}`, `/%761/nothing`];
       const remaining: number[] = [];

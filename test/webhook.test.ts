@@ -8,13 +8,13 @@ import { TriggerService, OngoingRunSchema } from "../gen/runhook/v1/trigger_pb.j
 import type { StepDoc } from "../src/store/types.js";
 import { signWebhookKey, verifyWebhookKey } from "../src/domain/webhook-keys.js";
 import { spawnServer, serverForFile, type ChildServer } from "./helpers/server.js";
-import { addAppToken, addUser, createWorld, type World } from "./helpers/world.js";
+import { addAppToken, addUser, createWorld, type World } from "../fixtures/world.js";
 import { adminClient, awaitFreshWindow, grpcTrigger, local, postHook, sleep, UUID_RE } from "./helpers/webhook.js";
 import { storeFixtures } from "../src/store/index.js";
 
 const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
 
-const db = () => server.deps.store.db;
+const db = () => storeFixtures(server.deps.store);
 
 interface Hook {
   w: World;
@@ -26,7 +26,7 @@ interface Hook {
 }
 
 async function hook(opts: Parameters<typeof createWorld>[1] = {}): Promise<Hook> {
-  const w = await createWorld(db(), opts);
+  const w = await createWorld(server, opts);
   const admin = adminClient(server.baseUrl, w.adminToken);
   const got = await admin.getWorkflow({ workflowId: w.workflowId });
   const publicUrl = got.workflow!.webhook!.url;
@@ -34,7 +34,7 @@ async function hook(opts: Parameters<typeof createWorld>[1] = {}): Promise<Hook>
 }
 
 const toLocal = (u: string) => local(u, server.deps.config.publicBaseUrl, server.baseUrl);
-const finish = (runId: string) => storeFixtures(db()).finishRun(runId);
+const finish = (runId: string) => db().finishRun(runId);
 const keyOf = (url: string) => url.slice(url.lastIndexOf("/") + 1);
 const URL_SAFE = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
@@ -297,7 +297,7 @@ describe("webhook: 401 bad token (step 2)", () => {
 
   it("answers 401 for an expired token", async () => {
     const h = await hook();
-    const expired = await addAppToken(db(), h.w.user._id, { expiresAt: new Date(Date.now() - 1000) });
+    const expired = await addAppToken(server, h.w.user._id, { expiresAt: new Date(Date.now() - 1000) });
     expect((await postHook(h.url, expired.plaintext, { record_id: "r1" })).status).toBe(401);
   });
 
@@ -314,8 +314,8 @@ describe("webhook: 401 bad token (step 2)", () => {
 describe("webhook: 403 not authorized (step 4)", () => {
   it("answers 403 for a user with no role on the project", async () => {
     const h = await hook();
-    const u = await addUser(db(), h.w.orgId, h.w.projectId, null, { teamId: h.w.teamId });
-    const t = await addAppToken(db(), u._id);
+    const u = await addUser(server, h.w, null, { teamId: h.w.teamId });
+    const t = await addAppToken(server, u._id);
     const res = await postHook(h.url, t.plaintext, { record_id: "r1" });
     expect(res.status).toBe(403);
     expect(res.body).toEqual({ error: expect.any(String), code: "permission_denied" });
@@ -323,8 +323,8 @@ describe("webhook: 403 not authorized (step 4)", () => {
 
   it("answers 403 for a user without access to the rendering (not in its team)", async () => {
     const h = await hook();
-    const u = await addUser(db(), h.w.orgId, h.w.projectId, "editor");
-    const t = await addAppToken(db(), u._id);
+    const u = await addUser(server, h.w, "editor");
+    const t = await addAppToken(server, u._id);
     expect((await postHook(h.url, t.plaintext, { record_id: "r1" })).status).toBe(403);
   });
 
@@ -342,14 +342,14 @@ describe("webhook: 403 not authorized (step 4)", () => {
 
   it("answers 403 for a user of another organization", async () => {
     const h = await hook();
-    const other = await createWorld(db());
+    const other = await createWorld(server);
     expect((await postHook(h.url, other.adminToken, { record_id: "r1" })).status).toBe(403);
   });
 
   it("answers 403 for a non-SSO token on an SSO project, 202 for an SSO token", async () => {
     const h = await hook({ requiresSso: true });
     expect((await postHook(h.url, h.w.userToken, { record_id: "r1" })).status).toBe(403);
-    const sso = await addAppToken(db(), h.w.user._id, { sso: true });
+    const sso = await addAppToken(server, h.w.user._id, { sso: true });
     expect((await postHook(h.url, sso.plaintext, { record_id: "r1" })).status).toBe(202);
   });
 });
@@ -361,7 +361,7 @@ describe("webhook: 404 / 400 webhook state (step 3)", () => {
       renderingId: "00000000-0000-4000-8000-000000000001",
       generation: 1,
     });
-    const w = await createWorld(db());
+    const w = await createWorld(server);
     const res = await postHook(`${server.baseUrl}/hooks/${key}`, w.userToken, { record_id: "r1" });
     expect(res.status).toBe(404);
     expect(res.body).toEqual({ error: expect.any(String), code: "not_found" });
@@ -369,7 +369,7 @@ describe("webhook: 404 / 400 webhook state (step 3)", () => {
 
   it("answers 404 for a key naming the workflow with another rendering", async () => {
     const h = await hook();
-    const other = await createWorld(db());
+    const other = await createWorld(server);
     const key = signWebhookKey(server.deps.config, { workflowId: h.w.workflowId, renderingId: other.renderingId, generation: 1 });
     expect((await postHook(`${server.baseUrl}/hooks/${key}`, h.w.userToken, { record_id: "r1" })).status).toBe(404);
   });
@@ -427,14 +427,14 @@ describe("webhook: the check order", () => {
     const h = await hook();
     await h.admin.regenerateWebhook({ workflowId: h.w.workflowId });
     expect((await postHook(h.url, undefined, { record_id: "r1" })).status).toBe(401);
-    const other = await createWorld(db());
+    const other = await createWorld(server);
     expect((await postHook(h.url, other.userToken, { record_id: "r1" })).status).toBe(400);
   });
 
   it("disabled + forbidden user + bad body → 404", async () => {
     const h = await hook();
     await h.admin.disableWebhook({ workflowId: h.w.workflowId });
-    const other = await createWorld(db());
+    const other = await createWorld(server);
     expect((await postHook(h.url, other.userToken, "{", { raw: true })).status).toBe(404);
     expect((await postHook(h.url, h.w.userToken, "{", { raw: true })).status).toBe(404);
   });
@@ -442,7 +442,7 @@ describe("webhook: the check order", () => {
   it("no active version + forbidden user → 404", async () => {
     const h = await hook();
     await h.admin.deactivateWorkflowVersion({ workflowId: h.w.workflowId, version: 1 });
-    const other = await createWorld(db());
+    const other = await createWorld(server);
     expect((await postHook(h.url, other.userToken, { record_id: "r1" })).status).toBe(404);
   });
 
@@ -450,7 +450,7 @@ describe("webhook: the check order", () => {
     await awaitFreshWindow(20_000);
     const h = await hook();
     await h.admin.setWebhookRateLimit({ workflowId: h.w.workflowId, rateLimitPerMinute: 1 });
-    const other = await createWorld(db());
+    const other = await createWorld(server);
     for (let i = 0; i < 3; i++) expect((await postHook(h.url, other.userToken, "{", { raw: true })).status).toBe(403);
     expect((await postHook(h.url, h.w.userToken, { record_id: "r1" })).status).toBe(202);
     expect((await postHook(h.url, other.userToken, "{", { raw: true })).status).toBe(403);
@@ -481,7 +481,7 @@ describe("webhook: one ongoing run per (workflow, record) (409)", () => {
     const second = await postHook(h.url, h.w.userToken, { record_id: "r1" });
     expect(second.status).toBe(409);
     expect(second.body).toEqual({ error: "a run of this workflow is already ongoing on this record", code: "already_exists", runId: first.body.runId });
-    await storeFixtures(db()).setRunState(first.body.runId!, "RUNNING");
+    await db().setRunState(first.body.runId!, "RUNNING");
     expect((await postHook(h.url, h.w.userToken, { record_id: "r1" })).body.runId).toBe(first.body.runId);
     expect(await db().runs.countDocuments({ workflowId: h.w.workflowId })).toBe(1);
     expect((await db().runs.findOne({ _id: first.body.runId! }))?.state).toBe("RUNNING");
@@ -574,7 +574,7 @@ describe("TriggerService.TriggerRun over native gRPC", () => {
     const code = async (url: string, record: string, token?: string) => (await grpcTrigger(server.grpcAddr, url, record, token)).error?.code;
     expect(await code(`${h.publicUrl.slice(0, -1)}x`, "r1", h.w.userToken)).toBe(grpc.status.INVALID_ARGUMENT);
     expect(await code(h.publicUrl, "r1")).toBe(grpc.status.UNAUTHENTICATED);
-    const other = await createWorld(db());
+    const other = await createWorld(server);
     expect(await code(h.publicUrl, "r1", other.userToken)).toBe(grpc.status.PERMISSION_DENIED);
     expect(await code(h.publicUrl, "", h.w.userToken)).toBe(grpc.status.INVALID_ARGUMENT);
     await h.admin.disableWebhook({ workflowId: h.w.workflowId });

@@ -2,7 +2,7 @@
 // monitorCommands (here: `?monitorCommands=true` in the URI runhook connects with), fed by
 // the driver's commandStarted / commandSucceeded / commandFailed events.
 import { performance } from "node:perf_hooks";
-import type { CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent, Database } from "../../src/store/index.js";
+import type { CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent, StoreFixtures } from "../../src/store/index.js";
 
 export interface Command {
   /** Command name (find, insert, findAndModify, …). */
@@ -29,7 +29,7 @@ export interface CommandRecorder {
   stop(): void;
 }
 
-export function recordCommands(client: Database["client"]): CommandRecorder {
+export function recordCommands(client: ReturnType<StoreFixtures["commandEvents"]>): CommandRecorder {
   if (!client.options.monitorCommands) throw new Error("the client was not created with monitorCommands");
   const open = new Map<number, Command>();
   let list: Command[] = [];

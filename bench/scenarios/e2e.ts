@@ -205,7 +205,7 @@ async function rawLifecycle(ctx: BenchContext, o: E2eOptions, records: number): 
   // As many records as the runhook world has (no index on `id` in either: runhook creates none on data collections).
   const N = records;
   const w = await benchWorld(ctx, raw, { records: Array.from({ length: N }, (_, k) => ({ id: `x${k}`, status: "new" })) });
-  const fixtures = storeFixtures(raw.db);
+  const fixtures = storeFixtures(raw);
   const steps: StepDoc[] = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }];
   return closedLoop({
     concurrency: 8,

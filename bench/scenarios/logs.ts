@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { Pool } from "undici";
 import type { Store } from "../../src/store/index.js";
+import { storeFixtures } from "../../src/store/index.js";
 import { activityStream, type NewActivity } from "../../src/store/logs.js";
 import { benchWorld, openStore, spawnFor, uriFor, type BenchContext, type BenchWorld } from "../lib/context.js";
 import { ratio, round, sleep } from "../lib/load.js";
@@ -139,7 +140,7 @@ function entry(w: BenchWorld, n: number): NewActivity {
     environmentId: w.environmentId,
     environment: w.environmentName,
     rendering: w.renderingId,
-    user: { id: w.admin.id, email: w.admin.email },
+    user: { id: w.admin._id, email: w.admin.email },
     action: "record.updated",
     via: "workflow",
     collection: w.collection,
@@ -238,7 +239,7 @@ async function tail(
     for (const x of writers) x.kill();
   }
   const stream = activityStream(w.environmentId);
-  res.tombstones = await store.db.activityLogs.countDocuments({ _id: { $gt: `${stream}:`, $lt: `${stream};` }, tomb: true });
+  res.tombstones = await storeFixtures(store).activityLogs.countDocuments({ _id: { $gt: `${stream}:`, $lt: `${stream};` }, tomb: true });
   return res;
 }
 
@@ -266,7 +267,7 @@ export async function logsScenario(
   // Raw driver: one cursor over the entries.
   t = performance.now();
   let k = 0;
-  for await (const _ of store.db.activityLogs.find({ environmentId: w.environmentId }).sort({ seq: 1 }).batchSize(1000)) k++;
+  for await (const _ of storeFixtures(store).activityLogs.find({ environmentId: w.environmentId }).sort({ seq: 1 }).batchSize(1000)) k++;
   const rawScan = fig(k, performance.now() - t);
   ctx.log(`  raw cursor scan: ${rawScan.entries} entries, ${rawScan.entriesPerSec}/s`);
 
@@ -278,8 +279,8 @@ export async function logsScenario(
   let rawPages = 0;
   let partial = false;
   for (;;) {
-    const page = await store.db.activityLogs
-      .find({ _id: { $gt: last, $lt: `${stream};` } })
+    const page = await storeFixtures(store)
+      .activityLogs.find({ _id: { $gt: last, $lt: `${stream};` } })
       .sort({ _id: 1 })
       .limit(1000)
       .toArray();

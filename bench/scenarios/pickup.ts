@@ -9,6 +9,7 @@
 //     has `backlogRuns` QUEUED runs, all older than ours (fair share: ours must not wait
 //     behind them; compare its p99 with the idle same-instance case).
 import { RUN_QUEUED } from "../../src/domain/runs/model.js";
+import { storeFixtures } from "../../src/store/index.js";
 import { createLogger } from "../../src/lib/logging.js";
 import { startRunhook } from "../../src/main.js";
 import type { RunDoc, StepDoc } from "../../src/store/types.js";
@@ -60,7 +61,7 @@ export async function pickupScenario(
     const storeFinished = async (count: number, tag: string) => {
       const at = new Date(Date.now() - 86_400_000);
       for (let i = 0; i < count; i += 1000) {
-        await store.db.runs.insertMany(
+        await storeFixtures(store).insertRuns(
           Array.from({ length: Math.min(1000, count - i) }, (_, k): RunDoc => {
             const d = runDocLike(w, `${tag}-${i + k}`, STEPS, at);
             return {
@@ -108,10 +109,10 @@ export async function pickupScenario(
     let backlog: PickupResult["backlog"];
     if (o.backlogRuns) {
       const other = await benchWorld(ctx, store, { steps: STEPS, records: Array.from({ length: o.backlogRuns }, (_, i) => ({ id: `b${i}` })) });
-      const queuedOf = () => store.db.runs.countDocuments({ projectId: other.projectId, state: "QUEUED" });
+      const queuedOf = () => storeFixtures(store).runs.countDocuments({ projectId: other.projectId, state: "QUEUED" });
       const since = Date.now() - 60_000; // older than every run measured
       for (let i = 0; i < o.backlogRuns; i += 1000) {
-        await store.db.runs.insertMany(
+        await storeFixtures(store).insertRuns(
           Array.from({ length: Math.min(1000, o.backlogRuns - i) }, (_, k) => runDocLike(other, `b${i + k}`, STEPS, new Date(since + i + k))),
         );
       }
@@ -125,8 +126,8 @@ export async function pickupScenario(
         `  same instance, another project with ${o.backlogRuns} queued runs (${queuedAtStart} → ${queuedAtEnd} still queued while measuring): p50 ${again.p50Ms} p90 ${again.p90Ms} p99 ${again.p99Ms} max ${again.maxMs} ms (n=${again.n}); p99 ${p99VsIdle}× the idle one`,
       );
       // The rest of the backlog is not what the next case measures.
-      await store.db.runs.deleteMany({ projectId: other.projectId, state: "QUEUED" });
-      while ((await store.db.runs.countDocuments({ projectId: other.projectId, state: "RUNNING" })) > 0) await sleep(20);
+      await storeFixtures(store).removeQueuedRuns(other.projectId);
+      while ((await storeFixtures(store).runs.countDocuments({ projectId: other.projectId, state: "RUNNING" })) > 0) await sleep(20);
     }
     let withHistory: PickupResult["withHistory"];
     if (o.historyRuns) {

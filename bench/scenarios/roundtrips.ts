@@ -4,6 +4,7 @@
 // between a request and its answer are that call's. Commands whose time intervals overlap
 // were in flight together: they form one stage.
 import { performance } from "node:perf_hooks";
+import { storeFixtures } from "../../src/store/index.js";
 import { Pool } from "undici";
 import { createLogger } from "../../src/lib/logging.js";
 import { startRunhook } from "../../src/main.js";
@@ -72,7 +73,7 @@ async function runRoundTrips(ctx: BenchContext, runs: number): Promise<RoundTrip
   const w = await benchWorld(ctx, store);
   const config = serverConfig(ctx, dbName, { MONGODB_URI: uriFor(ctx.uri, dbName, "monitorCommands=true"), RUNHOOK_EXECUTOR_POLL_MS: "60000" });
   const worker = await startRunhook(config, { mode: "worker", logger: createLogger("silent") });
-  const rec = recordCommands(worker.deps.store.db.client);
+  const rec = recordCommands(storeFixtures(worker.deps.store).commandEvents());
   try {
     const one = async (i: number) => {
       const doc = newRunDoc({
@@ -85,7 +86,7 @@ async function runRoundTrips(ctx: BenchContext, runs: number): Promise<RoundTrip
         collectionId: w.collectionId,
         collection: w.collection,
         recordId: `r${(i % 5) + 1}`,
-        userId: w.user.id,
+        userId: w.user._id,
         userEmail: w.user.email,
         tokenId: "bench",
         via: "webhook",
@@ -126,7 +127,7 @@ export async function roundTripsScenario(ctx: BenchContext, o: { calls: number; 
   const w = await benchWorld(ctx, store);
   const config = serverConfig(ctx, dbName, { RUNHOOK_EXECUTOR: "false", MONGODB_URI: uriFor(ctx.uri, dbName, "monitorCommands=true") });
   const rh = await startRunhook(config, { mode: "server", logger: createLogger("silent") });
-  const rec = recordCommands(rh.deps.store.db.client);
+  const rec = recordCommands(storeFixtures(rh.deps.store).commandEvents());
   const pool = new Pool(rh.baseUrl!, { connections: 1, pipelining: 1 });
   try {
     const post = restTrigger(pool, w, 202);

@@ -64,7 +64,7 @@ export function runDocLike(w: BenchWorld, recordId: string, steps: StepDoc[], cr
     collectionId: w.collectionId,
     collection: w.collection,
     recordId,
-    userId: w.user.id,
+    userId: w.user._id,
     userEmail: w.user.email,
     tokenId: randomUUID(),
     via: "webhook",

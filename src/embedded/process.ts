@@ -3,7 +3,7 @@
 // port), and stopped (SIGTERM, then SIGKILL) with its owner.
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { pingServer as ping } from "../store/connection.js";
+import { pingServer as ping } from "../store/index.js";
 import type { Progress } from "./build.js";
 import { pidAlive } from "./lock.js";
 

@@ -1,11 +1,63 @@
-// Changes that only tests and benchmarks make: they put documents into states that time, a
-// crash or an administrator would otherwise produce, so that a test need not wait for them.
-// runhook itself never calls them; they live here because only the store writes updates.
-import type { Database } from "./connection.js";
-import type { Role, RunDoc, RunState } from "./types.js";
+// What only tests and benchmarks do with the store: read any collection (read-only views, for
+// assertions), and put documents into states that time, a crash or an administrator would
+// otherwise produce, so that a test need not wait for them. runhook itself never calls them;
+// they live here because only the store writes queries and updates.
+import type { Collection, Document } from "mongodb";
+import type { CollectionName, Database } from "./connection.js";
+import { databaseOf } from "./handle.js";
+import type { Store } from "./index.js";
+import type { ActivityLogDoc, Role, RunDoc, RunState } from "./types.js";
 
-export function storeFixtures(d: Database) {
+/** The reads of a collection, and nothing that changes it. */
+export type ReadView<T extends Document> = Pick<
+  Collection<T>,
+  "find" | "findOne" | "countDocuments" | "estimatedDocumentCount" | "indexes" | "listIndexes" | "aggregate"
+>;
+
+const READS = ["find", "findOne", "countDocuments", "estimatedDocumentCount", "indexes", "listIndexes", "aggregate"] as const;
+
+/** A read-only view of the collection `handle()` names at each call (after a reconnection, the new client's). */
+function readView<T extends Document>(handle: () => Collection<T>): ReadView<T> {
+  // biome-ignore lint/suspicious/noExplicitAny: each method is forwarded with its own overloads
+  return Object.fromEntries(READS.map((m) => [m, (...args: unknown[]) => (handle()[m] as any)(...args)])) as unknown as ReadView<T>;
+}
+
+type Views = { readonly [K in CollectionName]: ReadView<Database[K] extends Collection<infer D> ? D : never> };
+
+function readViews(d: Database): Views {
+  const names: CollectionName[] = [
+    "organizations",
+    "users",
+    "projects",
+    "projectRoles",
+    "environments",
+    "teams",
+    "renderings",
+    "collections",
+    "permissions",
+    "workflows",
+    "appTokens",
+    "apiTokens",
+    "runs",
+    "activityLogs",
+    "adminLogs",
+    "notes",
+    "counters",
+    "rateLimits",
+    "idempotencyKeys",
+  ];
+  return Object.fromEntries(names.map((n) => [n, readView(() => d[n] as unknown as Collection<Document>)])) as unknown as Views;
+}
+
+/** Changes of runs that only an executor, a crash or time would make. */
+function runFixtures(d: Database) {
   return {
+    /** Runs stored as they are (a plain insert: a second ongoing run on a record fails with the unique index's error). */
+    insertRuns: async (runs: RunDoc[]) => void (await d.runs.insertMany(runs)),
+    /** A run gone, as the retention would remove it. */
+    removeRun: async (runId: string) => void (await d.runs.deleteOne({ _id: runId })),
+    /** Every queued run of a project gone (a benchmark's backlog cleared). */
+    removeQueuedRuns: async (projectId: string) => void (await d.runs.deleteMany({ projectId, state: "QUEUED" })),
     /** A run finished as if its executor had succeeded: its record's slot is free again. */
     finishRun: async (runId: string) =>
       void (await d.runs.updateOne({ _id: runId }, { $set: { state: "SUCCEEDED", activeKey: runId, finishedAt: new Date() } })),
@@ -19,18 +71,6 @@ export function storeFixtures(d: Database) {
         { _id: runId },
         { $set: { state: "RUNNING", startedAt: new Date(), lease: { owner: "dead#1", expiresAt: new Date(Date.now() - expiredMsAgo) } } },
       )),
-    /** An idempotency key's expiry or reservation time moved (by the run it names). */
-    setIdempotencyKeyTimes: async (runId: string, times: { expiresAt?: Date; reservedAt?: Date }) =>
-      void (await d.idempotencyKeys.updateOne({ runId }, { $set: times })),
-    /** A user taken out of a team's members. */
-    removeTeamMember: async (teamId: string, userId: string) => void (await d.teams.updateOne({ _id: teamId }, { $pull: { memberIds: userId } })),
-    /** The roles that may edit a collection through a rendering. */
-    setEditRoles: async (renderingId: string, collectionId: string, roles: Role[]) =>
-      void (await d.permissions.updateOne({ _id: `${renderingId}:${collectionId}` }, { $set: { editRoles: roles } })),
-    /** The roles that may trigger a workflow. */
-    setTriggerRoles: async (workflowId: string, roles: Role[]) => void (await d.workflows.updateOne({ _id: workflowId }, { $set: { triggerRoles: roles } })),
-    /** A log stream's counter set to `seq` (entries written in bulk by a test). */
-    setCounter: async (stream: string, seq: number) => void (await d.counters.updateOne({ _id: stream }, { $set: { seq } }, { upsert: true })),
     /** The reference point of the end-to-end benchmark: one run's cycle written by hand (insert, claim, read and update the record, finish). */
     async rawRunCycle(run: RunDoc, data: { database: string; collection: string; recordId: string }): Promise<"ok" | "claim-lost" | "record-missing"> {
       const records = d.dataDb(data.database).collection<{ id: string; status: string }>(data.collection);
@@ -44,6 +84,83 @@ export function storeFixtures(d: Database) {
       return "ok";
     },
   };
+}
+
+/** Changes an administrator (or a hostile one, past the API's checks) would make. */
+function directoryFixtures(d: Database) {
+  return {
+    /** A user taken out of a team's members. */
+    removeTeamMember: async (teamId: string, userId: string) => void (await d.teams.updateOne({ _id: teamId }, { $pull: { memberIds: userId } })),
+    /** A user gone from the database (its tokens stay). */
+    removeUser: async (userId: string) => void (await d.users.deleteOne({ _id: userId })),
+    /** The roles that may edit a collection through a rendering. */
+    setEditRoles: async (renderingId: string, collectionId: string, roles: Role[]) =>
+      void (await d.permissions.updateOne({ _id: `${renderingId}:${collectionId}` }, { $set: { editRoles: roles } })),
+    /** The roles that may trigger a workflow. */
+    setTriggerRoles: async (workflowId: string, roles: Role[]) => void (await d.workflows.updateOne({ _id: workflowId }, { $set: { triggerRoles: roles } })),
+    /** An application token's expiry moved. */
+    setAppTokenExpiry: async (tokenId: string, expiresAt: Date) => void (await d.appTokens.updateOne({ _id: tokenId }, { $set: { expiresAt } })),
+  };
+}
+
+/** Log entries and counters written in bulk, or lost. */
+function logFixtures(d: Database) {
+  return {
+    /** Activity entries stored as they are (positions a test chose; with `ordered: false`, duplicates are skipped and reported). */
+    insertActivityEntries: async (entries: ActivityLogDoc[], opts: { ordered?: boolean } = {}) => void (await d.activityLogs.insertMany(entries, opts)),
+    /** Activity entries (or the placeholders of holes) gone, by `_id`. */
+    removeActivityEntries: async (ids: string[]) => void (await d.activityLogs.deleteMany({ _id: { $in: ids } })),
+    /** A log stream's counter set to `seq` (entries written in bulk by a test). */
+    setCounter: async (stream: string, seq: number) => void (await d.counters.updateOne({ _id: stream }, { $set: { seq } }, { upsert: true })),
+    /** An idempotency key's expiry or reservation time moved (by the run it names). */
+    setIdempotencyKeyTimes: async (runId: string, times: { expiresAt?: Date; reservedAt?: Date }) =>
+      void (await d.idempotencyKeys.updateOne({ runId }, { $set: times })),
+  };
+}
+
+/** The databases themselves: an environment's records, the names and indexes, and collections that are not runhook's. */
+function databaseFixtures(d: Database) {
+  return {
+    /** The records of an environment's collection, read-only. */
+    records: (database: string, collection: string) => readView(() => d.dataDb(database).collection(collection)),
+    /** Records stored into an environment's collection (as its owner's own systems would). */
+    insertRecords: async (database: string, collection: string, records: Document[]) => {
+      for (let i = 0; i < records.length; i += 5000)
+        await d
+          .dataDb(database)
+          .collection(collection)
+          .insertMany(records.slice(i, i + 5000).map((r) => ({ ...r })));
+    },
+    /** The name in the database of the collection a handle (`runs`, `activityLogs`, …) addresses. */
+    collectionNameOf: (handle: CollectionName) => d[handle].collectionName,
+    /** Every index of every collection of runhook's database, by collection name. */
+    async indexesByCollection(): Promise<Map<string, Document[]>> {
+      const out = new Map<string, Document[]>();
+      for (const c of await d.db.listCollections().toArray()) out.set(c.name, await d.db.collection(c.name).listIndexes().toArray());
+      return out;
+    },
+    /**
+     * A collection that is none of runhook's, with every operation (a benchmark's baseline, a
+     * test of the database's own guarantees): runhook's own collections are refused.
+     */
+    scratch<T extends Document = Document>(name: string): Collection<T> {
+      if (Object.values(d).some((h) => (h as { collectionName?: string })?.collectionName === name)) throw new Error(`${name} is one of runhook's collections`);
+      return d.db.collection<T>(name);
+    },
+    /** A command to the server itself (the admin database): hello, serverStatus… */
+    serverCommand: (command: Document) => d.db.admin().command(command),
+    /** Runhook's database dropped. */
+    dropDatabase: async () => void (await d.db.dropDatabase()),
+    /** An environment's data database dropped. */
+    dropDataDatabase: async (name: string) => void (await d.dataDb(name).dropDatabase()),
+    /** The driver's command events (commandStarted, commandSucceeded, commandFailed) of the client in use. */
+    commandEvents: () => d.client as Pick<Database["client"], "on" | "off" | "options">,
+  };
+}
+
+export function storeFixtures(store: Store) {
+  const d = databaseOf(store);
+  return { ...readViews(d), ...runFixtures(d), ...directoryFixtures(d), ...logFixtures(d), ...databaseFixtures(d) };
 }
 
 export type StoreFixtures = ReturnType<typeof storeFixtures>;

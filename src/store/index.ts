@@ -1,7 +1,11 @@
 // The store: the only code that talks to MongoDB, and the only place its query and update
-// language is written. Services, routes and executors call its verbs; `db` (the collection
-// handles) is for tests and tools.
-import type { Database } from "./connection.js";
+// language is written. Services, routes, executors, tests and benchmarks call its verbs; the
+// collection handles never leave src/store (tests put documents into states through
+// fixtures.ts, and read them through its read-only views).
+import { connect, type ConnectOptions, type Database, type WriteConcernInForce } from "./connection.js";
+import { bindDatabase, databaseOf } from "./handle.js";
+import * as indexes from "./indexes.js";
+import type { Retention } from "../config.js";
 import { counterStore, type CounterStore } from "./counters.js";
 import { directoryStore, type DirectoryStore } from "./directory.js";
 import { idempotencyKeyStore, type IdempotencyKeyStore } from "./idempotency-keys.js";
@@ -13,10 +17,15 @@ import { recordStore, type RecordStore } from "./records.js";
 import { runStore, type RunStore } from "./runs.js";
 
 export interface Store {
-  /** The collection handles, for tests and tools; runhook itself uses the verbs below. */
-  db: Database;
   /** The database of runhook's own collections (environments' records live in others). */
   databaseName: string;
+  /** The write concern every write is acknowledged with. */
+  writeConcern: WriteConcernInForce;
+  /** Calls `listener` with the command's name whenever a command fails (not for a unique index's refusal, which is an answer). */
+  onCommandFailed(listener: (command: string) => void): void;
+  /** Resolves when the server answers a ping. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
   runs: RunStore;
   logs: LogStore;
   notes: NoteStore;
@@ -31,25 +40,43 @@ export interface Store {
   immutable: ImmutableStore;
 }
 
-export function createStore(db: Database): Store {
-  const counters = counterStore(db);
-  return {
-    db,
-    databaseName: db.name,
-    directory: directoryStore(db),
-    runs: runStore(db),
-    logs: logStore(db, counters),
-    notes: noteStore(db, counters),
-    counters,
-    rateLimits: rateLimitStore(db),
-    idempotencyKeys: idempotencyKeyStore(db),
-    records: recordStore(db),
-    immutable: immutableStore(db),
-  };
+/** Connects (see connect()) and returns the store on that connection. */
+export async function openStore(uri: string, opts: ConnectOptions = {}): Promise<Store> {
+  return createStore(await connect(uri, opts));
 }
 
-export { connect, databaseName, type Database, type CommandFailedEvent, type CommandStartedEvent, type CommandSucceededEvent } from "./connection.js";
+function createStore(db: Database): Store {
+  const counters = counterStore(db);
+  return bindDatabase<Store>(
+    {
+      databaseName: db.name,
+      writeConcern: db.writeConcern,
+      onCommandFailed: (listener) => db.onCommandFailed(listener),
+      ping: () => db.ping(),
+      close: () => db.close(),
+      directory: directoryStore(db),
+      runs: runStore(db),
+      logs: logStore(db, counters),
+      notes: noteStore(db, counters),
+      counters,
+      rateLimits: rateLimitStore(db),
+      idempotencyKeys: idempotencyKeyStore(db),
+      records: recordStore(db),
+      immutable: immutableStore(db),
+    },
+    db,
+  );
+}
+
+/** Creates every index runhook's queries use, with TTL expiries after `retention`. */
+export const ensureIndexes = (store: Store, retention?: Retention) => indexes.ensureIndexes(databaseOf(store), retention);
+
+/** Removes what the TTL indexes have expired (for servers that never apply them); see indexes.ts. */
+export const sweepExpired = (store: Store, ...rest: Parameters<typeof indexes.sweepExpired> extends [Database, ...infer R] ? R : never) =>
+  indexes.sweepExpired(databaseOf(store), ...rest);
+
+export { databaseName, pingServer, type CommandFailedEvent, type CommandStartedEvent, type CommandSucceededEvent, type ConnectOptions } from "./connection.js";
 export { permissionId, projectRoleId, type WebhookChange } from "./directory.js";
-export { ensureIndexes, sweepEveryMs, sweepExpired, ttlIndexes, SWEEP_EVERY_MS, type TtlIndex } from "./indexes.js";
+export { sweepEveryMs, ttlIndexes, SWEEP_EVERY_MS, type TtlIndex } from "./indexes.js";
 export { isDuplicateKey, isUnavailable, MongoNetworkError, MongoServerError } from "./errors.js";
 export { storeFixtures, type StoreFixtures } from "./fixtures.js";

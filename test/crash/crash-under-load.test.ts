@@ -4,10 +4,10 @@
 // their lease expires; no (workflow, record) ever has two ongoing runs; the webhook rate limit
 // stays exact across the servers and the crash.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, createStore, ensureIndexes, type Database } from "../../src/store/index.js";
+import { storeFixtures, type StoreFixtures } from "../../src/store/index.js";
 import type { RunDoc } from "../../src/store/types.js";
-import { spawnServer, testDbName, uriFor, type ChildServer } from "../helpers/server.js";
-import { createWorld, type World } from "../helpers/world.js";
+import { openTestApp, spawnServer, testDbName, type ChildServer } from "../helpers/server.js";
+import { createWorld, type World } from "../../fixtures/world.js";
 import { adminClient, awaitFreshWindow, sleep } from "../helpers/webhook.js";
 import { collectLogs, ms, tally, timedFetch, type Call } from "../helpers/load.js";
 
@@ -25,7 +25,8 @@ const SLACK_MS = 2000;
 const CLOCK_SLACK_MS = 1000;
 
 let dbName: string;
-let db: Database;
+let app: Awaited<ReturnType<typeof openTestApp>> | undefined;
+let db: StoreFixtures;
 let a: ChildServer;
 let b: ChildServer;
 let worker: ChildServer;
@@ -45,13 +46,12 @@ const steps = [
 
 beforeAll(async () => {
   dbName = testDbName();
-  db = await connect(uriFor(dbName), { dbName });
-  await ensureIndexes(db);
+  app = await openTestApp(dbName);
+  app.stop(); // its services make the worlds; nothing here watches the database
+  db = storeFixtures(app.deps.store);
   const records = Array.from({ length: RECORDS }, (_, i) => ({ id: `r${i}`, status: "new" }));
-  [main, limited] = [await createWorld(db, { records, steps: [...steps] }), await createWorld(db, { records, steps: [...steps] })];
-  const workflows = createStore(db).directory.workflows;
-  await workflows.setWebhookRateLimit(main.workflowId, 1_000_000);
-  await workflows.setWebhookRateLimit(limited.workflowId, LIMIT);
+  main = await createWorld(app, { records, steps: [...steps], rateLimitPerMinute: 1_000_000 });
+  limited = await createWorld(app, { records, steps: [...steps], rateLimitPerMinute: LIMIT });
   [a, b, worker] = await Promise.all([spawnServer(dbName, { env }), spawnServer(dbName, { env }), spawnServer(dbName, { mode: "worker", env })]);
   for (const c of [a, b, worker]) logs.set(c, collectLogs(c.child));
   const path = async (w: World) =>
@@ -61,7 +61,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.allSettled([a, b, worker].filter(Boolean).map((c) => c.kill()));
-  await db?.close();
+  await app?.deps.store.close();
 });
 
 const ongoing = (r: RunDoc) => r.state === "QUEUED" || r.state === "RUNNING";

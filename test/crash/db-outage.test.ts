@@ -14,10 +14,10 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { Health, HealthCheckRequestSchema, HealthCheckResponseSchema, HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { loadConfig } from "../../src/config.js";
 import { startEmbeddedServer, type EmbeddedServer } from "../../src/embedded/index.js";
-import { connect, createStore, ensureIndexes, type Database } from "../../src/store/index.js";
+import { ensureIndexes, openStore, storeFixtures, type Store } from "../../src/store/index.js";
 import type { RunDoc } from "../../src/store/types.js";
-import { spawnServer, testDbName, type ChildServer } from "../helpers/server.js";
-import { createWorld, type World } from "../helpers/world.js";
+import { spawnServer, testAppOn, testDbName, type ChildServer } from "../helpers/server.js";
+import { createWorld, type World } from "../../fixtures/world.js";
 import { adminClient, grpcTrigger, grpcUnary, sleep } from "../helpers/webhook.js";
 import { FINISHED } from "../helpers/runs.js";
 import { collectLogs, freePort, ms, tally, timedFetch, type Call } from "../helpers/load.js";
@@ -34,7 +34,7 @@ const HANG_MS = 15_000;
 let dataDir: string;
 let port: number;
 let embedded: EmbeddedServer | undefined;
-let db: Database;
+let db: Store;
 let dbName: string;
 let server: ChildServer;
 let logs: ReturnType<typeof collectLogs>;
@@ -54,9 +54,13 @@ beforeAll(async () => {
   port = await freePort();
   embedded = await startDatabase();
   dbName = testDbName();
-  db = await connect(uri(), { dbName, timeoutMs: 30_000 });
+  db = await openStore(uri(), { dbName, timeoutMs: 30_000 });
   await ensureIndexes(db);
-  w = await createWorld(db, {
+  const app = testAppOn(db);
+  app.stop(); // its services make the world; the test watches the database itself
+  w = await createWorld(app, {
+    // The rate limits are not what this test is about.
+    rateLimitPerMinute: 1_000_000,
     records: Array.from({ length: RECORDS }, (_, i) => ({ id: `r${i}`, status: "new" })),
     // Data steps on both sides of a wait: some runs are cut off mid-step by the outage.
     steps: [
@@ -66,8 +70,6 @@ beforeAll(async () => {
       { type: "add_note", content: "<p>ran</p>", title: "" },
     ],
   });
-  // The rate limits are not what this test is about.
-  await createStore(db).directory.workflows.setWebhookRateLimit(w.workflowId, 1_000_000);
   server = await spawnServer(dbName, {
     env: {
       MONGODB_URI: uri(),
@@ -185,10 +187,10 @@ describe("database outage under load", () => {
     let tAnswering = 0;
     for (const giveUp = Date.now() + 20_000; ; ) {
       if (Date.now() > giveUp) throw new Error("the restarted database does not answer, or lost the test's data");
-      let probe: Database | undefined;
+      let probe: Store | undefined;
       try {
-        probe = await connect(uri(), { dbName, timeoutMs: 1000 });
-        if (await probe.workflows.findOne({ _id: w.workflowId })) {
+        probe = await openStore(uri(), { dbName, timeoutMs: 1000 });
+        if (await probe.directory.workflows.get(w.workflowId)) {
           tAnswering = Date.now();
           break;
         }
@@ -207,7 +209,7 @@ describe("database outage under load", () => {
     let runs: RunDoc[] = [];
     const finishDeadline = Date.now() + 30_000;
     while (Date.now() < finishDeadline) {
-      runs = await db.runs.find({ workflowId: w.workflowId }).toArray();
+      runs = await storeFixtures(db).runs.find({ workflowId: w.workflowId }).toArray();
       if (runs.every((r) => FINISHED.includes(r.state))) break;
       await sleep(200);
     }

@@ -11,9 +11,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { pidAlive, startEmbeddedServer } from "../../src/embedded/index.js";
-import { connect, createStore, type Database } from "../../src/store/index.js";
-import { spawnServer, testDbName, type ChildServer } from "../helpers/server.js";
-import { createWorld, type World } from "../helpers/world.js";
+import { openStore, storeFixtures, type Store } from "../../src/store/index.js";
+import { spawnServer, testAppOn, testDbName, type ChildServer } from "../helpers/server.js";
+import { createWorld, type World } from "../../fixtures/world.js";
 import { adminClient, sleep } from "../helpers/webhook.js";
 import { FINISHED } from "../helpers/runs.js";
 import { collectLogs, tally, timedFetch } from "../helpers/load.js";
@@ -39,7 +39,7 @@ const steps = [{ type: "load_record" }, { type: "update_record", set: { status: 
 let server: ChildServer | undefined;
 let serverLogs: ReturnType<typeof collectLogs>;
 let javaPid = 0;
-let db: Database | undefined;
+let db: Store | undefined;
 let world: World;
 let hookPath: string;
 
@@ -67,7 +67,7 @@ async function start(): Promise<void> {
       continue;
     }
     javaPid = found.pid;
-    db = await connect(`mongodb://127.0.0.1:${found.port}/runhook`, { dbName: "runhook", timeoutMs: 2000 }).catch((err: Error) => {
+    db = await openStore(`mongodb://127.0.0.1:${found.port}/runhook`, { dbName: "runhook", timeoutMs: 2000 }).catch((err: Error) => {
       last = `${err.message}; java ${found.pid} alive ${pidAlive(found.pid)}; runhook exit ${server!.child.exitCode ?? server!.child.signalCode}`;
       return undefined;
     });
@@ -78,8 +78,9 @@ async function start(): Promise<void> {
 beforeAll(async () => {
   await start();
   const records = Array.from({ length: ROUNDS * RECORDS_PER_ROUND }, (_, i) => ({ id: `r${i}`, status: "new" }));
-  world = await createWorld(db!, { records, steps: [...steps] });
-  await createStore(db!).directory.workflows.setWebhookRateLimit(world.workflowId, 1_000_000);
+  const app = testAppOn(db!);
+  world = await createWorld(app, { records, steps: [...steps], rateLimitPerMinute: 1_000_000 });
+  app.stop();
   hookPath = new URL((await adminClient(server!.baseUrl, world.adminToken).getWorkflow({ workflowId: world.workflowId })).workflow!.webhook!.url).pathname;
 });
 
@@ -155,19 +156,21 @@ describe("power cut", () => {
         expect(acked.length, `round ${round}: no acknowledged runId (${JSON.stringify(statuses)})`).toBeGreaterThan(0);
         allAcked.push(...acked);
         await start();
-        const found = await db!.runs.countDocuments({ _id: { $in: acked } }).catch((err: Error) => {
-          throw new Error(
-            `round ${round}: ${err.message}; runhook exit ${server!.child.exitCode ?? server!.child.signalCode}, java alive ${pidAlive(javaPid)}; its output:\n${serverLogs.raw().slice(-3000)}`,
-          );
-        });
+        const found = await storeFixtures(db!)
+          .runs.countDocuments({ _id: { $in: acked } })
+          .catch((err: Error) => {
+            throw new Error(
+              `round ${round}: ${err.message}; runhook exit ${server!.child.exitCode ?? server!.child.signalCode}, java alive ${pidAlive(javaPid)}; its output:\n${serverLogs.raw().slice(-3000)}`,
+            );
+          });
         figures.push({ round, killAfterMs, acked: acked.length, statuses, lost: acked.length - found });
         console.log(`[power-cut] ${JSON.stringify(figures.at(-1))}`);
       }
       expect(figures.filter((f) => f.lost > 0)).toEqual([]);
       // Every run finishes (those cut off once their lease expired), one run per record.
-      let runs = await db!.runs.find({ workflowId: world.workflowId }).toArray();
+      let runs = await storeFixtures(db!).runs.find({ workflowId: world.workflowId }).toArray();
       for (const deadline = Date.now() + 60_000; runs.some((r) => !FINISHED.includes(r.state)) && Date.now() < deadline; await sleep(200)) {
-        runs = await db!.runs.find({ workflowId: world.workflowId }).toArray();
+        runs = await storeFixtures(db!).runs.find({ workflowId: world.workflowId }).toArray();
       }
       expect(runs.filter((r) => !FINISHED.includes(r.state)).map((r) => `${r._id} ${r.state}`)).toEqual([]);
       const byId = new Map(runs.map((r) => [r._id, r]));
@@ -194,14 +197,14 @@ describe("power cut", () => {
       const open = async () => {
         const s = await startEmbeddedServer({ dataDir: dir, cacheDir, persistent: true, progress: () => {} });
         const { pid } = JSON.parse(readFileSync(join(dir, "mongo", "running.json"), "utf8")) as { pid: number };
-        return { s, pid, client: await connect(`${s.uri}bulk`, { dbName: "bulk" }) };
+        return { s, pid, client: await openStore(`${s.uri}bulk`, { dbName: "bulk" }) };
       };
       try {
         let acked = 0;
         const payload = "x".repeat(4000);
         for (let round = 0; round < ROUNDS; round++) {
           const { s, pid, client } = await open();
-          const docs = client.db.collection<{ _id: string; payload: string }>("docs");
+          const docs = storeFixtures(client).scratch<{ _id: string; payload: string }>("docs");
           expect(await docs.countDocuments()).toBeGreaterThanOrEqual(acked);
           let writing = true;
           const writer = (async () => {
@@ -227,7 +230,7 @@ describe("power cut", () => {
           expect(acked).toBeGreaterThan(before);
         }
         const { s, client } = await open();
-        const docs = client.db.collection<{ _id: string }>("docs");
+        const docs = storeFixtures(client).scratch<{ _id: string }>("docs");
         expect(await docs.countDocuments()).toBeGreaterThanOrEqual(acked);
         await docs.insertOne({ _id: "after" });
         await client.close();

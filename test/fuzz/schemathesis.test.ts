@@ -39,7 +39,7 @@ import { queueRun, waitForRun } from "../helpers/runs.js";
 import { ROOT, startServer, type TestServer } from "../helpers/server.js";
 import { ensureVenv, hasPython } from "../helpers/venv.js";
 import { adminClient, local } from "../helpers/webhook.js";
-import { createWorld, type World } from "../helpers/world.js";
+import { createWorld, type World } from "../../fixtures/world.js";
 
 const REQUIREMENTS = ["schemathesis==4.32.5", "hypothesis==6.170.15"];
 /** Per operation and phase (13 operations; coverage, fuzzing and stateful phases): about 900 requests a run. */
@@ -203,7 +203,7 @@ describe.skipIf(!hasPython())("schemathesis against GET /openapi.json", () => {
     work = mkdtempSync(join(tmpdir(), "runhook-schemathesis-"));
     // A high per-token limit, so that a thousand calls reach the handlers rather than 429.
     server = await startServer({ env: { RUNHOOK_API_RATE_LIMIT: "1000000" } });
-    w = await createWorld(server.deps.store.db, { steps: [{ type: "load_record" }] });
+    w = await createWorld(server, { steps: [{ type: "load_record" }] });
     await server.deps.store.directory.workflows.setWebhookRateLimit(w.workflowId, 1_000_000);
     const note = await apiClient(server.baseUrl, w.apiToken).post(`/v1/project/${w.projectName}/environment/${w.environmentName}/notes`, {
       collection: w.collection,
@@ -211,8 +211,8 @@ describe.skipIf(!hasPython())("schemathesis against GET /openapi.json", () => {
       content: "<p>first</p>",
     });
     expect(note.status).toBe(201);
-    const run = await queueRun(server.deps.store.db, w, "r1");
-    await waitForRun(server.deps.store.db, run._id); // finished: a long-poll on it answers at once
+    const run = await queueRun(server.deps.store, w, "r1");
+    await waitForRun(server.deps.store, run._id); // finished: a long-poll on it answers at once
     const wf = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });
     const url = local(wf.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl);
     dict = { noteId: note.body.id, runId: run._id, key: url.slice(url.lastIndexOf("/") + 1) };

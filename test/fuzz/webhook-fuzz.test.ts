@@ -9,11 +9,12 @@
 // `RUNHOOK_FUZZ_SEED=<seed> npm run test:fuzz -- test/fuzz/webhook-fuzz.test.ts` replays it
 // (`RUNHOOK_FUZZ_CASES` changes the number of random cases).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { storeFixtures } from "../../src/store/index.js";
 import { MAX_JSON_DEPTH } from "../../src/lib/json-depth.js";
 import { waitForRun } from "../helpers/runs.js";
 import { startServer, type TestServer } from "../helpers/server.js";
 import { adminClient, local, postHook, UUID_RE } from "../helpers/webhook.js";
-import { createWorld, type World } from "../helpers/world.js";
+import { createWorld, type World } from "../../fixtures/world.js";
 
 const SEED = Number(process.env.RUNHOOK_FUZZ_SEED ?? 0x5eed_2025);
 const CASES = Number(process.env.RUNHOOK_FUZZ_CASES ?? 3000);
@@ -231,7 +232,7 @@ let url: string;
 
 beforeAll(async () => {
   server = await startServer();
-  w = await createWorld(server.deps.store.db, { steps: [{ type: "load_record" }] });
+  w = await createWorld(server, { steps: [{ type: "load_record" }] });
   await server.deps.store.directory.workflows.setWebhookRateLimit(w.workflowId, 1_000_000);
   const got = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });
   url = local(got.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl);
@@ -345,7 +346,7 @@ describe("webhook body fuzzer", () => {
 
     // What was accepted is stored exactly as sent.
     for (const [runId, recordId] of accepted) {
-      const run = await server.deps.store.db.runs.findOne({ _id: runId }, { projection: { recordId: 1 } });
+      const run = await storeFixtures(server.deps.store).runs.findOne({ _id: runId }, { projection: { recordId: 1 } });
       expect(run?.recordId, `run of ${JSON.stringify(recordId.slice(0, 40))}`).toBe(recordId);
     }
   });
@@ -392,7 +393,9 @@ describe("webhook body fuzzer", () => {
     expect(statuses[400] ?? 0).toBeGreaterThan(sent / 5);
 
     // Each accepted run is stored with the record id exactly as the body's last record_id.
-    const docs = await server.deps.store.db.runs.find({ _id: { $in: accepted.map(([id]) => id) } }, { projection: { recordId: 1 } }).toArray();
+    const docs = await storeFixtures(server.deps.store)
+      .runs.find({ _id: { $in: accepted.map(([id]) => id) } }, { projection: { recordId: 1 } })
+      .toArray();
     const stored = new Map(docs.map((d) => [d._id, d.recordId]));
     expect(accepted.filter(([id, rid]) => stored.get(id) !== rid).slice(0, 5)).toEqual([]);
 
@@ -400,6 +403,6 @@ describe("webhook body fuzzer", () => {
     expect((await fetch(`${server.baseUrl}/healthz`)).status).toBe(200);
     const ok = await postHook(url, w.userToken, { record_id: "r1" });
     expect(ok.status, JSON.stringify(ok.body)).toBe(202);
-    expect((await waitForRun(server.deps.store.db, ok.body.runId!)).state).toBe("SUCCEEDED");
+    expect((await waitForRun(server.deps.store, ok.body.runId!)).state).toBe("SUCCEEDED");
   });
 });

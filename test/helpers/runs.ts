@@ -4,12 +4,12 @@ import { randomUUID } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { GetRunRequestSchema, GetRunResponseSchema, type GetRunResponse } from "../../gen/runhook/v1/run_pb.js";
-import type { Database } from "../../src/store/index.js";
+import { storeFixtures, type Store } from "../../src/store/index.js";
 import { newRunDoc } from "../../src/domain/runs/model.js";
 import { latestActive } from "../../src/domain/trigger.js";
 import { sleep } from "../../src/lib/sleep.js";
 import type { RunDoc, RunState, StepDoc } from "../../src/store/types.js";
-import type { World } from "./world.js";
+import type { World } from "../../fixtures/world.js";
 
 export interface QueueOpts {
   /** Acting user (default: world.user). */
@@ -25,14 +25,19 @@ export interface QueueOpts {
   version?: { version: number; steps: StepDoc[] };
 }
 
-export async function queueRun(db: Database, world: World, recordId: string, opts: QueueOpts = {}): Promise<RunDoc> {
+export async function queueRun(
+  store: Store,
+  world: Pick<World, "workflowId" | "collection" | "user">,
+  recordId: string,
+  opts: QueueOpts = {},
+): Promise<RunDoc> {
   const workflowId = opts.workflowId ?? world.workflowId;
-  const wf = await db.workflows.findOne({ _id: workflowId });
+  const wf = await store.directory.workflows.get(workflowId);
   if (!wf) throw new Error(`no workflow ${workflowId}`);
   const version =
     opts.version ?? (opts.workflowVersion !== undefined ? wf.versions.find((v) => v.version === opts.workflowVersion) : latestActive(wf.versions));
   if (!version) throw new Error("no such (active) workflow version");
-  const collection = await db.collections.findOne({ _id: wf.collectionId });
+  const collection = await store.directory.collections.get(wf.collectionId);
   const now = opts.createdAt ?? new Date();
   const run = newRunDoc({
     workflowId,
@@ -51,7 +56,7 @@ export async function queueRun(db: Database, world: World, recordId: string, opt
     createdAt: now,
   });
   // A plain insert, so that a second ongoing run on the record fails with the unique index's error.
-  await db.runs.insertOne(run);
+  await storeFixtures(store).insertRuns([run]);
   return run;
 }
 
@@ -59,7 +64,7 @@ export const FINISHED: RunState[] = ["SUCCEEDED", "FAILED", "CANCELLED"];
 
 /** Polls until the run satisfies `pred` (default: finished); throws after `timeoutMs`. */
 export async function waitForRun(
-  db: Database,
+  store: Store,
   runId: string,
   pred: (r: RunDoc) => boolean = (r) => FINISHED.includes(r.state),
   timeoutMs = 15_000,
@@ -67,7 +72,7 @@ export async function waitForRun(
   const end = Date.now() + timeoutMs;
   let last: RunDoc | null = null;
   while (Date.now() < end) {
-    last = await db.runs.findOne({ _id: runId });
+    last = await store.runs.get(runId);
     if (last && pred(last)) return last;
     await sleep(25);
   }

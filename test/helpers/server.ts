@@ -10,7 +10,8 @@ import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/lib/logging.js";
 import { startRunhook, type Runhook } from "../../src/main.js";
 import { seedDemo, type SeedOutput } from "../../src/cli/demo.js";
-import { connect, ensureIndexes, type Database } from "../../src/store/index.js";
+import { ensureIndexes, openStore, type Store } from "../../src/store/index.js";
+import { inProcessApp, type App } from "../../fixtures/world.js";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
 export const BOOTSTRAP_SECRET = "test-bootstrap-secret-0123456789";
@@ -124,9 +125,22 @@ export function seed(server: TestServer): Promise<SeedOutput> {
   return seedDemo(server.deps, server.services);
 }
 
-/** What databasePerTest hands out: the current test's database and a spawner of server processes on it. */
+/** Runhook's services on `store` in this process (no server, no executor), configured as the tests' servers are. */
+export function testAppOn(store: Store): ReturnType<typeof inProcessApp> {
+  return inProcessApp(store, loadConfig({ ...process.env, ...testEnv(store.databaseName) }));
+}
+
+/** A fresh, indexed database `dbName` and runhook's services on it in this process, with no server and no executor. */
+export async function openTestApp(dbName: string): Promise<ReturnType<typeof inProcessApp>> {
+  const store = await openStore(uriFor(dbName), { dbName });
+  await ensureIndexes(store);
+  return testAppOn(store);
+}
+
+/** What databasePerTest hands out: the current test's store, services in process on it (for fixtures), and a spawner of server processes on it. */
 export interface DatabasePerTest {
-  readonly db: Database;
+  readonly store: Store;
+  readonly app: App;
   readonly dbName: string;
   spawn(opts?: { mode?: "start" | "worker"; env?: Record<string, string> }): Promise<ChildServer>;
 }
@@ -138,23 +152,26 @@ export interface DatabasePerTest {
  * after the file).
  */
 export function databasePerTest(): DatabasePerTest {
-  let db: Database | undefined;
+  let current: ReturnType<typeof inProcessApp> | undefined;
   let dbName = "";
-  const opened: Database[] = [];
+  const opened: ReturnType<typeof inProcessApp>[] = [];
   const children: ChildServer[] = [];
   beforeEach(async () => {
     dbName = testDbName();
-    db = await connect(uriFor(dbName), { dbName });
-    opened.push(db);
-    await ensureIndexes(db);
+    current = await openTestApp(dbName);
+    opened.push(current);
   });
   afterAll(async () => {
     await Promise.allSettled(children.map((c) => c.kill()));
-    await Promise.allSettled(opened.map((d) => d.close()));
+    for (const app of opened) app.stop();
+    await Promise.allSettled(opened.map((app) => app.deps.store.close()));
   });
   return {
-    get db() {
-      return db!;
+    get store() {
+      return current!.deps.store;
+    },
+    get app() {
+      return current!;
     },
     get dbName() {
       return dbName;

@@ -22,6 +22,7 @@ import * as grpc from "@grpc/grpc-js";
 import { Pool } from "undici";
 import { runStateMachine } from "../../../src/domain/runs/state.js";
 import type { Store } from "../../../src/store/index.js";
+import { storeFixtures } from "../../../src/store/index.js";
 import type { RunState } from "../../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, type BenchContext } from "../../lib/context.js";
 import { closedLoop, round, sleep } from "../../lib/load.js";
@@ -46,13 +47,13 @@ import {
 import { verdictOf } from "./verdict.js";
 
 async function dbFigures(store: Store, fromWall: number, toWall: number): Promise<DbFigures> {
-  const runs = store.db.runs;
+  const runs = storeFixtures(store).runs;
   const q = <T>(p: Promise<T>) => p.catch(() => null);
   const [finished, backlog, total, activity] = await Promise.all([
     q(runs.countDocuments({ finishedAt: { $gte: new Date(fromWall), $lt: new Date(toWall) } })),
     q(runs.countDocuments({ state: { $in: ["QUEUED", "RUNNING"] as RunState[] } })),
     q(runs.estimatedDocumentCount()),
-    q(store.db.activityLogs.estimatedDocumentCount()),
+    q(storeFixtures(store).activityLogs.estimatedDocumentCount()),
   ]);
   return { finished, backlog, runs: total, activity };
 }
@@ -61,12 +62,12 @@ async function dbFigures(store: Store, fromWall: number, toWall: number): Promis
 async function drain(store: Store, limitMs: number): Promise<{ ms: number; finished: number; cancelled: number }> {
   const t0 = Date.now();
   const ongoing = { state: { $in: ["QUEUED", "RUNNING"] as RunState[] } };
-  while (Date.now() - t0 < limitMs && (await store.db.runs.countDocuments(ongoing)) > 0) await sleep(250);
+  while (Date.now() - t0 < limitMs && (await storeFixtures(store).runs.countDocuments(ongoing)) > 0) await sleep(250);
   const ms = Date.now() - t0;
-  const finished = await store.db.runs.countDocuments({ finishedAt: { $gte: new Date(t0) } });
+  const finished = await storeFixtures(store).runs.countDocuments({ finishedAt: { $gte: new Date(t0) } });
   let cancelled = 0;
   const machine = runStateMachine(store);
-  for (const d of await store.db.runs.find(ongoing).toArray()) {
+  for (const d of await storeFixtures(store).runs.find(ongoing).toArray()) {
     if (await machine.cancel(d, "cancelled by the soak benchmark (capacity phase backlog)")) cancelled++;
   }
   return { ms, finished, cancelled };
@@ -144,8 +145,8 @@ export async function soakScenario(ctx: BenchContext, o: SoakOptions): Promise<S
           },
         });
         const toWall = Date.now();
-        const finishedN = await store.db.runs.countDocuments({ finishedAt: { $gte: new Date(fromWall), $lt: new Date(toWall) } });
-        const backlogAfter = await store.db.runs.countDocuments({ state: { $in: ["QUEUED", "RUNNING"] as RunState[] } });
+        const finishedN = await storeFixtures(store).runs.countDocuments({ finishedAt: { $gte: new Date(fromWall), $lt: new Date(toWall) } });
+        const backlogAfter = await storeFixtures(store).runs.countDocuments({ state: { $in: ["QUEUED", "RUNNING"] as RunState[] } });
         const mixPerSec = round((st.requests / st.durationMs) * 1000, 1);
         const acceptedPerSec = round((acceptedN / st.durationMs) * 1000, 1);
         const finishedPerSec = round((finishedN / st.durationMs) * 1000, 1);
