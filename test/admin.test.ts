@@ -455,7 +455,7 @@ function run(args: string[], env: Record<string, string>): Promise<{ code: numbe
 }
 
 describe("runhook admin (CLI)", () => {
-  it("calls AdminService and prints JSON; usage errors exit 2", async () => {
+  it("calls AdminService and prints JSON; usage errors (a missing, unknown or valueless flag) exit 2", async () => {
     const o = await org();
     const env = { RUNHOOK_URL: server.baseUrl, RUNHOOK_TOKEN: o.editor.token };
     const steps = JSON.stringify([{ type: "load_record" }, { wait: { seconds: 2 } }, { update_record: { set: { status: "x" } } }]);
@@ -479,6 +479,13 @@ describe("runhook admin (CLI)", () => {
     expect(usage.stderr).toMatch(/--workflow is required/);
     const unknown = await run(["admin", "frobnicate"], env);
     expect(unknown.code).toBe(2);
+    // One strict parser for every command: a mistyped flag is refused, never ignored.
+    const typo = await run(["admin", "workflows", "get", "--workflow", wf.workflow.id, "--wokflow", "x"], env);
+    expect([typo.code, typo.stdout]).toEqual([2, ""]);
+    expect(typo.stderr).toMatch(/unknown option '--wokflow'/i);
+    const valueless = await run(["admin", "projects", "update", "--project", o.project.id, "--sso"], env);
+    expect([valueless.code, valueless.stdout]).toEqual([2, ""]);
+    expect(valueless.stderr).toMatch(/--sso/);
     const boot = await run(["admin", "bootstrap", "--org", `cli-${o.tag}`, "--email", `cli-${o.tag}@example.test`], {
       RUNHOOK_URL: server.baseUrl,
       RUNHOOK_BOOTSTRAP_SECRET: BOOTSTRAP_SECRET,

@@ -10,7 +10,6 @@ import { sleep } from "../src/lib/sleep.js";
 
 const server = serverForFile({ env: { METRICS_PORT: "0" } });
 
-
 async function webhookOf(w: World): Promise<string> {
   const got = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });
   return local(got.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl);

@@ -4,7 +4,7 @@ import { ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
-import { DEFAULT_BASE_URL, terminalSafe, UsageError } from "./common.js";
+import { DEFAULT_BASE_URL, parse, terminalSafe, UsageError, type Parsed } from "./common.js";
 
 export const ADMIN_USAGE = `
   admin <group> <action> [--flag value …]   administration over AdminService (prints JSON)
@@ -37,9 +37,9 @@ export const ADMIN_USAGE = `
                    {"add_note":{"content":"<p>hi</p>"}}]   (or [{"type":"wait","seconds":5}, …])
 `;
 
-type Flags = Record<string, string | true>;
+type Flags = Parsed["values"];
 
-const list = (v: string | true | undefined) =>
+const list = (v: string | boolean | undefined) =>
   typeof v === "string" && v !== ""
     ? v
         .split(",")
@@ -52,8 +52,7 @@ const str = (f: Flags, name: string, required = false): string | undefined => {
     if (required) throw new UsageError(`--${name} is required`);
     return undefined;
   }
-  if (v === true) throw new UsageError(`--${name} needs a value`);
-  return v;
+  return String(v);
 };
 const req = (f: Flags, name: string) => str(f, name, true)!;
 const num = (f: Flags, name: string, required = false): number | undefined => {
@@ -86,17 +85,32 @@ function steps(f: Flags, required: boolean): JsonValue[] | undefined {
   });
 }
 
-/** Subcommand → RPC and the ProtoJSON request built from flags. */
-const COMMANDS: Record<string, { rpc: string; build: (f: Flags) => JsonObject; bootstrap?: true }> = {
+/** A subcommand: its RPC, the flags it takes (value flags, then on/off switches), and the ProtoJSON request built from them. */
+interface Command {
+  rpc: string;
+  flags: string[];
+  switches?: string[];
+  build: (f: Flags) => JsonObject;
+  bootstrap?: true;
+}
+
+const COMMANDS: Record<string, Command> = {
   bootstrap: {
     rpc: "bootstrap",
+    flags: ["org", "email", "name"],
     bootstrap: true,
     build: (f) => ({ organizationName: req(f, "org"), adminEmail: req(f, "email"), adminName: str(f, "name") ?? "" }),
   },
-  "users create": { rpc: "createUser", build: (f) => ({ email: req(f, "email"), name: str(f, "name") ?? "", organizationAdmin: f["org-admin"] === true }) },
-  "projects create": { rpc: "createProject", build: (f) => ({ name: req(f, "name"), requiresSso: f.sso === true }) },
+  "users create": {
+    rpc: "createUser",
+    flags: ["email", "name"],
+    switches: ["org-admin"],
+    build: (f) => ({ email: req(f, "email"), name: str(f, "name") ?? "", organizationAdmin: f["org-admin"] === true }),
+  },
+  "projects create": { rpc: "createProject", flags: ["name"], switches: ["sso"], build: (f) => ({ name: req(f, "name"), requiresSso: f.sso === true }) },
   "projects update": {
     rpc: "updateProject",
+    flags: ["project", "sso"],
     build: (f) => {
       const sso = str(f, "sso");
       if (sso !== undefined && sso !== "true" && sso !== "false") throw new UsageError("--sso must be true or false");
@@ -105,22 +119,30 @@ const COMMANDS: Record<string, { rpc: string; build: (f: Flags) => JsonObject; b
   },
   "environments create": {
     rpc: "createEnvironment",
+    flags: ["project", "name", "data-database"],
     build: (f) => ({ projectId: req(f, "project"), name: req(f, "name"), dataDatabase: str(f, "data-database") ?? "" }),
   },
-  "teams create": { rpc: "createTeam", build: (f) => ({ projectId: req(f, "project"), name: req(f, "name") }) },
-  "teams add-member": { rpc: "setTeamMember", build: (f) => ({ teamId: req(f, "team"), userId: req(f, "user"), member: true }) },
-  "teams remove-member": { rpc: "setTeamMember", build: (f) => ({ teamId: req(f, "team"), userId: req(f, "user"), member: false }) },
-  "renderings create": { rpc: "createRendering", build: (f) => ({ teamId: req(f, "team"), environmentId: req(f, "environment") }) },
+  "teams create": { rpc: "createTeam", flags: ["project", "name"], build: (f) => ({ projectId: req(f, "project"), name: req(f, "name") }) },
+  "teams add-member": { rpc: "setTeamMember", flags: ["team", "user"], build: (f) => ({ teamId: req(f, "team"), userId: req(f, "user"), member: true }) },
+  "teams remove-member": { rpc: "setTeamMember", flags: ["team", "user"], build: (f) => ({ teamId: req(f, "team"), userId: req(f, "user"), member: false }) },
+  "renderings create": {
+    rpc: "createRendering",
+    flags: ["team", "environment"],
+    build: (f) => ({ teamId: req(f, "team"), environmentId: req(f, "environment") }),
+  },
   "roles set": {
     rpc: "setProjectRole",
+    flags: ["project", "user", "role"],
     build: (f) => ({ projectId: req(f, "project"), userId: req(f, "user"), role: req(f, "role") === "none" ? "" : req(f, "role") }),
   },
   "collections create": {
     rpc: "createCollection",
+    flags: ["environment", "name", "primary-key"],
     build: (f) => ({ environmentId: req(f, "environment"), name: req(f, "name"), primaryKey: list(f["primary-key"]) }),
   },
   "permissions set": {
     rpc: "setCollectionPermission",
+    flags: ["rendering", "collection", "read", "edit", "scope"],
     build: (f) => ({
       permission: {
         renderingId: req(f, "rendering"),
@@ -133,6 +155,7 @@ const COMMANDS: Record<string, { rpc: string; build: (f: Flags) => JsonObject; b
   },
   "workflows create": {
     rpc: "createWorkflow",
+    flags: ["rendering", "collection", "name", "steps", "trigger-roles"],
     build: (f) => ({
       renderingId: req(f, "rendering"),
       collectionId: req(f, "collection"),
@@ -143,6 +166,7 @@ const COMMANDS: Record<string, { rpc: string; build: (f: Flags) => JsonObject; b
   },
   "workflows publish": {
     rpc: "publishWorkflow",
+    flags: ["workflow", "steps", "trigger-roles"],
     build: (f) => ({
       workflowId: req(f, "workflow"),
       steps: steps(f, true)!,
@@ -150,46 +174,68 @@ const COMMANDS: Record<string, { rpc: string; build: (f: Flags) => JsonObject; b
       updateTriggerRoles: f["trigger-roles"] !== undefined,
     }),
   },
-  "workflows deactivate": { rpc: "deactivateWorkflowVersion", build: (f) => ({ workflowId: req(f, "workflow"), version: num(f, "version", true)! }) },
-  "workflows get": { rpc: "getWorkflow", build: (f) => ({ workflowId: req(f, "workflow") }) },
-  "webhook enable": { rpc: "enableWebhook", build: (f) => ({ workflowId: req(f, "workflow") }) },
-  "webhook disable": { rpc: "disableWebhook", build: (f) => ({ workflowId: req(f, "workflow") }) },
-  "webhook regenerate": { rpc: "regenerateWebhook", build: (f) => ({ workflowId: req(f, "workflow") }) },
-  "webhook rate-limit": { rpc: "setWebhookRateLimit", build: (f) => ({ workflowId: req(f, "workflow"), rateLimitPerMinute: num(f, "per-minute", true)! }) },
+  "workflows deactivate": {
+    rpc: "deactivateWorkflowVersion",
+    flags: ["workflow", "version"],
+    build: (f) => ({ workflowId: req(f, "workflow"), version: num(f, "version", true)! }),
+  },
+  "workflows get": { rpc: "getWorkflow", flags: ["workflow"], build: (f) => ({ workflowId: req(f, "workflow") }) },
+  "webhook enable": { rpc: "enableWebhook", flags: ["workflow"], build: (f) => ({ workflowId: req(f, "workflow") }) },
+  "webhook disable": { rpc: "disableWebhook", flags: ["workflow"], build: (f) => ({ workflowId: req(f, "workflow") }) },
+  "webhook regenerate": { rpc: "regenerateWebhook", flags: ["workflow"], build: (f) => ({ workflowId: req(f, "workflow") }) },
+  "webhook rate-limit": {
+    rpc: "setWebhookRateLimit",
+    flags: ["workflow", "per-minute"],
+    build: (f) => ({ workflowId: req(f, "workflow"), rateLimitPerMinute: num(f, "per-minute", true)! }),
+  },
   "tokens create": {
     rpc: "createApplicationToken",
+    flags: ["user", "name", "ttl"],
+    switches: ["sso"],
     build: (f) => ({ userId: str(f, "user") ?? "", name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0, sso: f.sso === true }),
   },
   "sso-token": {
     rpc: "issueSsoToken",
+    flags: ["user", "name", "ttl"],
     bootstrap: true,
     build: (f) => ({ userId: req(f, "user"), name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0 }),
   },
-  "tokens revoke": { rpc: "revokeApplicationToken", build: (f) => ({ tokenId: req(f, "token") }) },
-  "api-tokens create": { rpc: "createApiToken", build: (f) => ({ projectId: req(f, "project"), name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0 }) },
-  "api-tokens revoke": { rpc: "revokeApiToken", build: (f) => ({ tokenId: req(f, "token") }) },
+  "tokens revoke": { rpc: "revokeApplicationToken", flags: ["token"], build: (f) => ({ tokenId: req(f, "token") }) },
+  "api-tokens create": {
+    rpc: "createApiToken",
+    flags: ["project", "name", "ttl"],
+    build: (f) => ({ projectId: req(f, "project"), name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0 }),
+  },
+  "api-tokens revoke": { rpc: "revokeApiToken", flags: ["token"], build: (f) => ({ tokenId: req(f, "token") }) },
 };
 
-/** Splits `group action --a 1 --b=2 --flag` into the command and its flags. */
-function parse(args: string[]): { command: string; flags: Flags } {
+/** The subcommand named by the leading words (`group action`, or one word), and the arguments after them. */
+function commandOf(args: string[]): { command: string; rest: string[] } {
   const words: string[] = [];
-  const flags: Flags = {};
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i]!;
-    if (!a.startsWith("--")) {
-      words.push(a);
-      continue;
-    }
-    const eq = a.indexOf("=");
-    if (eq > 0) flags[a.slice(2, eq)] = a.slice(eq + 1);
-    else if (i + 1 < args.length && !args[i + 1]!.startsWith("--")) flags[a.slice(2)] = args[++i]!;
-    else flags[a.slice(2)] = true;
+  for (const a of args) {
+    if (a.startsWith("-") || words.length === 2) break;
+    words.push(a);
   }
-  return { command: words.join(" "), flags };
+  const oneWord = words.length === 2 && !COMMANDS[words.join(" ")] && COMMANDS[words[0]!] !== undefined;
+  const command = oneWord ? words[0]! : words.join(" ");
+  return { command, rest: args.slice(oneWord ? 1 : words.length) };
+}
+
+/** The flags of `spec`, parsed strictly (the same parser as every other command): an unknown or valueless flag is a usage error. */
+function flagsOf(spec: Command, rest: string[]): Flags {
+  const options = Object.fromEntries([
+    ...spec.flags.map((name) => [name, { type: "string" as const }]),
+    ...(spec.switches ?? []).map((name) => [name, { type: "boolean" as const }]),
+  ]);
+  return parse(rest, options, 0).values;
 }
 
 export async function runAdminCommand(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  const { command, flags } = parse(args);
+  if (args.includes("--help") || args.includes("-h")) {
+    process.stdout.write(ADMIN_USAGE);
+    return 0;
+  }
+  const { command, rest } = commandOf(args);
   const spec = COMMANDS[command];
   if (!spec) {
     process.stderr.write(`runhook admin: ${command ? `unknown command "${command}"` : "missing command"}\n${ADMIN_USAGE}`);
@@ -198,7 +244,7 @@ export async function runAdminCommand(args: string[], env: NodeJS.ProcessEnv = p
   const method = AdminService.methods.find((m) => m.localName === spec.rpc)!;
   let request: unknown;
   try {
-    request = fromJson(method.input, spec.build(flags));
+    request = fromJson(method.input, spec.build(flagsOf(spec, rest)));
   } catch (err) {
     process.stderr.write(`runhook admin ${command}: ${err instanceof Error ? err.message : String(err)}\n`);
     return 2;
