@@ -6,7 +6,7 @@ import { isDuplicateKey, storeFixtures, type StoreFixtures } from "../src/store/
 import { activityStream, streamKey, watermarkId, type NewActivity } from "../src/store/logs.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
-import { addApiToken, addUser, createWorld, type World } from "../fixtures/world.js";
+import { addApiToken, addEnvironment, addUser, createWorld, type World } from "../fixtures/world.js";
 
 let server: TestServer;
 let db: StoreFixtures;
@@ -59,8 +59,7 @@ beforeAll(async () => {
   db = storeFixtures(server.deps.store);
   w = await createWorld(server);
   other = await createWorld(server);
-  stagingId = randomUUID();
-  await server.deps.store.directory.environments.insert({ _id: stagingId, projectId: w.projectId, name: "staging", dataDatabase: "x", createdAt: new Date() });
+  stagingId = await addEnvironment(server, w, "staging");
   const u = { id: w.user._id, email: w.user.email };
   ids.a = await act(w, {
     timestamp: at(0),

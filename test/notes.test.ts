@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NoteService } from "../gen/runhook/v1/note_pb.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
-import { createWorld, type World } from "../fixtures/world.js";
+import { addEnvironment, createWorld, type World } from "../fixtures/world.js";
 
 let server: TestServer;
 let db: StoreFixtures;
@@ -23,13 +23,7 @@ beforeAll(async () => {
   db = storeFixtures(server.deps.store);
   w = await createWorld(server);
   other = await createWorld(server);
-  await server.deps.store.directory.environments.insert({
-    _id: randomUUID(),
-    projectId: w.projectId,
-    name: "staging",
-    dataDatabase: "x",
-    createdAt: new Date(),
-  });
+  await addEnvironment(server, w, "staging");
   stagingToken = w.apiToken;
 });
 afterAll(async () => {

@@ -16,7 +16,7 @@ const recordFilter = (primaryKey: string[], packed: string, scope: Record<string
   return match && recordQuery(match);
 };
 import { RUN_QUEUED } from "../src/domain/runs/model.js";
-import { openTestApp, startServer, testDbName, type TestServer } from "./helpers/server.js";
+import { startServer, withTestApp, type TestServer } from "./helpers/server.js";
 import { addAppToken, addUser, createWorld } from "../fixtures/world.js";
 import { grpcGetRun, queueRun, waitForRun } from "./helpers/runs.js";
 import { adminClient, local, postHook } from "./helpers/webhook.js";
@@ -268,10 +268,7 @@ describe("claiming and recovery", () => {
 
   it("claims the oldest QUEUED run first, whatever the order they were stored in", async () => {
     // On a database no executor polls, so that the claims below are the only ones.
-    const dbName = testDbName();
-    const quiet = await openTestApp(dbName);
-    const store = quiet.deps.store;
-    try {
+    await withTestApp(async (quiet, store) => {
       const w = await createWorld(quiet, { steps: [{ type: "load_record" }] });
       const newer = await queueRun(store, w, "r3", { createdAt: new Date(Date.now() - 30_000) });
       const older = await queueRun(store, w, "r2", { createdAt: new Date(Date.now() - 60_000) });
@@ -279,18 +276,11 @@ describe("claiming and recovery", () => {
       expect((await store.runs.claimNext(lease(), new Date()))?.run._id).toBe(older._id);
       expect((await store.runs.claimNext(lease(), new Date()))?.run._id).toBe(newer._id);
       expect(await store.runs.claimNext(lease(), new Date())).toBeNull();
-    } finally {
-      quiet.stop();
-      await storeFixtures(store).dropDatabase();
-      await store.close();
-    }
+    });
   });
 
   it("takes over a run whose lease expired before claiming queued runs, so new runs never keep it waiting", async () => {
-    const dbName = testDbName();
-    const quiet = await openTestApp(dbName);
-    const store = quiet.deps.store;
-    try {
+    await withTestApp(async (quiet, store) => {
       const w = await createWorld(quiet, { steps: [{ type: "load_record" }] });
       const queued = await queueRun(store, w, "r2", { createdAt: new Date(Date.now() - 60_000) });
       const orphan = await queueRun(store, w, "r3", { createdAt: new Date(Date.now() - 1000) });
@@ -299,11 +289,7 @@ describe("claiming and recovery", () => {
       expect(await store.runs.claimNext(lease(), new Date())).toMatchObject({ run: { _id: orphan._id }, takeover: true });
       expect(await store.runs.claimNext(lease(), new Date())).toMatchObject({ run: { _id: queued._id }, takeover: false });
       expect(await store.runs.claimNext(lease(), new Date())).toBeNull();
-    } finally {
-      quiet.stop();
-      await storeFixtures(store).dropDatabase();
-      await store.close();
-    }
+    });
   });
 });
 

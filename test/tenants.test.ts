@@ -15,7 +15,7 @@ import { rawHttp, rawRequest } from "./helpers/raw.js";
 import { queueRun } from "./helpers/runs.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow } from "./helpers/webhook.js";
-import { addApiToken, createWorld, type World } from "../fixtures/world.js";
+import { addApiToken, addEnvironment, createWorld, type World } from "../fixtures/world.js";
 
 let server: TestServer;
 let db: StoreFixtures;
@@ -33,13 +33,7 @@ beforeAll(async () => {
   db = storeFixtures(server.deps.store);
   a = await createWorld(server);
   b = await createWorld(server);
-  await server.deps.store.directory.environments.insert({
-    _id: randomUUID(),
-    projectId: b.projectId,
-    name: "b-only",
-    dataDatabase: "x",
-    createdAt: new Date(),
-  });
+  await addEnvironment(server, b, "b-only");
   // B's data: a note (and its activity entry), an ongoing run, an admin log entry.
   const note = await apiClient(server.gateway, b.apiToken).post(`${envPath(b)}/notes`, {
     collection: b.collection,

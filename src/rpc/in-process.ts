@@ -82,21 +82,14 @@ function readRequest(method: AnyMethod, init: () => MessageInitShape<DescMessage
   };
 }
 
+/** What every in-process call takes: the implementation, the method, the request (or how to read it), the call's options. */
+type CallArgs<M, I extends DescMessage> = [impl: object, method: M, init: RequestInit<I>, opts: CallOptions];
+
 export interface InProcessCaller {
   /** Calls a unary method of `impl` and returns its answer. */
-  unary<I extends DescMessage, O extends DescMessage>(
-    impl: object,
-    method: DescMethodUnary<I, O>,
-    init: RequestInit<I>,
-    opts: CallOptions,
-  ): Promise<MessageShape<O>>;
+  unary<I extends DescMessage, O extends DescMessage>(...args: CallArgs<DescMethodUnary<I, O>, I>): Promise<MessageShape<O>>;
   /** Calls a server-streaming method of `impl`: its messages, pulled as the caller reads them. */
-  serverStream<I extends DescMessage, O extends DescMessage>(
-    impl: object,
-    method: DescMethodServerStreaming<I, O>,
-    init: RequestInit<I>,
-    opts: CallOptions,
-  ): AsyncIterable<MessageShape<O>>;
+  serverStream<I extends DescMessage, O extends DescMessage>(...args: CallArgs<DescMethodServerStreaming<I, O>, I>): AsyncIterable<MessageShape<O>>;
   /**
    * Runs the interceptors alone, for a call of `method` that no implementation answers (a
    * request the gateway refuses before its handler: a 404 or 413, so that it still passes the

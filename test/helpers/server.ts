@@ -10,7 +10,7 @@ import { loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/lib/logging.js";
 import { startRunhook, type Runhook } from "../../src/main.js";
 import { seedDemo, type SeedOutput } from "../../src/cli/demo.js";
-import { ensureIndexes, openStore, type Store } from "../../src/store/index.js";
+import { ensureIndexes, openStore, storeFixtures, type Store } from "../../src/store/index.js";
 import { inProcessApp, type App } from "../../fixtures/world.js";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
@@ -126,15 +126,31 @@ export function seed(server: TestServer): Promise<SeedOutput> {
 }
 
 /** Runhook's services on `store` in this process (no server, no executor), configured as the tests' servers are. */
-export function testAppOn(store: Store): ReturnType<typeof inProcessApp> {
+export function testAppOn(store: Store): TestApp {
   return inProcessApp(store, loadConfig({ ...process.env, ...testEnv(store.databaseName) }));
 }
 
 /** A fresh, indexed database `dbName` and runhook's services on it in this process, with no server and no executor. */
-export async function openTestApp(dbName: string): Promise<ReturnType<typeof inProcessApp>> {
+export async function openTestApp(dbName: string): Promise<TestApp> {
   const store = await openStore(uriFor(dbName), { dbName });
   await ensureIndexes(store);
   return testAppOn(store);
+}
+
+export type TestApp = ReturnType<typeof inProcessApp>;
+
+/** Runhook's services on a fresh database of their own for the length of `fn` (no executor polls it); the database is dropped after. */
+export async function withTestApp<T>(fn: (app: TestApp, store: Store) => Promise<T>): Promise<T> {
+  const app = await openTestApp(testDbName());
+  try {
+    return await fn(app, app.deps.store);
+  } finally {
+    app.stop();
+    await storeFixtures(app.deps.store)
+      .dropDatabase()
+      .catch(() => {});
+    await app.deps.store.close();
+  }
 }
 
 /** What databasePerTest hands out: the current test's store, services in process on it (for fixtures), and a spawner of server processes on it. */
