@@ -95,6 +95,29 @@ describe("single-document atomicity under concurrency", () => {
     expect(await c.countDocuments({ activeKey: "wf|rec" })).toBe(1);
   });
 
+  it("an unordered insertMany inserts every document a unique index admits, and names each refused one by its index", async () => {
+    // What grouped inserts rely on (src/store/group-commit.ts): one refusal fails only its own document.
+    const c = d.scratch<{ _id: string; activeKey: string }>("unique-many");
+    await c.createIndex({ activeKey: 1 }, { unique: true });
+    await c.insertOne({ _id: "old", activeKey: "taken" });
+    const docs = [
+      { _id: "a", activeKey: "k1" },
+      { _id: "b", activeKey: "taken" }, // refused by an existing document
+      { _id: "c", activeKey: "k2" },
+      { _id: "d", activeKey: "k1" }, // refused by one earlier in the same insert
+      { _id: "e", activeKey: "k3" },
+    ];
+    const err = (await c.insertMany(docs, { ordered: false }).then(
+      () => null,
+      (e: unknown) => e,
+    )) as { writeErrors?: { index: number; code: number }[] } | null;
+    expect((err?.writeErrors ?? []).map((e) => [e.index, e.code]).sort()).toEqual([
+      [1, 11000],
+      [3, 11000],
+    ]);
+    expect((await c.find({}).toArray()).map((x) => x._id).sort()).toEqual(["a", "c", "e", "old"]);
+  });
+
   it("sorted claims by concurrent claimers take distinct documents, oldest first", async () => {
     const c = jobs("queue");
     await c.createIndex({ state: 1, createdAt: 1 });

@@ -31,7 +31,7 @@ export const answerHeadersKey = createContextKey<Headers | undefined>(undefined,
 
 /** The rate-limit bucket of a call, once its token authenticates (UNAUTHENTICATED otherwise, before any write). */
 async function apiRateBucket(deps: Deps, authorization: string | null | undefined): Promise<string> {
-  await authenticateAny(deps.store.directory, authorization);
+  await authenticateAny(deps.store.directory.view(), authorization);
   return `api:${hashToken(bearer(authorization)!)}`;
 }
 

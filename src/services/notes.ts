@@ -49,7 +49,7 @@ export function noteOf(d: NoteDoc): Note {
 type NoteCallScope = ApiScope & { ids: NoteScopeIds; author: UserRefDoc };
 
 async function scopeOf(deps: Deps, ctx: HandlerContext, s: NoteScope | undefined): Promise<NoteCallScope> {
-  const scope = await apiScope(deps.store.directory, authorization(ctx), s?.projectName ?? "", s?.environmentName ?? "");
+  const scope = await apiScope(deps.store.directory.view(), authorization(ctx), s?.projectName ?? "", s?.environmentName ?? "");
   return { ...scope, ids: { projectId: scope.project._id, environmentId: scope.environment!._id }, author: { id: scope.user._id, email: scope.user.email } };
 }
 

@@ -29,12 +29,14 @@ async function authorize(
   runId: string,
   opts: { cancel?: boolean } = {},
 ): Promise<{ principal: AppPrincipal | ApiPrincipal; run: RunDoc }> {
-  const principal = await authenticateAny(deps.store.directory, authorization(ctx));
+  // One view for the whole check: one read of the directory's version.
+  const directory = deps.store.directory.view();
+  const principal = await authenticateAny(directory, authorization(ctx));
   if (opts.cancel && principal.kind === "api") throw fail.denied("runs are cancelled with an application token, not a project API token");
   if (!isUuid(runId)) throw fail.invalid("run_id must be a UUID");
   const run = await deps.store.runs.get(runId.toLowerCase());
   if (!run) throw fail.notFound(`run ${runId} not found`);
-  await assertMayFollowRun(deps.store.directory, principal, run);
+  await assertMayFollowRun(directory, principal, run);
   return { principal, run };
 }
 

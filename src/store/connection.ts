@@ -27,6 +27,7 @@ const COLLECTIONS = {
   counters: "counters",
   rateLimits: "rate_limits",
   idempotencyKeys: "idempotency_keys",
+  directoryVersion: "directory_version",
 } as const;
 
 interface Documents {
@@ -49,6 +50,7 @@ interface Documents {
   counters: T.CounterDoc;
   rateLimits: T.RateLimitDoc;
   idempotencyKeys: T.IdempotencyKeyDoc;
+  directoryVersion: T.DirectoryVersionDoc;
 }
 
 /** A collection by its handle's name (`runs`, `activityLogs`, …). */

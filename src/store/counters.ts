@@ -1,6 +1,7 @@
 // Named sequence counters: one document each, advanced by one atomic $inc.
 import type { Database } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
+import { groupedIncrement } from "./group-commit.js";
 
 export interface CounterStore {
   /** Takes the next number of counter `name` (1, 2, 3, …): distinct across every instance. */
@@ -22,14 +23,13 @@ export function counterStore(d: Database): CounterStore {
       }
     }
   }
+  // The value before the increment, plus it: exact on every server. (mongo-java-server
+  // serializes an "after" document once its lock is released, so a concurrent increment can
+  // show through it; a "before" document is a copy taken under the lock.) Concurrent takers
+  // of one counter share one increment (group-commit.ts).
+  const next = groupedIncrement(() => d.counters, "seq");
   return {
-    async next(name) {
-      // The value before the increment, plus one: exact on every server. (mongo-java-server
-      // serializes an "after" document once its lock is released, so a concurrent increment
-      // can show through it; a "before" document is a copy taken under the lock.)
-      const before = await upsert(() => d.counters.findOneAndUpdate({ _id: name }, { $inc: { seq: 1 } }, { upsert: true, returnDocument: "before" }));
-      return (before?.seq ?? 0) + 1;
-    },
+    next,
     async current(name) {
       return (await d.counters.findOne({ _id: name }))?.seq ?? 0;
     },

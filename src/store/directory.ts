@@ -1,10 +1,14 @@
 // Who and what runhook knows: organizations, users, projects and roles, environments, teams,
 // renderings, collections and their permissions, workflows and tokens. The administration
-// writes them (each change one single-document operation); every call reads them to decide
-// what a caller may do. Each lookup here has its index in indexes.ts (or is by `_id`).
+// writes them (each change one single-document operation, under the directory's version
+// protocol when it can change what a caller may do: directory-version.ts); every call reads
+// them to decide what a caller may do, through a view of the cache (directory-cache.ts). Each
+// lookup here has its index in indexes.ts (or is by `_id`).
 import type { Collection, Filter, OptionalUnlessRequiredId } from "mongodb";
 import type { Role } from "./types.js";
 import type { Database } from "./connection.js";
+import { directoryCache } from "./directory-cache.js";
+import { directoryVersion, type DirectoryVersion } from "./directory-version.js";
 import { isDuplicateKey } from "./errors.js";
 import type * as T from "./types.js";
 
@@ -41,49 +45,53 @@ function documents<K extends Kind>(d: Database, kind: K) {
   };
 }
 
-function organizationsStore(d: Database) {
+function organizationsStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "organizations"),
-    remove: async (id: string) => void (await d.organizations.deleteOne({ _id: id })),
+    remove: (id: string) => v.change(async () => void (await d.organizations.deleteOne({ _id: id }))),
     byName: (name: string) => d.organizations.findOne({ name }),
     /** Whether any organization exists (an empty database gets the demo). */
     any: async () => (await d.organizations.countDocuments({}, { limit: 1 })) > 0,
   };
 }
 
-function projectsStore(d: Database) {
+function projectsStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "projects"),
     byName: (organizationId: string, name: string) => d.projects.findOne({ organizationId, name }),
     /** The project after the change, or null when it is gone. */
-    setRequiresSso: (id: string, requiresSso: boolean) => d.projects.findOneAndUpdate({ _id: id }, { $set: { requiresSso } }, { returnDocument: "after" }),
+    setRequiresSso: (id: string, requiresSso: boolean) =>
+      v.change(() => d.projects.findOneAndUpdate({ _id: id }, { $set: { requiresSso } }, { returnDocument: "after" })),
   };
 }
 
-function rolesStore(d: Database) {
+/** Sets a user's role on a project: one upsert (two that race: the loser updates). */
+async function setRole(d: Database, projectId: string, userId: string, role: Role): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await d.projectRoles.updateOne({ _id: projectRoleId(projectId, userId) }, { $set: { role }, $setOnInsert: { projectId, userId } }, { upsert: true });
+      return;
+    } catch (err) {
+      if (!isDuplicateKey(err) || attempt > 2) throw err;
+    }
+  }
+}
+
+function rolesStore(d: Database, v: DirectoryVersion) {
   return {
     async get(projectId: string, userId: string): Promise<Role | null> {
       const doc = await d.projectRoles.findOne({ _id: projectRoleId(projectId, userId) });
       return doc?.role ?? null;
     },
-    async set(projectId: string, userId: string, role: Role): Promise<void> {
-      for (let attempt = 0; ; attempt++) {
-        try {
-          await d.projectRoles.updateOne({ _id: projectRoleId(projectId, userId) }, { $set: { role }, $setOnInsert: { projectId, userId } }, { upsert: true });
-          return;
-        } catch (err) {
-          if (!isDuplicateKey(err) || attempt > 2) throw err; // two upserts raced: the loser updates
-        }
-      }
-    },
-    remove: async (projectId: string, userId: string) => void (await d.projectRoles.deleteOne({ _id: projectRoleId(projectId, userId) })),
+    set: (projectId: string, userId: string, role: Role): Promise<void> => v.change(() => setRole(d, projectId, userId, role)),
+    remove: (projectId: string, userId: string) => v.change(async () => void (await d.projectRoles.deleteOne({ _id: projectRoleId(projectId, userId) }))),
     /** The ids of the projects the user has a role on. */
     projectsOf: async (userId: string): Promise<string[]> =>
       (await d.projectRoles.find({ userId }, { projection: { projectId: 1 } }).toArray()).map((r) => r.projectId),
   };
 }
 
-function teamsStore(d: Database) {
+function teamsStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "teams"),
     byName: (projectId: string, name: string) => d.teams.findOne({ projectId, name }),
@@ -92,24 +100,27 @@ function teamsStore(d: Database) {
     },
     /** Adds or removes a member; the team after, or null when it is gone. */
     setMember: (id: string, userId: string, member: boolean) =>
-      d.teams.findOneAndUpdate({ _id: id }, member ? { $addToSet: { memberIds: userId } } : { $pull: { memberIds: userId } }, { returnDocument: "after" }),
+      v.change(() =>
+        d.teams.findOneAndUpdate({ _id: id }, member ? { $addToSet: { memberIds: userId } } : { $pull: { memberIds: userId } }, { returnDocument: "after" }),
+      ),
   };
 }
 
-function permissionsStore(d: Database) {
+function permissionsStore(d: Database, v: DirectoryVersion) {
   return {
     get: (renderingId: string, collectionId: string) => d.permissions.findOne({ _id: permissionId(renderingId, collectionId) }),
     /** Stores the rendering's permission on the collection, replacing the one before. */
-    async put(doc: T.PermissionDoc): Promise<void> {
-      await d.permissions.replaceOne({ _id: doc._id }, doc, { upsert: true }).catch(async (err: unknown) => {
-        if (!isDuplicateKey(err)) throw err; // two upserts raced: the loser replaces
-        await d.permissions.replaceOne({ _id: doc._id }, doc);
-      });
-    },
+    put: (doc: T.PermissionDoc): Promise<void> =>
+      v.change(async () => {
+        await d.permissions.replaceOne({ _id: doc._id }, doc, { upsert: true }).catch(async (err: unknown) => {
+          if (!isDuplicateKey(err)) throw err; // two upserts raced: the loser replaces
+          await d.permissions.replaceOne({ _id: doc._id }, doc);
+        });
+      }),
   };
 }
 
-function workflowsStore(d: Database) {
+function workflowsStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "workflows"),
     byName: (renderingId: string, name: string) => d.workflows.findOne({ renderingId, name }),
@@ -121,58 +132,66 @@ function workflowsStore(d: Database) {
      * null when it changed meanwhile or is gone.
      */
     pushVersion: (id: string, count: number, version: T.WorkflowVersionDoc, triggerRoles?: Role[]) =>
-      d.workflows.findOneAndUpdate(
-        { _id: id, versions: { $size: count } },
-        { $push: { versions: version }, ...(triggerRoles ? { $set: { triggerRoles } } : {}) },
-        { returnDocument: "after" },
+      v.change(() =>
+        d.workflows.findOneAndUpdate(
+          { _id: id, versions: { $size: count } },
+          { $push: { versions: version }, ...(triggerRoles ? { $set: { triggerRoles } } : {}) },
+          { returnDocument: "after" },
+        ),
       ),
     /** Deactivates the version at `index` if it is still `version`; the workflow after, or null. */
     deactivateVersion: (id: string, index: number, version: number) =>
-      d.workflows.findOneAndUpdate(
-        { _id: id, [`versions.${index}.version`]: version },
-        { $set: { [`versions.${index}.active`]: false } },
-        { returnDocument: "after" },
+      v.change(() =>
+        d.workflows.findOneAndUpdate(
+          { _id: id, [`versions.${index}.version`]: version },
+          { $set: { [`versions.${index}.active`]: false } },
+          { returnDocument: "after" },
+        ),
       ),
     /** The workflow after the change, or null when it is gone. */
-    changeWebhook: (id: string, change: WebhookChange) => d.workflows.findOneAndUpdate({ _id: id }, WEBHOOK_UPDATES[change], { returnDocument: "after" }),
+    changeWebhook: (id: string, change: WebhookChange) =>
+      v.change(() => d.workflows.findOneAndUpdate({ _id: id }, WEBHOOK_UPDATES[change], { returnDocument: "after" })),
     /** Sets the webhook's rate limit; the workflow before the change, or null when it is gone. */
     setWebhookRateLimit: (id: string, limit: number) =>
-      d.workflows.findOneAndUpdate({ _id: id }, { $set: { "webhook.rateLimitPerMinute": limit } }, { returnDocument: "before" }),
+      v.change(() => d.workflows.findOneAndUpdate({ _id: id }, { $set: { "webhook.rateLimitPerMinute": limit } }, { returnDocument: "before" })),
   };
 }
 
-function appTokensStore(d: Database) {
+function appTokensStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "appTokens"),
     byHash: (hash: string) => d.appTokens.findOne({ hash }),
     /** Revokes the token unless it already is; whether this call revoked it. */
-    revoke: async (id: string, at: Date) => (await d.appTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1,
+    revoke: (id: string, at: Date) =>
+      v.change(async () => (await d.appTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1),
   };
 }
 
-function apiTokensStore(d: Database) {
+function apiTokensStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "apiTokens"),
     /** Revokes the token unless it already is; whether this call revoked it. */
-    revoke: async (id: string, at: Date) => (await d.apiTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1,
+    revoke: (id: string, at: Date) =>
+      v.change(async () => (await d.apiTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1),
   };
 }
 
 export function directoryStore(d: Database) {
-  return {
-    organizations: organizationsStore(d),
+  const v = directoryVersion(d);
+  const store = {
+    organizations: organizationsStore(d, v),
     users: {
       ...documents(d, "users"),
       /** E-mail addresses are unique per organization, so a lookup names the organization. */
       byEmail: (organizationId: string, email: string) => d.users.findOne({ organizationId, email }),
     },
-    projects: projectsStore(d),
-    roles: rolesStore(d),
+    projects: projectsStore(d, v),
+    roles: rolesStore(d, v),
     environments: {
       ...documents(d, "environments"),
       byName: (projectId: string, name: string) => d.environments.findOne({ projectId, name }),
     },
-    teams: teamsStore(d),
+    teams: teamsStore(d, v),
     renderings: {
       ...documents(d, "renderings"),
       of: (teamId: string, environmentId: string) => d.renderings.findOne({ teamId, environmentId }),
@@ -181,10 +200,16 @@ export function directoryStore(d: Database) {
       ...documents(d, "collections"),
       byName: (environmentId: string, name: string) => d.collections.findOne({ environmentId, name }),
     },
-    permissions: permissionsStore(d),
-    workflows: workflowsStore(d),
-    appTokens: appTokensStore(d),
-    apiTokens: apiTokensStore(d),
+    permissions: permissionsStore(d, v),
+    workflows: workflowsStore(d, v),
+    appTokens: appTokensStore(d, v),
+    apiTokens: apiTokensStore(d, v),
+  };
+  const cache = directoryCache(store, v);
+  return {
+    ...store,
+    /** The lookups of one call, through the cache (see directory-cache.ts): take one per call. */
+    view: cache.view,
   };
 }
 

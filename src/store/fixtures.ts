@@ -4,6 +4,7 @@
 // they live here because only the store writes queries and updates.
 import type { Collection, Document } from "mongodb";
 import type { CollectionName, Database } from "./connection.js";
+import { directoryVersion } from "./directory-version.js";
 import { databaseOf } from "./handle.js";
 import type { Store } from "./index.js";
 import type { ActivityLogDoc, Role, RunDoc, RunState } from "./types.js";
@@ -45,6 +46,7 @@ function readViews(d: Database): Views {
     "counters",
     "rateLimits",
     "idempotencyKeys",
+    "directoryVersion",
   ];
   return Object.fromEntries(names.map((n) => [n, readView(() => d[n] as unknown as Collection<Document>)])) as unknown as Views;
 }
@@ -86,20 +88,31 @@ function runFixtures(d: Database) {
   };
 }
 
-/** Changes an administrator (or a hostile one, past the API's checks) would make. */
+/** Changes an administrator (or a hostile one, past the API's checks) would make: under the directory's version, as every directory change. */
 function directoryFixtures(d: Database) {
+  const version = directoryVersion(d);
+  const { change, changeAndDie } = version;
   return {
+    /**
+     * An application token revoked by a writer that died between its change and the raise of
+     * the directory's version (its intent left behind, dated `intentAt`).
+     */
+    revokeAppTokenAndDie: (tokenId: string, intentAt?: Date) =>
+      changeAndDie(() => d.appTokens.updateOne({ _id: tokenId }, { $set: { revokedAt: new Date() } }), intentAt),
+    /** Every intent of a directory change removed and the version raised: what readers do with stale intents, without the wait. */
+    removeDirectoryIntents: () => version.clearIntents(new Date(Date.now() + 1000)),
     /** A user taken out of a team's members. */
-    removeTeamMember: async (teamId: string, userId: string) => void (await d.teams.updateOne({ _id: teamId }, { $pull: { memberIds: userId } })),
+    removeTeamMember: (teamId: string, userId: string) => change(async () => void (await d.teams.updateOne({ _id: teamId }, { $pull: { memberIds: userId } }))),
     /** A user gone from the database (its tokens stay). */
-    removeUser: async (userId: string) => void (await d.users.deleteOne({ _id: userId })),
+    removeUser: (userId: string) => change(async () => void (await d.users.deleteOne({ _id: userId }))),
     /** The roles that may edit a collection through a rendering. */
-    setEditRoles: async (renderingId: string, collectionId: string, roles: Role[]) =>
-      void (await d.permissions.updateOne({ _id: `${renderingId}:${collectionId}` }, { $set: { editRoles: roles } })),
+    setEditRoles: (renderingId: string, collectionId: string, roles: Role[]) =>
+      change(async () => void (await d.permissions.updateOne({ _id: `${renderingId}:${collectionId}` }, { $set: { editRoles: roles } }))),
     /** The roles that may trigger a workflow. */
-    setTriggerRoles: async (workflowId: string, roles: Role[]) => void (await d.workflows.updateOne({ _id: workflowId }, { $set: { triggerRoles: roles } })),
+    setTriggerRoles: (workflowId: string, roles: Role[]) =>
+      change(async () => void (await d.workflows.updateOne({ _id: workflowId }, { $set: { triggerRoles: roles } }))),
     /** An application token's expiry moved. */
-    setAppTokenExpiry: async (tokenId: string, expiresAt: Date) => void (await d.appTokens.updateOne({ _id: tokenId }, { $set: { expiresAt } })),
+    setAppTokenExpiry: (tokenId: string, expiresAt: Date) => change(async () => void (await d.appTokens.updateOne({ _id: tokenId }, { $set: { expiresAt } }))),
   };
 }
 

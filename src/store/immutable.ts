@@ -1,7 +1,7 @@
 // Documents that never change once created — renderings, environments and collections: no
-// API updates or deletes them — read once per process and kept. Nothing that grants or
-// revokes access is cached: tokens, roles, team members, projects (SSO) and workflows are
-// read fresh on every call. If these documents ever become changeable, drop them from here.
+// API updates or deletes them — read once per process and kept. What grants or revokes access
+// (tokens, roles, team members, projects, workflows) is cached only under the directory's
+// version (directory-cache.ts). If these documents ever become changeable, move them there.
 import type { Database } from "./connection.js";
 import type { CollectionDoc, EnvironmentDoc, RenderingDoc } from "./types.js";
 

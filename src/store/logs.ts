@@ -11,6 +11,7 @@ import type { Collection, Filter } from "mongodb";
 import type { Database } from "./connection.js";
 import type { CounterStore } from "./counters.js";
 import { isDuplicateKey } from "./errors.js";
+import { groupedInsert } from "./group-commit.js";
 import type { ActivityLogDoc, AdminLogDoc } from "./types.js";
 
 export type LogKind = "activity" | "admin";
@@ -232,11 +233,13 @@ export function logStore(d: Database, counters: CounterStore): LogStore {
    * collides and the entry takes a new, higher number: it never lands behind a position a
    * reader has passed.
    */
+  // Entries written together go in one insert per log.
+  const inserts = { activity: groupedInsert(() => colls.activity), admin: groupedInsert(() => colls.admin) };
   async function append(kind: LogKind, stream: string, entry: object, taken?: number): Promise<number> {
     for (let next = taken; ; next = undefined) {
       const seq = next ?? (await counters.next(stream));
       try {
-        await colls[kind].insertOne({ ...entry, _id: streamKey(stream, seq), seq } as Position);
+        await inserts[kind]({ ...entry, _id: streamKey(stream, seq), seq } as Position);
         return seq;
       } catch (err) {
         if (!isDuplicateKey(err)) throw err;

@@ -1,6 +1,6 @@
 // Fixed-window rate limits counted in MongoDB, so every instance shares one exact count.
 import type { Database } from "./connection.js";
-import { isDuplicateKey } from "./errors.js";
+import { groupedIncrement } from "./group-commit.js";
 
 export interface RateDecision {
   allowed: boolean;
@@ -20,28 +20,19 @@ export interface RateLimitStore {
 }
 
 export function rateLimitStore(d: Database): RateLimitStore {
+  // One atomic upsert-and-increment per window document, shared by the calls that arrive
+  // together (group-commit.ts): each gets its own count, as if it had incremented alone.
+  const windowEndOf = (id: string) => Number(id.slice(id.lastIndexOf(":") + 1)) + RATE_WINDOW_MS;
+  const increment = groupedIncrement(
+    () => d.rateLimits,
+    "count",
+    (id) => ({ expiresAt: new Date(windowEndOf(id)) }),
+  );
   return {
     async hit(bucket, limit, now = Date.now()) {
       const windowStart = now - (now % RATE_WINDOW_MS);
       const windowEnd = windowStart + RATE_WINDOW_MS;
-      const _id = `${bucket}:${windowStart}`;
-      // One atomic upsert-and-increment; two first requests of a window can race on the
-      // upsert's insert, and the loser simply increments the document the winner made.
-      let count: number;
-      for (let attempt = 0; ; attempt++) {
-        try {
-          // "before" + 1, for the reason given in counters.ts.
-          const before = await d.rateLimits.findOneAndUpdate(
-            { _id },
-            { $inc: { count: 1 }, $setOnInsert: { expiresAt: new Date(windowEnd) } },
-            { upsert: true, returnDocument: "before" },
-          );
-          count = (before?.count ?? 0) + 1;
-          break;
-        } catch (err) {
-          if (!isDuplicateKey(err) || attempt >= 3) throw err;
-        }
-      }
+      const count = await increment(`${bucket}:${windowStart}`);
       const allowed = count <= limit;
       return {
         allowed,

@@ -1,6 +1,7 @@
 // Runs as stored. Every change of a run is one conditional single-document update; the
 // unique index on `activeKey` allows one ongoing run per (workflow, record).
 import type { Database } from "./connection.js";
+import { groupedInsert } from "./group-commit.js";
 import { isDuplicateKey } from "./errors.js";
 import { ONGOING_STATES, type RunDoc, type RunState, type StepResultDoc } from "./types.js";
 
@@ -173,11 +174,13 @@ function runChanges(d: Database): RunChanges {
 }
 
 export function runStore(d: Database): RunStore {
+  // Runs stored together go in one insert; the unique index on activeKey refuses each duplicate alone.
+  const insert = groupedInsert(() => d.runs);
   return {
     async create(run) {
       for (let attempt = 0; attempt < CREATE_TRIES; attempt++) {
         try {
-          await d.runs.insertOne(run);
+          await insert(run);
           return { created: true };
         } catch (err) {
           if (!isDuplicateKey(err)) throw err;

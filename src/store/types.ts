@@ -243,6 +243,17 @@ export interface CounterDoc {
   _id: string;
   seq: number;
 }
+/**
+ * The directory's version: raised by every change of a document that grants or revokes access
+ * (a token, a role, a team's members, a workflow, a project…), so that a cache of those documents
+ * knows whether it is still exact. `pending` holds the changes under way (written before the
+ * change, removed with the raise after it): while one is, nothing is served from a cache.
+ */
+export interface DirectoryVersionDoc {
+  _id: string;
+  version: number;
+  pending: { id: string; at: Date }[];
+}
 /** A fixed-window rate-limit counter, `_id` = `${bucket}:${windowStart}`; removed once `expiresAt` has passed. */
 export interface RateLimitDoc {
   _id: string;

@@ -25,7 +25,7 @@ interface RecordContext {
 
 /** Finds the run's record as the run's user sees it now, or throws a StepFailure. */
 export async function recordAs(deps: Deps, run: RunDoc, need: DataAccess): Promise<RecordContext> {
-  const { directory } = deps.store;
+  const directory = deps.store.directory.view();
   const [user, project, rendering, environment, collection] = await Promise.all([
     directory.users.get(run.userId),
     directory.projects.get(run.projectId),

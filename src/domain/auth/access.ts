@@ -1,5 +1,5 @@
 // Every permission rule, in one place; RPCs, REST and executors all call these.
-import type { DirectoryStore } from "../../store/directory.js";
+import type { DirectoryReads } from "../../store/directory-cache.js";
 import type { AppTokenDoc, ProjectDoc, RenderingDoc, RunDoc, UserDoc, WorkflowDoc } from "../../store/types.js";
 import { fail } from "../errors.js";
 import type { Role } from "./roles.js";
@@ -11,7 +11,7 @@ import type { ApiPrincipal, AppPrincipal } from "./tokens.js";
  * (project admins see every rendering).
  */
 export async function renderingDenial(
-  dir: DirectoryStore,
+  dir: DirectoryReads,
   user: UserDoc,
   project: ProjectDoc,
   rendering: RenderingDoc,
@@ -25,7 +25,7 @@ export async function renderingDenial(
 
 /** Throws PERMISSION_DENIED unless the token's user may trigger the workflow. */
 export async function assertMayTrigger(
-  dir: DirectoryStore,
+  dir: DirectoryReads,
   user: UserDoc,
   token: AppTokenDoc,
   project: ProjectDoc,
@@ -42,7 +42,7 @@ export async function assertMayTrigger(
 }
 
 /** Throws PERMISSION_DENIED unless a project API token's creator is still an admin of its project. */
-export async function assertApiTokenCreatorIsAdmin(dir: DirectoryStore, p: ApiPrincipal): Promise<void> {
+export async function assertApiTokenCreatorIsAdmin(dir: DirectoryReads, p: ApiPrincipal): Promise<void> {
   if ((await dir.roles.get(p.project._id, p.user._id)) !== "admin") throw fail.denied("the token's creator is no longer an admin of the project");
 }
 
@@ -51,7 +51,7 @@ export async function assertApiTokenCreatorIsAdmin(dir: DirectoryStore, p: ApiPr
  * token of the run's project whose creator is still its admin, or an application token of a
  * user who may trigger its workflow.
  */
-export async function assertMayFollowRun(dir: DirectoryStore, p: AppPrincipal | ApiPrincipal, run: RunDoc): Promise<void> {
+export async function assertMayFollowRun(dir: DirectoryReads, p: AppPrincipal | ApiPrincipal, run: RunDoc): Promise<void> {
   if (p.kind === "api") {
     if (p.project._id !== run.projectId) throw fail.denied("the API token belongs to another project");
     await assertApiTokenCreatorIsAdmin(dir, p);
@@ -79,7 +79,7 @@ export type DataAccess = "read" | "edit";
  * reason it is denied. Data steps call this at the moment they run.
  */
 export async function collectionAccess(
-  dir: DirectoryStore,
+  dir: DirectoryReads,
   q: { user: UserDoc; project: ProjectDoc; rendering: RenderingDoc; collectionId: string; need: DataAccess },
 ): Promise<{ allowed: true; scope: Record<string, unknown> } | { allowed: false; reason: string }> {
   const r = await renderingDenial(dir, q.user, q.project, q.rendering);
@@ -105,7 +105,7 @@ export function assertSsoSession(token: AppTokenDoc, what: string): void {
  * Throws PERMISSION_DENIED unless `user` holds at least `need` on `project`: the admin role,
  * or for `editor` the editor role too; organization admins hold everything.
  */
-export async function assertProjectRole(dir: DirectoryStore, user: UserDoc, project: ProjectDoc, need: "admin" | "editor"): Promise<void> {
+export async function assertProjectRole(dir: DirectoryReads, user: UserDoc, project: ProjectDoc, need: "admin" | "editor"): Promise<void> {
   if (user.organizationAdmin) return;
   const role = await dir.roles.get(project._id, user._id);
   if (role === "admin" || (need === "editor" && role === "editor")) return;

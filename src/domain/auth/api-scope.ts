@@ -1,6 +1,6 @@
 // Where a public-API call acts: the project API token's project (named in the path) and,
 // for environment-scoped groups, one of its environments.
-import type { DirectoryStore } from "../../store/directory.js";
+import type { DirectoryReads } from "../../store/directory-cache.js";
 import type { EnvironmentDoc } from "../../store/types.js";
 import { fail } from "../errors.js";
 import { assertApiTokenCreatorIsAdmin } from "./access.js";
@@ -17,7 +17,7 @@ export interface ApiScope extends ApiPrincipal {
  * (403), and resolves `environmentName` when given (404 when unknown).
  */
 export async function apiScope(
-  dir: DirectoryStore,
+  dir: DirectoryReads,
   authorizationHeader: string | null | undefined,
   projectName: string,
   environmentName?: string,

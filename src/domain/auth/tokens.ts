@@ -1,6 +1,6 @@
 // Bearer tokens: generated once, stored only as a sha256 hash, found by the id they carry.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import type { DirectoryStore } from "../../store/directory.js";
+import type { DirectoryReads } from "../../store/directory-cache.js";
 import type { ApiTokenDoc, AppTokenDoc, ProjectDoc, UserDoc } from "../../store/types.js";
 import { fail } from "../errors.js";
 
@@ -76,7 +76,7 @@ export interface ApiPrincipal {
 }
 
 /** The application token's principal, read fresh on every call (revocation is immediate). */
-export async function authenticateApp(dir: DirectoryStore, header: string | null | undefined, now = new Date()): Promise<AppPrincipal> {
+export async function authenticateApp(dir: DirectoryReads, header: string | null | undefined, now = new Date()): Promise<AppPrincipal> {
   const token = await usableToken(header, APP_TOKEN_PREFIX, (id) => dir.appTokens.get(id), now);
   const user = await dir.users.get(token.userId);
   if (!user) throw fail.unauthenticated();
@@ -84,7 +84,7 @@ export async function authenticateApp(dir: DirectoryStore, header: string | null
 }
 
 /** The project API token's principal; its creator must still be an admin of the project. */
-export async function authenticateApi(dir: DirectoryStore, header: string | null | undefined, now = new Date()): Promise<ApiPrincipal> {
+export async function authenticateApi(dir: DirectoryReads, header: string | null | undefined, now = new Date()): Promise<ApiPrincipal> {
   const token = await usableToken(header, API_TOKEN_PREFIX, (id) => dir.apiTokens.get(id), now);
   const [user, project] = await Promise.all([dir.users.get(token.userId), dir.projects.get(token.projectId)]);
   if (!user || !project) throw fail.unauthenticated();
@@ -105,7 +105,7 @@ export function assertOperator(header: string | null | undefined, operatorSecret
 }
 
 /** Either kind of token, chosen by its prefix. */
-export async function authenticateAny(dir: DirectoryStore, header: string | null | undefined): Promise<AppPrincipal | ApiPrincipal> {
+export async function authenticateAny(dir: DirectoryReads, header: string | null | undefined): Promise<AppPrincipal | ApiPrincipal> {
   const plaintext = bearer(header);
   if (plaintext?.startsWith(API_TOKEN_PREFIX)) return authenticateApi(dir, header);
   return authenticateApp(dir, header);

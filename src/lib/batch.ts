@@ -1,0 +1,54 @@
+// Group commit: calls that arrive while a round is under way wait for the next round, which
+// serves all of them at once (one database command instead of one each). A call is answered by
+// the first round that starts after it arrived, so what it reads is never older than the call,
+// and what it writes is written after it was asked for. An idle batcher starts a round at once:
+// a lone call waits for nothing.
+
+/** One call's outcome in a round: its value, or the error that fails it alone. */
+export type Outcome<O> = { ok: true; value: O } | { ok: false; error: unknown };
+
+export const ok = <O>(value: O): Outcome<O> => ({ ok: true, value });
+export const failed = <O = never>(error: unknown): Outcome<O> => ({ ok: false, error });
+
+interface Waiting<I, O> {
+  item: I;
+  resolve(value: O): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * Wraps `round`, which serves a batch of calls and returns one outcome per call (in order), so
+ * that at most one round runs at a time and each takes up to `max` of the calls waiting. A round
+ * that throws fails every call of its batch.
+ */
+export function batched<I, O>(round: (items: I[]) => Promise<Outcome<O>[]>, max = 512): (item: I) => Promise<O> {
+  const waiting: Waiting<I, O>[] = [];
+  let running = false;
+  async function drain(): Promise<void> {
+    running = true;
+    try {
+      while (waiting.length > 0) {
+        const batch = waiting.splice(0, max);
+        let outcomes: Outcome<O>[];
+        try {
+          outcomes = await round(batch.map((w) => w.item));
+        } catch (err) {
+          for (const w of batch) w.reject(err);
+          continue;
+        }
+        batch.forEach((w, i) => {
+          const o = outcomes[i] ?? failed(new Error("a batched round gave no outcome for a call"));
+          if (o.ok) w.resolve(o.value);
+          else w.reject(o.error);
+        });
+      }
+    } finally {
+      running = false;
+    }
+  }
+  return (item) =>
+    new Promise<O>((resolve, reject) => {
+      waiting.push({ item, resolve, reject });
+      if (!running) void drain();
+    });
+}

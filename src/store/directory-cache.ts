@@ -1,0 +1,88 @@
+// The directory documents every call reads (its token, user, project, role, team, workflow…),
+// kept per process while the directory's version stays the same (directory-version.ts). A call
+// takes a view: its first lookup reads the version — one command, shared by the calls that
+// arrive together — and every lookup of the call then serves from the cache when that version
+// is the cache's, or reads the database (and fills the cache) when it is not. So a revoked
+// token, a removed role or a disabled webhook is refused from the very next call on, on every
+// instance; and the documents a call reads are never older than the call.
+import { batched, ok } from "../lib/batch.js";
+import type { DirectoryVersion } from "./directory-version.js";
+import type { Role } from "./types.js";
+import type * as T from "./types.js";
+
+/** The lookups the rules make to decide what a caller may do. */
+export interface DirectoryReads {
+  workflows: { get(id: string): Promise<T.WorkflowDoc | null> };
+  appTokens: { get(id: string): Promise<T.AppTokenDoc | null> };
+  apiTokens: { get(id: string): Promise<T.ApiTokenDoc | null> };
+  users: { get(id: string): Promise<T.UserDoc | null> };
+  projects: { get(id: string): Promise<T.ProjectDoc | null> };
+  renderings: { get(id: string): Promise<T.RenderingDoc | null> };
+  environments: { byName(projectId: string, name: string): Promise<T.EnvironmentDoc | null> };
+  roles: { get(projectId: string, userId: string): Promise<Role | null> };
+  teams: { memberIds(id: string): Promise<string[] | null> };
+  permissions: { get(renderingId: string, collectionId: string): Promise<T.PermissionDoc | null> };
+}
+
+/** Beyond this many documents the cache starts over (a bound on what callers can make it hold). */
+const MAX_ENTRIES = 50_000;
+
+function deepFreeze<V>(value: V): V {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+export function directoryCache(dir: DirectoryReads, version: DirectoryVersion): { view(): DirectoryReads } {
+  let cachedVersion = -1;
+  const entries = new Map<string, unknown>();
+  const readVersion = batched<void, number | null>(async (calls) => {
+    const v = await version.read();
+    return calls.map(() => ok(v));
+  });
+
+  /** `read`, through the cache, for a call that read `at`. */
+  async function lookup<R>(at: number | null, key: string, read: () => Promise<R | null>): Promise<R | null> {
+    if (at === null || at < cachedVersion) return read(); // a change under way, or an older view: the database itself
+    if (at > cachedVersion) {
+      cachedVersion = at;
+      entries.clear();
+    }
+    if (entries.has(key)) return entries.get(key) as R;
+    const found = await read();
+    // Not found stays uncached: a document made later must be found then. Frozen: calls share it.
+    if (found !== null && cachedVersion === at) {
+      if (entries.size >= MAX_ENTRIES) entries.clear();
+      entries.set(key, deepFreeze(found));
+    }
+    return found;
+  }
+
+  return {
+    view() {
+      let at: Promise<number | null> | undefined;
+      const version = () => {
+        at ??= readVersion();
+        return at;
+      };
+      const through =
+        <A extends string[], R>(kind: string, read: (...args: A) => Promise<R | null>) =>
+        async (...args: A) =>
+          lookup(await version(), `${kind}\u0000${args.join("\u0000")}`, () => read(...args));
+      return {
+        workflows: { get: through("workflow", dir.workflows.get) },
+        appTokens: { get: through("appToken", dir.appTokens.get) },
+        apiTokens: { get: through("apiToken", dir.apiTokens.get) },
+        users: { get: through("user", dir.users.get) },
+        projects: { get: through("project", dir.projects.get) },
+        renderings: { get: through("rendering", dir.renderings.get) },
+        environments: { byName: through("environmentByName", dir.environments.byName) },
+        roles: { get: through("role", dir.roles.get) },
+        teams: { memberIds: through("teamMembers", dir.teams.memberIds) },
+        permissions: { get: through("permission", dir.permissions.get) },
+      };
+    },
+  };
+}

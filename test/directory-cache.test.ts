@@ -1,0 +1,115 @@
+// Two server processes on one database, each with its cache of directory documents warm: a
+// change made through one (or straight into the database, by a writer that then dies) takes
+// effect on the very next call to the other.
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { storeFixtures } from "../src/store/index.js";
+import { addUser, addAppToken, createWorld, type World } from "../fixtures/world.js";
+import { openTestApp, spawnServer, testDbName, type ChildServer, type TestApp } from "./helpers/server.js";
+import { adminClient, postHook } from "./helpers/webhook.js";
+
+let app: TestApp;
+let a: ChildServer;
+let b: ChildServer;
+
+beforeAll(async () => {
+  const dbName = testDbName();
+  app = await openTestApp(dbName);
+  const env = { RUNHOOK_EXECUTOR: "false" };
+  [a, b] = await Promise.all([spawnServer(dbName, { env }), spawnServer(dbName, { env })]);
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.allSettled([a?.stop(), b?.stop()]);
+  app?.stop();
+  await app?.deps.store.close();
+});
+
+/** The webhook of `w` on `server` (its path, from the admin API). */
+async function hookOn(server: ChildServer, w: World): Promise<string> {
+  const wf = await adminClient(server.baseUrl, w.ownerToken).getWorkflow({ workflowId: w.workflowId });
+  return server.baseUrl + new URL(wf.workflow!.webhook!.url).pathname;
+}
+
+/** A webhook call on `server` for a fresh record: its status and error code. */
+async function call(url: string, token: string): Promise<[number, string | undefined]> {
+  const r = await postHook(url, token, { record_id: randomUUID() });
+  return [r.status, r.body.code];
+}
+
+let w: World;
+let onA: string;
+let onB: string;
+
+beforeEach(async () => {
+  w = await createWorld(app, { rateLimitPerMinute: 10_000 });
+  [onA, onB] = [await hookOn(a, w), await hookOn(b, w)];
+  // Both caches hold this world's documents (a second call on each is served from it).
+  for (const url of [onA, onB, onA, onB]) expect(await call(url, w.userToken)).toEqual([202, undefined]);
+});
+
+describe("a directory change made on one instance holds on the other's very next call", () => {
+  it("a revoked application token", async () => {
+    const token = await addAppToken(app, w.user._id);
+    expect(await call(onB, token.plaintext)).toEqual([202, undefined]);
+    await adminClient(a.baseUrl, w.ownerToken).revokeApplicationToken({ tokenId: token.id });
+    expect(await call(onB, token.plaintext)).toEqual([401, "unauthenticated"]);
+  });
+
+  it("a disabled webhook, then enabled again", async () => {
+    await adminClient(a.baseUrl, w.ownerToken).disableWebhook({ workflowId: w.workflowId });
+    expect(await call(onB, w.userToken)).toEqual([404, "not_found"]);
+    await adminClient(a.baseUrl, w.ownerToken).enableWebhook({ workflowId: w.workflowId });
+    expect(await call(onB, w.userToken)).toEqual([202, undefined]);
+  });
+
+  it("a regenerated webhook: the old URL is refused, the new one accepted", async () => {
+    const regenerated = await adminClient(a.baseUrl, w.ownerToken).regenerateWebhook({ workflowId: w.workflowId });
+    expect(await call(onB, w.userToken)).toEqual([400, "invalid_argument"]);
+    const fresh = b.baseUrl + new URL(regenerated.webhook!.url).pathname;
+    expect(await call(fresh, w.userToken)).toEqual([202, undefined]);
+  });
+
+  it("a removed role, and a member taken out of the rendering's team", async () => {
+    const other = await addUser(app, w, "editor", { teamId: w.teamId });
+    const token = (await addAppToken(app, other._id)).plaintext;
+    expect(await call(onB, token)).toEqual([202, undefined]);
+    await adminClient(a.baseUrl, w.ownerToken).setTeamMember({ teamId: w.teamId, userId: other._id, member: false });
+    expect(await call(onB, token)).toEqual([403, "permission_denied"]);
+    expect(await call(onB, w.userToken)).toEqual([202, undefined]);
+    await adminClient(a.baseUrl, w.ownerToken).setProjectRole({ projectId: w.projectId, userId: w.user._id, role: "" });
+    expect(await call(onB, w.userToken)).toEqual([403, "permission_denied"]);
+  });
+
+  it("trigger roles narrowed by a new version", async () => {
+    const load = { kind: { case: "loadRecord" as const, value: {} } };
+    await adminClient(a.baseUrl, w.ownerToken).publishWorkflow({ workflowId: w.workflowId, steps: [load], triggerRoles: ["admin"], updateTriggerRoles: true });
+    expect(await call(onB, w.userToken)).toEqual([403, "permission_denied"]);
+    expect(await call(onB, w.adminToken)).toEqual([202, undefined]);
+  });
+});
+
+describe("a writer that dies between its change and the raise of the version hides nothing", () => {
+  it("while its intent stands the other instances read the database; once stale, it is cleared and the version raised", async () => {
+    const fx = storeFixtures(app.deps.store);
+    const [fresh, old] = [await addAppToken(app, w.user._id), await addAppToken(app, w.user._id)];
+    for (const t of [fresh, old]) expect(await call(onB, t.plaintext)).toEqual([202, undefined]);
+    const before = (await fx.directoryVersion.findOne({}))!;
+
+    await fx.revokeAppTokenAndDie(fresh.id);
+    expect(await call(onB, fresh.plaintext)).toEqual([401, "unauthenticated"]);
+    expect(await call(onA, fresh.plaintext)).toEqual([401, "unauthenticated"]);
+    // Its intent is recent: it stays (the writer may still be at work), and so does the version.
+    const during = (await fx.directoryVersion.findOne({}))!;
+    expect([during.version, during.pending.length]).toEqual([before.version, 1]);
+
+    // An intent older than any change takes: cleared by the next reader, which raises the version.
+    await fx.removeDirectoryIntents();
+    await fx.revokeAppTokenAndDie(old.id, new Date(Date.now() - 5 * 60_000));
+    expect(await call(onB, old.plaintext)).toEqual([401, "unauthenticated"]);
+    const after = (await fx.directoryVersion.findOne({}))!;
+    expect(after.pending).toEqual([]);
+    expect(after.version).toBeGreaterThan(before.version);
+    expect(await call(onB, w.userToken)).toEqual([202, undefined]); // the caches serve again
+  });
+});
