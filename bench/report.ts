@@ -5,6 +5,7 @@ import type { PickupResult } from "./scenarios/pickup.js";
 import { formatTrace, type RoundTripsResult } from "./scenarios/roundtrips.js";
 import type { Phase, WebhookResult } from "./scenarios/webhook.js";
 import type { BackendsResult } from "./scenarios/backends.js";
+import type { ProcessesResult } from "./scenarios/processes.js";
 
 type Or<T> = T | { error: string } | null;
 
@@ -18,6 +19,7 @@ export interface BenchResults {
   durationS?: number;
   webhook: Or<WebhookResult>;
   backends?: Or<BackendsResult>;
+  processes?: Or<ProcessesResult>;
   roundTrips: Or<RoundTripsResult>;
   pickup: Or<PickupResult>;
   e2e: Or<E2eResult>;
@@ -51,6 +53,10 @@ export interface Headline {
   grpcAcceptedPerSec: number | null;
   grpcVsRest: number | null;
   conflictPerSec: number | null;
+  /** Webhook accepts at c=64 with RUNHOOK_PROCESSES=1 and with one process per core, and their ratio. */
+  processes1PerSec: number | null;
+  processesNPerSec: number | null;
+  processesSpeedup: number | null;
   roundTripsPerAccept: number | null;
   pickupSameP99Ms: number | null;
   pickupOtherP99Ms: number | null;
@@ -83,6 +89,7 @@ export function headline(r: BenchResults): Headline {
   const l = ok(r.logs);
   const p = ok(r.pickup);
   const rt = ok(r.roundTrips);
+  const procs = ok(r.processes ?? null);
   const rss = [w?.rss, ...(e?.configs.flatMap((c) => [c.rss, c.workerRss]) ?? []), l?.rss];
   const loads = rss.flatMap((x) => [x?.peakMb, x && "endMb" in x ? x.endMb : null]).filter((v): v is number => typeof v === "number");
   const tail = l?.tail && !l.tail.partial && !l.tail.error && l.tail.received === l.tail.entries ? l.tail.ms : null;
@@ -94,6 +101,9 @@ export function headline(r: BenchResults): Headline {
     grpcAcceptedPerSec: top?.grpc?.okPerSec ?? null,
     grpcVsRest: top?.grpcVsRest ?? null,
     conflictPerSec: w?.conflict?.rest.okPerSec ?? null,
+    processes1PerSec: procs?.oneProcessPerSec ?? null,
+    processesNPerSec: procs?.manyProcessesPerSec ?? null,
+    processesSpeedup: procs?.speedup ?? null,
     roundTripsPerAccept: rt?.perCall.mean ?? null,
     pickupSameP99Ms: p?.sameInstance.p99Ms ?? null,
     pickupOtherP99Ms: p?.otherInstance.p99Ms ?? null,
@@ -190,6 +200,7 @@ export function renderMarkdown(r: BenchResults): string {
   }
 
   renderBackends(out, r.backends);
+  renderProcesses(out, r.processes);
 
   out.push("", "## Database round trips of one webhook call", "");
   const rt = ok(r.roundTrips);
@@ -330,6 +341,17 @@ export function renderMarkdown(r: BenchResults): string {
   out.push(`| runhook RSS ≤ 150 MB idle | ${f(h.rssIdleMb, " MB")} | ${status(h.rssIdleMb, TARGETS.rssIdleMb, false)} |`);
   out.push(`| runhook RSS ≤ 300 MB under load | ${f(h.rssLoadMb, " MB")} | ${status(h.rssLoadMb, TARGETS.rssLoadMb, false)} |`);
   return `${out.join("\n")}\n`;
+}
+
+/** Webhook accepts with one process and with one per core (RUNHOOK_PROCESSES), interleaved. */
+function renderProcesses(out: string[], r: Or<ProcessesResult> | undefined): void {
+  out.push("", "## Every core: RUNHOOK_PROCESSES=1 against one process per core (REST webhook, closed loop)", "");
+  const p = ok(r ?? null);
+  if (r && "error" in r) return void out.push(`failed: ${r.error}`);
+  if (!p) return void out.push("not run");
+  out.push(`| processes | accepted/s at c=${p.concurrency} | p99 ms |`, "|---:|---:|---:|");
+  for (const x of p.rounds) out.push(`| ${x.processes} | ${x.acceptedPerSec} | ${f(x.p99Ms)} |`);
+  out.push("", `Median: ${p.oneProcessPerSec}/s with 1 process, ${p.manyProcessesPerSec}/s with ${p.processes} (${pct(p.speedup)}).`);
 }
 
 /** The webhook accept on each embedded backend, side by side. */

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --profile[=webhook|e2e|logs|all]] [-- --only=webhook,roundtrips,pickup,e2e,logs]`
+// `npm run bench [-- --quick] [-- --profile[=webhook|e2e|logs|all]] [-- --only=webhook,processes,roundtrips,pickup,e2e,logs]`
 // `npm run bench -- --soak 10m [--soak-rate=N] [--soak-workers=N] [--soak-window=60s]`: soak mode only (scenarios/soak/).
 // Runs runhook as users do (separate `node bin/runhook.js start|worker` processes) on one
 // database server (the embedded mongo-java-server, memory backend, in a temp dir, or
@@ -18,6 +18,7 @@ import { formatSummary, profileFiles, summarize } from "./profile-summary.js";
 import { e2eScenario } from "./scenarios/e2e.js";
 import { logsScenario } from "./scenarios/logs.js";
 import { pickupScenario } from "./scenarios/pickup.js";
+import { processesScenario } from "./scenarios/processes.js";
 import { roundTripsScenario } from "./scenarios/roundtrips.js";
 import { webhookScenario } from "./scenarios/webhook.js";
 import { backendsScenario } from "./scenarios/backends.js";
@@ -238,6 +239,7 @@ async function main(): Promise<number> {
     dirty: git("status", "--porcelain").length > 0,
     webhook: null,
     backends: null,
+    processes: null,
     roundTrips: null,
     pickup: null,
     e2e: null,
@@ -251,6 +253,7 @@ async function main(): Promise<number> {
   results.backends = await scenario("backends", () =>
     backendsScenario(ctx, { concurrencies: [1, 16, 64], durationMs: quick ? 3000 : 15_000, repeat: quick ? 1 : 2 }),
   );
+  results.processes = await scenario("processes", () => processesScenario(ctx, { concurrency: 64, durationMs: quick ? 3000 : 10_000, rounds: quick ? 2 : 3 }));
   results.roundTrips = await scenario("roundtrips", () => roundTripsScenario(ctx, { calls: quick ? 20 : 100, runs: quick ? 5 : 20 }));
   results.pickup = await scenario("pickup", () =>
     pickupScenario(ctx, { runs: quick ? 50 : 200, historyRuns: quick ? 10_000 : 50_000, backlogRuns: quick ? 1000 : 5000 }),

@@ -2,6 +2,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
 import { isIP } from "node:net";
+import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
 
 export interface Config {
@@ -73,6 +74,8 @@ export interface Config {
   metricsPort: number | "off" | undefined;
   /** Seeds the demo data on an empty database at `start` (by default only on the embedded database). */
   demo: boolean;
+  /** How many processes `runhook start` and `runhook worker` run (cli/cluster.ts). */
+  processes: number;
   /** The write concern of every write (docs/operators.md: Crashes and power cuts). */
   writeConcern: WriteConcernSetting;
   /** How long finished runs, and log entries, are kept (docs/operators.md: Retention). */
@@ -128,6 +131,8 @@ export interface WriteConcernSetting {
 /** Writes survive a crash of the server, and on a replica set a failover too. */
 /** Public API requests per token per minute, unless RUNHOOK_API_RATE_LIMIT says otherwise. */
 export const DEFAULT_API_RATE_LIMIT = 600;
+/** Processes of `runhook start` / `worker` unless RUNHOOK_PROCESSES says otherwise (see docs/operators.md for why). */
+export const DEFAULT_PROCESSES = 1;
 
 export const DEFAULT_WRITE_CONCERN: WriteConcernSetting = { w: "majority", journal: true };
 
@@ -317,11 +322,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     // A real MongoDB is production until the operator asks for the demo: no live tokens in its logs.
     demo: bool(env, "RUNHOOK_DEMO", !mongodbUri),
+    processes: processesOf(env),
     dataDatabasesAllowed: dataDatabasesAllowed(env),
   };
 }
 
 /** Executors; by default one project may hold all slots but one, which stays for the others. */
+/** RUNHOOK_PROCESSES: a number of processes, or `auto` (one per core). */
+function processesOf(env: NodeJS.ProcessEnv): number {
+  const raw = env.RUNHOOK_PROCESSES?.trim();
+  if (raw === "auto") return availableParallelism();
+  return int(env, "RUNHOOK_PROCESSES", DEFAULT_PROCESSES, 1, 256);
+}
+
 function executorConfig(env: NodeJS.ProcessEnv): Config["executor"] {
   const concurrency = int(env, "RUNHOOK_EXECUTOR_CONCURRENCY", 8, 1, 1000);
   return {

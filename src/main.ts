@@ -2,6 +2,7 @@
 import { EventEmitter } from "node:events";
 import type { Logger } from "pino";
 import type { FastifyInstance } from "fastify";
+import { AggregatorRegistry } from "prom-client";
 import { bindPublicBaseUrl, type Config } from "./config.js";
 import { ensureIndexes, isUnavailable, openStore, sweepEveryMs, sweepExpired, SWEEP_EVERY_MS, ttlIndexes, type Store, type TtlIndex } from "./store/index.js";
 import { startEmbeddedServer, type EmbeddedServer } from "./embedded/index.js";
@@ -19,7 +20,7 @@ import { createMetrics, startMetricsServer, type MetricsServer } from "./lib/met
 export const DEMO_METRICS_PORT = 9464;
 
 /** Metrics are served where METRICS_PORT says; without it, only by a server on the embedded database. */
-function metricsPortFor(config: Config, mode: StartOptions["mode"]): number | undefined {
+export function metricsPortFor(config: Config, mode: StartOptions["mode"]): number | undefined {
   // A one-shot command (seed) never listens, whatever METRICS_PORT says for the server beside it.
   if (mode === "offline" || config.metricsPort === "off") return undefined;
   if (config.metricsPort !== undefined) return config.metricsPort;
@@ -54,6 +55,11 @@ export interface StartOptions {
   logger: Logger;
   /** Database name override (tests give each file its own). */
   dbName?: string;
+  /**
+   * This process's number (1…N) among the processes of one `runhook start` (cli/cluster.ts):
+   * only the first runs executors, and the primary process serves the metrics of all.
+   */
+  processIndex?: number;
 }
 
 /**
@@ -210,9 +216,14 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
       grpcAddr = `127.0.0.1:${grpc.port}`;
       logger.info({ http: port, grpc: grpc.port }, "runhook listening");
     }
-    if (opts.mode === "worker" || (opts.mode === "server" && config.executor.enabled)) executors = startExecutors(deps);
+    const firstProcess = (opts.processIndex ?? 1) === 1;
+    if (opts.mode === "worker" || (opts.mode === "server" && config.executor.enabled && firstProcess)) executors = startExecutors(deps);
     const metricsPort = metricsPortFor(config, opts.mode);
-    if (metricsPort !== undefined) {
+    if (opts.processIndex !== undefined) {
+      // The primary asks each process for its metrics: an AggregatorRegistry made here answers it.
+      new AggregatorRegistry();
+      AggregatorRegistry.setRegistries([deps.metrics.registry]);
+    } else if (metricsPort !== undefined) {
       metricsServer = await startMetricsServer(deps.metrics.registry, config.host, metricsPort);
       logger.info({ metrics: metricsServer.port }, "metrics at /metrics");
     }

@@ -64,7 +64,10 @@ async function main(argv: string[]): Promise<number> {
   ]);
   const config = loadConfig();
   // With --json, stdout carries only the JSON object: logs go to stderr.
-  const logger = createLogger(json ? "warn" : config.logLevel);
+  const { processIndex, runPrimary } = await import("./cluster.js");
+  const index = processIndex();
+  // In a cluster, each process's lines say which process wrote them.
+  const logger = index === undefined ? createLogger(json ? "warn" : config.logLevel) : createLogger(config.logLevel).child({ process: index });
   if (command === "seed") {
     const rh = await startRunhook(config, { mode: "offline", logger });
     try {
@@ -76,8 +79,9 @@ async function main(argv: string[]): Promise<number> {
     }
     return 0;
   }
-  const rh = await startRunhook(config, { mode: command === "worker" ? "worker" : "server", logger });
-  if (command === "start" && config.demo) {
+  if (index === undefined && config.processes > 1) return runPrimary(command === "worker" ? "worker" : "start", config.processes, config, logger);
+  const rh = await startRunhook(config, { mode: command === "worker" ? "worker" : "server", logger, processIndex: index });
+  if (command === "start" && config.demo && (index ?? 1) === 1) {
     const demo = await seedDemoIfEmpty(rh.deps, rh.services);
     if (demo) printDemo(demo, rh.metricsPort);
   }
@@ -95,8 +99,13 @@ async function main(argv: string[]): Promise<number> {
         resolve();
       });
     };
-    process.once("SIGINT", () => onSignal("SIGINT"));
     process.once("SIGTERM", () => onSignal("SIGTERM"));
+    if (index === undefined) process.once("SIGINT", () => onSignal("SIGINT"));
+    else {
+      // One of a cluster's processes: the primary stops it (SIGTERM), also on Ctrl-C; it goes if the primary does.
+      process.on("SIGINT", () => {});
+      process.once("disconnect", () => onSignal("SIGTERM"));
+    }
   });
   return 0;
 }

@@ -123,7 +123,7 @@ export interface MetricsServer {
 }
 
 /** GET /metrics in the Prometheus text format; everything else is 404. */
-export async function startMetricsServer(registry: Registry, host: string, port: number): Promise<MetricsServer> {
+export async function startMetricsServer(registry: { metrics(): Promise<string>; contentType: string }, host: string, port: number): Promise<MetricsServer> {
   const server: Server = createServer((req, res) => {
     if (req.method !== "GET" || (req.url ?? "").split("?")[0] !== "/metrics") {
       res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
@@ -131,7 +131,7 @@ export async function startMetricsServer(registry: Registry, host: string, port:
     }
     registry.metrics().then(
       (text) => res.writeHead(200, { "content-type": registry.contentType }).end(text),
-      () => res.writeHead(500, { "content-type": "text/plain" }).end("metrics unavailable\n"),
+      (err: unknown) => res.writeHead(500, { "content-type": "text/plain" }).end(`metrics unavailable ${String(err)}\n`),
     );
   });
   await new Promise<void>((resolve, reject) => {
