@@ -52,3 +52,17 @@ export function batched<I, O>(round: (items: I[]) => Promise<Outcome<O>[]>, max 
       if (!running) void drain();
     });
 }
+
+/**
+ * `read`, grouped: the calls of a round that ask for the same key share one read of it (each
+ * read starts after every call it answers arrived, so none is answered with an older value).
+ */
+export function sharedByKey<V>(read: (key: string) => Promise<V>, max?: number): (key: string) => Promise<V> {
+  return batched<string, V>(async (keys) => {
+    const reads = new Map<string, Promise<Outcome<V>>>();
+    for (const k of new Set(keys)) reads.set(k, read(k).then(ok, failed));
+    const done = new Map<string, Outcome<V>>();
+    for (const [k, p] of reads) done.set(k, await p);
+    return keys.map((k) => done.get(k)!);
+  }, max);
+}

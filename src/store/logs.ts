@@ -159,9 +159,9 @@ function tombstoneDoc(kind: LogKind, stream: string, seq: number): Position {
 }
 
 /** Puts a tombstone at `seq` unless something is stored there already (then false). */
-async function putTombstone(coll: Collection<Position>, kind: LogKind, stream: string, seq: number): Promise<boolean> {
+async function putTombstone(insert: (doc: Position) => Promise<void>, kind: LogKind, stream: string, seq: number): Promise<boolean> {
   try {
-    await coll.insertOne(tombstoneDoc(kind, stream, seq));
+    await insert(tombstoneDoc(kind, stream, seq));
     return true;
   } catch (err) {
     if (!isDuplicateKey(err)) throw err;
@@ -247,7 +247,7 @@ export function logStore(d: Database, counters: CounterStore): LogStore {
     }
   }
 
-  const tombstone = (kind: LogKind, stream: string, seq: number) => putTombstone(colls[kind], kind, stream, seq);
+  const tombstone = (kind: LogKind, stream: string, seq: number) => putTombstone(inserts[kind], kind, stream, seq);
 
   return {
     appendActivity: (e) => append("activity", activityStream(e.environmentId), { timestamp: new Date(), ...e }),

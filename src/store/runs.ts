@@ -1,6 +1,7 @@
 // Runs as stored. Every change of a run is one conditional single-document update; the
 // unique index on `activeKey` allows one ongoing run per (workflow, record).
 import type { Database } from "./connection.js";
+import { sharedByKey } from "../lib/batch.js";
 import { groupedInsert } from "./group-commit.js";
 import { isDuplicateKey } from "./errors.js";
 import { ONGOING_STATES, type RunDoc, type RunState, type StepResultDoc } from "./types.js";
@@ -176,6 +177,8 @@ function runChanges(d: Database): RunChanges {
 export function runStore(d: Database): RunStore {
   // Runs stored together go in one insert; the unique index on activeKey refuses each duplicate alone.
   const insert = groupedInsert(() => d.runs);
+  // The ongoing run of a record, for the calls refused together (a burst on one record shares one read).
+  const ongoingRun = sharedByKey(async (activeKey) => (await d.runs.findOne({ activeKey }, { projection: { _id: 1 } }))?._id ?? null);
   return {
     async create(run) {
       for (let attempt = 0; attempt < CREATE_TRIES; attempt++) {
@@ -185,8 +188,8 @@ export function runStore(d: Database): RunStore {
         } catch (err) {
           if (!isDuplicateKey(err)) throw err;
         }
-        const ongoing = await d.runs.findOne({ activeKey: run.activeKey }, { projection: { _id: 1 } });
-        if (ongoing) return { created: false, ongoingRunId: ongoing._id };
+        const ongoingRunId = await ongoingRun(run.activeKey);
+        if (ongoingRunId) return { created: false, ongoingRunId };
       }
       return { created: false, ongoingRunId: null };
     },
