@@ -5,13 +5,14 @@
 // fixed-window count whatever the protocol. Only tokens that authenticate have a bucket: a
 // missing or guessed token is answered 401 first and writes nothing (failed authentications
 // are limited per client address instead, auth-throttle.ts).
-import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createContextKey, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
 import { authenticateAny, bearer, hashToken } from "../domain/auth/tokens.js";
 import type { RateDecision } from "../store/rate-limits.js";
 import type { Deps } from "../deps.js";
+import { directoryOf } from "../services/context.js";
 import type { ServerDeps } from "./server-deps.js";
 import { DomainError, fail } from "../domain/errors.js";
 import { codeOf, toConnectError } from "./errors.js";
@@ -30,8 +31,8 @@ export const clientAddressKey = createContextKey<string | undefined>(undefined, 
 export const answerHeadersKey = createContextKey<Headers | undefined>(undefined, { description: "headers of every answer of a REST call" });
 
 /** The rate-limit bucket of a call, once its token authenticates (UNAUTHENTICATED otherwise, before any write). */
-async function apiRateBucket(deps: Deps, authorization: string | null | undefined): Promise<string> {
-  await authenticateAny(deps.store.directory.view(), authorization);
+async function apiRateBucket(deps: Deps, authorization: string | null | undefined, values: ContextValues): Promise<string> {
+  await authenticateAny(directoryOf(deps, values), authorization);
   return `api:${hashToken(bearer(authorization)!)}`;
 }
 
@@ -69,17 +70,13 @@ async function hitApiRateLimit(deps: Deps, bucket: string, now = Date.now()): Pr
 }
 
 /** The bucket of a call; a REST call's 401 shows the figures of its address's limit on failed authentications instead, as they will be once it counts. */
-async function bucketOrRefusal(
-  deps: ServerDeps,
-  authorization: string | null,
-  address: string | undefined,
-  answerHeaders: Headers | undefined,
-): Promise<string> {
+async function bucketOrRefusal(deps: ServerDeps, authorization: string | null, values: ContextValues): Promise<string> {
+  const answerHeaders = values.get(answerHeadersKey);
   try {
-    return await apiRateBucket(deps, authorization);
+    return await apiRateBucket(deps, authorization, values);
   } catch (err) {
     if (answerHeaders && codeOf(err) === Code.Unauthenticated) {
-      const d = deps.authFailures.check(address);
+      const d = deps.authFailures.check(values.get(clientAddressKey));
       setRateLimitHeaders(answerHeaders, { ...d, remaining: Math.max(0, d.remaining - 1) });
     }
     throw err;
@@ -97,7 +94,7 @@ export function apiRateLimitInterceptor(deps: ServerDeps): Interceptor {
   return (next) => async (req) => {
     if (!API_RATE_LIMITED_SERVICES.has(req.service.typeName)) return next(req);
     const answerHeaders = req.contextValues.get(answerHeadersKey);
-    const bucket = await bucketOrRefusal(deps, req.header.get("authorization"), req.contextValues.get(clientAddressKey), answerHeaders);
+    const bucket = await bucketOrRefusal(deps, req.header.get("authorization"), req.contextValues);
     const { headers, error } = await hitApiRateLimit(deps, bucket);
     const annotate = (h: Headers) => {
       for (const [k, v] of Object.entries(headers)) h.set(k, v);

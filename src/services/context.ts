@@ -1,7 +1,9 @@
 // What a service implementation learns about its call besides the request message: the
 // entry point, the request id, the bearer token, and the webhook route's key and body.
-import { createContextKey, type HandlerContext } from "@connectrpc/connect";
+import { createContextKey, type ContextValues, type HandlerContext } from "@connectrpc/connect";
+import type { Deps } from "../deps.js";
 import type { TriggerBody } from "../domain/trigger.js";
+import type { DirectoryReads } from "../store/directory-cache.js";
 
 /** How a call reached the service: native gRPC / Connect, the webhook route, or /v1 REST. */
 export type Via = "grpc" | "webhook" | "api";
@@ -24,4 +26,19 @@ export function viaOf(ctx: HandlerContext): Via {
 
 export function authorization(ctx: HandlerContext): string | null {
   return ctx.requestHeader.get("authorization");
+}
+
+const directoryViewKey = createContextKey<DirectoryReads | undefined>(undefined, { description: "the call's view of the directory" });
+
+/**
+ * The call's view of the directory: its lookups share one read of the directory's version,
+ * whoever makes them (the API rate limit's authentication, then the service).
+ */
+export function directoryOf(deps: Pick<Deps, "store">, values: ContextValues): DirectoryReads {
+  let view = values.get(directoryViewKey);
+  if (!view) {
+    view = deps.store.directory.view();
+    values.set(directoryViewKey, view);
+  }
+  return view;
 }

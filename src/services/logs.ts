@@ -18,7 +18,7 @@ import {
   type AdminLogFilter,
   type LogService,
 } from "../../gen/runhook/v1/log_pb.js";
-import { authorization } from "./context.js";
+import { authorization, directoryOf } from "./context.js";
 import { apiScope } from "../domain/auth/api-scope.js";
 import type { Deps } from "../deps.js";
 import { activityStream, adminStream, type LogSelection } from "../store/logs.js";
@@ -106,21 +106,21 @@ export function createLogService(deps: Deps, opts: { reader?: LogReader } = {}):
   return {
     async listActivityLogs(req, ctx) {
       const p = paging(req.options);
-      const scope = await apiScope(deps.store.directory.view(), authorization(ctx), req.projectName, req.environmentName);
+      const scope = await apiScope(directoryOf(deps, ctx.values), authorization(ctx), req.projectName, req.environmentName);
       const q = activityQuery(scope.environment!._id, req.filter, p, "activity");
       const page = await readPage(source, "activity", q, p);
       return { activityLogs: page.docs.map(activityEntry), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
     async listAdminLogs(req, ctx) {
       const p = paging(req.options);
-      const scope = await apiScope(deps.store.directory.view(), authorization(ctx), req.projectName);
+      const scope = await apiScope(directoryOf(deps, ctx.values), authorization(ctx), req.projectName);
       const q = adminQuery(scope.project.organizationId, scope.project._id, req.filter, p, "admin");
       const page = await readPage(source, "admin", q, p);
       return { adminLogs: page.docs.map(adminEntry), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
     async *exportActivityLogs(req, ctx) {
       const p = paging(req.options, { ignoreLimit: true });
-      const scope = await apiScope(deps.store.directory.view(), authorization(ctx), req.projectName, req.environmentName);
+      const scope = await apiScope(directoryOf(deps, ctx.values), authorization(ctx), req.projectName, req.environmentName);
       const q = activityQuery(scope.environment!._id, req.filter, p, "activity");
       for await (const d of streamLog(source, "activity", q, p)) {
         yield create(ExportActivityLogsResponseSchema, { entry: activityEntry(d) });
@@ -128,7 +128,7 @@ export function createLogService(deps: Deps, opts: { reader?: LogReader } = {}):
     },
     async *exportAdminLogs(req, ctx) {
       const p = paging(req.options, { ignoreLimit: true });
-      const scope = await apiScope(deps.store.directory.view(), authorization(ctx), req.projectName);
+      const scope = await apiScope(directoryOf(deps, ctx.values), authorization(ctx), req.projectName);
       const q = adminQuery(scope.project.organizationId, scope.project._id, req.filter, p, "admin");
       for await (const d of streamLog(source, "admin", q, p)) {
         yield create(ExportAdminLogsResponseSchema, { entry: adminEntry(d) });

@@ -21,7 +21,7 @@ import { apiScope, type ApiScope } from "../domain/auth/api-scope.js";
 import type { NoteScopeIds } from "../store/notes.js";
 import type { NoteDoc, NoteMessageDoc, UserRefDoc } from "../store/types.js";
 import type { Deps } from "../deps.js";
-import { authorization, viaOf } from "./context.js";
+import { authorization, directoryOf, viaOf } from "./context.js";
 import { fail } from "../domain/errors.js";
 import { isUuid } from "../domain/ids.js";
 import { bindingHash, cursorCodec, paging, type CursorCodec } from "../domain/logs/cursor.js";
@@ -49,7 +49,7 @@ export function noteOf(d: NoteDoc): Note {
 type NoteCallScope = ApiScope & { ids: NoteScopeIds; author: UserRefDoc };
 
 async function scopeOf(deps: Deps, ctx: HandlerContext, s: NoteScope | undefined): Promise<NoteCallScope> {
-  const scope = await apiScope(deps.store.directory.view(), authorization(ctx), s?.projectName ?? "", s?.environmentName ?? "");
+  const scope = await apiScope(directoryOf(deps, ctx.values), authorization(ctx), s?.projectName ?? "", s?.environmentName ?? "");
   return { ...scope, ids: { projectId: scope.project._id, environmentId: scope.environment!._id }, author: { id: scope.user._id, email: scope.user.email } };
 }
 

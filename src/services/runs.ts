@@ -8,7 +8,7 @@ import type { CancelRunRequest, GetRunRequest, RunService, WatchRunRequest } fro
 import { assertMayFollowRun } from "../domain/auth/access.js";
 import { authenticateAny, type ApiPrincipal, type AppPrincipal } from "../domain/auth/tokens.js";
 import type { Deps } from "../deps.js";
-import { authorization, viaOf } from "./context.js";
+import { authorization, directoryOf, viaOf } from "./context.js";
 import type { RunDoc } from "../store/types.js";
 import { fail } from "../domain/errors.js";
 import { writeRunActivity } from "../domain/runs/activity.js";
@@ -29,8 +29,7 @@ async function authorize(
   runId: string,
   opts: { cancel?: boolean } = {},
 ): Promise<{ principal: AppPrincipal | ApiPrincipal; run: RunDoc }> {
-  // One view for the whole check: one read of the directory's version.
-  const directory = deps.store.directory.view();
+  const directory = directoryOf(deps, ctx.values);
   const principal = await authenticateAny(directory, authorization(ctx));
   if (opts.cancel && principal.kind === "api") throw fail.denied("runs are cancelled with an application token, not a project API token");
   if (!isUuid(runId)) throw fail.invalid("run_id must be a UUID");
