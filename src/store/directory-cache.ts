@@ -7,6 +7,7 @@
 // instance; and the documents a call reads are never older than the call.
 import { batched, ok } from "../lib/batch.js";
 import type { DirectoryVersion } from "./directory-version.js";
+import { STORE_BATCHING } from "./group-commit.js";
 import type { Role } from "./types.js";
 import type * as T from "./types.js";
 
@@ -41,7 +42,7 @@ export function directoryCache(dir: DirectoryReads, version: DirectoryVersion): 
   const readVersion = batched<void, number | null>(async (calls) => {
     const v = await version.read();
     return calls.map(() => ok(v));
-  });
+  }, STORE_BATCHING);
 
   /** `read`, through the cache, for a call that read `at`. */
   async function lookup<R>(at: number | null, key: string, read: () => Promise<R | null>): Promise<R | null> {

@@ -5,7 +5,10 @@
 // every document a unique index does not refuse, and says which ones it refused.
 import { MongoBulkWriteError, MongoServerError, type Collection, type Document, type Filter, type OptionalUnlessRequiredId, type UpdateFilter } from "mongodb";
 import { batched, failed, ok, type Outcome } from "../lib/batch.js";
-import { isDuplicateKey } from "./errors.js";
+import { isDuplicateKey, isUnavailable } from "./errors.js";
+
+/** While the database is unreachable, the calls waiting for the next round fail with the current one (lib/batch.ts). */
+export const STORE_BATCHING = { failsTheNext: isUnavailable };
 
 /**
  * insertOne, grouped. A document a unique index refuses fails its own caller with a
@@ -35,7 +38,7 @@ export function groupedInsert<T extends Document>(coll: () => Collection<T>): (d
         return e ? failed(new MongoServerError({ message: e.errmsg ?? "write error", errmsg: e.errmsg, code: e.code })) : ok(undefined);
       });
     }
-  });
+  }, STORE_BATCHING);
 }
 
 /**
@@ -75,5 +78,5 @@ export function groupedIncrement<T extends { _id: string }>(
       handed.set(id, k + 1);
       return ok(top.value - counts.get(id)! + 1 + k);
     });
-  });
+  }, STORE_BATCHING);
 }

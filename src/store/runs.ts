@@ -2,7 +2,7 @@
 // unique index on `activeKey` allows one ongoing run per (workflow, record).
 import type { Database } from "./connection.js";
 import { sharedByKey } from "../lib/batch.js";
-import { groupedInsert } from "./group-commit.js";
+import { groupedInsert, STORE_BATCHING } from "./group-commit.js";
 import { isDuplicateKey } from "./errors.js";
 import { ONGOING_STATES, type RunDoc, type RunState, type StepResultDoc } from "./types.js";
 
@@ -178,7 +178,7 @@ export function runStore(d: Database): RunStore {
   // Runs stored together go in one insert; the unique index on activeKey refuses each duplicate alone.
   const insert = groupedInsert(() => d.runs);
   // The ongoing run of a record, for the calls refused together (a burst on one record shares one read).
-  const ongoingRun = sharedByKey(async (activeKey) => (await d.runs.findOne({ activeKey }, { projection: { _id: 1 } }))?._id ?? null);
+  const ongoingRun = sharedByKey(async (activeKey) => (await d.runs.findOne({ activeKey }, { projection: { _id: 1 } }))?._id ?? null, STORE_BATCHING);
   return {
     async create(run) {
       for (let attempt = 0; attempt < CREATE_TRIES; attempt++) {
