@@ -391,7 +391,7 @@ function renderSlo(out: string[], slo: WebhookResult["slo"]): void {
   const first = slo.rest ?? slo.grpc;
   out.push(
     "",
-    `SLO rate: open loop (fixed arrival rate, latency from each request's due time), the highest rate whose p99 ≤ ${first?.p99LimitMs ?? TARGETS.sloP99LimitMs} ms with every answer a 202 / OK; steps of ${first?.stepMs ?? "?"} ms, doubling from 50/s, then bisection.`,
+    `SLO rate: open loop (fixed arrival rate, latency from each request's due time), the highest rate whose p99 ≤ ${first?.p99LimitMs ?? TARGETS.sloP99LimitMs} ms with every answer a 202 / OK; steps of ${first?.stepMs ?? "?"} ms, doubling from 50/s, then bisection; a missed rate is tried once more. "Stopped early": more than 1% of the step's requests were already late (p99 over the limit) or one answer was not the expected one; its p99 is that of the requests sent.`,
     "",
   );
   out.push("| protocol | SLO rate | rates tried: rate/s → p99 ms (✓ met, ✗ missed) |", "|---|---:|---|");
