@@ -4,6 +4,7 @@ import type { LogsResult } from "./scenarios/logs.js";
 import type { PickupResult } from "./scenarios/pickup.js";
 import { formatTrace, type RoundTripsResult } from "./scenarios/roundtrips.js";
 import type { Phase, WebhookResult } from "./scenarios/webhook.js";
+import type { SloResult } from "./lib/slo.js";
 import type { BackendsResult } from "./scenarios/backends.js";
 import type { ProcessesResult } from "./scenarios/processes.js";
 
@@ -32,6 +33,11 @@ export interface BenchResults {
 export const TARGETS = {
   webhookVsRawInsert: 0.4,
   webhookP99Ms: 50,
+  /** The p99 limit of the SLO search, and the SLO rate the webhook must reach. */
+  sloP99LimitMs: 50,
+  sloWebhookPerSec: 500,
+  commandsPerAcceptC64: 4,
+  serverCpuMsPerAccept: 1.5,
   grpcVsRest: 1,
   pickupP99Ms: 50,
   pickupBacklogVsIdle: 2,
@@ -57,7 +63,16 @@ export interface Headline {
   processes1PerSec: number | null;
   processesNPerSec: number | null;
   processesSpeedup: number | null;
+  /** Commands per accepted call, calls one at a time. */
   roundTripsPerAccept: number | null;
+  /** Commands per accepted call with 64 callers at once. */
+  commandsPerAcceptC64: number | null;
+  /** CPU ms (user + system, /proc) per accepted REST call at concurrency 64: runhook server, Java database. */
+  serverCpuMsPerAccept: number | null;
+  javaCpuMsPerAccept: number | null;
+  /** The SLO rates: highest open-loop rate with p99 ≤ 50 ms and every answer a 202 (REST webhook) / OK (native gRPC). */
+  sloWebhookPerSec: number | null;
+  sloGrpcPerSec: number | null;
   pickupSameP99Ms: number | null;
   pickupOtherP99Ms: number | null;
   /** Same-instance pick-up p99 while another project has a backlog, and its ratio to the idle one (fair share). */
@@ -105,6 +120,11 @@ export function headline(r: BenchResults): Headline {
     processesNPerSec: procs?.manyProcessesPerSec ?? null,
     processesSpeedup: procs?.speedup ?? null,
     roundTripsPerAccept: rt?.perCall.mean ?? null,
+    commandsPerAcceptC64: rt?.concurrent?.concurrency === 64 ? rt.concurrent.perAccept : null,
+    serverCpuMsPerAccept: top?.concurrency === 64 ? (top.rest.cpuMsPerOk.server ?? null) : null,
+    javaCpuMsPerAccept: top?.concurrency === 64 ? (top.rest.cpuMsPerOk.java ?? null) : null,
+    sloWebhookPerSec: w?.slo?.rest?.perSec ?? null,
+    sloGrpcPerSec: w?.slo?.grpc?.perSec ?? null,
     pickupSameP99Ms: p?.sameInstance.p99Ms ?? null,
     pickupOtherP99Ms: p?.otherInstance.p99Ms ?? null,
     pickupBacklogP99Ms: p?.backlog?.sameInstance.p99Ms ?? null,
@@ -197,6 +217,7 @@ export function renderMarkdown(r: BenchResults): string {
       out.push(`| raw: duplicate insertOne + findOne | ${c.raw.okPerSec} | ${f(c.raw.p50Ms)} | ${f(c.raw.p99Ms)} | ${f(c.raw.p999Ms)} | ${cpu(c.raw)} |`);
       out.push(`| ratio | ${pct(c.restVsRaw)} | | | | |`);
     }
+    renderSlo(out, w.slo);
   }
 
   renderBackends(out, r.backends);
@@ -218,6 +239,12 @@ export function renderMarkdown(r: BenchResults): string {
       out.push("", `One 409 call (${rt.conflict.roundTrips} commands, ${rt.conflict.callMs} ms):`, "");
       for (const line of formatTrace(rt.conflict)) out.push(`- ${line}`);
     }
+    const cc = rt.concurrent;
+    if (cc)
+      out.push(
+        "",
+        `At concurrency ${cc.concurrency} (closed loop, distinct records): ${cc.commands} commands for ${cc.accepted} accepted calls, ${f(cc.perAccept)} per accepted call${Object.keys(cc.other).length ? `; unexpected answers ${JSON.stringify(cc.other)}` : ""}.`,
+      );
     if (rt.run) {
       out.push(
         "",
@@ -326,6 +353,15 @@ export function renderMarkdown(r: BenchResults): string {
     `| webhook accept ≥ 40% of raw insertOne at concurrency 64 | ${pct(h.webhookVsRawInsert)} | ${status(h.webhookVsRawInsert, TARGETS.webhookVsRawInsert, true)} |`,
   );
   out.push(`| webhook p99 ≤ 50 ms at concurrency 64 | ${f(h.webhookP99Ms, " ms")} | ${status(h.webhookP99Ms, TARGETS.webhookP99Ms, false)} |`);
+  out.push(
+    `| webhook SLO rate (open loop, p99 ≤ ${TARGETS.sloP99LimitMs} ms) ≥ ${TARGETS.sloWebhookPerSec}/s | ${f(h.sloWebhookPerSec, "/s")} | ${status(h.sloWebhookPerSec, TARGETS.sloWebhookPerSec, true)} |`,
+  );
+  out.push(
+    `| database commands per accepted call at concurrency 64 ≤ ${TARGETS.commandsPerAcceptC64} | ${f(h.commandsPerAcceptC64)} | ${status(h.commandsPerAcceptC64, TARGETS.commandsPerAcceptC64, false)} |`,
+  );
+  out.push(
+    `| runhook server CPU per accepted call at concurrency 64 ≤ ${TARGETS.serverCpuMsPerAccept} ms | ${f(h.serverCpuMsPerAccept, " ms")} | ${status(h.serverCpuMsPerAccept, TARGETS.serverCpuMsPerAccept, false)} |`,
+  );
   out.push(`| native gRPC accepts ≥ REST at concurrency 64 | ${pct(h.grpcVsRest)} | ${status(h.grpcVsRest, TARGETS.grpcVsRest, true)} |`);
   out.push(`| pick-up p99 ≤ 50 ms on the same instance | ${f(h.pickupSameP99Ms, " ms")} | ${status(h.pickupSameP99Ms, TARGETS.pickupP99Ms, false)} |`);
   out.push(
@@ -365,4 +401,31 @@ function renderBackends(out: string[], r: Or<BackendsResult> | undefined): void 
   for (const l of b.levels)
     out.push(`| ${l.concurrency} | ${b.backends.map((x) => `${f(l.byBackend[x.name]?.okPerSec)} | ${f(l.byBackend[x.name]?.p99Ms)}`).join(" | ")} |`);
   out.push("", `file ÷ file-ack-before-commit at the top concurrency: ${pct(b.fileVsAckBeforeCommit)} (target ≥ 80 %).`);
+}
+
+/** The SLO searches: the rate found and every rate tried with its p99. */
+function renderSlo(out: string[], slo: WebhookResult["slo"]): void {
+  if (!slo) return;
+  const both: [string, SloResult | null][] = [
+    ["REST webhook", slo.rest],
+    ["native gRPC TriggerRun", slo.grpc],
+  ];
+  const first = slo.rest ?? slo.grpc;
+  out.push(
+    "",
+    `SLO rate: open loop (fixed arrival rate, latency from each request's due time), the highest rate whose p99 ≤ ${first?.p99LimitMs ?? TARGETS.sloP99LimitMs} ms with every answer a 202 / OK; steps of ${first?.stepMs ?? "?"} ms, doubling from 50/s, then bisection; a missed rate is tried once more. "Stopped early": more than 1% of the step's requests were already late (p99 over the limit) or one answer was not the expected one; its p99 is that of the requests sent.`,
+    "",
+  );
+  out.push("| protocol | SLO rate | rates tried: rate/s → p99 ms (✓ met, ✗ missed) |", "|---|---:|---|");
+  for (const [name, r] of both) {
+    if (!r) {
+      out.push(`| ${name} | not measured | |`);
+      continue;
+    }
+    const tried = r.steps.map(
+      (s) =>
+        `${s.ratePerSec} → ${f(s.p99Ms)} ${s.met ? "✓" : "✗"}${Object.keys(s.other).length ? ` ${JSON.stringify(s.other)}` : ""}${s.stoppedEarly ? " (stopped early)" : ""}`,
+    );
+    out.push(`| ${name} | ${r.perSec}/s | ${tried.join("; ")} |`);
+  }
 }

@@ -25,7 +25,7 @@ import { backendsScenario } from "./scenarios/backends.js";
 import { soakScenario } from "./scenarios/soak/index.js";
 import { parseDuration } from "./scenarios/soak/model.js";
 import { renderSoakMarkdown } from "./scenarios/soak/report.js";
-import { headline, renderMarkdown, type BenchResults } from "./report.js";
+import { headline, renderMarkdown, TARGETS, type BenchResults } from "./report.js";
 
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
@@ -248,13 +248,21 @@ async function main(): Promise<number> {
   };
 
   results.webhook = await scenario("webhook", () =>
-    webhookScenario(ctx, { concurrencies: [1, 16, 64], durationMs: quick ? 3000 : 15_000, repeat: quick ? 1 : 2, conflictConcurrency: quick ? 16 : 64 }),
+    webhookScenario(ctx, {
+      concurrencies: [1, 16, 64],
+      durationMs: quick ? 3000 : 15_000,
+      repeat: quick ? 1 : 2,
+      conflictConcurrency: quick ? 16 : 64,
+      slo: { p99LimitMs: TARGETS.webhookP99Ms, stepMs: quick ? 3000 : 8000, budgetMs: quick ? 60_000 : 180_000, precision: quick ? 0.1 : 0.05 },
+    }),
   );
   results.backends = await scenario("backends", () =>
     backendsScenario(ctx, { concurrencies: [1, 16, 64], durationMs: quick ? 3000 : 15_000, repeat: quick ? 1 : 2 }),
   );
   results.processes = await scenario("processes", () => processesScenario(ctx, { concurrency: 64, durationMs: quick ? 3000 : 10_000, rounds: quick ? 2 : 3 }));
-  results.roundTrips = await scenario("roundtrips", () => roundTripsScenario(ctx, { calls: quick ? 20 : 100, runs: quick ? 5 : 20 }));
+  results.roundTrips = await scenario("roundtrips", () =>
+    roundTripsScenario(ctx, { calls: quick ? 20 : 100, runs: quick ? 5 : 20, concurrency: 64, durationMs: quick ? 3000 : 10_000 }),
+  );
   results.pickup = await scenario("pickup", () =>
     pickupScenario(ctx, { runs: quick ? 50 : 200, historyRuns: quick ? 10_000 : 50_000, backlogRuns: quick ? 1000 : 5000 }),
   );

@@ -20,6 +20,8 @@ export interface OpenLoopOptions {
   onDrop?(j: number, dueMs: number): void;
   /** performance.now() at which arrival 0 is due (default: now). */
   startMs?: number;
+  /** Checked before each batch of arrivals: true ends the arrivals early (the outstanding ones are still drained). */
+  stopEarly?(): boolean;
 }
 
 export interface OpenLoopResult {
@@ -27,6 +29,8 @@ export interface OpenLoopResult {
   dropped: number;
   /** Requests still without an answer when the drain time ran out. */
   unanswered: number;
+  /** Arrivals ended before `durationMs` because stopEarly() said so. */
+  stoppedEarly: boolean;
   maxInFlight: number;
   startMs: number;
   endMs: number;
@@ -43,9 +47,14 @@ export async function openLoop(o: OpenLoopOptions): Promise<OpenLoopResult> {
   let dropped = 0;
   let j = 0;
   let idle: (() => void) | undefined;
+  let stoppedEarly = false;
   while (j < total) {
     const now = performance.now();
     if (now >= end) break;
+    if (o.stopEarly?.()) {
+      stoppedEarly = true;
+      break;
+    }
     // Every arrival due by now, in order (after a stall of the event loop, several at once).
     while (j < total && start + j * interval <= now) {
       const due = start + j * interval;
@@ -69,5 +78,5 @@ export async function openLoop(o: OpenLoopOptions): Promise<OpenLoopResult> {
   if (inFlight > 0) {
     await Promise.race([new Promise<void>((r) => (idle = r)), sleep(o.drainMs)]);
   }
-  return { issued, dropped, unanswered: inFlight, maxInFlight, startMs: start, endMs: performance.now() };
+  return { issued, dropped, unanswered: inFlight, stoppedEarly, maxInFlight, startMs: start, endMs: performance.now() };
 }

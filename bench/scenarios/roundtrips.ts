@@ -11,7 +11,7 @@ import { startRunhook } from "../../src/main.js";
 import { newRunDoc, RUN_QUEUED } from "../../src/domain/runs/model.js";
 import { label, recordCommands, stagesOf, type Command } from "../lib/commands.js";
 import { benchWorld, openStore, serverConfig, uriFor, type BenchContext } from "../lib/context.js";
-import { round, sleep, summarize } from "../lib/load.js";
+import { closedLoop, round, sleep, summarize } from "../lib/load.js";
 import { restTrigger } from "./webhook.js";
 
 export interface CommandRow {
@@ -41,6 +41,13 @@ export interface RoundTripsResult {
   callMs: ReturnType<typeof summarize>;
   accepted: CallTrace;
   conflict: CallTrace | null;
+  /**
+   * The same accepts at a higher concurrency (closed loop, distinct records): every command
+   * the server sent from the measured period's start until its last answer (and 100 ms more,
+   * for writes not waited for), per accepted call. Where calls share commands, this is below
+   * the one-at-a-time count.
+   */
+  concurrent: { concurrency: number; accepted: number; commands: number; perAccept: number | null; other: Record<string, number> } | null;
   /** What an executor sends for one run of the load_record + update_record workflow, from the claim to the last activity entry. */
   run: { runs: number; perRun: { min: number; max: number; mean: number }; trace: CallTrace } | null;
 }
@@ -121,7 +128,36 @@ async function runRoundTrips(ctx: BenchContext, runs: number): Promise<RoundTrip
   }
 }
 
-export async function roundTripsScenario(ctx: BenchContext, o: { calls: number; runs: number }): Promise<RoundTripsResult> {
+/** Commands per accepted call with `concurrency` callers at once, for `durationMs` (see RoundTripsResult.concurrent). */
+async function concurrentRoundTrips(
+  rec: ReturnType<typeof recordCommands>,
+  baseUrl: string,
+  w: Awaited<ReturnType<typeof benchWorld>>,
+  concurrency: number,
+  durationMs: number,
+): Promise<RoundTripsResult["concurrent"]> {
+  const pool = new Pool(baseUrl, { connections: concurrency, pipelining: 1 });
+  try {
+    const post = restTrigger(pool, w, 202);
+    const stats = await closedLoop({
+      concurrency,
+      durationMs,
+      warmupPerWorker: 2,
+      fn: (i) => post(`rt-c${concurrency}-${i}`),
+      onMeasureStart: () => void rec.take(),
+    });
+    await sleep(100);
+    const commands = rec.take().length;
+    return { concurrency, accepted: stats.ok, commands, perAccept: stats.ok ? round(commands / stats.ok) : null, other: stats.other };
+  } finally {
+    await pool.close();
+  }
+}
+
+export async function roundTripsScenario(
+  ctx: BenchContext,
+  o: { calls: number; runs: number; concurrency: number; durationMs: number },
+): Promise<RoundTripsResult> {
   const dbName = `${ctx.runTag}_rt`;
   const store = await openStore(ctx, dbName);
   const w = await benchWorld(ctx, store);
@@ -145,6 +181,7 @@ export async function roundTripsScenario(ctx: BenchContext, o: { calls: number; 
     const traces: CallTrace[] = [];
     for (let i = 0; i < o.calls; i++) traces.push(await call(`rt-${i}`, (s) => s === 202));
     const conflict = await call(`rt-0`, (s) => s === 409); // rt-0's run is still QUEUED: no executors
+    const concurrent = await concurrentRoundTrips(rec, rh.baseUrl!, w, o.concurrency, o.durationMs);
     const run = await runRoundTrips(ctx, o.runs);
     const counts = traces.map((t) => t.roundTrips);
     const stageCounts = traces.map((t) => t.stages.length);
@@ -157,6 +194,7 @@ export async function roundTripsScenario(ctx: BenchContext, o: { calls: number; 
       callMs: summarize(traces.map((t) => t.callMs)),
       accepted: traces[traces.length - 1]!,
       conflict,
+      concurrent,
       run,
     };
   } finally {

@@ -2,7 +2,7 @@
 // store's bare insert of a run (runs.create: one insertOne) on the same database server, and
 // the 409 path on one record. Every phase also records the CPU time the load generator, the
 // runhook server and the embedded Java server used, per accepted call: that tells where a gap
-// comes from.
+// comes from. Last, the SLO rates (lib/slo.ts): the highest open-loop rate with p99 ≤ 50 ms.
 import { randomUUID } from "node:crypto";
 import http2 from "node:http2";
 import * as grpc from "@grpc/grpc-js";
@@ -14,7 +14,8 @@ import type { Store } from "../../src/store/index.js";
 import type { RunDoc, StepDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
 import { closedLoop, mergeStats, ratio, round, sleep, type LoadOptions, type LoadStats, type Outcome } from "../lib/load.js";
-import { cpuMeter, rssMb, rssSampler } from "../lib/procs.js";
+import { cpuMeter, rssMb, rssSampler, type Proc } from "../lib/procs.js";
+import { sloSearch, type SloResult } from "../lib/slo.js";
 
 /** A load phase with the CPU time each process used during its measured period. */
 export interface Phase extends LoadStats {
@@ -47,7 +48,17 @@ export interface WebhookResult {
   grpcClients: { concurrency: number; variants: GrpcVariant[] } | null;
   rss: { idleMb: number | null; endMb: number | null; peakMb: number | null };
   javaRss: { idleMb: number | null; endMb: number | null; peakMb: number | null } | null;
+  /** The SLO rate (open loop, p99 within the limit, every answer a 202 / OK), REST and native gRPC. */
+  slo: { rest: SloResult | null; grpc: SloResult | null } | null;
   grpcError?: string;
+}
+
+export interface SloPhaseOptions {
+  p99LimitMs: number;
+  stepMs: number;
+  /** Per protocol. */
+  budgetMs: number;
+  precision: number;
 }
 
 const STEPS: StepDoc[] = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }];
@@ -237,7 +248,7 @@ export function fmtCpu(p: Phase): string {
 
 export async function webhookScenario(
   ctx: BenchContext,
-  opts: { concurrencies: number[]; durationMs: number; repeat: number; conflictConcurrency: number },
+  opts: { concurrencies: number[]; durationMs: number; repeat: number; conflictConcurrency: number; slo?: SloPhaseOptions },
 ): Promise<WebhookResult> {
   const dbName = `${ctx.runTag}_hook`;
   const store = await openStore(ctx, dbName);
@@ -261,6 +272,7 @@ export async function webhookScenario(
   let endMb: number | null = null;
   let peakMb: number | null = null;
   let javaRss: WebhookResult["javaRss"] = null;
+  let slo: WebhookResult["slo"] = null;
   const top = Math.max(...opts.concurrencies);
   try {
     const grpcCall = grpcTrigger(client, w);
@@ -360,6 +372,7 @@ export async function webhookScenario(
     } finally {
       await pool.close();
     }
+    if (opts.slo) slo = await sloPhases(ctx, server, w, grpcError ? undefined : grpcCall, opts.slo);
   } finally {
     client.close();
     endMb = rssMb(server.pid);
@@ -367,5 +380,38 @@ export async function webhookScenario(
     if (ctx.javaPid) javaRss = { idleMb: javaIdleMb, endMb: rssMb(ctx.javaPid), peakMb: javaSampler!.stop() };
     await server.stop();
   }
-  return { levels, conflict, grpcClients, rss: { idleMb, endMb, peakMb }, javaRss, grpcError };
+  return { levels, conflict, grpcClients, rss: { idleMb, endMb, peakMb }, javaRss, slo, grpcError };
+}
+
+/**
+ * The SLO search (lib/slo.ts) over REST (undici, one keep-alive connection per request in
+ * flight, up to 128) and then over native gRPC (the grpc-js client of the closed-loop phases),
+ * on distinct records, after the closed-loop phases on the same server.
+ */
+async function sloPhases(
+  ctx: BenchContext,
+  server: Proc,
+  w: BenchWorld,
+  grpcCall: ((recordId: string) => Promise<Outcome>) | undefined,
+  o: SloPhaseOptions,
+): Promise<WebhookResult["slo"]> {
+  const search = (call: (id: string) => Promise<Outcome>, idPrefix: string) =>
+    sloSearch({ call, p99LimitMs: o.p99LimitMs, stepMs: o.stepMs, budgetMs: o.budgetMs, precision: o.precision, startPerSec: 50, log: ctx.log }, idPrefix);
+  ctx.log(
+    `  SLO search, open loop, p99 ≤ ${o.p99LimitMs} ms from the due time, ${o.stepMs} ms steps, at most ${Math.round(o.budgetMs / 1000)} s per protocol:`,
+  );
+  const pool = new Pool(server.baseUrl!, { connections: 128, pipelining: 1 });
+  let rest: SloResult;
+  try {
+    ctx.log("   REST webhook:");
+    rest = await search(restTrigger(pool, w, 202), "slo-rest");
+  } finally {
+    await pool.close();
+  }
+  ctx.log(`  SLO REST: ${rest.perSec}/s (${rest.steps.length} steps, ${Math.round(rest.elapsedMs / 1000)} s)`);
+  if (!grpcCall) return { rest, grpc: null };
+  ctx.log("   native gRPC TriggerRun:");
+  const grpc = await search(grpcCall, "slo-grpc");
+  ctx.log(`  SLO gRPC: ${grpc.perSec}/s (${grpc.steps.length} steps, ${Math.round(grpc.elapsedMs / 1000)} s)`);
+  return { rest, grpc };
 }
