@@ -67,6 +67,41 @@ describe("single-document atomicity under concurrency", () => {
     }
   });
 
+  it("a read sees a document whole, never half of a concurrent update", async () => {
+    // Every update sets all fields to one value; a reply encoded while an update lands must
+    // still hold one value throughout (find, getMore, and findOneAndUpdate's answer).
+    type Wide = { _id: string; n: number; fields: number[] } & Record<string, unknown>;
+    const c = d.scratch<Wide>("whole");
+    const FIELDS = 40;
+    const wide = (n: number) => Object.fromEntries(range(FIELDS).map((f) => [`f${f}`, n]));
+    await c.insertMany(range(4).map((i) => ({ _id: `d${i}`, n: 0, fields: range(FIELDS).map(() => 0), ...wide(0) })));
+    const torn: string[] = [];
+    const check = (doc: Wide | null, via: string) => {
+      if (!doc) return;
+      const values = new Set([doc.n, ...doc.fields, ...range(FIELDS).map((f) => doc[`f${f}`])]);
+      if (values.size > 1) torn.push(`${via} read ${doc._id} with values ${[...values].join(",")}`);
+    };
+    let writing = true;
+    const writers = range(4).map(async (w) => {
+      for (let n = 1; writing; n++) {
+        const v = n * 10 + w;
+        const after = await c.findOneAndUpdate(
+          { _id: `d${n % 4}` },
+          { $set: { n: v, fields: range(FIELDS).map(() => v), ...wide(v) } },
+          { returnDocument: "after" },
+        );
+        check(after, "findOneAndUpdate");
+      }
+    });
+    const readers = range(4).map(async () => {
+      for (let i = 0; i < 150; i++) for (const doc of await c.find({}, { batchSize: 2 }).toArray()) check(doc, "find");
+    });
+    await Promise.all(readers);
+    writing = false;
+    await Promise.all(writers);
+    expect(torn.slice(0, 5)).toEqual([]);
+  });
+
   it("$inc loses no update", async () => {
     const c = d.scratch<Counter>("inc");
     await c.insertOne({ _id: "n", seq: 0 });

@@ -15,7 +15,10 @@ import de.bwaldvogel.mongo.backend.Missing;
 import de.bwaldvogel.mongo.backend.h2.H2Backend;
 import de.bwaldvogel.mongo.backend.h2.H2Collection;
 import de.bwaldvogel.mongo.backend.h2.H2Database;
+import de.bwaldvogel.mongo.backend.QueryResult;
 import de.bwaldvogel.mongo.backend.memory.MemoryBackend;
+import de.bwaldvogel.mongo.backend.memory.MemoryCollection;
+import de.bwaldvogel.mongo.backend.memory.MemoryDatabase;
 import de.bwaldvogel.mongo.bson.Document;
 import de.bwaldvogel.mongo.bson.ObjectId;
 import io.netty.channel.Channel;
@@ -68,6 +71,8 @@ import org.h2.mvstore.type.ObjectDataType;
  * commit leaves a torn last chunk, which H2 skips when it opens the file (it falls back to the
  * last complete one, which holds everything acknowledged).
  *
+ * <p>Reads see a document whole ({@link WholeReads}), on both backends.
+ *
  * <p>System properties (for benchmarks): {@code runhook.h2=stock} uses the unmodified
  * {@code new H2Backend(file)}; {@code runhook.h2.commitMs} (default 0) above 0 turns the
  * durability off and commits every that many ms instead (H2's auto-commit, as before: a kill
@@ -95,7 +100,7 @@ public final class EmbeddedMongo {
     }
     MongoBackend backend;
     if (file == null) {
-      backend = new MemoryBackend();
+      backend = new WholeReadsMemoryBackend();
     } else if ("stock".equals(System.getProperty("runhook.h2"))) {
       backend = new H2Backend(file);
     } else {
@@ -127,6 +132,72 @@ public final class EmbeddedMongo {
       status = 1;
     }
     System.exit(status);
+  }
+
+  /**
+   * MongoDB reads a document whole. mongo-java-server updates a stored document in place, field
+   * by field, and answers find, aggregate and findAndModify with the stored objects themselves,
+   * encoded after the collection's lock is released: a reply encoded while another connection
+   * updates that document could hold half of the update (a run already finished, its slot not
+   * yet freed). So those replies carry copies, taken under the collection's lock: query results
+   * are collected there (only for a command that answers with them: updates and deletes work on
+   * the stored objects through the same path), and findAndModify holds it.
+   */
+  static final class WholeReads {
+    private WholeReads() {}
+
+    private static final ThreadLocal<Boolean> ANSWERS_WITH_DOCUMENTS = ThreadLocal.withInitial(() -> false);
+
+    /** Runs a command; its query results are copied if it answers with documents. */
+    static Document handle(String command, java.util.function.Supplier<Document> handler) {
+      String name = command.toLowerCase(java.util.Locale.ROOT);
+      ANSWERS_WITH_DOCUMENTS.set(name.equals("find") || name.equals("aggregate"));
+      try {
+        return handler.get();
+      } finally {
+        ANSWERS_WITH_DOCUMENTS.set(false);
+      }
+    }
+
+    static List<Document> copies(List<Document> documents) {
+      if (!ANSWERS_WITH_DOCUMENTS.get()) return documents;
+      List<Document> out = new ArrayList<>(documents.size());
+      for (Document d : documents) out.add(d.cloneDeeply());
+      return out;
+    }
+
+    static Document copyValue(Document reply) {
+      if (reply.get("value") instanceof Document value) reply.put("value", value.cloneDeeply());
+      return reply;
+    }
+  }
+
+  /** MemoryBackend whose collections read whole documents ({@link WholeReads}). */
+  static final class WholeReadsMemoryBackend extends MemoryBackend {
+    @Override
+    public Document handleCommand(Channel channel, String databaseName, String command, Document query) {
+      return WholeReads.handle(command, () -> super.handleCommand(channel, databaseName, command, query));
+    }
+
+    @Override
+    public MemoryDatabase openOrCreateDatabase(String databaseName) {
+      return new MemoryDatabase(databaseName, getCursorRegistry()) {
+        @Override
+        protected MemoryCollection openOrCreateCollection(String collectionName, CollectionOptions options) {
+          return new MemoryCollection(this, collectionName, options, cursorRegistry) {
+            @Override
+            protected QueryResult createQueryResult(List<Document> matched, int batchSize) {
+              return super.createQueryResult(WholeReads.copies(matched), batchSize);
+            }
+
+            @Override
+            public synchronized Document findAndModify(Document query) {
+              return WholeReads.copyValue(super.findAndModify(query));
+            }
+          };
+        }
+      };
+    }
   }
 
   /** H2Backend on an MVStore opened with runhook's settings and {@link FastH2Database}s. */
@@ -190,6 +261,10 @@ public final class EmbeddedMongo {
      */
     @Override
     public Document handleCommand(Channel channel, String databaseName, String command, Document query) {
+      return WholeReads.handle(command, () -> durably(channel, databaseName, command, query));
+    }
+
+    private Document durably(Channel channel, String databaseName, String command, Document query) {
       if (groupCommit == null) return super.handleCommand(channel, databaseName, command, query);
       // The version the command reads stays on disk while it runs, however short the retention.
       MVStore.TxCounter version = getMvStore().registerVersionUsage();
@@ -514,7 +589,17 @@ public final class EmbeddedMongo {
       String fullName = getFullCollectionNamespace(collectionName);
       MVMap<Object, Document> dataMap = store().openMap("databases." + fullName, builder());
       MVMap<String, Object> metaMap = store().openMap("meta." + fullName);
-      return new H2Collection(this, collectionName, options, dataMap, metaMap, cursorRegistry);
+      return new H2Collection(this, collectionName, options, dataMap, metaMap, cursorRegistry) {
+        @Override
+        protected QueryResult createQueryResult(List<Document> matched, int batchSize) {
+          return super.createQueryResult(WholeReads.copies(matched), batchSize);
+        }
+
+        @Override
+        public synchronized Document findAndModify(Document query) {
+          return WholeReads.copyValue(super.findAndModify(query));
+        }
+      };
     }
   }
 
