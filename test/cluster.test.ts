@@ -6,13 +6,12 @@ import http from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sleep } from "../src/lib/sleep.js";
 import { createWorld, type World } from "../fixtures/world.js";
-import { collectLogs, freePort } from "./helpers/load.js";
+import { freePort } from "./helpers/load.js";
 import { openTestApp, spawnServer, testDbName, type ChildServer, type TestApp } from "./helpers/server.js";
 import { adminClient, postHook } from "./helpers/webhook.js";
 
 let app: TestApp;
 let server: ChildServer;
-let logs: ReturnType<typeof collectLogs>;
 let w: World;
 let hook: string;
 let metricsPort: number;
@@ -52,11 +51,18 @@ beforeAll(async () => {
   w = await createWorld(app, { rateLimitPerMinute: 10_000 });
   metricsPort = await freePort();
   server = await spawnServer(dbName, { env: { RUNHOOK_PROCESSES: "2", METRICS_PORT: String(metricsPort), LOG_LEVEL: "info" } });
-  logs = collectLogs(server.child);
   const wf = await adminClient(server.baseUrl, w.ownerToken).getWorkflow({ workflowId: w.workflowId });
   hook = server.baseUrl + new URL(wf.workflow!.webhook!.url).pathname;
-  await until("both processes run", () => processesOf(server.child.pid!).length === 2, 60_000).catch((err: Error) => {
-    throw new Error(`${err.message}: ${JSON.stringify(processesOf(server.child.pid!))}\n${logs.raw().slice(-3000)}`);
+  // Both processes listen (until then the primary hands every connection to the one that does).
+  const listening = () =>
+    new Set(
+      server.logs
+        .lines()
+        .filter((l) => l.msg === "runhook listening")
+        .map((l) => l.process),
+    ).size;
+  await until("both processes listen", () => processesOf(server.child.pid!).length === 2 && listening() === 2, 60_000).catch((err: Error) => {
+    throw new Error(`${err.message}: ${JSON.stringify(processesOf(server.child.pid!))}\n${server.logs.raw().slice(-3000)}`);
   });
 }, 120_000);
 
@@ -71,13 +77,13 @@ describe("RUNHOOK_PROCESSES=2", () => {
     const answers = await Promise.all(Array.from({ length: 40 }, () => postHook(hook, w.userToken, { record_id: randomUUID() })));
     expect(answers.map((a) => a.status)).toEqual(answers.map(() => 202));
     const served = new Set(
-      logs
+      server.logs
         .lines()
         .filter((l) => l.msg === "request" && l.status === 202)
         .map((l) => l.process),
     );
     expect(served.size).toBe(2);
-    expect(logs.lines().filter((l) => l.msg === "executors started")).toHaveLength(1);
+    expect(server.logs.lines().filter((l) => l.msg === "executors started")).toHaveLength(1);
     const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
     expect(Number(/^runhook_runs_created_total (\d+)/m.exec(text)?.[1])).toBe(40);
   });
@@ -88,7 +94,7 @@ describe("RUNHOOK_PROCESSES=2", () => {
     // Once the primary has seen the death, the other process answers every new connection (a
     // kept-alive connection to the dead process is reset, and one handed to it in the instant
     // before the primary noticed is lost, as node:cluster does); the dead one is replaced within seconds.
-    await until("the primary sees the death", () => logs.lines().some((l) => l.msg?.startsWith("a runhook process died")));
+    await until("the primary sees the death", () => server.logs.lines().some((l) => String(l.msg).startsWith("a runhook process died")));
     expect(await postOnNewConnection(hook, w.userToken, { record_id: randomUUID() })).toBe(202);
     await until("the dead process is replaced", () => {
       const now = processesOf(server.child.pid!);

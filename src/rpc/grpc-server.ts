@@ -2,14 +2,16 @@
 // explicit HTTP/2 limits (config.grpc): concurrent streams and header list size announced in
 // SETTINGS, an idle timeout for sessions and a deadline for receiving each stream's request.
 import http2 from "node:http2";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { Code, ConnectError, createConnectRouter, type ContextValues } from "@connectrpc/connect";
+import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { ServerDeps } from "./server-deps.js";
 import { requestIdKey } from "../services/context.js";
 import { createContextValues } from "@connectrpc/connect";
+import { unaryFastPath } from "./grpc-unary.js";
 import { REQUEST_ID_HEADER, requestIdOf } from "./request-id.js";
 import { clientAddressKey } from "./rate-limit.js";
 import { connectServerOptions } from "./router.js";
-import type { Services } from "../services/index.js";
+import { serviceImpls, type Services } from "../services/index.js";
 
 export interface GrpcServer {
   port: number;
@@ -17,14 +19,28 @@ export interface GrpcServer {
 }
 
 export async function startGrpcServer(deps: ServerDeps, services: Services, host: string, port: number): Promise<GrpcServer> {
-  const handler = connectNodeAdapter({
-    ...connectServerOptions(deps, services),
-    contextValues: (req) =>
-      createContextValues().set(clientAddressKey, req.socket?.remoteAddress).set(requestIdKey, requestIdOf(req.headers[REQUEST_ID_HEADER])),
-    grpc: true,
-    grpcWeb: false,
-    connect: false,
-  });
+  const options = connectServerOptions(deps, services);
+  // Connect's node adapter, taken apart (connectNodeAdapter), so that the unary fast path can
+  // hand it a call whose body it has begun to read.
+  const router = createConnectRouter({ ...options, grpc: true, grpcWeb: false, connect: false, acceptCompression: [compressionGzip, compressionBrotli] });
+  options.routes(router);
+  const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
+  const fast = unaryFastPath(serviceImpls(services), options.interceptors ?? [], options.readMaxBytes!);
+  const viaConnect = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse, values: ContextValues, body?: AsyncIterable<Uint8Array>) => {
+    const h = handlers.get(req.url.split("?", 1)[0]!);
+    if (!h) return void res.writeHead(404).end();
+    const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
+    h(body ? { ...uReq, body } : uReq)
+      .then((uRes) => universalResponseToNodeResponse(uRes, res))
+      .catch((reason) => {
+        if (ConnectError.from(reason).code !== Code.Aborted)
+          deps.logger.error({ err: reason, rpc: `${h.service.typeName}/${h.method.name}` }, "an RPC's handler failed");
+      });
+  };
+  const handler = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
+    const values = createContextValues().set(clientAddressKey, req.socket?.remoteAddress).set(requestIdKey, requestIdOf(req.headers[REQUEST_ID_HEADER]));
+    if (!fast(req, res, values, (body) => viaConnect(req, res, values, body))) viaConnect(req, res, values);
+  };
   const { idleTimeoutMs, requestTimeoutMs, maxConcurrentStreams, maxHeaderListSize } = deps.config.grpc;
   const server = http2.createServer({ settings: { maxConcurrentStreams, maxHeaderListSize } }, handler);
   const sessions = new Set<http2.ServerHttp2Session>();

@@ -32,10 +32,17 @@ export function createServices(deps: Deps): Services {
   };
 }
 
+/** Each service's descriptor with its implementation (the gRPC fast path and the router both take them). */
+export function serviceImpls(s: Services): Array<[(typeof SERVICE_DESCS)[number], object]> {
+  return [
+    [TriggerService, s.trigger],
+    [RunService, s.run],
+    [LogService, s.log],
+    [NoteService, s.note],
+    [AdminService, s.admin],
+  ];
+}
+
 export function registerServices(router: ConnectRouter, s: Services): void {
-  router.service(TriggerService, s.trigger);
-  router.service(RunService, s.run);
-  router.service(LogService, s.log);
-  router.service(NoteService, s.note);
-  router.service(AdminService, s.admin);
+  for (const [service, impl] of serviceImpls(s)) router.service(service, impl as ServiceImpl<typeof service>);
 }

@@ -9,7 +9,7 @@ import type { RunDoc } from "../../src/store/types.js";
 import { openTestApp, spawnServer, testDbName, type ChildServer } from "../helpers/server.js";
 import { createWorld, type World } from "../../fixtures/world.js";
 import { adminClient, awaitFreshWindow, sleep } from "../helpers/webhook.js";
-import { collectLogs, ms, tally, timedFetch, type Call } from "../helpers/load.js";
+import { ms, tally, timedFetch, type Call } from "../helpers/load.js";
 
 const LEASE_MS = 2000;
 const POLL_MS = 100;
@@ -30,7 +30,6 @@ let db: StoreFixtures;
 let a: ChildServer;
 let b: ChildServer;
 let worker: ChildServer;
-const logs = new Map<ChildServer, ReturnType<typeof collectLogs>>();
 let main: World;
 let limited: World;
 let mainUrl: string;
@@ -53,7 +52,6 @@ beforeAll(async () => {
   main = await createWorld(app, { records, steps: [...steps], rateLimitPerMinute: 1_000_000 });
   limited = await createWorld(app, { records, steps: [...steps], rateLimitPerMinute: LIMIT });
   [a, b, worker] = await Promise.all([spawnServer(dbName, { env }), spawnServer(dbName, { env }), spawnServer(dbName, { mode: "worker", env })]);
-  for (const c of [a, b, worker]) logs.set(c, collectLogs(c.child));
   const path = async (w: World) =>
     new URL((await adminClient(a.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId })).workflow!.webhook!.url).pathname;
   [mainUrl, limitedUrl] = [await path(main), await path(limited)];
@@ -214,7 +212,7 @@ describe("crash under load", () => {
 
     // The surviving server never crashed.
     expect(b.child.exitCode).toBeNull();
-    const lines = [...logs.values()].flatMap((l) => l.lines());
+    const lines = [a, b, worker].flatMap((c) => c.logs.lines());
     expect(
       lines
         .filter(

@@ -20,7 +20,7 @@ import { spawnServer, testAppOn, testDbName, type ChildServer } from "../helpers
 import { createWorld, type World } from "../../fixtures/world.js";
 import { adminClient, grpcTrigger, grpcUnary, sleep } from "../helpers/webhook.js";
 import { FINISHED } from "../helpers/runs.js";
-import { collectLogs, freePort, ms, tally, timedFetch, type Call } from "../helpers/load.js";
+import { freePort, ms, tally, timedFetch, type Call, type Logs } from "../helpers/load.js";
 
 const OUTAGE_MS = 10_000;
 /** RUNHOOK_DB_TIMEOUT_MS of the server under test: how long a call waits for the database before its 503. */
@@ -37,7 +37,7 @@ let embedded: EmbeddedServer | undefined;
 let db: Store;
 let dbName: string;
 let server: ChildServer;
-let logs: ReturnType<typeof collectLogs>;
+let logs: Logs;
 let w: World;
 let hookUrl: string;
 let publicUrl: string;
@@ -78,7 +78,7 @@ beforeAll(async () => {
       RUNHOOK_API_RATE_LIMIT: "1000000",
     },
   });
-  logs = collectLogs(server.child);
+  logs = server.logs;
   publicUrl = (await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId })).workflow!.webhook!.url;
   hookUrl = new URL(publicUrl).pathname;
 });

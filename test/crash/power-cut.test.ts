@@ -16,7 +16,7 @@ import { spawnServer, testAppOn, testDbName, type ChildServer } from "../helpers
 import { createWorld, type World } from "../../fixtures/world.js";
 import { adminClient, sleep } from "../helpers/webhook.js";
 import { FINISHED } from "../helpers/runs.js";
-import { collectLogs, tally, timedFetch } from "../helpers/load.js";
+import { tally, timedFetch } from "../helpers/load.js";
 
 const ROUNDS = Number(process.env.RUNHOOK_CRASH_ROUNDS || 3);
 const CALLERS = 16;
@@ -37,7 +37,6 @@ const env = {
 const steps = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }] as const;
 
 let server: ChildServer | undefined;
-let serverLogs: ReturnType<typeof collectLogs>;
 let javaPid = 0;
 let db: Store | undefined;
 let world: World;
@@ -55,7 +54,6 @@ function runningState(): { pid: number; port: number } | undefined {
 /** `runhook start` on the data dir, and its Java database's pid and port. */
 async function start(): Promise<void> {
   server = await spawnServer(testDbName(), { env });
-  serverLogs = collectLogs(server.child);
   await db?.close();
   db = undefined;
   let last = "";
@@ -72,7 +70,7 @@ async function start(): Promise<void> {
       return undefined;
     });
   }
-  if (!db) throw new Error(`runhook's database does not answer: ${last}; its output:\n${serverLogs.raw().slice(-3000)}`);
+  if (!db) throw new Error(`runhook's database does not answer: ${last}; its output:\n${server!.logs.raw().slice(-3000)}`);
 }
 
 beforeAll(async () => {
@@ -117,7 +115,7 @@ async function loadAndCut(round: number, killAfterMs: number): Promise<{ acked: 
   await Promise.all(Array.from({ length: CALLERS }, caller));
   expect(
     cut,
-    `no 202 after ${killAfterMs} ms (${JSON.stringify(tally(statuses, (s) => s))}); runhook exit ${server!.child.exitCode ?? server!.child.signalCode}; its output:\n${serverLogs.raw().slice(-3000)}`,
+    `no 202 after ${killAfterMs} ms (${JSON.stringify(tally(statuses, (s) => s))}); runhook exit ${server!.child.exitCode ?? server!.child.signalCode}; its output:\n${server!.logs.raw().slice(-3000)}`,
   ).toBe(true);
   for (const deadline = Date.now() + 10_000; pids.some(pidAlive) && Date.now() < deadline; ) await sleep(20);
   return { acked, statuses: tally(statuses, (s) => s) };
@@ -160,7 +158,7 @@ describe("power cut", () => {
           .runs.countDocuments({ _id: { $in: acked } })
           .catch((err: Error) => {
             throw new Error(
-              `round ${round}: ${err.message}; runhook exit ${server!.child.exitCode ?? server!.child.signalCode}, java alive ${pidAlive(javaPid)}; its output:\n${serverLogs.raw().slice(-3000)}`,
+              `round ${round}: ${err.message}; runhook exit ${server!.child.exitCode ?? server!.child.signalCode}, java alive ${pidAlive(javaPid)}; its output:\n${server!.logs.raw().slice(-3000)}`,
             );
           });
         figures.push({ round, killAfterMs, acked: acked.length, statuses, lost: acked.length - found });

@@ -67,7 +67,12 @@ export async function timedFetch(kind: string, target: string, path: string, ini
 }
 
 /** The JSON log lines a child server writes, as they arrive. */
-export function collectLogs(child: ChildProcess): { lines: () => Array<Record<string, unknown>>; raw: () => string } {
+export interface Logs {
+  lines: () => Array<Record<string, unknown>>;
+  raw: () => string;
+}
+
+export function collectLogs(child: ChildProcess): Logs {
   let raw = "";
   child.stdout!.on("data", (d: Buffer) => (raw += d.toString()));
   child.stderr!.on("data", (d: Buffer) => (raw += d.toString()));

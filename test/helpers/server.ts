@@ -12,6 +12,7 @@ import { startRunhook, type Runhook } from "../../src/main.js";
 import { seedDemo, type SeedOutput } from "../../src/cli/demo.js";
 import { ensureIndexes, openStore, storeFixtures, type Store } from "../../src/store/index.js";
 import { inProcessApp, type App } from "../../fixtures/world.js";
+import { collectLogs, type Logs } from "./load.js";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
 export const BOOTSTRAP_SECRET = "test-bootstrap-secret-0123456789";
@@ -68,6 +69,8 @@ export interface ChildServer {
   baseUrl: string;
   grpcAddr: string;
   child: ChildProcess;
+  /** Everything the process printed, from its first line (pino's JSON lines parsed). */
+  logs: Logs;
   /** Graceful stop (SIGTERM) and wait for exit. */
   stop(): Promise<void>;
   /** kill -9. */
@@ -82,6 +85,7 @@ export async function spawnServer(dbName: string, opts: { mode?: "start" | "work
     env: { ...process.env, ...testEnv(dbName, { LOG_LEVEL: "info", ...opts.env }) },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  const logs = collectLogs(child);
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   let out = "";
   const ready = new Promise<{ http?: number; grpc?: number }>((resolve, reject) => {
@@ -107,6 +111,7 @@ export async function spawnServer(dbName: string, opts: { mode?: "start" | "work
     baseUrl: `http://127.0.0.1:${ports.http}`,
     grpcAddr: `127.0.0.1:${ports.grpc}`,
     child,
+    logs,
     async stop() {
       if (child.exitCode === null) child.kill("SIGTERM");
       await exited;
