@@ -22,9 +22,9 @@ export function callOptions(req: FastifyRequest, reply: FastifyReply, via: Via, 
   const headers = new Headers();
   for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string") headers.set(k, v);
   const abort = new AbortController();
-  // Aborted when the client goes before its answer is sent (a request's "close" also comes
-  // after every answered one: aborting then would only make an AbortError nobody reads).
-  req.raw.once("close", () => {
+  // Aborted when the client goes before its answer is sent. The response's "close" says so:
+  // the request's comes as soon as its body has been read, while the call is still running.
+  reply.raw.once("close", () => {
     if (!reply.raw.writableEnded) abort.abort();
   });
   return {
