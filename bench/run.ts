@@ -1,5 +1,6 @@
 // `npm run bench [-- --quick] [-- --profile[=webhook|e2e|logs|all]] [-- --only=webhook,processes,roundtrips,pickup,e2e,logs]`
 // `npm run bench -- --soak 10m [--soak-rate=N] [--soak-workers=N] [--soak-window=60s]`: soak mode only (scenarios/soak/).
+// `npm run bench -- --vs temporal [--quick]`: runhook against Temporal's dev server only (scenarios/temporal.ts).
 // Runs runhook as users do (separate `node bin/runhook.js start|worker` processes) on one
 // database server (the embedded mongo-java-server, memory backend, in a temp dir, or
 // MONGODB_URI), loads it over loopback, measures the raw-driver baseline of each scenario on
@@ -8,7 +9,7 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, loadavg, tmpdir, totalmem } from "node:os";
+import { cpus, homedir, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { newSigningKeys, type BenchContext } from "./lib/context.js";
 import { openBenchDatabase, type BenchDatabase } from "./lib/database.js";
@@ -23,6 +24,7 @@ import { roundTripsScenario } from "./scenarios/roundtrips.js";
 import { webhookScenario } from "./scenarios/webhook.js";
 import { backendsScenario } from "./scenarios/backends.js";
 import { soakScenario } from "./scenarios/soak/index.js";
+import { renderTemporalMarkdown, temporalScenario } from "./scenarios/temporal.js";
 import { parseDuration } from "./scenarios/soak/model.js";
 import { renderSoakMarkdown } from "./scenarios/soak/report.js";
 import { headline, renderMarkdown, TARGETS, type BenchResults } from "./report.js";
@@ -66,9 +68,21 @@ function soakArgs() {
   };
 }
 const soak = soakArgs();
+/** `--vs temporal` or `--vs=temporal`: the only peer there is to run against. */
+function vsArg(): "temporal" | undefined {
+  const i = args.findIndex((a) => a === "--vs" || a.startsWith("--vs="));
+  if (i < 0) return undefined;
+  const peer = args[i]!.includes("=") ? args[i]!.slice("--vs=".length) : args[i + 1];
+  if (peer === "temporal") return peer;
+  process.stderr.write(
+    `--vs needs a peer to run against, and the only one is temporal; got ${JSON.stringify(peer ?? "")}\nusage: npm run bench -- --vs temporal [--quick]\n`,
+  );
+  process.exit(2);
+}
+const vs = vsArg();
 
 const started = new Date();
-const stamp = started.toISOString().slice(0, 19).replace(/:/g, "-") + (soak ? "-soak" : quick ? "-quick" : "");
+const stamp = started.toISOString().slice(0, 19).replace(/:/g, "-") + (soak ? "-soak" : vs ? `-vs-${vs}` : "") + (quick && !soak ? "-quick" : "");
 const dataDir = mkdtempSync(join(tmpdir(), "runhook-bench-"));
 const resultsDir = join(ROOT, "bench/results");
 const profileDir = profile ? join(ROOT, "bench/profiles", stamp) : undefined;
@@ -210,6 +224,33 @@ async function soakMain(o: NonNullable<typeof soak>): Promise<number> {
   return 0;
 }
 
+/** `--vs temporal`: only that comparison, written to bench/results/<date>-vs-temporal[-quick].{md,json}. */
+async function vsTemporalMain(): Promise<number> {
+  const t0 = Date.now();
+  ctx.log(`runhook bench --vs temporal: ${database!.description}; ${cpus().length} CPUs; node ${process.version}; ${uptime()}`);
+  ctx.log("\n== vs temporal ==");
+  const cacheDir = process.env.RUNHOOK_CACHE_DIR || join(homedir(), ".cache", "runhook");
+  const r = await temporalScenario(ctx, { cacheDir, dataDir, concurrencies: [1, 16, 64], durationMs: quick ? 3000 : 10_000, repeat: quick ? 1 : 2 });
+  await cleanup();
+  const meta = {
+    date: started.toISOString(),
+    database: database!.description,
+    commit: git("rev-parse", "--short", "HEAD"),
+    dirty: git("status", "--porcelain").length > 0,
+  };
+  const md = renderTemporalMarkdown(r, meta);
+  mkdirSync(resultsDir, { recursive: true });
+  writeFileSync(join(resultsDir, `${stamp}.json`), `${JSON.stringify({ ...meta, machine: { cpus: cpus().length, node: process.version }, ...r }, null, 2)}\n`);
+  writeFileSync(join(resultsDir, `${stamp}.md`), md);
+  ctx.log(`\n${md}`);
+  ctx.log(`(written bench/results/${stamp}.json and .md; ${Math.round((Date.now() - t0) / 1000)} s)`);
+  const top = r.levels.at(-1);
+  process.stdout.write(
+    `${JSON.stringify({ temporal: r.temporal, concurrency: top?.concurrency ?? null, webhookVsTemporal: top?.webhookVsTemporal ?? null, grpcVsTemporal: top?.grpcVsTemporal ?? null })}\n`,
+  );
+  return 0;
+}
+
 async function main(): Promise<number> {
   const t0 = Date.now();
   const loadAvgStart = loadavg();
@@ -217,6 +258,7 @@ async function main(): Promise<number> {
   ctx.uri = database.uri;
   ctx.javaPid = database.javaPid;
   if (soak) return soakMain(soak);
+  if (vs) return vsTemporalMain();
   ctx.log(
     `runhook bench${quick ? " --quick" : ""}: ${database.description}${ctx.javaPid ? ` (java pid ${ctx.javaPid})` : ""}; ${cpus().length} CPUs; load average ${loadAvgStart.map((x) => x.toFixed(2)).join(", ")}; node ${process.version}`,
   );

@@ -22,7 +22,16 @@ const STOP_KILL_MS = 5_000;
 // was a full collection of all the documents, a pause of up to 1.3 s under load (0 full
 // collections and 73 ms at most since, bench --quick --only=webhook); the memory not yet used
 // is only reserved, so ~56 MB RSS idle as before.
-const JVM_FLAGS = ["-Xss512k", "-Xms1g", "-Xmx1g", "-Xmn48m", "-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=128m", "-XX:ReservedCodeCacheSize=64m", "-XX:-UsePerfData"];
+const JVM_FLAGS = [
+  "-Xss512k",
+  "-Xms1g",
+  "-Xmx1g",
+  "-Xmn48m",
+  "-XX:+UseSerialGC",
+  "-XX:MaxMetaspaceSize=128m",
+  "-XX:ReservedCodeCacheSize=64m",
+  "-XX:-UsePerfData",
+];
 
 export interface RunningState {
   pid: number;
