@@ -224,17 +224,16 @@ async function soakMain(o: NonNullable<typeof soak>): Promise<number> {
   return 0;
 }
 
-/** `--vs temporal`: only that comparison, written to bench/results/<date>-vs-temporal[-quick].{md,json}. */
+/** `--vs temporal`: only that comparison (scenarios/temporal.ts), written to bench/results/<date>-vs-temporal[-quick].{md,json}. */
 async function vsTemporalMain(): Promise<number> {
   const t0 = Date.now();
-  ctx.log(`runhook bench --vs temporal: ${database!.description}; ${cpus().length} CPUs; node ${process.version}; ${uptime()}`);
+  ctx.log(`runhook bench --vs temporal: ${cpus().length} CPUs; node ${process.version}; ${uptime()}`);
   ctx.log("\n== vs temporal ==");
   const cacheDir = process.env.RUNHOOK_CACHE_DIR || join(homedir(), ".cache", "runhook");
   const r = await temporalScenario(ctx, { cacheDir, dataDir, concurrencies: [1, 16, 64], durationMs: quick ? 3000 : 10_000, repeat: quick ? 1 : 2 });
   await cleanup();
   const meta = {
     date: started.toISOString(),
-    database: database!.description,
     commit: git("rev-parse", "--short", "HEAD"),
     dirty: git("status", "--porcelain").length > 0,
   };
@@ -254,11 +253,11 @@ async function vsTemporalMain(): Promise<number> {
 async function main(): Promise<number> {
   const t0 = Date.now();
   const loadAvgStart = loadavg();
+  if (vs) return vsTemporalMain(); // it starts the database it needs
   database = await openBenchDatabase(dataDir, (m) => ctx.log(m));
   ctx.uri = database.uri;
   ctx.javaPid = database.javaPid;
   if (soak) return soakMain(soak);
-  if (vs) return vsTemporalMain();
   ctx.log(
     `runhook bench${quick ? " --quick" : ""}: ${database.description}${ctx.javaPid ? ` (java pid ${ctx.javaPid})` : ""}; ${cpus().length} CPUs; load average ${loadAvgStart.map((x) => x.toFixed(2)).join(", ")}; node ${process.version}`,
   );

@@ -1,6 +1,7 @@
 // The database server of a benchmark run: MONGODB_URI when set, otherwise runhook's embedded
-// mongo-java-server with its memory backend (persistent: false) started for this run, whose
-// Java process is found as our child (ps --ppid) so that its RSS can be reported apart.
+// mongo-java-server started for this run — its memory backend (persistent: false), or the file
+// backend `npm start` uses (--vs temporal) — whose Java process is found as our child (ps
+// --ppid) so that its RSS and CPU can be reported apart.
 import { execFileSync } from "node:child_process";
 import { homedir } from "node:os";
 import { join } from "node:path";
@@ -31,14 +32,16 @@ function javaChildren(): Set<number> {
   }
 }
 
-export async function openBenchDatabase(dataDir: string, log: (m: string) => void): Promise<BenchDatabase> {
+export async function openBenchDatabase(dataDir: string, log: (m: string) => void, opts: { persistent?: boolean } = {}): Promise<BenchDatabase> {
   const external = process.env.MONGODB_URI;
   if (external) {
     return { uri: external, description: `MONGODB_URI (${external.replace(/\/\/[^@/]*@/, "//***@").replace(/\/[^/?]*(\?|$)/, "/$1")})`, stop: async () => {} };
   }
   const cacheDir = process.env.RUNHOOK_CACHE_DIR || join(homedir(), ".cache", "runhook");
   const before = javaChildren();
-  const server = await startEmbeddedServer({ dataDir, cacheDir, persistent: false, progress: log });
+  const persistent = opts.persistent ?? false;
+  const server = await startEmbeddedServer({ dataDir, cacheDir, persistent, progress: log });
   const javaPid = [...javaChildren()].find((p) => !before.has(p));
-  return { uri: server.uri, description: "embedded mongo-java-server, memory backend, in a temp dir", javaPid, stop: () => server.stop() };
+  const backend = persistent ? "file backend (a write answered once on disk)" : "memory backend";
+  return { uri: server.uri, description: `embedded mongo-java-server, ${backend}, in a temp dir`, javaPid, stop: () => server.stop() };
 }

@@ -1,9 +1,10 @@
 // `npm run bench -- --vs temporal`: an anchor in the same run. Temporal's dev server (its CLI,
 // built once from the Go module proxy into the cache) on a SQLite file, against runhook on the
-// same machine: Temporal's StartWorkflowExecution (conflict policy FAIL, a distinct workflow id
-// per call, no worker) and runhook's webhook and TriggerRun (a distinct record per call), at the
-// same concurrencies, from the same load generator (grpc-js for both gRPC servers), in
-// interleaved slices. Prints each level's rates and the ratios runhook ÷ Temporal.
+// same machine on the store `npm start` uses, the embedded file backend (or MONGODB_URI), so
+// that both answer only what is on disk: Temporal's StartWorkflowExecution (conflict policy
+// FAIL, a distinct workflow id per call, no worker) and runhook's webhook and TriggerRun (a
+// distinct record per call), at the same concurrencies, from the same load generator (grpc-js
+// for both gRPC servers), in interleaved slices. Prints each level's rates and the ratios.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync } from "node:fs";
@@ -12,6 +13,7 @@ import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { Pool } from "undici";
 import { benchWorld, openStore, spawnFor, type BenchContext } from "../lib/context.js";
+import { openBenchDatabase } from "../lib/database.js";
 import { ratio, sleep, type Outcome } from "../lib/load.js";
 import { fmtCpu, grpcTrigger, interleaved, restTrigger, type Phase } from "./webhook.js";
 
@@ -30,6 +32,8 @@ export interface TemporalLevel {
 
 export interface TemporalResult {
   temporal: string;
+  /** runhook's database. */
+  database: string;
   levels: TemporalLevel[];
 }
 
@@ -135,12 +139,19 @@ export async function temporalScenario(
   const temporal = await startTemporal(ctx, bin, join(o.dataDir, "temporal.sqlite"));
   ctx.log(`  ${version}: dev server up (pid ${temporal.child.pid}, SQLite file)`);
 
+  // runhook on the file backend `npm start` uses, in a context of its own.
+  const fileDir = join(o.dataDir, "runhook-file");
+  mkdirSync(fileDir, { recursive: true });
+  const database = await openBenchDatabase(fileDir, ctx.log, { persistent: true });
+  ctx.cleanups.push(() => database.stop());
+  const own: BenchContext = { ...ctx, uri: database.uri, javaPid: database.javaPid };
   const dbName = `${ctx.runTag}_vs`;
-  const store = await openStore(ctx, dbName);
-  const w = await benchWorld(ctx, store);
-  const server = await spawnFor(ctx, "vs-temporal", "start", dbName, { RUNHOOK_EXECUTOR: "false" });
+  const store = await openStore(own, dbName);
+  const w = await benchWorld(own, store);
+  const server = await spawnFor(own, "vs-temporal", "start", dbName, { RUNHOOK_EXECUTOR: "false" });
+  ctx.log(`  runhook up (pid ${server.pid}) on ${database.description}`);
   const client = new grpc.Client(server.grpcAddr!, grpc.credentials.createInsecure());
-  const pids = { server: server.pid, java: ctx.javaPid, temporal: temporal.child.pid };
+  const pids = { server: server.pid, java: database.javaPid, temporal: temporal.child.pid };
   const levels: TemporalLevel[] = [];
   try {
     const trigger = grpcTrigger(client, w);
@@ -183,14 +194,14 @@ export async function temporalScenario(
     client.close();
     temporal.client.close();
   }
-  return { temporal: version, levels };
+  return { temporal: version, database: database.description, levels };
 }
 
-export function renderTemporalMarkdown(r: TemporalResult, meta: { date: string; database: string; commit: string; dirty: boolean }): string {
+export function renderTemporalMarkdown(r: TemporalResult, meta: { date: string; commit: string; dirty: boolean }): string {
   const out = [
     `# runhook against Temporal — ${meta.date}`,
     "",
-    `${r.temporal}, \`server start-dev\` on a SQLite file: StartWorkflowExecution with conflict policy FAIL, a distinct workflow id per call, no worker. runhook (commit ${meta.commit}${meta.dirty ? " + uncommitted changes" : ""}, ${meta.database}, executors off): the webhook (undici) and TriggerRun (grpc-js), a distinct record per call. One load generator process, grpc-js for both gRPC servers; the three loads of a level in interleaved slices.`,
+    `${r.temporal}, \`server start-dev\` on a SQLite file: StartWorkflowExecution with conflict policy FAIL, a distinct workflow id per call, no worker. runhook (commit ${meta.commit}${meta.dirty ? " + uncommitted changes" : ""}, ${r.database}, executors off): the webhook (undici) and TriggerRun (grpc-js), a distinct record per call. One load generator process, grpc-js for both gRPC servers; the three loads of a level in interleaved slices.`,
     "",
     "| conc. | webhook/s | p99 ms | TriggerRun/s | p99 ms | Temporal start/s | p99 ms | webhook ÷ Temporal | TriggerRun ÷ Temporal | CPU ms/call (server) webhook / TriggerRun / Temporal |",
     "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
