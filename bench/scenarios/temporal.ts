@@ -8,13 +8,13 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync } from "node:fs";
-import net from "node:net";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { Pool } from "undici";
 import { benchWorld, openStore, spawnFor, type BenchContext } from "../lib/context.js";
 import { openBenchDatabase } from "../lib/database.js";
 import { ratio, sleep, type Outcome } from "../lib/load.js";
+import { freePort } from "../../test/helpers/load.js";
 import { fmtCpu, grpcTrigger, interleaved, restTrigger, type Phase } from "./webhook.js";
 
 /** The CLI release whose dev server is Temporal 1.29.1. */
@@ -44,28 +44,17 @@ function temporalBinary(ctx: BenchContext, cacheDir: string): string {
   if (existsSync(bin)) return bin;
   if (spawnSync("go", ["version"]).status !== 0) throw new Error("--vs temporal builds the Temporal CLI with Go, and `go` was not found on PATH");
   mkdirSync(dir, { recursive: true });
-  ctx.log(`  building the Temporal CLI ${TEMPORAL_CLI.version} from the Go module proxy into ${dir} (once; a few minutes)…`);
+  ctx.log(`  building the Temporal CLI ${TEMPORAL_CLI.version} from the Go module proxy into ${dir} (once; a few minutes; go's own lines follow)…`);
   const t = Date.now();
+  // go prints each module it downloads, and every error, on stderr: the build's progress as it goes.
   const built = spawnSync("go", ["install", `${TEMPORAL_CLI.module}@${TEMPORAL_CLI.version}`], {
     env: { ...process.env, GOBIN: dir, GOFLAGS: "-mod=mod" },
-    stdio: ["ignore", "ignore", "pipe"],
-    encoding: "utf8",
+    stdio: ["ignore", "ignore", "inherit"],
     timeout: 30 * 60_000,
   });
-  if (built.status !== 0 || !existsSync(bin))
-    throw new Error(`go install ${TEMPORAL_CLI.module}@${TEMPORAL_CLI.version} failed:\n${(built.stderr ?? "").slice(-2000)}`);
+  if (built.status !== 0 || !existsSync(bin)) throw new Error(`go install ${TEMPORAL_CLI.module}@${TEMPORAL_CLI.version} failed (go's output is above)`);
   ctx.log(`  built in ${Math.round((Date.now() - t) / 1000)} s`);
   return bin;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-    s.once("error", reject);
-  });
 }
 
 // StartWorkflowExecutionRequest, encoded by hand (no Temporal SDK): the field numbers of
