@@ -49,7 +49,7 @@ for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => void c
 const pids = new Map<EmbeddedServer, number>();
 async function start(b: Backend, dataDir: string): Promise<EmbeddedServer> {
   const before = javaChildren();
-  const s = await startEmbeddedServer({ dataDir, cacheDir, persistent: b.persistent, javaOptions: b.javaOptions, progress: log });
+  const s = await startEmbeddedServer({ noTableScan: true, dataDir, cacheDir, persistent: b.persistent, javaOptions: b.javaOptions, progress: log });
   started.push(s);
   const pid = [...javaChildren()].find((p) => !before.has(p));
   if (pid) pids.set(s, pid);

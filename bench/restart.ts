@@ -31,7 +31,7 @@ const row = (what: string, extra = "") => {
 
 async function start(): Promise<{ server: EmbeddedServer; store: Store; ms: number; close(): Promise<void> }> {
   const t = performance.now();
-  const server = await startEmbeddedServer({ dataDir, cacheDir, persistent: true, javaOptions: [...backend!.javaOptions], progress: log });
+  const server = await startEmbeddedServer({ noTableScan: true, dataDir, cacheDir, persistent: true, javaOptions: [...backend!.javaOptions], progress: log });
   const ms = Math.round(performance.now() - t);
   const store = await openStore(server.uri, { dbName: "runhook" });
   await ensureIndexes(store);

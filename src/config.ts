@@ -22,6 +22,11 @@ export interface Config {
   cacheDir: string;
   /** Without MONGODB_URI: keep the embedded database's data in files under dataDir, or in memory. */
   embedded: "file" | "memory";
+  /**
+   * The embedded database refuses a query no index serves (MongoDB's notablescan), instead of
+   * reading the whole collection: the tests and benchmarks turn it on.
+   */
+  embeddedNoTableScan: boolean;
   publicBaseUrl: string;
   /** Webhook URL signing keys by key id; `signingKeyId` signs new URLs. */
   signingKeys: Map<string, Buffer>;
@@ -293,6 +298,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir,
     cacheDir: resolve(env.RUNHOOK_CACHE_DIR || join(env.HOME || dataDir, ".cache", "runhook")),
     embedded: embeddedMode(env),
+    embeddedNoTableScan: bool(env, "RUNHOOK_EMBEDDED_NOTABLESCAN", false),
     publicBaseUrl,
     signingKeys: keys,
     signingKeyId: current,

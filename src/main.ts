@@ -77,7 +77,14 @@ export async function openDatabase(
   if (!uri) {
     const persistent = config.embedded === "file";
     const share = persistent ? undefined : mode === "server" ? "publish" : "join";
-    embedded = await startEmbeddedServer({ dataDir: config.dataDir, cacheDir: config.cacheDir, persistent, share, progress: (m) => logger.info(m) });
+    embedded = await startEmbeddedServer({
+      dataDir: config.dataDir,
+      cacheDir: config.cacheDir,
+      persistent,
+      share,
+      noTableScan: config.embeddedNoTableScan,
+      progress: (m) => logger.info(m),
+    });
     uri = embedded.uri;
   }
   try {

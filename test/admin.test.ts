@@ -525,24 +525,33 @@ describe("runhook seed --json", () => {
 
     const s = await startServer({ dbName, env: { RUNHOOK_EXECUTOR: "false", PUBLIC_BASE_URL: "http://hooks.example.test:9999" } });
     try {
-      const environment = await storeFixtures(s.deps.store).environments.findOne({ name: out.environmentName as string });
-      const records = await storeFixtures(s.deps.store).records(environment!.dataDatabase, "orders").find({}).toArray();
+      // This database holds the seeded world only: its environments, in `_id` order.
+      const environments = await storeFixtures(s.deps.store)
+        .environments.find({}, { sort: { _id: 1 } })
+        .toArray();
+      const environment = environments.find((e) => e.name === out.environmentName);
+      const records = await storeFixtures(s.deps.store)
+        .records(environment!.dataDatabase, "orders")
+        .find({}, { sort: { _id: 1 } })
+        .toArray();
       expect(records.map((r) => String(r.id))).toEqual(expect.arrayContaining(recordIds));
       const url = local(out.webhookUrl as string, "http://hooks.example.test:9999", s.baseUrl);
       const a = await postHook(url, out.userToken as string, { record_id: recordIds[0] });
       expect(a.status).toBe(202);
       const b = await postHook(url, second.userToken as string, { record_id: recordIds[0] });
       expect(b.status).toBe(409);
-      const wf = await storeFixtures(s.deps.store).workflows.findOne({});
+      const wf = await storeFixtures(s.deps.store).workflows.findOne({}, { sort: { _id: 1 } });
       expect(wf!.versions[0]!.steps).toEqual([
         { type: "load_record" },
         { type: "wait", seconds: 5 },
         { type: "update_record", set: { status: "processed" } },
         expect.objectContaining({ type: "add_note" }),
       ]);
-      expect(await storeFixtures(s.deps.store).adminLogs.countDocuments({ action: "webhook.enabled" })).toBeGreaterThan(0);
+      expect(await storeFixtures(s.deps.store).adminLogs.countDocuments({ projectId: environment!.projectId, action: "webhook.enabled" })).toBeGreaterThan(0);
       // The project API token is a valid project admin token of the demo project.
-      const api = await storeFixtures(s.deps.store).apiTokens.find({}).toArray();
+      const api = await storeFixtures(s.deps.store)
+        .apiTokens.find({}, { sort: { _id: 1 } })
+        .toArray();
       expect(api).toHaveLength(2);
     } finally {
       await s.stop();

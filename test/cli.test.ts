@@ -126,7 +126,7 @@ describe("runhook trigger: idempotency keys", () => {
   it("sends a fresh key by default; --idempotency-key K repeats the first call's run and says it was a replay; --no-idempotency-key sends none", async () => {
     const w = await quickWorld();
     const env = { RUNHOOK_TOKEN: w.userToken };
-    const keys = () => storeFixtures(server.deps.store).idempotencyKeys.countDocuments({});
+    const keys = () => storeFixtures(server.deps.store).idempotencyKeys.estimatedDocumentCount();
     const before = await keys();
     const fresh = await run(["trigger", w.url, "r1"], env);
     expect(fresh.code).toBe(0);

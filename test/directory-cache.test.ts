@@ -94,20 +94,20 @@ describe("a writer that dies between its change and the raise of the version hid
     const fx = storeFixtures(app.deps.store);
     const [fresh, old] = [await addAppToken(app, w.user._id), await addAppToken(app, w.user._id)];
     for (const t of [fresh, old]) expect(await call(onB, t.plaintext)).toEqual([202, undefined]);
-    const before = (await fx.directoryVersion.findOne({}))!;
+    const before = (await fx.directoryVersion.findOne({}, { sort: { _id: 1 } }))!;
 
     await fx.revokeAppTokenAndDie(fresh.id);
     expect(await call(onB, fresh.plaintext)).toEqual([401, "unauthenticated"]);
     expect(await call(onA, fresh.plaintext)).toEqual([401, "unauthenticated"]);
     // Its intent is recent: it stays (the writer may still be at work), and so does the version.
-    const during = (await fx.directoryVersion.findOne({}))!;
+    const during = (await fx.directoryVersion.findOne({}, { sort: { _id: 1 } }))!;
     expect([during.version, during.pending.length]).toEqual([before.version, 1]);
 
     // An intent older than any change takes: cleared by the next reader, which raises the version.
     await fx.removeDirectoryIntents();
     await fx.revokeAppTokenAndDie(old.id, new Date(Date.now() - 5 * 60_000));
     expect(await call(onB, old.plaintext)).toEqual([401, "unauthenticated"]);
-    const after = (await fx.directoryVersion.findOne({}))!;
+    const after = (await fx.directoryVersion.findOne({}, { sort: { _id: 1 } }))!;
     expect(after.pending).toEqual([]);
     expect(after.version).toBeGreaterThan(before.version);
     expect(await call(onB, w.userToken)).toEqual([202, undefined]); // the caches serve again

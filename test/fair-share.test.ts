@@ -26,7 +26,7 @@ const records = (n: number) => Array.from({ length: n }, (_, i) => ({ id: `r${i}
 async function untilRuns(world: World, pred: (runs: RunDoc[]) => boolean, what: string, timeoutMs = 30_000): Promise<RunDoc[]> {
   const end = Date.now() + timeoutMs;
   for (;;) {
-    const runs = await storeFixtures(t.store).runs.find({ projectId: world.projectId }).toArray();
+    const runs = await storeFixtures(t.store).runs.find({ workflowId: world.workflowId }).toArray();
     if (pred(runs)) return runs;
     if (Date.now() > end) throw new Error(`timed out waiting until ${what}: ${JSON.stringify(runs.map((r) => [r.state, r.waitUntil ?? null]).slice(0, 5))}…`);
     await sleep(100);
@@ -132,7 +132,7 @@ describe("fair share between projects", () => {
     expect(done.state).toBe("SUCCEEDED");
     // Most of B's backlog was still QUEUED when A's run was claimed.
     const claimedAfterA = await storeFixtures(t.store).runs.countDocuments({
-      projectId: b.projectId,
+      workflowId: b.workflowId,
       $or: [{ state: "QUEUED" }, { startedAt: { $gt: done.startedAt } }],
     });
     expect(claimedAfterA).toBeGreaterThan(150);

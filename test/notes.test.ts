@@ -50,7 +50,7 @@ describe("notes", () => {
     const got = await api().get(`${notes()}/${n.id}`);
     expect(got.status).toBe(200);
     expect(got.body).toEqual(n);
-    const log = await db.activityLogs.findOne({ action: "note.created", "details.noteId": n.id });
+    const log = await db.activityLogs.findOne({ environmentId: w.environmentId, action: "note.created", "details.noteId": n.id });
     expect(log).toMatchObject({
       projectId: w.projectId,
       environmentId: w.environmentId,
@@ -120,7 +120,7 @@ describe("notes", () => {
     const r2 = await api().patch(`${notes()}/${n.id}`, { archived: false });
     expect(r2.body.title).toBe("new");
     expect(r2.body).not.toHaveProperty("archivedAt");
-    expect(await db.activityLogs.countDocuments({ action: "note.updated", "details.noteId": n.id })).toBe(2);
+    expect(await db.activityLogs.countDocuments({ environmentId: w.environmentId, action: "note.updated", "details.noteId": n.id })).toBe(2);
     expect((await api().patch(`${notes()}/${n.id}`, { archived: "yes" })).status).toBe(400);
     expect((await api().patch(`${notes()}/${n.id}`, { title: "t".repeat(501) })).status).toBe(400);
   });
@@ -137,7 +137,10 @@ describe("notes", () => {
     });
     const got = await api().get(`${notes()}/${n.id}`);
     expect(got.body.messages.map((m: any) => m.content)).toEqual(["<p>hello</p>", "<p>reply</p>"]);
-    expect(await db.activityLogs.findOne({ action: "note.message.created", "details.messageId": r.body.id })).toMatchObject({ via: "api", recordId: "r1" });
+    expect(await db.activityLogs.findOne({ environmentId: w.environmentId, action: "note.message.created", "details.messageId": r.body.id })).toMatchObject({
+      via: "api",
+      recordId: "r1",
+    });
     expect((await api().post(`${notes()}/${n.id}/messages`, {})).status).toBe(400);
     expect((await api().post(`${notes()}/${randomUUID()}/messages`, { content: "x" })).status).toBe(404);
   });
@@ -150,7 +153,7 @@ describe("notes", () => {
     expect((await api().get(`${notes()}/${n.id}`)).status).toBe(404);
     expect((await api().del(`${notes()}/${n.id}`)).status).toBe(404);
     expect((await api().patch(`${notes()}/${n.id}`, { title: "x" })).status).toBe(404);
-    expect(await db.activityLogs.countDocuments({ action: "note.deleted", "details.noteId": n.id })).toBe(1);
+    expect(await db.activityLogs.countDocuments({ environmentId: w.environmentId, action: "note.deleted", "details.noteId": n.id })).toBe(1);
   });
 
   it("never shows a note of another environment or project", async () => {
@@ -233,6 +236,8 @@ describe("notes", () => {
       { headers: { authorization: `Bearer ${w.apiToken}` } },
     );
     expect(res.note?.user?.id).toBe(w.admin._id);
-    expect(await db.activityLogs.findOne({ action: "note.created", "details.noteId": res.note!.id })).toMatchObject({ via: "grpc" });
+    expect(await db.activityLogs.findOne({ environmentId: w.environmentId, action: "note.created", "details.noteId": res.note!.id })).toMatchObject({
+      via: "grpc",
+    });
   });
 });

@@ -229,8 +229,8 @@ describe("executors", () => {
     const run = await waitForRun(server.deps.store, (await queueRun(server.deps.store, w, "x\\|y|2"))._id);
     expect(run.state).toBe("SUCCEEDED");
     const coll = db.records(w.dataDatabase, w.collection);
-    expect(await coll.findOne({ b: 2 })).toMatchObject({ status: "done" });
-    expect(await coll.findOne({ b: 3 })).toMatchObject({ status: "new" });
+    expect(await coll.findOne({ a: "x|y", b: 2 })).toMatchObject({ status: "done" });
+    expect(await coll.findOne({ a: "x|y", b: 3 })).toMatchObject({ status: "new" });
     const wrongArity = await waitForRun(server.deps.store, (await queueRun(server.deps.store, w, "x"))._id);
     expect(wrongArity.state).toBe("FAILED");
   });

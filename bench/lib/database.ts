@@ -40,7 +40,7 @@ export async function openBenchDatabase(dataDir: string, log: (m: string) => voi
   const cacheDir = process.env.RUNHOOK_CACHE_DIR || join(homedir(), ".cache", "runhook");
   const before = javaChildren();
   const persistent = opts.persistent ?? false;
-  const server = await startEmbeddedServer({ dataDir, cacheDir, persistent, progress: log });
+  const server = await startEmbeddedServer({ noTableScan: true, dataDir, cacheDir, persistent, progress: log });
   const javaPid = [...javaChildren()].find((p) => !before.has(p));
   const backend = persistent ? "file backend (a write answered once on disk)" : "memory backend";
   return { uri: server.uri, description: `embedded mongo-java-server, ${backend}, in a temp dir`, javaPid, stop: () => server.stop() };

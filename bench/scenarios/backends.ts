@@ -47,7 +47,14 @@ const STEPS: StepDoc[] = [{ type: "load_record" }, { type: "update_record", set:
 async function setUp(ctx: BenchContext, b: (typeof BACKENDS)[number]): Promise<Setup> {
   const dir = mkdtempSync(join(tmpdir(), `runhook-bench-${b.name}-`));
   const { cacheDir } = loadConfig({ ...process.env, RUNHOOK_DATA_DIR: dir });
-  const db = await startEmbeddedServer({ dataDir: dir, cacheDir, persistent: b.persistent, javaOptions: [...b.javaOptions], progress: ctx.log });
+  const db = await startEmbeddedServer({
+    noTableScan: true,
+    dataDir: dir,
+    cacheDir,
+    persistent: b.persistent,
+    javaOptions: [...b.javaOptions],
+    progress: ctx.log,
+  });
   const s: Setup = { name: b.name, dir, db, ctx: { ...ctx, uri: db.uri, javaPid: undefined, cleanups: [] } };
   const dbName = `${ctx.runTag}_${b.name.replace(/-/g, "_")}`;
   s.world = await benchWorld(s.ctx, await openStore(s.ctx, dbName), { steps: STEPS });

@@ -34,6 +34,7 @@ export async function runPrimary(command: "start" | "worker", n: number, config:
         cacheDir: config.cacheDir,
         persistent: config.embedded === "file",
         share: command === "start" ? "publish" : "join",
+        noTableScan: config.embeddedNoTableScan,
         progress: (m) => logger.info(m),
       });
   const metricsPort = metricsPortFor(config, command === "start" ? "server" : "worker");

@@ -61,9 +61,14 @@ export interface IdempotencyDeps {
  * Runs `start(runId)` (which stores the run `runId` or throws) at most once per key: a repeat
  * of an accepted call answers its run and starts nothing.
  */
+/** Where a key is stored: one per (workflow, user, key). */
+export function idempotencyKeyId(call: Pick<KeyedCall, "workflowId" | "userId" | "key">): string {
+  return sha256(JSON.stringify([call.workflowId, call.userId, call.key]));
+}
+
 export async function startOnce(deps: IdempotencyDeps, call: KeyedCall, start: (runId: string) => Promise<void>): Promise<Outcome> {
   const keys = deps.store.idempotencyKeys;
-  const id = sha256(JSON.stringify([call.workflowId, call.userId, call.key]));
+  const id = idempotencyKeyId(call);
   const requestHash = sha256(JSON.stringify({ record_id: call.recordId }));
   for (let attempt = 0; attempt < 3; attempt++) {
     const now = Date.now();

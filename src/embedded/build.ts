@@ -108,7 +108,7 @@ export async function ensureEmbeddedJar(cacheDir: string, progress: Progress): P
       mkdirSync(build, { recursive: true });
       cpSync(join(EMBEDDED_SOURCE_DIR, "pom.xml"), join(build, "pom.xml"));
       cpSync(join(EMBEDDED_SOURCE_DIR, "src"), join(build, "src"), { recursive: true });
-      await exec("mvn", ["-B", "-q", "-Dstyle.color=never", "-DskipTests", "package"], { cwd: build, maxBuffer: 64 << 20 });
+      await exec("mvn", ["-B", "-q", "-Dstyle.color=never", "-Dmaven.test.skip=true", "package"], { cwd: build, maxBuffer: 64 << 20 });
       renameSync(join(build, "target", JAR_NAME), jar); // atomic: waiters see all of it or nothing
     } catch (err) {
       const e = err as { stdout?: string; stderr?: string; message: string };

@@ -65,8 +65,18 @@ export async function spawnServer(
   port: number,
   file: string | undefined,
   javaOptions: string[] = [],
+  noTableScan = false,
 ): Promise<{ child: ChildProcess; port: number; exited: Promise<void> }> {
-  const args = [...JVM_FLAGS, ...javaOptions, "-jar", jar, "--port", String(port), ...(file ? ["--file", file] : [])];
+  const args = [
+    ...JVM_FLAGS,
+    ...javaOptions,
+    "-jar",
+    jar,
+    "--port",
+    String(port),
+    ...(file ? ["--file", file] : []),
+    ...(noTableScan ? ["--notablescan"] : []),
+  ];
   // stdin is a pipe we never write to: the server exits when it reads EOF, i.e. when this
   // process is gone, even after kill -9 of it.
   const child = spawn("java", args, { stdio: ["pipe", "pipe", "pipe"] });

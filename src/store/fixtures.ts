@@ -125,9 +125,9 @@ function logFixtures(d: Database) {
     removeActivityEntries: async (ids: string[]) => void (await d.activityLogs.deleteMany({ _id: { $in: ids } })),
     /** A log stream's counter set to `seq` (entries written in bulk by a test). */
     setCounter: async (stream: string, seq: number) => void (await d.counters.updateOne({ _id: stream }, { $set: { seq } }, { upsert: true })),
-    /** An idempotency key's expiry or reservation time moved (by the run it names). */
-    setIdempotencyKeyTimes: async (runId: string, times: { expiresAt?: Date; reservedAt?: Date }) =>
-      void (await d.idempotencyKeys.updateOne({ runId }, { $set: times })),
+    /** An idempotency key's expiry or reservation time moved (by its `_id`: domain/idempotency.ts idempotencyKeyId). */
+    setIdempotencyKeyTimes: async (keyId: string, times: { expiresAt?: Date; reservedAt?: Date }) =>
+      void (await d.idempotencyKeys.updateOne({ _id: keyId }, { $set: times })),
   };
 }
 
@@ -160,6 +160,13 @@ function databaseFixtures(d: Database) {
       if (Object.values(d).some((h) => (h as { collectionName?: string })?.collectionName === name)) throw new Error(`${name} is one of runhook's collections`);
       return d.db.collection<T>(name);
     },
+    /**
+     * How the server would run a command (find, findAndModify, update, delete, aggregate, count)
+     * in `database` (runhook's when omitted): its explain, with the plan's stages.
+     */
+    explain: (command: Document, database?: string) => (database ? d.dataDb(database) : d.db).command({ explain: command, verbosity: "queryPlanner" }),
+    /** The server's check of a collection of runhook's database (by its name): its documents, and the entries of each index (`keysPerIndex`). */
+    validate: (name: string) => d.db.command({ validate: name }) as Promise<{ nrecords: number; keysPerIndex: Record<string, number> }>,
     /** A command to the server itself (the admin database): hello, serverStatus… */
     serverCommand: (command: Document) => d.db.admin().command(command),
     /** Runhook's database dropped. */

@@ -1,5 +1,6 @@
 // Every index, in one place, created at start-up: each query runhook makes has one here.
 import { DEFAULT_RETENTION, type Retention } from "../config.js";
+import type { Collection } from "mongodb";
 import type { CollectionName, Database } from "./connection.js";
 
 /** How often the fallback sweeps delete what a TTL index would (see sweepExpired). */
@@ -58,6 +59,8 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     d.collections.createIndex({ environmentId: 1, name: 1 }, { unique: true }),
     d.workflows.createIndex({ renderingId: 1, name: 1 }),
     d.appTokens.createIndex({ hash: 1 }, { unique: true }),
+    // A user's own application tokens (account settings).
+    d.appTokens.createIndex({ userId: 1 }),
     d.apiTokens.createIndex({ hash: 1 }, { unique: true }),
     // One ongoing run per (workflow, record): activeKey is `${workflowId}|${recordId}` while
     // the run is ongoing and the run's own id once it is finished. The 409 answer finds the
@@ -69,6 +72,8 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     d.runs.createIndex({ state: 1, waitUntil: 1 }),
     d.runs.createIndex({ state: 1, projectId: 1, createdAt: 1 }),
     d.runs.createIndex({ state: 1, createdAt: 1 }),
+    // The runs of a workflow, by age (the run search).
+    d.runs.createIndex({ workflowId: 1, createdAt: 1 }),
     // Logs: unfiltered pages are `_id` (stream key) lookups and ranges; filtered pages, time
     // ranges and the export are scope + filter + the list order `seq`.
     d.activityLogs.createIndex({ environmentId: 1, seq: 1 }),
@@ -85,6 +90,23 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     d.notes.createIndex({ environmentId: 1, collection: 1, recordId: 1, seq: 1 }),
     d.notes.createIndex({ seq: 1 }, { unique: true }),
   ]);
+  // The records of every collection already defined (a new one gets its index when created).
+  for await (const c of d.collections.find({}, { sort: { _id: 1 }, projection: { environmentId: 1, name: 1, primaryKey: 1 } })) {
+    const environment = await d.environments.findOne({ _id: c.environmentId }, { projection: { dataDatabase: 1 } });
+    if (environment) await ensureRecordIndex(d, environment.dataDatabase, c.name, c.primaryKey);
+  }
+}
+
+/**
+ * The index of an environment's collection of records: its primary key, which every data step
+ * looks a record up by (one index in the environment's data database, not unique: the records
+ * are their owner's, and runhook does not refuse what their systems stored).
+ */
+export async function ensureRecordIndex(d: Database, dataDatabase: string, collection: string, primaryKey: string[]): Promise<void> {
+  await d
+    .dataDb(dataDatabase)
+    .collection(collection)
+    .createIndex(Object.fromEntries(primaryKey.map((f) => [f, 1])));
 }
 
 /**
@@ -115,20 +137,23 @@ async function changeExpiry(d: Database, t: TtlIndex): Promise<void> {
 
 /**
  * How often a TTL index is swept: every 1 % of its expiry, at least every SWEEP_EVERY_MS (rate-limit
- * windows: a minute; 30 days of runs: 7.2 h). On the embedded server, which has no index for
- * it, a sweep scans the collection (2.5 s per 100,000 documents on the file backend).
+ * windows: a minute; 30 days of runs: 7.2 h).
  */
 export function sweepEveryMs(t: TtlIndex): number {
   return Math.max(SWEEP_EVERY_MS, t.expireAfterSeconds * 10);
 }
 
+/** How many expired documents one delete of a sweep removes: each batch holds the collection a moment only. */
+export const SWEEP_BATCH = 500;
+
 /**
  * What MongoDB's TTL monitor does, for servers that accept TTL indexes but never apply them
  * (the embedded mongo-java-server): deletes what the TTL indexes of ttlIndexes() (those `due`
- * picks, default all) have expired as of `now`, one deleteMany each. (Batches of ids, deleted by
- * `_id: {$in}`, would free the collection in between, but the embedded server did not get
- * through 50,000 that way in 15 minutes; one deleteMany took 5 s in memory, 14 s on file.) Harmless on MongoDB (the same deletions, a little earlier). Returns how many
- * documents it removed, by collection.
+ * picks, default all) have expired as of `now`, in batches: the oldest SWEEP_BATCH by the TTL
+ * field's index, then those by `_id` (still expired: a document whose time moved since is
+ * kept), until a batch comes back short, so that writes to the collection wait for one batch at
+ * most, never for the whole sweep. Harmless on MongoDB (the same deletions, a little earlier).
+ * Returns how many documents it removed, by collection.
  */
 export async function sweepExpired(
   d: Database,
@@ -138,9 +163,15 @@ export async function sweepExpired(
 ): Promise<Partial<Record<CollectionName, number>>> {
   const removed: Partial<Record<CollectionName, number>> = {};
   for (const t of ttlIndexes(retention).filter(due)) {
-    const before = new Date(now.getTime() - t.expireAfterSeconds * 1000);
-    const { deletedCount } = await d[t.collection].deleteMany({ [t.field]: { $lt: before } });
-    if (deletedCount > 0) removed[t.collection] = (removed[t.collection] ?? 0) + deletedCount;
+    const expired = { [t.field]: { $lt: new Date(now.getTime() - t.expireAfterSeconds * 1000) } };
+    const coll = d[t.collection] as unknown as Collection<{ _id: string }>;
+    for (;;) {
+      const ids = (await coll.find(expired, { sort: { [t.field]: 1 }, limit: SWEEP_BATCH, projection: { _id: 1 } }).toArray()).map((doc) => doc._id);
+      if (ids.length === 0) break;
+      const { deletedCount } = await coll.deleteMany({ _id: { $in: ids }, ...expired });
+      if (deletedCount > 0) removed[t.collection] = (removed[t.collection] ?? 0) + deletedCount;
+      if (ids.length < SWEEP_BATCH) break;
+    }
   }
   return removed;
 }

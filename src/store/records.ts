@@ -2,6 +2,7 @@
 import type { Document, Filter } from "mongodb";
 import type { Database } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
+import { ensureRecordIndex } from "./indexes.js";
 
 export type RecordDoc = Record<string, unknown>;
 
@@ -27,6 +28,8 @@ export interface RecordStore {
   set(dataDatabase: string, collection: string, match: RecordMatch, fields: Record<string, unknown>): Promise<boolean>;
   /** Stores `record` unless one matching `key` exists (the demo's records; a concurrent seeder is no error). */
   putIfAbsent(dataDatabase: string, collection: string, key: Record<string, unknown>, record: RecordDoc): Promise<void>;
+  /** Creates the index that finds a collection's records by their primary key (a collection just defined). */
+  ensureKeyIndex(dataDatabase: string, collection: string, primaryKey: string[]): Promise<void>;
 }
 
 export function recordStore(d: Database): RecordStore {
@@ -37,6 +40,7 @@ export function recordStore(d: Database): RecordStore {
       const res = await coll(db, name).updateOne(recordQuery(match), { $set: fields });
       return res.matchedCount > 0;
     },
+    ensureKeyIndex: (db, name, primaryKey) => ensureRecordIndex(d, db, name, primaryKey),
     async putIfAbsent(db, name, key, record) {
       await coll(db, name)
         .updateOne(key as Filter<Document>, { $setOnInsert: { ...record } }, { upsert: true })

@@ -1,8 +1,9 @@
 // Power cut: `runhook start` on the file-backed embedded database under webhook load (distinct
 // records, 16 callers); right after a 202, at a random point, runhook and its Java database are
 // killed with SIGKILL in the same instant. After each restart on the same data: every
-// acknowledged run exists and finishes, no (workflow, record) has two runs, and the activity
-// log, read to its end, has exactly one workflow.run.triggered entry per acknowledged run.
+// acknowledged run exists and finishes, no (workflow, record) has two runs, every index holds
+// one entry per document, and the activity log, read to its end, has exactly one
+// workflow.run.triggered entry per acknowledged run.
 // Then the database alone is killed while it writes large batches: its file must open again.
 // `npm run test:crash`; RUNHOOK_CRASH_ROUNDS (default 3) sets the number of power cuts.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -162,6 +163,15 @@ describe("power cut", () => {
             );
           });
         figures.push({ round, killAfterMs, acked: acked.length, statuses, lost: acked.length - found });
+        // The indexes were written in the same commits as their documents: one entry each, none missing.
+        for (const handle of ["runs", "activityLogs"] as const) {
+          const fx = storeFixtures(db!);
+          const { nrecords, keysPerIndex } = await fx.validate(fx.collectionNameOf(handle));
+          expect(
+            Object.entries(keysPerIndex).filter(([, keys]) => keys !== nrecords),
+            `round ${round}: ${handle} has ${nrecords}`,
+          ).toEqual([]);
+        }
         console.log(`[power-cut] ${JSON.stringify(figures.at(-1))}`);
       }
       expect(figures.filter((f) => f.lost > 0)).toEqual([]);
@@ -202,12 +212,16 @@ describe("power cut", () => {
         const payload = "x".repeat(4000);
         for (let round = 0; round < ROUNDS; round++) {
           const { s, pid, client } = await open();
-          const docs = storeFixtures(client).scratch<{ _id: string; payload: string }>("docs");
+          const docs = storeFixtures(client).scratch<{ _id: string; b: number; payload: string }>("docs");
+          await docs.createIndex({ b: 1 });
           expect(await docs.countDocuments()).toBeGreaterThanOrEqual(acked);
+          // The index was written in the same commits as the documents, none lost, none left over.
+          const { nrecords, keysPerIndex } = await storeFixtures(client).validate("docs");
+          expect(keysPerIndex).toEqual({ _id_: nrecords, b_1: nrecords });
           let writing = true;
           const writer = (async () => {
             for (let b = 0; writing; b++) {
-              const batch = Array.from({ length: 1000 }, (_, i) => ({ _id: `${round}-${b}-${i}`, payload }));
+              const batch = Array.from({ length: 1000 }, (_, i) => ({ _id: `${round}-${b}-${i}`, b, payload }));
               try {
                 await docs.insertMany(batch); // 4 MB: a commit of some length
                 acked += batch.length;

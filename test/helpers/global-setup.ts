@@ -20,7 +20,14 @@ export default async function setup(project: TestProject) {
   }
   const dataDir = mkdtempSync(join(tmpdir(), "runhook-test-"));
   const config = loadConfig({ ...process.env, RUNHOOK_DATA_DIR: dataDir });
-  const server = await startEmbeddedServer({ dataDir, cacheDir: config.cacheDir, persistent: false, progress: (m) => console.log(`[test database] ${m}`) });
+  // Every query the suite makes must be served by an index: the database refuses a scan.
+  const server = await startEmbeddedServer({
+    dataDir,
+    cacheDir: config.cacheDir,
+    persistent: false,
+    noTableScan: true,
+    progress: (m) => console.log(`[test database] ${m}`),
+  });
   project.provide("mongoUri", server.uri);
   return async () => {
     await server.stop();

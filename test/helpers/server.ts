@@ -42,6 +42,8 @@ export function testEnv(dbName: string, extra: Record<string, string> = {}): Rec
     RUNHOOK_BOOTSTRAP_SECRET: BOOTSTRAP_SECRET,
     RUNHOOK_DEMO: "false",
     RUNHOOK_EXECUTOR_POLL_MS: "100",
+    // A server that starts an embedded database of its own refuses scans there too.
+    RUNHOOK_EMBEDDED_NOTABLESCAN: "true",
     // Tests make many 401s from one address; the throttle's own test sets its limit.
     RUNHOOK_AUTH_FAILURE_LIMIT: "1000000",
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",

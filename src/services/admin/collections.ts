@@ -43,6 +43,7 @@ export function collectionMethods(deps: Deps): Pick<AdminImpl, "createCollection
         { _id: randomUUID(), environmentId: environment._id, name: req.name, primaryKey, createdAt: new Date() },
         `collection "${req.name}"`,
       );
+      await deps.store.records.ensureKeyIndex(environment.dataDatabase, req.name, primaryKey);
       await adminLog(
         deps,
         p.user,

@@ -4,10 +4,9 @@ import de.bwaldvogel.mongo.MongoBackend;
 import de.bwaldvogel.mongo.MongoCollection;
 import de.bwaldvogel.mongo.MongoDatabase;
 import de.bwaldvogel.mongo.MongoServer;
-import de.bwaldvogel.mongo.backend.AbstractUniqueIndex;
 import de.bwaldvogel.mongo.backend.CollectionOptions;
 import de.bwaldvogel.mongo.backend.CursorRegistry;
-import de.bwaldvogel.mongo.backend.EmptyIndex;
+import de.bwaldvogel.mongo.backend.DatabaseResolver;
 import de.bwaldvogel.mongo.backend.Index;
 import de.bwaldvogel.mongo.backend.IndexKey;
 import de.bwaldvogel.mongo.backend.KeyValue;
@@ -21,6 +20,7 @@ import de.bwaldvogel.mongo.backend.memory.MemoryCollection;
 import de.bwaldvogel.mongo.backend.memory.MemoryDatabase;
 import de.bwaldvogel.mongo.bson.Document;
 import de.bwaldvogel.mongo.bson.ObjectId;
+import de.bwaldvogel.mongo.oplog.Oplog;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelOutboundHandlerAdapter;
@@ -41,6 +41,7 @@ import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.Consumer;
+import java.util.stream.Stream;
 import org.h2.mvstore.DataUtils;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.MVStore;
@@ -52,7 +53,7 @@ import org.h2.mvstore.type.ObjectDataType;
 /**
  * runhook's embedded MongoDB-wire server.
  *
- * <pre>java -jar runhook-embedded-mongo.jar --port N [--file path.mv]</pre>
+ * <pre>java -jar runhook-embedded-mongo.jar --port N [--file path.mv] [--notablescan]</pre>
  *
  * Without --file the data lives in memory. Prints "listening PORT" once it accepts
  * connections. It stops (committing and closing the H2 file cleanly) when its standard input
@@ -73,6 +74,13 @@ import org.h2.mvstore.type.ObjectDataType;
  *
  * <p>Reads see a document whole ({@link WholeReads}), on both backends.
  *
+ * <p>Indexes, on both backends: every index is kept sorted in MongoDB's order, unique ones
+ * ({@link UniqueIndex}) and the non-unique ones mongo-java-server does not keep
+ * ({@link SecondaryIndex}); queries are answered through them ({@link QueryPlanner},
+ * {@link IndexedQueries}), and so are aggregations that begin with $match and explain
+ * ({@link QueryCommands}). {@code --notablescan} refuses a query no index serves
+ * ({@link ScanGuard}).
+ *
  * <p>System properties (for benchmarks): {@code runhook.h2=stock} uses the unmodified
  * {@code new H2Backend(file)}; {@code runhook.h2.commitMs} (default 0) above 0 turns the
  * durability off and commits every that many ms instead (H2's auto-commit, as before: a kill
@@ -92,6 +100,7 @@ public final class EmbeddedMongo {
       switch (args[i]) {
         case "--port" -> port = Integer.parseInt(args[++i]);
         case "--file" -> file = args[++i];
+        case "--notablescan" -> ScanGuard.set(true);
         default -> {
           System.err.println("unknown argument " + args[i]);
           System.exit(2);
@@ -100,7 +109,7 @@ public final class EmbeddedMongo {
     }
     MongoBackend backend;
     if (file == null) {
-      backend = new WholeReadsMemoryBackend();
+      backend = new IndexedMemoryBackend();
     } else if ("stock".equals(System.getProperty("runhook.h2"))) {
       backend = new H2Backend(file);
     } else {
@@ -172,10 +181,16 @@ public final class EmbeddedMongo {
     }
   }
 
-  /** MemoryBackend whose collections read whole documents ({@link WholeReads}). */
-  static final class WholeReadsMemoryBackend extends MemoryBackend {
+  /**
+   * MemoryBackend whose collections read whole documents ({@link WholeReads}) and keep every
+   * index sorted ({@link UniqueIndex}, {@link SecondaryIndex} on {@link MemoryIndexEntries}),
+   * answering queries through them ({@link IndexedQueries}, {@link QueryCommands}).
+   */
+  static final class IndexedMemoryBackend extends MemoryBackend {
     @Override
     public Document handleCommand(Channel channel, String databaseName, String command, Document query) {
+      Document parameter = ServerParameters.handle(command, query);
+      if (parameter != null) return parameter;
       return WholeReads.handle(command, () -> super.handleCommand(channel, databaseName, command, query));
     }
 
@@ -183,8 +198,32 @@ public final class EmbeddedMongo {
     public MemoryDatabase openOrCreateDatabase(String databaseName) {
       return new MemoryDatabase(databaseName, getCursorRegistry()) {
         @Override
+        public Document handleCommand(Channel channel, String command, Document query, DatabaseResolver resolver, Oplog oplog) {
+          Document answer = QueryCommands.handle(this, command, query, resolver, oplog);
+          return answer != null ? answer : super.handleCommand(channel, command, query, resolver, oplog);
+        }
+
+        @Override
+        protected Index<Integer> openOrCreateUniqueIndex(String collectionName, String indexName, List<IndexKey> keys, boolean sparse) {
+          return new UniqueIndex<>(indexName, keys, sparse, new MemoryIndexEntries());
+        }
+
+        @Override
+        protected Index<Integer> openOrCreateSecondaryIndex(String collectionName, String indexName, List<IndexKey> keys, boolean sparse) {
+          return new SecondaryIndex<>(indexName, keys, sparse, new MemoryIndexEntries());
+        }
+
+        @Override
         protected MemoryCollection openOrCreateCollection(String collectionName, CollectionOptions options) {
           return new MemoryCollection(this, collectionName, options, cursorRegistry) {
+            @Override
+            protected QueryResult queryDocuments(Document query, Document orderBy, int skip, int limit, int batchSize, Document fieldSelector) {
+              boolean[] sorted = {false};
+              Stream<Document> candidates = IndexedQueries.candidates(this, getIndexes(), query, orderBy, skip, limit, this::getDocument, sorted);
+              if (candidates == null) return super.queryDocuments(query, orderBy, skip, limit, batchSize, fieldSelector);
+              return matchDocumentsFromStream(query, candidates, skip, limit, batchSize, sorted[0] ? null : deriveComparator(orderBy), fieldSelector);
+            }
+
             @Override
             protected QueryResult createQueryResult(List<Document> matched, int batchSize) {
               return super.createQueryResult(WholeReads.copies(matched), batchSize);
@@ -207,13 +246,20 @@ public final class EmbeddedMongo {
      * database name contains "$", so H2Database.drop, by name prefix, never removes it.)
      */
     private static final String FORMAT_MAP = "$runhook-format";
-    private static final String FORMAT = "runhook-h2-1";
+    /**
+     * 2: index keys in {@link IndexOrder} (MongoDB's order) and non-unique indexes kept. A file
+     * of format 1 (unique indexes in {@link ValueType}'s order, no others) gets its indexes
+     * rebuilt once ({@link #rebuildIndexes}).
+     */
+    private static final String FORMAT = "runhook-h2-2";
+    private static final String FORMAT_WITHOUT_SECONDARY_INDEXES = "runhook-h2-1";
     /** Most live data compacted on close: ~0.5 s on a quiet machine, 3 s on a very busy one. */
     private static final long COMPACT_MAX_LIVE_MB = Long.getLong("runhook.h2.compactMaxLiveMb", 32);
 
     static FastH2Backend open(String fileName) {
       int commitMs = Integer.getInteger("runhook.h2.commitMs", 0);
       int cacheMb = Integer.getInteger("runhook.h2.cacheMb", 32);
+      rebuildIndexesIfOld(fileName, cacheMb);
       MVStore.Builder builder = new MVStore.Builder().fileName(fileName).cacheSize(cacheMb);
       // Durable: only the group commit stores (no background writer, no store triggered by a
       // writer's unsaved memory), so that every chunk in the file holds whole writes.
@@ -238,10 +284,38 @@ public final class EmbeddedMongo {
         } else if (!FORMAT.equals(found)) {
           throw new IllegalStateException(fileName + " has format " + found + ", this server reads " + FORMAT);
         }
-        return new FastH2Backend(store, commitMs <= 0 ? new GroupCommit(store) : null);
+        FastH2Backend backend = new FastH2Backend(store, commitMs <= 0 ? new GroupCommit(store) : null);
+        // Indexes created while the databases opened (none on a file of this format) are stored now.
+        if (store.hasUnsavedChanges()) store.commit();
+        return backend;
       } catch (RuntimeException e) {
         store.closeImmediately();
         throw e;
+      }
+    }
+
+    /**
+     * A file of format 1: its index maps are removed and filled again from the collections,
+     * with H2's auto-commit on (so that a large rebuild is stored as it goes, not held in
+     * memory), then the file is marked as format 2. A kill during this leaves format 1, and
+     * the next start rebuilds again.
+     */
+    private static void rebuildIndexesIfOld(String fileName, int cacheMb) {
+      if (!new java.io.File(fileName).exists()) return;
+      MVStore store = new MVStore.Builder().fileName(fileName).cacheSize(cacheMb).open();
+      try {
+        MVMap<String, String> format = store.openMap(FORMAT_MAP);
+        if (!FORMAT_WITHOUT_SECONDARY_INDEXES.equals(format.get("format"))) return;
+        System.out.println("rebuilding the indexes of " + fileName + " (once, for the indexed format " + FORMAT + ")");
+        System.out.flush();
+        for (String name : store.getMapNames()) {
+          if (name.contains("._index_")) store.removeMap(name);
+        }
+        new FastH2Backend(store, null); // opening the databases fills the empty indexes
+        format.put("format", FORMAT);
+        store.commit();
+      } finally {
+        store.close();
       }
     }
 
@@ -261,6 +335,8 @@ public final class EmbeddedMongo {
      */
     @Override
     public Document handleCommand(Channel channel, String databaseName, String command, Document query) {
+      Document parameter = ServerParameters.handle(command, query);
+      if (parameter != null) return parameter;
       return WholeReads.handle(command, () -> durably(channel, databaseName, command, query));
     }
 
@@ -562,26 +638,25 @@ public final class EmbeddedMongo {
       return new MVMap.Builder<K, V>().keyType(ValueType.INSTANCE).valueType(ValueType.INSTANCE);
     }
 
-    @Override
-    protected Index<Object> openOrCreateUniqueIndex(String collectionName, String indexName, List<IndexKey> keys, boolean sparse) {
-      MVMap<KeyValue, Object> map = store().openMap(getFullCollectionNamespace(collectionName) + "._index_" + indexName, builder());
-      return new FastUniqueIndex(map, indexName, keys, sparse);
+    private IndexEntries entries(String collectionName, String indexName) {
+      String namespace = getFullCollectionNamespace(collectionName);
+      return new H2IndexEntries(store(), namespace + "._index_" + indexName, store().openMap("meta." + namespace), indexName);
     }
 
-    /**
-     * mongo-java-server keeps no secondary (non-unique) indexes: it answers such queries by
-     * scanning. Its placeholder reports itself empty, so every open of the database (each
-     * start) and every createIndex "filled" it by reading and decoding the whole collection
-     * twice, for nothing; this one says it is not empty, which skips that.
-     */
+    @Override
+    protected Index<Object> openOrCreateUniqueIndex(String collectionName, String indexName, List<IndexKey> keys, boolean sparse) {
+      return new UniqueIndex<>(indexName, keys, sparse, entries(collectionName, indexName));
+    }
+
     @Override
     protected Index<Object> openOrCreateSecondaryIndex(String collectionName, String indexName, List<IndexKey> keys, boolean sparse) {
-      return new EmptyIndex<>(indexName, keys) {
-        @Override
-        public boolean isEmpty() {
-          return false;
-        }
-      };
+      return new SecondaryIndex<>(indexName, keys, sparse, entries(collectionName, indexName));
+    }
+
+    @Override
+    public Document handleCommand(Channel channel, String command, Document query, DatabaseResolver resolver, Oplog oplog) {
+      Document answer = QueryCommands.handle(this, command, query, resolver, oplog);
+      return answer != null ? answer : super.handleCommand(channel, command, query, resolver, oplog);
     }
 
     @Override
@@ -590,6 +665,14 @@ public final class EmbeddedMongo {
       MVMap<Object, Document> dataMap = store().openMap("databases." + fullName, builder());
       MVMap<String, Object> metaMap = store().openMap("meta." + fullName);
       return new H2Collection(this, collectionName, options, dataMap, metaMap, cursorRegistry) {
+        @Override
+        protected QueryResult queryDocuments(Document query, Document orderBy, int skip, int limit, int batchSize, Document fieldSelector) {
+          boolean[] sorted = {false};
+          Stream<Document> candidates = IndexedQueries.candidates(this, getIndexes(), query, orderBy, skip, limit, this::getDocument, sorted);
+          if (candidates == null) return super.queryDocuments(query, orderBy, skip, limit, batchSize, fieldSelector);
+          return matchDocumentsFromStream(query, candidates, skip, limit, batchSize, sorted[0] ? null : deriveComparator(orderBy), fieldSelector);
+        }
+
         @Override
         protected QueryResult createQueryResult(List<Document> matched, int batchSize) {
           return super.createQueryResult(WholeReads.copies(matched), batchSize);
@@ -600,51 +683,6 @@ public final class EmbeddedMongo {
           return WholeReads.copyValue(super.findAndModify(query));
         }
       };
-    }
-  }
-
-  /** mongo-java-server's H2UniqueIndex (whose constructor is package-private), unchanged. */
-  static final class FastUniqueIndex extends AbstractUniqueIndex<Object> {
-    private final MVMap<KeyValue, Object> map;
-
-    FastUniqueIndex(MVMap<KeyValue, Object> map, String name, List<IndexKey> keys, boolean sparse) {
-      super(name, keys, sparse);
-      this.map = map;
-    }
-
-    @Override
-    protected Object removeDocument(KeyValue keyValue) {
-      return map.remove(keyValue);
-    }
-
-    @Override
-    protected boolean putKeyPosition(KeyValue keyValue, Object position) {
-      return map.putIfAbsent(keyValue, Missing.ofNullable(position)) == null;
-    }
-
-    @Override
-    protected Iterable<Map.Entry<KeyValue, Object>> getIterable() {
-      return map.entrySet();
-    }
-
-    @Override
-    protected Object getPosition(KeyValue keyValue) {
-      return map.get(keyValue);
-    }
-
-    @Override
-    public long getCount() {
-      return map.sizeAsLong();
-    }
-
-    @Override
-    public boolean isEmpty() {
-      return map.isEmpty();
-    }
-
-    @Override
-    public long getDataSize() {
-      return getCount();
     }
   }
 

@@ -1,0 +1,65 @@
+package runhook.embedded;
+
+import de.bwaldvogel.mongo.backend.KeyValue;
+import java.util.Iterator;
+import java.util.Map;
+import java.util.NavigableMap;
+import java.util.concurrent.ConcurrentSkipListMap;
+
+/** {@link IndexEntries} of the memory backend: a skip list in {@link IndexOrder}. */
+final class MemoryIndexEntries implements IndexEntries {
+  private final ConcurrentSkipListMap<KeyValue, Object> map = new ConcurrentSkipListMap<>(IndexOrder.INSTANCE);
+  private volatile boolean multikey;
+
+  @Override
+  public Object get(KeyValue key) {
+    return map.get(key);
+  }
+
+  @Override
+  public boolean putIfAbsent(KeyValue key, Object position) {
+    return map.putIfAbsent(key, position) == null;
+  }
+
+  @Override
+  public Object remove(KeyValue key) {
+    return map.remove(key);
+  }
+
+  @Override
+  public Iterator<Map.Entry<KeyValue, Object>> range(KeyValue low, KeyValue high, boolean descending) {
+    NavigableMap<KeyValue, Object> sub = map.subMap(low, true, high, true);
+    return (descending ? sub.descendingMap() : sub).entrySet().iterator();
+  }
+
+  /** Counting walks the entries: beyond this many, the planner learns only that there are many. */
+  private static final long COUNT_LIMIT = 2048;
+
+  @Override
+  public long count(KeyValue low, KeyValue high, long cap) {
+    cap = Math.min(cap, COUNT_LIMIT);
+    long n = 0;
+    for (Iterator<?> it = map.subMap(low, true, high, true).keySet().iterator(); it.hasNext() && n < cap; it.next()) n++;
+    return n;
+  }
+
+  @Override
+  public Iterable<Map.Entry<KeyValue, Object>> all() {
+    return map.entrySet();
+  }
+
+  @Override
+  public long size() {
+    return map.size();
+  }
+
+  @Override
+  public boolean multikey() {
+    return multikey;
+  }
+
+  @Override
+  public void markMultikey() {
+    multikey = true;
+  }
+}

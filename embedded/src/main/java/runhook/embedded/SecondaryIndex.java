@@ -1,0 +1,176 @@
+package runhook.embedded;
+
+import de.bwaldvogel.mongo.MongoCollection;
+import de.bwaldvogel.mongo.backend.Index;
+import de.bwaldvogel.mongo.backend.IndexKey;
+import de.bwaldvogel.mongo.backend.KeyValue;
+import de.bwaldvogel.mongo.backend.Utils;
+import de.bwaldvogel.mongo.bson.Document;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+
+/**
+ * A non-unique index, which mongo-java-server does not keep: one entry per document (per
+ * array element at an indexed field) whose key is the indexed values followed by the
+ * document's `_id`, so that keys are distinct, a document's entries are found again from the
+ * document alone, and equal values come in `_id` order. A missing field is indexed as null, an
+ * empty array as null too (so that every document has an entry and a walk of the whole index
+ * sees every document).
+ */
+final class SecondaryIndex<P> extends Index<P> implements OrderedIndex {
+  private static final String ID = "_id";
+  private final IndexEntries entries;
+
+  SecondaryIndex(String name, List<IndexKey> keys, boolean sparse, IndexEntries entries) {
+    super(name, keys, sparse);
+    this.entries = entries;
+  }
+
+  @Override
+  public IndexEntries entries() {
+    return entries;
+  }
+
+  @Override
+  public boolean keyEndsWithId() {
+    return true;
+  }
+
+  @Override
+  public boolean coversEveryDocument() {
+    return !isSparse();
+  }
+
+  @Override
+  public boolean multikey() {
+    return entries.multikey();
+  }
+
+  /** The entry keys of a document: the product of each field's values (its array's elements), each followed by `_id`. */
+  private Set<KeyValue> entryKeys(Document document) {
+    List<List<Object>> values = new ArrayList<>();
+    int arrays = 0;
+    for (IndexKey key : getKeys()) {
+      Object v = Utils.getSubdocumentValueCollectionAware(document, key.getKey());
+      if (v instanceof Collection<?> c) {
+        arrays++;
+        List<Object> elements = new ArrayList<>();
+        for (Object e : c) elements.add(IndexOrder.normalize(e));
+        if (elements.isEmpty()) elements.add(null);
+        values.add(elements);
+      } else {
+        List<Object> one = new ArrayList<>(1);
+        one.add(IndexOrder.normalize(v));
+        values.add(one);
+      }
+    }
+    if (arrays > 1) getKeyValues(document); // refuses parallel arrays, as MongoDB does
+    Object id = IndexOrder.normalize(document.get(ID));
+    Set<KeyValue> keys = new LinkedHashSet<>();
+    product(values, 0, new ArrayList<>(), id, keys);
+    return keys;
+  }
+
+  private static void product(List<List<Object>> values, int i, List<Object> prefix, Object id, Set<KeyValue> out) {
+    if (i == values.size()) {
+      List<Object> key = new ArrayList<>(prefix);
+      key.add(id);
+      out.add(new KeyValue(key));
+      return;
+    }
+    for (Object v : values.get(i)) {
+      prefix.add(v);
+      product(values, i + 1, prefix, id, out);
+      prefix.remove(prefix.size() - 1);
+    }
+  }
+
+  /** Not needed to find a document's position: the `_id` index answers that. */
+  @Override
+  public P getPosition(Document document) {
+    return null;
+  }
+
+  @Override
+  public void checkAdd(Document document, MongoCollection<P> collection) {
+    entryKeys(document);
+  }
+
+  @Override
+  public void add(Document document, P position, MongoCollection<P> collection) {
+    Set<KeyValue> keys = entryKeys(document);
+    if (keys.size() > 1 || hasArray(document)) entries.markMultikey();
+    for (KeyValue key : keys) entries.putIfAbsent(key, position);
+  }
+
+  private boolean hasArray(Document document) {
+    for (IndexKey key : getKeys()) {
+      if (Utils.getSubdocumentValueCollectionAware(document, key.getKey()) instanceof Collection<?>) return true;
+    }
+    return false;
+  }
+
+  @Override
+  @SuppressWarnings("unchecked")
+  public P remove(Document document) {
+    P position = null;
+    for (KeyValue key : entryKeys(document)) {
+      Object removed = entries.remove(key);
+      if (removed != null) position = (P) removed;
+    }
+    return position;
+  }
+
+  @Override
+  public boolean canHandle(Document query) {
+    return false; // planned by QueryPlanner, never by mongo-java-server's per-index check
+  }
+
+  @Override
+  public Iterable<P> getPositions(Document query) {
+    throw new UnsupportedOperationException("secondary indexes are walked through QueryPlanner");
+  }
+
+  @Override
+  public long getCount() {
+    return entries.size();
+  }
+
+  @Override
+  public boolean isEmpty() {
+    return entries.size() == 0;
+  }
+
+  @Override
+  public long getDataSize() {
+    return getCount();
+  }
+
+  @Override
+  public void checkUpdate(Document oldDocument, Document newDocument, MongoCollection<P> collection) {
+    entryKeys(newDocument);
+  }
+
+  @Override
+  public void updateInPlace(Document oldDocument, Document newDocument, P position, MongoCollection<P> collection) {
+    Set<KeyValue> before = entryKeys(oldDocument);
+    Set<KeyValue> after = entryKeys(newDocument);
+    if (Objects.equals(before, after)) return;
+    for (KeyValue key : before) {
+      if (!after.contains(key)) entries.remove(key);
+    }
+    if (after.size() > 1 || hasArray(newDocument)) entries.markMultikey();
+    for (KeyValue key : after) {
+      if (!before.contains(key)) entries.putIfAbsent(key, position);
+    }
+  }
+
+  @Override
+  public void drop() {
+    // the backend removes the entries' storage (H2Database.dropIndex removes the map)
+  }
+}

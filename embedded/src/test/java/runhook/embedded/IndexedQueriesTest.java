@@ -1,0 +1,254 @@
+package runhook.embedded;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.mongodb.MongoCommandException;
+import com.mongodb.MongoQueryException;
+import com.mongodb.MongoWriteException;
+import com.mongodb.client.FindIterable;
+import com.mongodb.client.MongoClient;
+import com.mongodb.client.MongoClients;
+import com.mongodb.client.MongoCollection;
+import com.mongodb.client.MongoDatabase;
+import com.mongodb.client.model.Filters;
+import com.mongodb.client.model.Indexes;
+import com.mongodb.client.model.Updates;
+import de.bwaldvogel.mongo.MongoBackend;
+import de.bwaldvogel.mongo.MongoServer;
+import java.net.InetSocketAddress;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Date;
+import java.util.List;
+import java.util.Random;
+import java.util.function.Supplier;
+import org.bson.Document;
+import org.bson.conversions.Bson;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Indexed queries answer exactly what a scan answers (the same documents, in the same order),
+ * on both backends, and read only what their index plan needs; the scan guard refuses what no
+ * index serves. Every query runs on two collections holding the same documents: one with
+ * indexes, one without (which scans).
+ */
+class IndexedQueriesTest {
+  private static final Date T0 = new Date(1_700_000_000_000L);
+  private MongoServer server;
+  private MongoClient client;
+  private Path dir;
+
+  private MongoDatabase start(String backend) throws Exception {
+    if (dir == null) dir = Files.createTempDirectory("indexed-queries");
+    MongoBackend b = backend.equals("memory") ? new EmbeddedMongo.IndexedMemoryBackend() : EmbeddedMongo.FastH2Backend.open(dir.resolve("db.mv").toString());
+    server = new MongoServer(b);
+    server.bind(new InetSocketAddress("127.0.0.1", 0));
+    client = MongoClients.create("mongodb://127.0.0.1:" + server.getLocalAddress().getPort());
+    return client.getDatabase("t");
+  }
+
+  private void stop() {
+    if (client != null) client.close();
+    if (server != null) server.shutdownNow();
+    client = null;
+    server = null;
+  }
+
+  @AfterEach
+  void tearDown() throws Exception {
+    ScanGuard.set(false);
+    stop();
+    if (dir != null) {
+      try (var files = Files.walk(dir)) {
+        files.sorted((a, b) -> b.compareTo(a)).forEach(p -> p.toFile().delete());
+      }
+    }
+  }
+
+  private static List<Document> documents() {
+    Random random = new Random(42);
+    List<Document> docs = new ArrayList<>();
+    String[] states = {"QUEUED", "RUNNING", "SUCCEEDED"};
+    for (int i = 0; i < 1500; i++) {
+      Document d = new Document("_id", String.format("d%05d", i)).append("env", "e" + (i % 5));
+      // numbers of three BSON types, compared by value
+      d.append("seq", i % 3 == 0 ? (Object) (double) i : i % 3 == 1 ? (Object) (long) i : (Object) i);
+      d.append("ts", new Date(T0.getTime() + random.nextInt(1_000_000)));
+      int s = random.nextInt(5);
+      if (s < 3) d.append("state", states[s]);
+      else if (s == 3) d.append("state", null); // and s == 4: missing
+      if (random.nextInt(4) > 0) d.append("user", new Document("id", "u" + random.nextInt(7)).append("email", "u@x"));
+      Object[] mixed = {random.nextInt(10), "m" + random.nextInt(30), new Date(T0.getTime() + random.nextInt(100)), null, true, 2.5};
+      int m = random.nextInt(mixed.length + 1);
+      if (m < mixed.length) d.append("mixed", mixed[m]);
+      if (random.nextBoolean()) d.append("tags", random.nextBoolean() ? List.of("t" + random.nextInt(4), "t" + random.nextInt(4)) : List.of());
+      docs.add(d);
+    }
+    return docs;
+  }
+
+  private record Q(Bson filter, Bson sort, int skip, int limit) {}
+
+  private static List<Q> queries() {
+    return List.of(
+        new Q(Filters.eq("env", "e2"), new Document("seq", 1), 0, 10),
+        new Q(Filters.and(Filters.eq("env", "e2"), Filters.gt("seq", 100), Filters.lte("seq", 900)), new Document("seq", -1), 3, 7),
+        new Q(Filters.in("env", "e1", "e3"), new Document("seq", 1), 0, 0),
+        new Q(Filters.and(Filters.eq("state", "QUEUED"), Filters.lt("ts", new Date(T0.getTime() + 500_000))), new Document("ts", 1).append("_id", 1), 0, 25),
+        new Q(Filters.eq("state", null), new Document("_id", 1), 0, 0),
+        new Q(Filters.eq("user.id", "u3"), new Document("seq", -1), 0, 0),
+        new Q(Filters.gt("mixed", 5), new Document("_id", 1), 0, 0),
+        new Q(Filters.lt("mixed", "m2"), new Document("_id", 1), 0, 0),
+        new Q(Filters.gte("mixed", new Date(T0.getTime() + 50)), new Document("_id", 1), 0, 0),
+        new Q(Filters.eq("tags", "t2"), new Document("_id", 1), 0, 0),
+        new Q(Filters.in("tags", "t1", "t3"), new Document("_id", -1), 0, 5),
+        new Q(new Document(), new Document("_id", -1), 0, 5),
+        new Q(Filters.and(Filters.gt("_id", "d01000"), Filters.lt("_id", "d01500")), new Document("_id", 1), 0, 20),
+        new Q(Filters.and(Filters.eq("env", "e1"), Filters.gte("seq", 5.0)), new Document("seq", 1), 0, 0),
+        new Q(new Document("$and", List.of(new Document("env", "e4"), new Document("seq", new Document("$lt", 50)))), new Document("seq", 1), 0, 0),
+        new Q(Filters.in("seq", List.of()), null, 0, 0),
+        new Q(Filters.and(Filters.eq("env", "e1"), Filters.ne("state", "RUNNING")), new Document("seq", -1), 0, 0),
+        new Q(Filters.and(Filters.eq("state", "RUNNING"), Filters.exists("user", false)), new Document("ts", -1).append("_id", -1), 0, 0),
+        new Q(Filters.eq("seq", 7), null, 0, 0));
+  }
+
+  private static List<Document> run(MongoCollection<Document> c, Q q) {
+    FindIterable<Document> f = c.find(q.filter()).skip(q.skip()).limit(q.limit());
+    if (q.sort() != null) f = f.sort(q.sort());
+    return f.into(new ArrayList<>());
+  }
+
+  private static void assertSameAnswers(MongoCollection<Document> indexed, MongoCollection<Document> plain) {
+    for (Q q : queries()) {
+      List<Document> expected = run(plain, q);
+      List<Document> actual = run(indexed, q);
+      if (q.sort() == null) {
+        expected.sort((a, b) -> a.getString("_id").compareTo(b.getString("_id")));
+        actual.sort((a, b) -> a.getString("_id").compareTo(b.getString("_id")));
+      }
+      assertEquals(ids(expected), ids(actual), "find " + q);
+      assertEquals(plain.countDocuments(q.filter()), indexed.countDocuments(q.filter()), "countDocuments " + q.filter());
+    }
+  }
+
+  private static List<String> ids(List<Document> docs) {
+    return docs.stream().map(d -> d.getString("_id")).toList();
+  }
+
+  private static MongoCollection<Document> indexed(MongoDatabase db) {
+    MongoCollection<Document> c = db.getCollection("indexed");
+    c.createIndex(Indexes.ascending("env", "seq"));
+    c.createIndex(Indexes.ascending("state", "ts"));
+    c.createIndex(Indexes.ascending("user.id", "seq"));
+    c.createIndex(Indexes.ascending("mixed"));
+    c.createIndex(Indexes.ascending("tags"));
+    return c;
+  }
+
+  private static Document explain(MongoDatabase db, String collection, Bson filter, Bson sort, int limit) {
+    Document find = new Document("find", collection).append("filter", filter.toBsonDocument());
+    if (sort != null) find.append("sort", sort);
+    if (limit > 0) find.append("limit", limit);
+    return db.runCommand(new Document("explain", find));
+  }
+
+  private static String indexName(Document explained) {
+    Document plan = explained.get("queryPlanner", Document.class).get("winningPlan", Document.class);
+    return plan.getString("stage").equals("FETCH") ? plan.get("inputStage", Document.class).getString("indexName") : plan.getString("stage");
+  }
+
+  private static long docsExamined(Document explained) {
+    return ((Number) explained.get("executionStats", Document.class).get("totalDocsExamined")).longValue();
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"memory", "file"})
+  void indexedQueriesAnswerWhatAScanAnswers(String backend) throws Exception {
+    MongoDatabase db = start(backend);
+    MongoCollection<Document> indexed = indexed(db);
+    MongoCollection<Document> plain = db.getCollection("plain");
+    List<Document> docs = documents();
+    indexed.insertMany(docs.subList(0, 700)); // some before, some after the index exists
+    plain.insertMany(docs.subList(0, 700));
+    indexed.insertMany(docs.subList(700, docs.size()));
+    plain.insertMany(docs.subList(700, docs.size()));
+    assertSameAnswers(indexed, plain);
+
+    for (MongoCollection<Document> c : List.of(indexed, plain)) {
+      c.updateMany(Filters.eq("env", "e3"), Updates.combine(Updates.set("env", "e6"), Updates.set("state", "RUNNING")));
+      c.updateMany(Filters.eq("state", "QUEUED"), Updates.unset("user"));
+      c.updateOne(Filters.eq("_id", "d00010"), Updates.set("tags", List.of("t2", "t9")));
+      c.deleteMany(Filters.lt("seq", 100));
+    }
+    assertSameAnswers(indexed, plain);
+
+    if (backend.equals("file")) {
+      stop();
+      db = start(backend);
+      assertSameAnswers(db.getCollection("indexed"), db.getCollection("plain"));
+      Document validate = db.runCommand(new Document("validate", "indexed"));
+      long records = ((Number) validate.get("nrecords")).longValue();
+      Document keys = validate.get("keysPerIndex", Document.class);
+      assertEquals(records, ((Number) keys.get("env_1_seq_1")).longValue(), "one entry per document after a restart");
+      assertEquals(records, ((Number) keys.get("_id_")).longValue());
+    }
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"memory", "file"})
+  void explainNamesTheIndexAndALimitStopsTheWalk(String backend) throws Exception {
+    MongoDatabase db = start(backend);
+    MongoCollection<Document> indexed = indexed(db);
+    indexed.insertMany(documents());
+    db.getCollection("plain").insertMany(documents());
+
+    Document page = explain(db, "indexed", Filters.and(Filters.eq("env", "e2"), Filters.gt("seq", 10)), new Document("seq", -1), 10);
+    assertEquals("env_1_seq_1", indexName(page));
+    assertEquals(10, docsExamined(page), "a sorted page reads what it returns");
+    assertEquals("backward", page.get("queryPlanner", Document.class).get("winningPlan", Document.class).get("inputStage", Document.class).get("direction"));
+
+    Document range = explain(db, "indexed", Filters.and(Filters.gt("_id", "d01000"), Filters.lt("_id", "d01500")), new Document("_id", 1), 20);
+    assertEquals("_id_", indexName(range));
+    assertEquals(20, docsExamined(range));
+
+    Document pinned = explain(db, "indexed", Filters.and(Filters.eq("_id", "d00042"), Filters.eq("env", "e2")), null, 0);
+    assertEquals("_id_", indexName(pinned), "a unique index pinned by equality wins");
+
+    Document claim = explain(db, "indexed", Filters.and(Filters.eq("state", "QUEUED"), Filters.lt("ts", new Date(T0.getTime() + 500_000))), new Document("ts", 1), 1);
+    assertEquals("state_1_ts_1", indexName(claim));
+    assertEquals(1, docsExamined(claim));
+
+    Document scan = explain(db, "plain", Filters.eq("env", "e2"), null, 0);
+    assertEquals("COLLSCAN", indexName(scan));
+    assertEquals(1500, docsExamined(scan));
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"memory", "file"})
+  void theScanGuardRefusesWhatNoIndexServes(String backend) throws Exception {
+    MongoDatabase db = start(backend);
+    MongoCollection<Document> indexed = indexed(db);
+    indexed.insertMany(documents());
+    Document was = client.getDatabase("admin").runCommand(new Document("setParameter", 1).append("notablescan", true));
+    assertEquals(false, was.get("was"));
+    assertEquals(true, client.getDatabase("admin").runCommand(new Document("getParameter", 1).append("notablescan", 1)).get("notablescan"));
+
+    MongoQueryException refused = assertThrows(MongoQueryException.class, () -> indexed.find(Filters.eq("ts", T0)).first());
+    assertEquals(291, refused.getErrorCode());
+    assertTrue(refused.getErrorMessage().contains("t.indexed") && refused.getErrorMessage().contains("ts"), refused.getErrorMessage());
+    Supplier<Long> unindexedCount = () -> indexed.countDocuments(Filters.eq("ts", T0));
+    MongoCommandException countRefused = assertThrows(MongoCommandException.class, unindexedCount::get);
+    assertEquals(291, countRefused.getErrorCode());
+    MongoWriteException updateRefused = assertThrows(MongoWriteException.class, () -> indexed.updateMany(Filters.eq("ts", T0), Updates.set("x", 1)));
+    assertEquals(291, updateRefused.getCode());
+
+    assertEquals(300, indexed.countDocuments(Filters.eq("env", "e1")));
+    assertEquals(5, indexed.find().sort(new Document("_id", 1)).limit(5).into(new ArrayList<>()).size(), "a sort on an index walks it");
+    assertEquals(1, indexed.deleteOne(Filters.eq("_id", "d00001")).getDeletedCount());
+  }
+}

@@ -1,0 +1,140 @@
+// Every query runhook makes is served by an index: a workload of the public API (webhook calls
+// and their runs, a conflict, an idempotent repeat, run reads, log pages with each filter,
+// notes, a retention sweep) is run while the driver's commands are recorded, and each distinct
+// query among them is explained by the server: the plan must be an index scan, never a
+// collection scan. On the embedded server the suite also runs with scans refused
+// (notablescan); on a real MongoDB (MONGODB_URI) this is the check that its planner agrees.
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { storeFixtures, sweepExpired, type CommandStartedEvent, type StoreFixtures } from "../src/store/index.js";
+import { apiClient, qs } from "./helpers/api.js";
+import { startServer, type TestServer } from "./helpers/server.js";
+import { postHook } from "./helpers/webhook.js";
+import { waitForRun } from "./helpers/runs.js";
+import { createWorld, type World } from "../fixtures/world.js";
+
+let server: TestServer;
+let fx: StoreFixtures;
+let w: World;
+
+beforeAll(async () => {
+  server = await startServer();
+  fx = storeFixtures(server.deps.store);
+  w = await createWorld(server, {
+    steps: [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }, { type: "add_note", title: "", content: "done" }],
+  });
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+/** The commands that read or select documents, and where their filter and sort are. */
+const QUERIES: Record<string, (c: Record<string, unknown>) => { filter: unknown; sort?: unknown }[]> = {
+  find: (c) => [{ filter: c.filter, sort: c.sort }],
+  findAndModify: (c) => [{ filter: c.query, sort: c.sort }],
+  count: (c) => [{ filter: c.query }],
+  distinct: (c) => [{ filter: c.query }],
+  aggregate: (c) => [{ filter: (c.pipeline as Record<string, unknown>[])[0]?.$match }],
+  update: (c) => (c.updates as { q: unknown }[]).map((u) => ({ filter: u.q })),
+  delete: (c) => (c.deletes as { q: unknown }[]).map((u) => ({ filter: u.q })),
+};
+
+/** A query's shape: the command, the collection, the filter's fields and operators (not values), the sort. */
+function shape(name: string, records: boolean, collection: string, q: { filter: unknown; sort?: unknown }): string {
+  const fields = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(fields)
+      : v && typeof v === "object" && !(v instanceof Date)
+        ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, k.startsWith("$") || typeof x === "object" ? fields(x) : 1]))
+        : 1;
+  return `${name} ${records ? "<records>" : collection} ${JSON.stringify(fields(q.filter))} ${JSON.stringify(q.sort ?? {})}`;
+}
+
+/** Every stage name of a plan (MongoDB 7+ nests the plan under queryPlan). */
+function stages(node: unknown, out: string[] = []): string[] {
+  if (!node || typeof node !== "object") return out;
+  const n = node as Record<string, unknown>;
+  if (typeof n.stage === "string") out.push(n.stage);
+  for (const key of ["inputStage", "queryPlan", "winningPlan"]) stages(n[key], out);
+  for (const child of (n.inputStages as unknown[]) ?? []) stages(child, out);
+  return out;
+}
+
+it("every query the store made in a workload is an index scan", async () => {
+  const recorded: CommandStartedEvent[] = [];
+  const events = fx.commandEvents();
+  const record = (e: CommandStartedEvent) => void recorded.push(e);
+  events.on("commandStarted", record);
+  try {
+    const hook = `${server.baseUrl}${w.hookPath}`;
+    const first = await postHook(hook, w.userToken, { record_id: "r1" }, { headers: { "idempotency-key": randomUUID() } });
+    expect(first.status).toBe(202);
+    expect((await postHook(hook, w.userToken, { record_id: "r1" })).status).toBe(409);
+    const second = await postHook(hook, w.userToken, { record_id: "r2" });
+    await waitForRun(server.deps.store, first.body.runId!);
+    await waitForRun(server.deps.store, second.body.runId!);
+    const api = apiClient(server.baseUrl, w.apiToken);
+    expect((await api.get(`/v1/runs/${first.body.runId}`)).status).toBe(200);
+    const logs = `/v1/project/${w.projectName}/environment/${w.environmentName}/activity-logs`;
+    for (const params of [
+      {},
+      { order: "desc", limit: 2 },
+      { action: "record.updated" },
+      { collection: w.collection, recordId: "r1" },
+      { userId: w.user._id },
+      { userEmail: "nobody@example.test" },
+      { from: new Date(Date.now() - 60_000).toISOString(), to: new Date().toISOString() },
+    ]) {
+      const page = await api.get(logs + qs(params));
+      expect(page.status, JSON.stringify(page.body)).toBe(200);
+      if (page.body.nextCursor) expect((await api.get(logs + qs({ ...params, cursor: page.body.nextCursor }))).status).toBe(200);
+    }
+    const admin = `/v1/project/${w.projectName}/admin-logs`;
+    for (const params of [{}, { action: "workflow.created" }, { userId: w.owner._id }, { userEmail: w.owner.email }]) {
+      expect((await api.get(admin + qs(params))).status).toBe(200);
+    }
+    const notes = `/v1/project/${w.projectName}/environment/${w.environmentName}/notes`;
+    const note = await api.post(notes, { collection: w.collection, recordId: "r1", content: "<p>hi</p>" });
+    expect(note.status).toBe(201);
+    for (const params of [{}, { collection: w.collection, recordId: "r1" }, { archived: "false" }])
+      expect((await api.get(notes + qs(params))).status).toBe(200);
+    expect((await api.post(`${notes}/${note.body.id}/messages`, { content: "<p>again</p>" })).status).toBe(201);
+    expect((await api.patch(`${notes}/${note.body.id}`, { archived: true })).status).toBe(200);
+    expect((await api.del(`${notes}/${note.body.id}`)).status).toBe(204);
+    // A sweep that finds something to remove: a month and a day from now, the runs have expired.
+    await sweepExpired(server.deps.store, undefined, new Date(Date.now() + 31 * 86_400_000));
+    await server.deps.store.runs.queueStats();
+  } finally {
+    events.off("commandStarted", record);
+  }
+
+  const explained = new Map<string, string[]>();
+  for (const e of recorded) {
+    const toQuery = QUERIES[e.commandName];
+    if (!toQuery) continue;
+    const command = e.command as Record<string, unknown>;
+    const collection = String(command[e.commandName]);
+    const records = e.databaseName !== server.deps.store.databaseName;
+    for (const q of toQuery(command)) {
+      const key = shape(e.commandName, records, collection, q);
+      if (explained.has(key)) continue;
+      const { lsid, $clusterTime, $db, txnNumber, ...body } = command as Record<string, unknown>;
+      void [lsid, $clusterTime, txnNumber];
+      void $db;
+      const plan = await fx.explain(body, records ? e.databaseName : undefined);
+      explained.set(key, stages((plan as { queryPlanner?: unknown }).queryPlanner));
+    }
+  }
+  // The workload reached the queries that matter: claims, log pages, notes, the sweep, the records.
+  const keys = [...explained.keys()];
+  for (const expected of ["findAndModify runs", "find activity_logs", "find admin_logs", "find notes", "delete runs", "find <records>"]) {
+    expect(
+      keys.some((k) => k.startsWith(expected)),
+      `no ${expected} in ${keys.join("\n")}`,
+    ).toBe(true);
+  }
+  const scans = [...explained].filter(
+    ([, s]) => s.includes("COLLSCAN") || (!s.includes("IXSCAN") && !s.includes("IDHACK") && !s.includes("EXPRESS_IXSCAN") && !s.includes("EOF")),
+  );
+  expect(scans.map(([k, s]) => `${k}: ${s.join(" < ")}`)).toEqual([]);
+});
