@@ -1,6 +1,7 @@
 // `npm run bench [-- --quick] [-- --profile[=webhook|e2e|logs|all]] [-- --only=webhook,processes,roundtrips,pickup,e2e,logs]`
 // `npm run bench -- --soak 10m [--soak-rate=N] [--soak-workers=N] [--soak-window=60s]`: soak mode only (scenarios/soak/).
 // `npm run bench -- --vs temporal [--quick]`: runhook against Temporal's dev server only (scenarios/temporal.ts).
+// `npm run bench -- --grow [--quick] [--grow-sizes=0,100000,1000000]`: the same calls as the file-backed database grows to 1,000,000 runs (scenarios/growth.ts).
 // Runs runhook as users do (separate `node bin/runhook.js start|worker` processes) on one
 // database server (the embedded mongo-java-server, memory backend, in a temp dir, or
 // MONGODB_URI), loads it over loopback, measures the raw-driver baseline of each scenario on
@@ -25,6 +26,7 @@ import { webhookScenario } from "./scenarios/webhook.js";
 import { backendsScenario } from "./scenarios/backends.js";
 import { soakScenario } from "./scenarios/soak/index.js";
 import { renderTemporalMarkdown, temporalScenario } from "./scenarios/temporal.js";
+import { growthScenario, renderGrowthMarkdown } from "./scenarios/growth.js";
 import { parseDuration } from "./scenarios/soak/model.js";
 import { renderSoakMarkdown } from "./scenarios/soak/report.js";
 import { headline, renderMarkdown, TARGETS, type BenchResults } from "./report.js";
@@ -80,9 +82,11 @@ function vsArg(): "temporal" | undefined {
   process.exit(2);
 }
 const vs = vsArg();
+const grow = args.includes("--grow");
 
 const started = new Date();
-const stamp = started.toISOString().slice(0, 19).replace(/:/g, "-") + (soak ? "-soak" : vs ? `-vs-${vs}` : "") + (quick && !soak ? "-quick" : "");
+const stamp =
+  started.toISOString().slice(0, 19).replace(/:/g, "-") + (soak ? "-soak" : vs ? `-vs-${vs}` : grow ? "-grow" : "") + (quick && !soak ? "-quick" : "");
 const dataDir = mkdtempSync(join(tmpdir(), "runhook-bench-"));
 const resultsDir = join(ROOT, "bench/results");
 const profileDir = profile ? join(ROOT, "bench/profiles", stamp) : undefined;
@@ -142,6 +146,7 @@ async function scenario<T>(name: string, fn: () => Promise<T>): Promise<T | { er
   if (!wanted(name)) return null;
   ctx.log(`\n== ${name} ==`);
   const t = Date.now();
+  const ownCleanups = ctx.cleanups.length;
   try {
     const r = await fn();
     ctx.log(`  (${Math.round((Date.now() - t) / 100) / 10} s)`);
@@ -150,6 +155,9 @@ async function scenario<T>(name: string, fn: () => Promise<T>): Promise<T | { er
     const msg = err instanceof Error ? err.message : String(err);
     ctx.log(`  ${name} failed: ${msg}`);
     return { error: msg.slice(0, 2000) };
+  } finally {
+    // Its databases go with it: the memory backend holds every scenario's data on its heap.
+    for (const c of ctx.cleanups.splice(ownCleanups).reverse()) await bounded(c(), 10_000);
   }
 }
 
@@ -250,10 +258,39 @@ async function vsTemporalMain(): Promise<number> {
   return 0;
 }
 
+/** `--grow`: only the growth scenario (scenarios/growth.ts) on the file backend, written to bench/results/<date>-grow[-quick].{md,json}. */
+async function growMain(): Promise<number> {
+  const t0 = Date.now();
+  database = await openBenchDatabase(dataDir, (m) => ctx.log(m), { persistent: true });
+  ctx.uri = database.uri;
+  ctx.javaPid = database.javaPid;
+  ctx.log(`runhook bench --grow${quick ? " --quick" : ""}: ${database.description}; ${cpus().length} CPUs; node ${process.version}; ${uptime()}`);
+  const cacheDir = process.env.RUNHOOK_CACHE_DIR || join(homedir(), ".cache", "runhook");
+  const sizesArg = args.find((a) => a.startsWith("--grow-sizes="));
+  const sizes = sizesArg ? sizesArg.slice("--grow-sizes=".length).split(",").map(Number) : quick ? [0, 20_000, 100_000] : [0, 100_000, 1_000_000];
+  const db = database;
+  const r = await growthScenario(
+    ctx,
+    { dataDir, cacheDir, sizes, sweepRuns: sizesArg ? Math.max(1000, sizes.at(-1)! / 10) : quick ? 20_000 : 100_000, quick },
+    () => db.stop(),
+  );
+  await cleanup();
+  const meta = { date: started.toISOString(), commit: git("rev-parse", "--short", "HEAD"), dirty: git("status", "--porcelain").length > 0, quick };
+  const md = renderGrowthMarkdown(r, meta);
+  mkdirSync(resultsDir, { recursive: true });
+  writeFileSync(join(resultsDir, `${stamp}.json`), `${JSON.stringify({ ...meta, machine: { cpus: cpus().length, node: process.version }, ...r }, null, 2)}\n`);
+  writeFileSync(join(resultsDir, `${stamp}.md`), md);
+  ctx.log(`\n${md}`);
+  ctx.log(`(written bench/results/${stamp}.json and .md; ${Math.round((Date.now() - t0) / 1000)} s)`);
+  process.stdout.write(`${JSON.stringify(r.ratios)}\n`);
+  return 0;
+}
+
 async function main(): Promise<number> {
   const t0 = Date.now();
   const loadAvgStart = loadavg();
   if (vs) return vsTemporalMain(); // it starts the database it needs
+  if (grow) return growMain(); // the file backend, as npm start runs
   database = await openBenchDatabase(dataDir, (m) => ctx.log(m));
   ctx.uri = database.uri;
   ctx.javaPid = database.javaPid;

@@ -27,6 +27,8 @@ export interface Config {
    * reading the whole collection: the tests and benchmarks turn it on.
    */
   embeddedNoTableScan: boolean;
+  /** The embedded database's Java heap, MB; undefined: by backend (src/embedded/process.ts). */
+  embeddedHeapMb: number | undefined;
   publicBaseUrl: string;
   /** Webhook URL signing keys by key id; `signingKeyId` signs new URLs. */
   signingKeys: Map<string, Buffer>;
@@ -299,6 +301,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     cacheDir: resolve(env.RUNHOOK_CACHE_DIR || join(env.HOME || dataDir, ".cache", "runhook")),
     embedded: embeddedMode(env),
     embeddedNoTableScan: bool(env, "RUNHOOK_EMBEDDED_NOTABLESCAN", false),
+    embeddedHeapMb: env.RUNHOOK_EMBEDDED_HEAP_MB ? int(env, "RUNHOOK_EMBEDDED_HEAP_MB", 0, 128, 1_048_576) : undefined,
     publicBaseUrl,
     signingKeys: keys,
     signingKeyId: current,

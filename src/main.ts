@@ -83,6 +83,7 @@ export async function openDatabase(
       persistent,
       share,
       noTableScan: config.embeddedNoTableScan,
+      heapMb: config.embeddedHeapMb,
       progress: (m) => logger.info(m),
     });
     uri = embedded.uri;

@@ -35,6 +35,7 @@ export async function runPrimary(command: "start" | "worker", n: number, config:
         persistent: config.embedded === "file",
         share: command === "start" ? "publish" : "join",
         noTableScan: config.embeddedNoTableScan,
+        heapMb: config.embeddedHeapMb,
         progress: (m) => logger.info(m),
       });
   const metricsPort = metricsPortFor(config, command === "start" ? "server" : "worker");

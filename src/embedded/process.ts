@@ -3,6 +3,7 @@
 // port), and stopped (SIGTERM, then SIGKILL) with its owner.
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { totalmem } from "node:os";
 import { pingServer as ping } from "../store/index.js";
 import type { Progress } from "./build.js";
 import { pidAlive } from "./lock.js";
@@ -16,24 +17,49 @@ export interface EmbeddedServer {
 export const START_TIMEOUT_MS = 30_000;
 const STOP_KILL_MS = 5_000;
 
-// A test-and-dev database: a 1 GB heap (the memory backend keeps every document on it; H2 only
-// its 32 MB page cache), small thread stacks, the serial GC (no GC threads). The heap is sized
-// once, with a small young generation. Grown from 16 MB, each growth of the old generation was
-// a full collection of all the documents: pauses of up to 1.3 s under load. A young generation
-// of 16 MB keeps each collection short, as nearly every new document survives it: in
-// `bench --quick --only=webhook`, no full collection and 1 pause over 40 ms (with 48 MB: 52;
-// before, 24 and up to 433 ms besides the full ones). Memory not yet used is only reserved:
-// ~56 MB RSS idle, as before.
+// Small thread stacks, the serial GC (no GC threads), a small young generation: nearly every
+// new document survives its first collection, so a young generation of 16 MB keeps each
+// collection short (in `bench --quick --only=webhook`, 1 pause over 40 ms; with 48 MB: 52).
+// Native memory the JVM freed goes back to the system every 10 s (RSS otherwise keeps what the
+// JIT's arenas once used); an older Java 17 without that option ignores it.
 const JVM_FLAGS = [
   "-Xss512k",
-  "-Xms1g",
-  "-Xmx1g",
   "-Xmn16m",
   "-XX:+UseSerialGC",
   "-XX:MaxMetaspaceSize=128m",
   "-XX:ReservedCodeCacheSize=64m",
   "-XX:-UsePerfData",
+  "-XX:+IgnoreUnrecognizedVMOptions",
+  "-XX:TrimNativeHeapInterval=10000",
 ];
+
+/**
+ * The file backend's heap: its 32 MB page cache, the index pages a query walks, and the pages a
+ * commit writes (every page the writes of one group changed, and the buffer they are
+ * serialized into: with nine indexes on runs, a group of writes changes many). 192 MB ran out
+ * in a commit under load at 100,000 stored runs (bench --grow), which fails the store for good,
+ * so it has room to grow into.
+ */
+export const FILE_HEAP_MB = 384;
+
+/**
+ * The memory backend keeps every document and index entry on its heap: a quarter of the
+ * machine's memory (at least 1 GB, at most 16 GB) unless RUNHOOK_EMBEDDED_HEAP_MB says. It
+ * starts at 1 GB and grows (each growth is one full collection); it refuses writes, with a clear
+ * error and a line on its standard error, once it is 85 % full after a collection, rather than
+ * pause for seconds and drop connections.
+ */
+export function memoryHeapMb(): number {
+  return Math.min(16_384, Math.max(1024, Math.floor(totalmem() / 2 ** 20 / 4)));
+}
+
+function heapFlags(persistent: boolean, heapMb: number | undefined): string[] {
+  const max = heapMb ?? (persistent ? FILE_HEAP_MB : memoryHeapMb());
+  // The file backend's heap starts small and grows with the work (its live data is small, so
+  // the collections that grow it are short); a collection gives back what it no longer needs.
+  if (persistent) return ["-Xms64m", `-Xmx${max}m`, "-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=30"];
+  return [`-Xms${Math.min(max, 1024)}m`, `-Xmx${max}m`];
+}
 
 export interface RunningState {
   pid: number;
@@ -66,9 +92,11 @@ export async function spawnServer(
   file: string | undefined,
   javaOptions: string[] = [],
   noTableScan = false,
+  heapMb?: number,
 ): Promise<{ child: ChildProcess; port: number; exited: Promise<void> }> {
   const args = [
     ...JVM_FLAGS,
+    ...heapFlags(file !== undefined, heapMb),
     ...javaOptions,
     "-jar",
     jar,
@@ -79,7 +107,7 @@ export async function spawnServer(
   ];
   // stdin is a pipe we never write to: the server exits when it reads EOF, i.e. when this
   // process is gone, even after kill -9 of it.
-  const child = spawn("java", args, { stdio: ["pipe", "pipe", "pipe"] });
+  const child = spawn("java", args, { stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, MALLOC_ARENA_MAX: "2" } });
   let stderr = "";
   child.stderr!.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
   child.stdin!.on("error", () => {}); // EPIPE once it has exited
@@ -113,6 +141,8 @@ export async function spawnServer(
     child.once("error", onError);
   });
   child.stdout!.resume(); // keep draining
+  // What the server says once it runs (its memory full, say) goes to our standard error.
+  child.stderr!.on("data", (d: Buffer) => process.stderr.write(d));
   return { child, port: bound, exited };
 }
 

@@ -82,10 +82,14 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     d.activityLogs.createIndex({ environmentId: 1, "user.id": 1, seq: 1 }),
     d.activityLogs.createIndex({ environmentId: 1, "user.email": 1, seq: 1 }),
     d.activityLogs.createIndex({ environmentId: 1, collection: 1, recordId: 1, seq: 1 }),
+    // A time range (from/to) of a stream: the index walks just that range when it is the
+    // smaller part of the stream (the planner counts both); a wide range walks `seq` instead.
+    d.activityLogs.createIndex({ environmentId: 1, timestamp: 1 }),
     d.adminLogs.createIndex({ projectId: 1, seq: 1 }),
     d.adminLogs.createIndex({ projectId: 1, action: 1, seq: 1 }),
     d.adminLogs.createIndex({ projectId: 1, "actor.id": 1, seq: 1 }),
     d.adminLogs.createIndex({ projectId: 1, "actor.email": 1, seq: 1 }),
+    d.adminLogs.createIndex({ projectId: 1, timestamp: 1 }),
     d.notes.createIndex({ environmentId: 1, seq: 1 }),
     d.notes.createIndex({ environmentId: 1, collection: 1, recordId: 1, seq: 1 }),
     d.notes.createIndex({ seq: 1 }, { unique: true }),
@@ -144,7 +148,7 @@ export function sweepEveryMs(t: TtlIndex): number {
 }
 
 /** How many expired documents one delete of a sweep removes: each batch holds the collection a moment only. */
-export const SWEEP_BATCH = 500;
+export const SWEEP_BATCH = 100;
 
 /**
  * What MongoDB's TTL monitor does, for servers that accept TTL indexes but never apply them

@@ -1,6 +1,7 @@
 package runhook.embedded;
 
 import de.bwaldvogel.mongo.MongoCollection;
+import de.bwaldvogel.mongo.backend.DefaultQueryMatcher;
 import de.bwaldvogel.mongo.backend.Index;
 import de.bwaldvogel.mongo.backend.KeyValue;
 import de.bwaldvogel.mongo.bson.Document;
@@ -70,31 +71,64 @@ final class IndexedQueries {
       sorted[0] = false;
       return null;
     }
-    sorted[0] = plan.sortServed();
     Execution execution = recording != null ? recording : new Execution();
+    if (plan.race() != null && raceWins(plan.race(), plan.estimate(), query, skip + limit, fetch, execution)) plan = plan.race();
+    sorted[0] = plan.sortServed();
     execution.indexName = plan.index().getName();
     execution.keyPattern = plan.index().getKeys().stream().map(k -> k.getKey()).toList();
     execution.descending = plan.descending();
     execution.intervals = plan.intervals().size();
+    return walk(plan, fetch, execution);
+  }
+
+  /** Whether the walk in the sort's order finds `wanted` matches within `budget` documents. */
+  private static <P> boolean raceWins(QueryPlanner.Plan sorted, long budget, Document query, int wanted, Function<P, Document> fetch, Execution execution) {
+    Iterator<Document> documents = walk(sorted, fetch, execution).iterator();
+    DefaultQueryMatcher matcher = new DefaultQueryMatcher(); // it keeps state of its last match
+    int matched = 0;
+    for (long read = 0; read <= budget && documents.hasNext(); read++) {
+      if (matcher.matches(documents.next(), query) && ++matched >= wanted) return true;
+    }
+    return !documents.hasNext(); // the whole walk was shorter than the budget
+  }
+
+  /** The documents of a plan's walk, fetched lazily (one entry at a time: a limit stops it), each once. */
+  private static <P> Stream<Document> walk(QueryPlanner.Plan plan, Function<P, Document> fetch, Execution execution) {
     List<QueryPlanner.Interval> intervals = new ArrayList<>(plan.intervals());
     if (plan.descending()) java.util.Collections.reverse(intervals);
     IndexEntries entries = plan.index().entries();
-    Stream<Object> positions = intervals.stream().flatMap(i -> {
-      Iterator<Map.Entry<KeyValue, Object>> walk = entries.range(i.low(), i.high(), plan.descending());
-      return StreamSupport.stream(Spliterators.spliteratorUnknownSize(walk, Spliterator.ORDERED), false).map(e -> {
-        execution.keysExamined++;
-        return e.getValue();
-      });
-    });
-    if (plan.mayRepeat()) {
-      Set<Object> seen = new HashSet<>();
-      positions = positions.filter(seen::add);
-    }
-    @SuppressWarnings("unchecked")
-    Stream<Document> documents = positions.map(p -> {
-      execution.docsExamined++;
-      return fetch.apply((P) p);
-    });
-    return documents;
+    Set<Object> seen = plan.mayRepeat() ? new HashSet<>() : null;
+    Iterator<Document> documents = new Iterator<>() {
+      private final Iterator<QueryPlanner.Interval> next = intervals.iterator();
+      private Iterator<Map.Entry<KeyValue, Object>> walk = java.util.Collections.emptyIterator();
+      private Document ahead;
+
+      @Override
+      @SuppressWarnings("unchecked")
+      public boolean hasNext() {
+        while (ahead == null) {
+          while (!walk.hasNext()) {
+            if (!next.hasNext()) return false;
+            QueryPlanner.Interval i = next.next();
+            walk = entries.range(i.low(), i.high(), plan.descending());
+          }
+          Object position = walk.next().getValue();
+          execution.keysExamined++;
+          if (seen != null && !seen.add(position)) continue;
+          execution.docsExamined++;
+          ahead = fetch.apply((P) position);
+        }
+        return true;
+      }
+
+      @Override
+      public Document next() {
+        if (!hasNext()) throw new java.util.NoSuchElementException();
+        Document d = ahead;
+        ahead = null;
+        return d;
+      }
+    };
+    return StreamSupport.stream(Spliterators.spliteratorUnknownSize(documents, Spliterator.ORDERED), false);
   }
 }

@@ -43,10 +43,20 @@ final class QueryPlanner {
    * A chosen index: its intervals in index order (walked back to front when {@code descending}),
    * whether that order is the sort's, and about how many entries the walk reads.
    */
-  record Plan(OrderedIndex index, List<Interval> intervals, boolean descending, boolean sortServed, int boundFields, long estimate) {
+  record Plan(OrderedIndex index, List<Interval> intervals, boolean descending, boolean sortServed, int boundFields, long estimate, Plan race) {
     /** Whether one document can come out of the walk twice (several intervals, or array entries). */
     boolean mayRepeat() {
       return intervals.size() > 1 || index.multikey();
+    }
+
+    /**
+     * With a limit, a walk in the sort's order may find its page long before it has read as
+     * much as this plan would (a time range at the start of a stream, say): counting cannot
+     * tell, so such a walk is tried first, for as many documents as this plan would read
+     * ({@link IndexedQueries}), as MongoDB races its candidate plans.
+     */
+    Plan withRace(Plan sorted) {
+      return new Plan(index, intervals, descending, sortServed, boundFields, estimate, sorted);
     }
   }
 
@@ -181,6 +191,8 @@ final class QueryPlanner {
     boolean exact = whole[0] && bounds.values().stream().allMatch(b -> b.whole);
     Plan best = null;
     long bestCost = Long.MAX_VALUE;
+    Plan bestSorted = null;
+    long bestSortedCost = Long.MAX_VALUE;
     for (Index<?> index : indexes) {
       if (!(index instanceof OrderedIndex ordered)) continue;
       Candidate c = candidate(ordered, bounds, sortFields, sortDirections);
@@ -195,11 +207,17 @@ final class QueryPlanner {
       long cost = estimate;
       if (c.direction != 0 && limit > 0 && coversQuery) cost = Math.min(cost, (long) skip + limit);
       if (c.direction == 0) cost += cost / 8 + 1; // the matches must be sorted too
+      Plan plan = new Plan(ordered, c.intervals, c.direction < 0, c.direction != 0, c.boundFields, estimate, null);
       if (best == null || cost < bestCost || (cost == bestCost && c.better(best))) {
-        best = new Plan(ordered, c.intervals, c.direction < 0, c.direction != 0, c.boundFields, estimate);
+        best = plan;
         bestCost = cost;
       }
+      if (c.direction != 0 && !sortFields.isEmpty() && cost < bestSortedCost) {
+        bestSorted = plan;
+        bestSortedCost = cost;
+      }
     }
+    if (best != null && !best.sortServed() && bestSorted != null && limit > 0) return best.withRace(bestSorted);
     return best;
   }
 

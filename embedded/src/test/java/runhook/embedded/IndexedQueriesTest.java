@@ -223,6 +223,22 @@ class IndexedQueriesTest {
     assertEquals("state_1_ts_1", indexName(claim));
     assertEquals(1, docsExamined(claim));
 
+    // A time range that the stream's first entries match: the walk in `seq` order finds its page
+    // at once, though counting favours the time index (fewer entries in range than in the stream).
+    MongoCollection<Document> stream = db.getCollection("stream");
+    stream.createIndex(Indexes.ascending("env", "seq"));
+    stream.createIndex(Indexes.ascending("env", "ts"));
+    List<Document> entries = new ArrayList<>();
+    for (int i = 0; i < 1000; i++) entries.add(new Document("_id", i).append("env", "e").append("seq", i).append("ts", new Date(T0.getTime() + (i < 100 || i >= 900 ? 1_000_000 : i))));
+    stream.insertMany(entries);
+    Bson recent = Filters.and(Filters.eq("env", "e"), Filters.gte("ts", new Date(T0.getTime() + 1_000_000)));
+    Document raced = explain(db, "stream", recent, new Document("seq", 1), 10);
+    assertEquals("env_1_seq_1", indexName(raced));
+    assertTrue(docsExamined(raced) <= 20, "the walk in seq order read " + docsExamined(raced));
+    assertEquals(List.of(0, 1, 2, 3, 4, 5, 6, 7, 8, 9), stream.find(recent).sort(new Document("seq", 1)).limit(10).map(d -> d.getInteger("_id")).into(new ArrayList<>()));
+    Document narrow = explain(db, "stream", Filters.and(Filters.eq("env", "e"), Filters.gte("ts", new Date(T0.getTime() + 1_000_000)), Filters.gt("seq", 500)), new Document("seq", 1), 10);
+    assertEquals("env_1_ts_1", indexName(narrow), "where the walk in seq order would read past its budget, the time index serves");
+
     Document scan = explain(db, "plain", Filters.eq("env", "e2"), null, 0);
     assertEquals("COLLSCAN", indexName(scan));
     assertEquals(1500, docsExamined(scan));

@@ -1,0 +1,448 @@
+// `npm run bench -- --grow`: the same calls on the file-backed embedded database (as `npm start`
+// runs) while it grows. At each size — empty, then with stored finished runs and activity
+// entries added (as a month of traffic would leave them: spread over three tenants, most of it
+// another tenant's, and the measured environment's own stream) — it measures webhook accepts
+// at 16 and 64 callers, the pick-up delay of runs triggered one at a time, how long a burst of
+// 500 runs takes to finish, log pages (unfiltered, by action, record, user, a time range, the
+// admin log), the NDJSON export's rate, GET run and WatchRun's first message. At the largest
+// size, also a retention sweep of 100,000 expired runs under concurrent writes (the longest a
+// write waited), the file's size, the database's restart time and the Java process's RSS.
+import { randomUUID } from "node:crypto";
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { Pool } from "undici";
+import { RunService } from "../../gen/runhook/v1/run_pb.js";
+import { newRunDoc } from "../../src/domain/runs/model.js";
+import { startEmbeddedServer } from "../../src/embedded/index.js";
+import { storeFixtures, sweepExpired, type Store } from "../../src/store/index.js";
+import { activityStream, streamKey } from "../../src/store/logs.js";
+import type { ActivityLogDoc, RunDoc } from "../../src/store/types.js";
+import { benchWorld, openStore, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
+import { closedLoop, percentile, ratio, round, sleep, summarize } from "../lib/load.js";
+import { rssMb, type Proc } from "../lib/procs.js";
+import { restTrigger } from "./webhook.js";
+
+export interface SizeFigures {
+  /** Finished runs and activity entries stored besides the measured calls' own (each). */
+  stored: number;
+  fillSeconds: number | null;
+  accept16: { perSec: number; p50Ms: number | null; p99Ms: number | null };
+  accept64: { perSec: number; p50Ms: number | null; p99Ms: number | null };
+  pickup: { n: number; p50Ms: number | null; p99Ms: number | null };
+  /** A burst of 500 runs on distinct records: from the first call until the last run finished. */
+  drainMs: number | null;
+  /** p50 of each page (limit 100). */
+  logPagesP50Ms: Record<string, number | null>;
+  exportPerSec: number | null;
+  getRunP50Ms: number | null;
+  watchFirstP50Ms: number | null;
+  javaRssMb: number | null;
+}
+
+export interface GrowthResult {
+  sizes: SizeFigures[];
+  sweep: {
+    expired: number;
+    removed: number;
+    seconds: number;
+    writesDuring: number;
+    maxStallMs: number | null;
+    p99Ms: number | null;
+    beforeMaxMs: number | null;
+  } | null;
+  fileMb: number | null;
+  restartSeconds: number | null;
+  javaRssMbAtEnd: number | null;
+  ratios: {
+    growthAcceptRatio: number | null;
+    growthLogPageRatio: number | null;
+    growthPickupP99Ms: number | null;
+    growthDrainRatio: number | null;
+    sweepMaxStallMs: number | null;
+    restartSecondsAtEnd: number | null;
+    javaRssMbAtEnd: number | null;
+  };
+}
+
+const STEPS = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }] as const;
+const BURST = 500;
+const FILL_BATCH = 1000;
+const ACTIONS = ["workflow.run.triggered", "workflow.run.succeeded", "record.updated", "note.created"];
+const DAY = 86_400_000;
+
+/** Finished runs of `w` (not on its burst records), created over the last `days`. */
+function filledRun(w: BenchWorld, i: number, now: number, days: number): RunDoc {
+  const createdAt = new Date(now - Math.floor(Math.random() * days * DAY));
+  const run = newRunDoc({
+    workflowId: w.workflowId,
+    workflowVersion: 1,
+    renderingId: w.renderingId,
+    projectId: w.projectId,
+    environmentId: w.environmentId,
+    collectionId: w.collectionId,
+    collection: w.collection,
+    recordId: `old-${i}`,
+    userId: w.user._id,
+    userEmail: w.user.email,
+    tokenId: "filled",
+    via: "webhook",
+    steps: [...STEPS],
+    createdAt,
+  });
+  const finishedAt = new Date(createdAt.getTime() + 50);
+  return { ...run, state: "SUCCEEDED", activeKey: run._id, stepIndex: STEPS.length, startedAt: createdAt, finishedAt, updatedAt: finishedAt };
+}
+
+function filledEntry(w: BenchWorld, stream: string, seq: number, timestamp: Date, recordId: string): ActivityLogDoc {
+  return {
+    _id: streamKey(stream, seq),
+    seq,
+    timestamp,
+    projectId: w.projectId,
+    environmentId: w.environmentId,
+    environment: w.environmentName,
+    rendering: null,
+    user: { id: seq % 10 === 0 ? w.admin._id : w.user._id, email: seq % 10 === 0 ? w.admin.email : w.user.email },
+    action: ACTIONS[seq % ACTIONS.length]!,
+    via: "workflow",
+    collection: w.collection,
+    recordId,
+    runId: null,
+    details: {},
+  };
+}
+
+/**
+ * Adds `count` finished runs and `count` activity entries: a tenth to the measured world `w`
+ * (its stream continued past its counter, its watermark raised, as readers would have left it),
+ * the rest to the other tenants. Older than anything measured, younger than the retention.
+ */
+async function fill(store: Store, worlds: BenchWorld[], count: number, log: (m: string) => void): Promise<void> {
+  const fx = storeFixtures(store);
+  const now = Date.now() - 3_600_000;
+  const t0 = performance.now();
+  for (let done = 0; done < count; ) {
+    const n = Math.min(FILL_BATCH, count - done);
+    const runs: RunDoc[] = [];
+    const byWorld = new Map<BenchWorld, number>();
+    for (let i = 0; i < n; i++) {
+      const w = (done + i) % 10 === 0 ? worlds[0]! : worlds[1 + ((done + i) % (worlds.length - 1))]!;
+      runs.push(filledRun(w, done + i, now, 20));
+      byWorld.set(w, (byWorld.get(w) ?? 0) + 1);
+    }
+    await fx.insertRuns(runs);
+    for (const [w, k] of byWorld) {
+      const stream = activityStream(w.environmentId);
+      const from = await store.logs.counter(stream);
+      const span = 20 * DAY;
+      const entries = Array.from({ length: k }, (_, j) =>
+        filledEntry(w, stream, from + j + 1, new Date(now - span + ((done + j) / count) * span), `r${(from + j) % 400}`),
+      );
+      await fx.insertActivityEntries(entries);
+      await fx.setCounter(stream, from + k);
+      await store.logs.raiseWatermark(stream, from + k);
+    }
+    done += n;
+    if (done % 100_000 === 0 || done === count) log(`  filled ${done} runs + ${done} activity entries (${Math.round((performance.now() - t0) / 1000)} s)`);
+  }
+}
+
+async function timed<T>(fn: () => Promise<T>): Promise<number> {
+  const t = performance.now();
+  await fn();
+  return performance.now() - t;
+}
+
+async function p50Of(n: number, fn: () => Promise<void>): Promise<number | null> {
+  const times: number[] = [];
+  for (let i = 0; i < n; i++) times.push(await timed(fn));
+  return summarize(times).p50Ms;
+}
+
+/** Waits until every run of `ids` finished; the time the last one finished. */
+async function lastFinish(store: Store, ids: string[], timeoutMs: number): Promise<number | null> {
+  const end = Date.now() + timeoutMs;
+  let pending = ids;
+  let last = 0;
+  while (pending.length && Date.now() < end) {
+    const runs = await store.runs.getMany(pending);
+    for (const r of runs) if (r.finishedAt) last = Math.max(last, r.finishedAt.getTime());
+    pending = runs.filter((r) => !r.finishedAt).map((r) => r._id);
+    if (pending.length) await sleep(100);
+  }
+  return pending.length ? null : last;
+}
+
+async function measure(ctx: BenchContext, store: Store, server: Proc, w: BenchWorld, stored: number, quick: boolean): Promise<SizeFigures> {
+  const durationMs = quick ? 4000 : 10_000;
+  const accept = async (c: number) => {
+    const pool = new Pool(server.baseUrl!, { connections: c, pipelining: 1 });
+    const trigger = restTrigger(pool, w, 202);
+    const s = await closedLoop({ concurrency: c, durationMs, warmupPerWorker: 5, fn: () => trigger(`new-${randomUUID()}`) });
+    await pool.close();
+    return { perSec: s.okPerSec, p50Ms: s.p50Ms, p99Ms: s.p99Ms };
+  };
+  const accept16 = await accept(16);
+  const accept64 = await accept(64);
+  // The accepted runs (on records that do not exist) fail at their first step: the executors
+  // work off that backlog before the pick-up is measured.
+  for (const until = Date.now() + 600_000; (await store.runs.queueStats()).depth > 0 && Date.now() < until; ) await sleep(500);
+
+  const pool = new Pool(server.baseUrl!, { connections: 64, pipelining: 1 });
+  const trigger = async (recordId: string) => {
+    const res = await pool.request({
+      path: w.hookPath,
+      method: "POST",
+      headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ record_id: recordId }),
+    });
+    const body = (await res.body.json()) as { runId?: string };
+    if (res.statusCode !== 202 || !body.runId) throw new Error(`webhook answered ${res.statusCode} ${JSON.stringify(body)}`);
+    return body.runId;
+  };
+
+  // Pick-up: runs triggered one at a time, 20 ms apart, on existing records.
+  const single: string[] = [];
+  for (let i = 0; i < (quick ? 50 : 100); i++) {
+    single.push(await trigger(`r${i}`));
+    await sleep(20);
+  }
+  await lastFinish(store, single, 60_000);
+  const picked = (await store.runs.getMany(single)).filter((r) => r.startedAt).map((r) => r.startedAt!.getTime() - r.createdAt.getTime());
+  const pickup = summarize(picked);
+
+  // Drain: a burst of 500 runs on distinct existing records, 64 at a time.
+  const t0 = Date.now();
+  const burst: string[] = [];
+  await Promise.all(
+    Array.from({ length: 64 }, async (_, k) => {
+      for (let i = k; i < BURST; i += 64) burst.push(await trigger(`r${i}`));
+    }),
+  );
+  const last = await lastFinish(store, burst, 300_000);
+  const drainMs = last === null ? null : last - t0;
+
+  // Reads.
+  const api = (path: string, accept = "application/json") =>
+    pool.request({ path, method: "GET", headers: { authorization: `Bearer ${w.apiToken}`, accept } }).then(async (r) => {
+      const text = await r.body.text();
+      if (r.statusCode !== 200) throw new Error(`GET ${path} answered ${r.statusCode}: ${text.slice(0, 200)}`);
+      return text;
+    });
+  const logs = `/v1/project/${encodeURIComponent(w.projectName)}/environment/${encodeURIComponent(w.environmentName)}/activity-logs`;
+  const q = (p: Record<string, string>) => `?${new URLSearchParams({ limit: "100", ...p })}`;
+  const n = quick ? 10 : 25;
+  const pages: Record<string, string> = {
+    unfiltered: q({}),
+    newestFirst: q({ order: "desc" }),
+    byAction: q({ action: "record.updated", order: "desc" }),
+    byRecord: q({ collection: w.collection, recordId: "r7", order: "desc" }),
+    byUser: q({ userId: w.admin._id, order: "desc" }),
+    timeRange: q({ from: new Date(Date.now() - 10 * 60_000).toISOString(), to: new Date().toISOString() }),
+  };
+  const logPagesP50Ms: Record<string, number | null> = {};
+  for (const [name, query] of Object.entries(pages)) logPagesP50Ms[name] = await p50Of(n, async () => void (await api(logs + query)));
+  logPagesP50Ms.adminLog = await p50Of(n, async () => void (await api(`/v1/project/${encodeURIComponent(w.projectName)}/admin-logs?limit=100&order=desc`)));
+
+  // The export: as many entries as arrive in 3 s (or all of them).
+  let exported = 0;
+  const te = performance.now();
+  const res = await pool.request({ path: logs, method: "GET", headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" } });
+  for await (const chunk of res.body) {
+    for (const b of chunk as Buffer) if (b === 10) exported++;
+    if (performance.now() - te > 3000) break;
+  }
+  res.body.destroy();
+  const exportPerSec = round((exported / (performance.now() - te)) * 1000, 0);
+
+  const getRunP50Ms = await p50Of(n, async () => void (await api(`/v1/runs/${burst[0]}`)));
+  const runs = createClient(RunService, createConnectTransport({ baseUrl: server.baseUrl!, httpVersion: "1.1" }));
+  const watchFirstP50Ms = await p50Of(n, async () => {
+    const stream = runs.watchRun({ runId: burst[1]! }, { headers: { authorization: `Bearer ${w.apiToken}` } });
+    for await (const _ of stream) break;
+  });
+  await pool.close();
+  return {
+    stored,
+    fillSeconds: null,
+    accept16,
+    accept64,
+    pickup: { n: pickup.n, p50Ms: pickup.p50Ms, p99Ms: pickup.p99Ms },
+    drainMs,
+    logPagesP50Ms,
+    exportPerSec,
+    getRunP50Ms,
+    watchFirstP50Ms,
+    javaRssMb: ctx.javaPid ? rssMb(ctx.javaPid) : null,
+  };
+}
+
+/** A retention sweep of `expired` runs (another tenant's, finished long ago) while 4 callers trigger runs: how long a write waited. */
+async function sweepUnderWrites(
+  ctx: BenchContext,
+  store: Store,
+  server: Proc,
+  w: BenchWorld,
+  other: BenchWorld,
+  expired: number,
+): Promise<GrowthResult["sweep"]> {
+  const fx = storeFixtures(store);
+  const old = Date.now() - 60 * DAY;
+  for (let i = 0; i < expired; i += FILL_BATCH) {
+    await fx.insertRuns(Array.from({ length: Math.min(FILL_BATCH, expired - i) }, (_, j) => filledRun(other, 10_000_000 + i + j, old, 5)));
+  }
+  const pool = new Pool(server.baseUrl!, { connections: 4, pipelining: 1 });
+  const trigger = restTrigger(pool, w, 202);
+  const before = await closedLoop({ concurrency: 4, durationMs: 3000, fn: () => trigger(`sweep-${randomUUID()}`) });
+  let sweeping = true;
+  const t0 = performance.now();
+  const sweep = sweepExpired(store, undefined, new Date(), (t) => t.collection === "runs").finally(() => (sweeping = false));
+  const lat: number[] = [];
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      while (sweeping) {
+        const t = performance.now();
+        await trigger(`sweep-${randomUUID()}`);
+        lat.push(performance.now() - t);
+      }
+    }),
+  );
+  const removed = (await sweep).runs ?? 0;
+  const seconds = round((performance.now() - t0) / 1000, 1);
+  await pool.close();
+  const sorted = Float64Array.from(lat).sort();
+  ctx.log(`  sweep: ${removed} runs removed in ${seconds} s; ${lat.length} writes meanwhile, longest ${round(sorted.at(-1) ?? 0)} ms`);
+  return {
+    expired,
+    removed,
+    seconds,
+    writesDuring: lat.length,
+    maxStallMs: sorted.length ? round(sorted[sorted.length - 1]!) : null,
+    p99Ms: percentile(sorted, 99),
+    beforeMaxMs: before.maxMs,
+  };
+}
+
+export async function growthScenario(
+  ctx: BenchContext,
+  o: { dataDir: string; cacheDir: string; sizes: number[]; sweepRuns: number; quick: boolean },
+  stopDatabase: () => Promise<void>,
+): Promise<GrowthResult> {
+  const dbName = `${ctx.runTag}_grow`;
+  const store = await openStore(ctx, dbName);
+  const records = Array.from({ length: BURST }, (_, i) => ({ id: `r${i}`, status: "new" }));
+  const w = await benchWorld(ctx, store, { steps: [...STEPS], records });
+  const others = [await benchWorld(ctx, store, { steps: [...STEPS] }), await benchWorld(ctx, store, { steps: [...STEPS] })];
+  const server = await spawnFor(ctx, "grow", "start", dbName);
+  const sizes: SizeFigures[] = [];
+  let stored = 0;
+  try {
+    for (const size of o.sizes) {
+      let fillSeconds: number | null = null;
+      if (size > stored) {
+        ctx.log(`- adding ${size - stored} finished runs and ${size - stored} activity entries…`);
+        const t = performance.now();
+        await fill(store, [w, ...others], size - stored, ctx.log);
+        fillSeconds = round((performance.now() - t) / 1000, 0);
+        stored = size;
+      }
+      ctx.log(`- measuring at ${stored} stored…`);
+      const figures = { ...(await measure(ctx, store, server, w, stored, o.quick)), fillSeconds };
+      ctx.log(`  ${JSON.stringify(figures)}`);
+      sizes.push(figures);
+    }
+    const sweep = await sweepUnderWrites(ctx, store, server, w, others[0]!, o.sweepRuns);
+    await server.stop();
+    await store.close();
+    // The database's restart: stopped (its file closed), then started until it answers.
+    const file = join(o.dataDir, "mongo", "runhook.mv");
+    await stopDatabase();
+    const fileMb = round(statSync(file).size / 2 ** 20, 0);
+    const t = performance.now();
+    const again = await startEmbeddedServer({ noTableScan: true, dataDir: o.dataDir, cacheDir: o.cacheDir, persistent: true, progress: ctx.log });
+    const restartSeconds = round((performance.now() - t) / 1000, 1);
+    await again.stop();
+    const empty = sizes[0]!;
+    const end = sizes.at(-1)!;
+    const pageRatios = Object.keys(empty.logPagesP50Ms).map((k) => ratio(end.logPagesP50Ms[k], empty.logPagesP50Ms[k]));
+    const worstPage = pageRatios.reduce<number | null>((a, r) => (r !== null && (a === null || r > a) ? r : a), null);
+    return {
+      sizes,
+      sweep,
+      fileMb,
+      restartSeconds,
+      javaRssMbAtEnd: end.javaRssMb,
+      ratios: {
+        growthAcceptRatio: ratio(Math.min(end.accept16.perSec / empty.accept16.perSec, end.accept64.perSec / empty.accept64.perSec), 1),
+        growthLogPageRatio: worstPage,
+        growthPickupP99Ms: end.pickup.p99Ms,
+        growthDrainRatio: ratio(end.drainMs, empty.drainMs),
+        sweepMaxStallMs: sweep?.maxStallMs ?? null,
+        restartSecondsAtEnd: restartSeconds,
+        javaRssMbAtEnd: end.javaRssMb,
+      },
+    };
+  } finally {
+    if (server.alive()) await server.stop();
+  }
+}
+
+/** The issue's targets for the largest size, against the empty database. */
+export const GROWTH_TARGETS = {
+  acceptRatioMin: 0.9,
+  logPageRatioMax: 1.5,
+  pickupP99MsMax: 50,
+  drainRatioMax: 1.5,
+  sweepStallMsMax: 100,
+  restartSecondsMax: 10,
+  javaRssMbMax: 300,
+};
+
+export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; commit: string; dirty: boolean; quick: boolean }): string {
+  const t = GROWTH_TARGETS;
+  const v = (x: number | null | undefined, unit = "") => (x == null ? "–" : `${x}${unit}`);
+  const sizes = r.sizes;
+  const row = (name: string, f: (s: SizeFigures) => string) => `| ${name} | ${sizes.map(f).join(" | ")} |`;
+  const pageNames = Object.keys(sizes[0]?.logPagesP50Ms ?? {});
+  const verdict = (ok: boolean | null) => (ok === null ? "–" : ok ? "met" : "missed");
+  const x = r.ratios;
+  return [
+    `# Growth: the same calls as the database grows (${meta.date.slice(0, 10)}${meta.quick ? ", quick" : ""})`,
+    "",
+    `\`npm run bench -- --grow${meta.quick ? " --quick" : ""}\` on commit ${meta.commit}${meta.dirty ? " (with uncommitted changes)" : ""}. runhook (\`start\`, executors on) on the`,
+    "embedded file backend, as `npm start` runs it. Stored: finished runs and activity entries (as many of each), a tenth in the",
+    "measured environment, the rest in two other tenants'. Log pages have limit 100; p50 of each.",
+    "",
+    `| stored runs + entries (each) | ${sizes.map((s) => s.stored.toLocaleString("en-US")).join(" | ")} |`,
+    `|---|${sizes.map(() => "---:").join("|")}|`,
+    row("time to add them (s)", (s) => v(s.fillSeconds)),
+    row("webhook 202/s at c=16 (p99 ms)", (s) => `${s.accept16.perSec} (${v(s.accept16.p99Ms)})`),
+    row("webhook 202/s at c=64 (p99 ms)", (s) => `${s.accept64.perSec} (${v(s.accept64.p99Ms)})`),
+    row("pick-up p50 / p99 (ms)", (s) => `${v(s.pickup.p50Ms)} / ${v(s.pickup.p99Ms)}`),
+    row(`${BURST} runs to finish (ms)`, (s) => v(s.drainMs)),
+    ...pageNames.map((p) => row(`log page: ${p} (ms)`, (s) => v(s.logPagesP50Ms[p]))),
+    row("NDJSON export (entries/s)", (s) => v(s.exportPerSec)),
+    row("GET run (ms)", (s) => v(s.getRunP50Ms)),
+    row("WatchRun first message (ms)", (s) => v(s.watchFirstP50Ms)),
+    row("Java RSS (MB)", (s) => v(s.javaRssMb)),
+    "",
+    r.sweep
+      ? `Retention sweep: ${r.sweep.removed.toLocaleString("en-US")} of ${r.sweep.expired.toLocaleString("en-US")} expired runs removed in ${r.sweep.seconds} s while 4 callers triggered runs: ${r.sweep.writesDuring} writes, p99 ${v(r.sweep.p99Ms, " ms")}, longest ${v(r.sweep.maxStallMs, " ms")} (longest before the sweep: ${v(r.sweep.beforeMaxMs, " ms")}).`
+      : "Retention sweep: not measured.",
+    `File: ${v(r.fileMb, " MB")}; the database's restart (stopped, started until it answers): ${v(r.restartSeconds, " s")}.`,
+    "",
+    "| at the largest size | measured | target | |",
+    "|---|---:|---:|---|",
+    `| accepts vs empty (worse of c=16, c=64) | ${v(x.growthAcceptRatio)} | ≥ ${t.acceptRatioMin} | ${verdict(x.growthAcceptRatio === null ? null : x.growthAcceptRatio >= t.acceptRatioMin)} |`,
+    `| log pages vs empty (worst) | ${v(x.growthLogPageRatio)} | ≤ ${t.logPageRatioMax} | ${verdict(x.growthLogPageRatio === null ? null : x.growthLogPageRatio <= t.logPageRatioMax)} |`,
+    `| pick-up p99 | ${v(x.growthPickupP99Ms, " ms")} | ≤ ${t.pickupP99MsMax} ms | ${verdict(x.growthPickupP99Ms === null ? null : x.growthPickupP99Ms <= t.pickupP99MsMax)} |`,
+    `| ${BURST} runs to finish vs empty | ${v(x.growthDrainRatio)} | ≤ ${t.drainRatioMax} | ${verdict(x.growthDrainRatio === null ? null : x.growthDrainRatio <= t.drainRatioMax)} |`,
+    `| longest write during a sweep | ${v(x.sweepMaxStallMs, " ms")} | ≤ ${t.sweepStallMsMax} ms | ${verdict(x.sweepMaxStallMs === null ? null : x.sweepMaxStallMs <= t.sweepStallMsMax)} |`,
+    `| restart | ${v(x.restartSecondsAtEnd, " s")} | ≤ ${t.restartSecondsMax} s | ${verdict(x.restartSecondsAtEnd === null ? null : x.restartSecondsAtEnd <= t.restartSecondsMax)} |`,
+    `| Java RSS | ${v(x.javaRssMbAtEnd, " MB")} | ≤ ${t.javaRssMbMax} MB | ${verdict(x.javaRssMbAtEnd === null ? null : x.javaRssMbAtEnd <= t.javaRssMbMax)} |`,
+    "",
+  ].join("\n");
+}
