@@ -41,7 +41,6 @@ import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.Consumer;
-import java.util.stream.Stream;
 import org.h2.mvstore.DataUtils;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.MVStore;
@@ -222,10 +221,10 @@ public final class EmbeddedMongo {
           return new MemoryCollection(this, collectionName, options, cursorRegistry) {
             @Override
             protected QueryResult queryDocuments(Document query, Document orderBy, int skip, int limit, int batchSize, Document fieldSelector) {
-              boolean[] sorted = {false};
-              Stream<Document> candidates = IndexedQueries.candidates(this, getIndexes(), query, orderBy, skip, limit, this::getDocument, sorted);
-              if (candidates == null) return super.queryDocuments(query, orderBy, skip, limit, batchSize, fieldSelector);
-              return matchDocumentsFromStream(query, candidates, skip, limit, batchSize, sorted[0] ? null : deriveComparator(orderBy), fieldSelector);
+              IndexWalk<Integer> walk = IndexedQueries.candidates(this, getIndexes(), query, orderBy, skip, limit, this::getDocument);
+              if (walk == null) return super.queryDocuments(query, orderBy, skip, limit, batchSize, fieldSelector);
+              if (IndexedQueries.streams(walk, batchSize, fieldSelector)) return StreamingCursor.firstBatch(walk, this, cursorRegistry, query, skip, limit, batchSize);
+              return matchDocumentsFromStream(query, walk.stream(), skip, limit, batchSize, walk.plan().sortServed() ? null : deriveComparator(orderBy), fieldSelector);
             }
 
             @Override
@@ -672,10 +671,10 @@ public final class EmbeddedMongo {
       return new H2Collection(this, collectionName, options, dataMap, metaMap, cursorRegistry) {
         @Override
         protected QueryResult queryDocuments(Document query, Document orderBy, int skip, int limit, int batchSize, Document fieldSelector) {
-          boolean[] sorted = {false};
-          Stream<Document> candidates = IndexedQueries.candidates(this, getIndexes(), query, orderBy, skip, limit, this::getDocument, sorted);
-          if (candidates == null) return super.queryDocuments(query, orderBy, skip, limit, batchSize, fieldSelector);
-          return matchDocumentsFromStream(query, candidates, skip, limit, batchSize, sorted[0] ? null : deriveComparator(orderBy), fieldSelector);
+          IndexWalk<Object> walk = IndexedQueries.candidates(this, getIndexes(), query, orderBy, skip, limit, this::getDocument);
+          if (walk == null) return super.queryDocuments(query, orderBy, skip, limit, batchSize, fieldSelector);
+          if (IndexedQueries.streams(walk, batchSize, fieldSelector)) return StreamingCursor.firstBatch(walk, this, cursorRegistry, query, skip, limit, batchSize);
+          return matchDocumentsFromStream(query, walk.stream(), skip, limit, batchSize, walk.plan().sortServed() ? null : deriveComparator(orderBy), fieldSelector);
         }
 
         @Override

@@ -3,19 +3,10 @@ package runhook.embedded;
 import de.bwaldvogel.mongo.MongoCollection;
 import de.bwaldvogel.mongo.backend.DefaultQueryMatcher;
 import de.bwaldvogel.mongo.backend.Index;
-import de.bwaldvogel.mongo.backend.KeyValue;
 import de.bwaldvogel.mongo.bson.Document;
-import java.util.ArrayList;
-import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
-import java.util.Map;
-import java.util.Set;
-import java.util.Spliterator;
-import java.util.Spliterators;
 import java.util.function.Function;
-import java.util.stream.Stream;
-import java.util.stream.StreamSupport;
 
 /**
  * How a collection answers a query through its indexes: the {@link QueryPlanner}'s plan is
@@ -54,8 +45,8 @@ final class IndexedQueries {
    * The documents to match against a query, in the plan's order, or null when the collection
    * must scan (which the guard may refuse: then this throws).
    */
-  static <P> Stream<Document> candidates(MongoCollection<P> collection, List<Index<P>> indexes, Document query, Document orderBy, int skip,
-      int limit, Function<P, Document> fetch, boolean[] sorted) {
+  static <P> IndexWalk<P> candidates(MongoCollection<P> collection, List<Index<P>> indexes, Document query, Document orderBy, int skip,
+      int limit, Function<P, Document> fetch) {
     QueryPlanner.Plan plan = QueryPlanner.plan(indexes, query, orderBy, skip, limit);
     Execution recording = RECORDING.get();
     if (plan == null) {
@@ -68,22 +59,20 @@ final class IndexedQueries {
       if (!uniqueLookup && recording == null && ScanGuard.applies(database, collection.getCollectionName())) {
         throw ScanGuard.refusal(database, collection.getCollectionName(), query, orderBy);
       }
-      sorted[0] = false;
       return null;
     }
     Execution execution = recording != null ? recording : new Execution();
     if (plan.race() != null && raceWins(plan.race(), plan.estimate(), query, skip + limit, fetch, execution)) plan = plan.race();
-    sorted[0] = plan.sortServed();
     execution.indexName = plan.index().getName();
     execution.keyPattern = plan.index().getKeys().stream().map(k -> k.getKey()).toList();
     execution.descending = plan.descending();
     execution.intervals = plan.intervals().size();
-    return walk(plan, fetch, execution);
+    return new IndexWalk<>(plan, fetch, execution);
   }
 
   /** Whether the walk in the sort's order finds `wanted` matches within `budget` documents. */
   private static <P> boolean raceWins(QueryPlanner.Plan sorted, long budget, Document query, int wanted, Function<P, Document> fetch, Execution execution) {
-    Iterator<Document> documents = walk(sorted, fetch, execution).iterator();
+    Iterator<Document> documents = new IndexWalk<>(sorted, fetch, execution);
     DefaultQueryMatcher matcher = new DefaultQueryMatcher(); // it keeps state of its last match
     int matched = 0;
     for (long read = 0; read <= budget && documents.hasNext(); read++) {
@@ -92,43 +81,12 @@ final class IndexedQueries {
     return !documents.hasNext(); // the whole walk was shorter than the budget
   }
 
-  /** The documents of a plan's walk, fetched lazily (one entry at a time: a limit stops it), each once. */
-  private static <P> Stream<Document> walk(QueryPlanner.Plan plan, Function<P, Document> fetch, Execution execution) {
-    List<QueryPlanner.Interval> intervals = new ArrayList<>(plan.intervals());
-    if (plan.descending()) java.util.Collections.reverse(intervals);
-    IndexEntries entries = plan.index().entries();
-    Set<Object> seen = plan.mayRepeat() ? new HashSet<>() : null;
-    Iterator<Document> documents = new Iterator<>() {
-      private final Iterator<QueryPlanner.Interval> next = intervals.iterator();
-      private Iterator<Map.Entry<KeyValue, Object>> walk = java.util.Collections.emptyIterator();
-      private Document ahead;
-
-      @Override
-      @SuppressWarnings("unchecked")
-      public boolean hasNext() {
-        while (ahead == null) {
-          while (!walk.hasNext()) {
-            if (!next.hasNext()) return false;
-            QueryPlanner.Interval i = next.next();
-            walk = entries.range(i.low(), i.high(), plan.descending());
-          }
-          Object position = walk.next().getValue();
-          execution.keysExamined++;
-          if (seen != null && !seen.add(position)) continue;
-          execution.docsExamined++;
-          ahead = fetch.apply((P) position);
-        }
-        return true;
-      }
-
-      @Override
-      public Document next() {
-        if (!hasNext()) throw new java.util.NoSuchElementException();
-        Document d = ahead;
-        ahead = null;
-        return d;
-      }
-    };
-    return StreamSupport.stream(Spliterators.spliteratorUnknownSize(documents, Spliterator.ORDERED), false);
+  /**
+   * Whether a query is answered batch by batch ({@link StreamingCursor}): a find that asked for
+   * batches, in index order, without a projection; the rest is collected at once, as
+   * mongo-java-server does.
+   */
+  static boolean streams(IndexWalk<?> walk, int batchSize, Document fieldSelector) {
+    return batchSize > 0 && walk.plan().sortServed() && (fieldSelector == null || fieldSelector.isEmpty()) && RECORDING.get() == null;
   }
 }

@@ -118,7 +118,8 @@ class IndexedQueriesTest {
   }
 
   private static List<Document> run(MongoCollection<Document> c, Q q) {
-    FindIterable<Document> f = c.find(q.filter()).skip(q.skip()).limit(q.limit());
+    // In batches of 7: a query in index order is then read batch by batch (StreamingCursor).
+    FindIterable<Document> f = c.find(q.filter()).skip(q.skip()).limit(q.limit()).batchSize(7);
     if (q.sort() != null) f = f.sort(q.sort());
     return f.into(new ArrayList<>());
   }
