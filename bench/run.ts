@@ -1,7 +1,7 @@
 // `npm run bench [-- --quick] [-- --profile[=webhook|e2e|logs|all]] [-- --only=webhook,processes,roundtrips,pickup,e2e,logs]`
 // `npm run bench -- --soak 10m [--soak-rate=N] [--soak-workers=N] [--soak-window=60s]`: soak mode only (scenarios/soak/).
 // `npm run bench -- --vs temporal [--quick]`: runhook against Temporal's dev server only (scenarios/temporal.ts).
-// `npm run bench -- --grow [--quick] [--grow-sizes=0,100000,1000000]`: the same calls as the file-backed database grows to 1,000,000 runs (scenarios/growth.ts).
+// `npm run bench -- --grow [--quick] [--grow-sizes=0,100000,1000000] [--sweep-runs=100000]`: the same calls as the file-backed database grows to 1,000,000 runs (scenarios/growth.ts).
 // Runs runhook as users do (separate `node bin/runhook.js start|worker` processes) on one
 // database server (the embedded mongo-java-server, memory backend, in a temp dir, or
 // MONGODB_URI), loads it over loopback, measures the raw-driver baseline of each scenario on
@@ -268,12 +268,10 @@ async function growMain(): Promise<number> {
   const cacheDir = process.env.RUNHOOK_CACHE_DIR || join(homedir(), ".cache", "runhook");
   const sizesArg = args.find((a) => a.startsWith("--grow-sizes="));
   const sizes = sizesArg ? sizesArg.slice("--grow-sizes=".length).split(",").map(Number) : quick ? [0, 20_000, 100_000] : [0, 100_000, 1_000_000];
+  const sweepArg = args.find((a) => a.startsWith("--sweep-runs="));
+  const sweepRuns = sweepArg ? Number(sweepArg.slice("--sweep-runs=".length)) : sizesArg ? Math.max(1000, sizes.at(-1)! / 10) : quick ? 20_000 : 100_000;
   const db = database;
-  const r = await growthScenario(
-    ctx,
-    { dataDir, cacheDir, sizes, sweepRuns: sizesArg ? Math.max(1000, sizes.at(-1)! / 10) : quick ? 20_000 : 100_000, quick },
-    () => db.stop(),
-  );
+  const r = await growthScenario(ctx, { dataDir, cacheDir, sizes, sweepRuns, quick }, () => db.stop());
   await cleanup();
   const meta = { date: started.toISOString(), commit: git("rev-parse", "--short", "HEAD"), dirty: git("status", "--porcelain").length > 0, quick };
   const md = renderGrowthMarkdown(r, meta);

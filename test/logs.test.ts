@@ -1,9 +1,10 @@
 // Public API: activity logs and admin logs — filters, time range, order, paging, the
 // cursor binding, tail-safety with holes and tombstones, auth and parameter errors.
 import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isDuplicateKey, storeFixtures, type StoreFixtures } from "../src/store/index.js";
-import { activityStream, streamKey, watermarkId, type NewActivity } from "../src/store/logs.js";
+import { isDuplicateKey, storeFixtures, type CommandStartedEvent, type StoreFixtures } from "../src/store/index.js";
+import { activityStream, adminStream, streamKey, watermarkId, type NewActivity } from "../src/store/logs.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { addApiToken, addEnvironment, addUser, createWorld, type World } from "../fixtures/world.js";
@@ -13,10 +14,23 @@ let db: StoreFixtures;
 let w: World;
 let other: World;
 let stagingId: string;
-const T0 = Date.parse("2025-03-01T00:00:00Z");
-const at = (minutes: number) => new Date(T0 + minutes * 60_000);
+/** The time each entry this file wrote was given (the time its position was taken), by name. */
+const t: Record<string, Date> = {};
+/** A time as the API writes it (RFC 3339, milliseconds only when there are some). */
+const rfc3339 = (d: Date) => d.toISOString().replace(".000Z", "Z");
+/** The same instant written with a +01:00 offset. */
+const plusOneHour = (d: Date) => new Date(d.getTime() + 3_600_000).toISOString().replace("Z", "+01:00");
 
-function act(world: World, over: Partial<NewActivity> = {}): Promise<number> {
+/** The time stored with the entry at `seq` of a stream. */
+async function timeOf(kind: "activity" | "admin", stream: string, seq: number): Promise<Date> {
+  const doc = (await server.deps.store.logs.at(kind, stream, seq)) as { timestamp?: Date } | null;
+  if (!doc?.timestamp) throw new Error(`no entry at ${stream}:${seq}`);
+  return doc.timestamp;
+}
+
+/** Appends an activity entry a few milliseconds after the previous one, so each has a time of its own. */
+async function act(world: World, over: Partial<NewActivity> = {}): Promise<number> {
+  await sleep(3);
   return server.deps.store.logs.appendActivity({
     projectId: world.projectId,
     environmentId: world.environmentId,
@@ -62,7 +76,6 @@ beforeAll(async () => {
   stagingId = await addEnvironment(server, w, "staging");
   const u = { id: w.user._id, email: w.user.email };
   ids.a = await act(w, {
-    timestamp: at(0),
     action: "workflow.run.triggered",
     via: "webhook",
     user: u,
@@ -73,7 +86,6 @@ beforeAll(async () => {
     details: { workflowId: w.workflowId, when: new Date("2025-01-01T00:00:00Z"), n: 3, nested: { ok: true, list: [1, "x", null] } },
   });
   ids.b = await act(w, {
-    timestamp: at(1),
     action: "workflow.run.succeeded",
     via: "workflow",
     user: u,
@@ -82,15 +94,16 @@ beforeAll(async () => {
     recordId: "r1",
     runId: "run-1",
   });
-  ids.c = await act(w, { timestamp: at(2), action: "record.updated", collection: "orders", recordId: "r2", runId: "run-2" });
-  ids.d = await act(w, { timestamp: at(3), action: "note.created", collection: "customers", recordId: "c1" });
-  ids.e = await act(w, { timestamp: at(4), action: "note.deleted", collection: "orders", recordId: "r1" });
+  ids.c = await act(w, { action: "record.updated", collection: "orders", recordId: "r2", runId: "run-2" });
+  ids.d = await act(w, { action: "note.created", collection: "customers", recordId: "c1" });
+  ids.e = await act(w, { action: "note.deleted", collection: "orders", recordId: "r1" });
   // Not in this environment's log: another environment of the project, another project.
-  ids.staging = await act(w, { environmentId: stagingId, environment: "staging", timestamp: at(2) });
-  ids.other = await act(other, { timestamp: at(2) });
-  ids.f = await act(w, { timestamp: at(5), action: "record.updated", user: u });
+  ids.staging = await act(w, { environmentId: stagingId, environment: "staging" });
+  ids.other = await act(other);
+  ids.f = await act(w, { action: "record.updated", user: u });
 
   const actor = { id: w.admin._id, email: w.admin.email };
+  await sleep(3);
   ids.adm1 = await server.deps.store.logs.appendAdmin({
     organizationId: w.orgId,
     projectId: w.projectId,
@@ -99,8 +112,8 @@ beforeAll(async () => {
     action: "webhook.enabled",
     target: `workflow/${w.workflowId}`,
     details: {},
-    timestamp: at(0),
   });
+  await sleep(3);
   ids.adm2 = await server.deps.store.logs.appendAdmin({
     organizationId: w.orgId,
     projectId: w.projectId,
@@ -109,8 +122,8 @@ beforeAll(async () => {
     action: "workflow.published",
     target: `workflow/${w.workflowId}`,
     details: { version: 2 },
-    timestamp: at(1),
   });
+  await sleep(3);
   ids.admOrg = await server.deps.store.logs.appendAdmin({
     organizationId: w.orgId,
     projectId: null,
@@ -119,8 +132,8 @@ beforeAll(async () => {
     action: "token.created",
     target: "token/x",
     details: {},
-    timestamp: at(2),
   });
+  await sleep(3);
   ids.admOther = await server.deps.store.logs.appendAdmin({
     organizationId: other.orgId,
     projectId: other.projectId,
@@ -129,8 +142,8 @@ beforeAll(async () => {
     action: "webhook.enabled",
     target: "workflow/y",
     details: {},
-    timestamp: at(2),
   });
+  await sleep(3);
   ids.adm3 = await server.deps.store.logs.appendAdmin({
     organizationId: w.orgId,
     projectId: w.projectId,
@@ -139,8 +152,10 @@ beforeAll(async () => {
     action: "api_token.created",
     target: "api_token/z",
     details: {},
-    timestamp: at(3),
   });
+  const stream = activityStream(w.environmentId);
+  for (const k of ["a", "b", "c", "d", "e", "f"]) t[k] = await timeOf("activity", stream, ids[k]!);
+  for (const k of ["adm2", "adm3"]) t[k] = await timeOf("admin", adminStream(w.orgId, w.projectId), ids[k]!);
 });
 
 afterAll(async () => {
@@ -157,7 +172,7 @@ describe("activity logs", () => {
     expect(last.nextCursor).toBeTypeOf("string");
     expect(entries[0]).toEqual({
       id: String(ids.a),
-      timestamp: "2025-03-01T00:00:00Z",
+      timestamp: rfc3339(t.a!),
       environment: "production",
       rendering: w.renderingId,
       user: { id: w.user._id, email: w.user.email },
@@ -193,9 +208,9 @@ describe("activity logs", () => {
   });
 
   it("filters by from (inclusive) and to (exclusive)", async () => {
-    const { entries } = await all(base(), { from: at(1).toISOString(), to: "2025-03-01T00:04:00Z" });
+    const { entries } = await all(base(), { from: t.b!.toISOString(), to: t.e!.toISOString() });
     expect(idsOf(entries)).toEqual([ids.b, ids.c, ids.d]);
-    const { entries: later } = await all(base(), { from: "2025-03-01T01:03:00+01:00" });
+    const { entries: later } = await all(base(), { from: plusOneHour(t.d!) });
     expect(idsOf(later)).toEqual([ids.d, ids.e, ids.f]);
   });
 
@@ -218,7 +233,7 @@ describe("activity logs", () => {
     const empty = await c.get(base() + qs({ limit: 4, cursor }));
     expect(empty.body).toMatchObject({ activityLogs: [], hasMore: false });
     expect(empty.body.nextCursor).toBeTypeOf("string");
-    const g = await act(w, { timestamp: at(6) });
+    const g = await act(w);
     const next = await c.get(base() + qs({ limit: 4, cursor: empty.body.nextCursor }));
     expect(idsOf(next.body.activityLogs)).toEqual([g]);
     await db.removeActivityEntries([streamKey(activityStream(w.environmentId), g)]);
@@ -240,7 +255,7 @@ describe("activity logs", () => {
     const p1 = await c.get(base() + qs({ limit: 2, collection: "orders" }));
     const cursor = p1.body.nextCursor as string;
     expect((await c.get(base() + qs({ limit: 2, collection: "orders", cursor }))).status).toBe(200);
-    for (const params of [{ collection: "customers" }, {}, { collection: "orders", order: "desc" }, { collection: "orders", from: at(0).toISOString() }]) {
+    for (const params of [{ collection: "customers" }, {}, { collection: "orders", order: "desc" }, { collection: "orders", from: t.a!.toISOString() }]) {
       const r = await c.get(base() + qs({ ...params, cursor }));
       expect(r.status).toBe(400);
       expect(r.body).toMatchObject({ code: "invalid_argument", error: expect.stringMatching(/cursor/) });
@@ -353,7 +368,7 @@ describe("admin logs", () => {
     expect(idsOf(entries)).toEqual([ids.adm1, ids.adm2, ids.adm3]);
     expect(entries[1]).toEqual({
       id: String(ids.adm2),
-      timestamp: "2025-03-01T00:01:00Z",
+      timestamp: rfc3339(t.adm2!),
       environment: "production",
       actor: { id: w.user._id, email: w.user.email },
       action: "workflow.published",
@@ -367,11 +382,79 @@ describe("admin logs", () => {
     expect(ours((await all(adminBase(), { userId: w.user._id }, "adminLogs")).entries)).toEqual([ids.adm2]);
     expect(ours((await all(adminBase(), { userEmail: w.admin.email, limit: 1 }, "adminLogs")).entries)).toEqual([ids.adm1, ids.adm3]);
     expect(ours((await all(adminBase(), { action: "api_token.created" }, "adminLogs")).entries)).toEqual([ids.adm3]);
-    expect(ours((await all(adminBase(), { from: at(1).toISOString(), to: at(3).toISOString() }, "adminLogs")).entries)).toEqual([ids.adm2]);
+    expect(ours((await all(adminBase(), { from: t.adm2!.toISOString(), to: t.adm3!.toISOString() }, "adminLogs")).entries)).toEqual([ids.adm2]);
     expect(ours((await all(adminBase(), { order: "desc", limit: 1 }, "adminLogs")).entries)).toEqual([ids.adm3, ids.adm2, ids.adm1]);
     const bad = await apiClient(server.gateway, w.apiToken).get(`${adminBase()}?collection=orders`);
     expect(bad.status).toBe(400);
     expect((await apiClient(server.gateway, other.apiToken).get(adminBase())).status).toBe(403);
+  });
+});
+
+describe("time ranges", () => {
+  it("gives a stream's entries times that rise with their numbers, however their writers interleave", async () => {
+    const env = await addEnvironment(server, w, `times-${randomUUID().slice(0, 8)}`);
+    const seqs = await Promise.all(Array.from({ length: 40 }, () => act(w, { environmentId: env })));
+    const stream = activityStream(env);
+    const times: number[] = [];
+    for (const seq of seqs.sort((a, b) => a - b)) times.push((await timeOf("activity", stream, seq)).getTime());
+    expect(times).toEqual([...times].sort((a, b) => a - b));
+  });
+
+  it("reads only the entries near a time range deep in a long stream", async () => {
+    const name = `deep-${randomUUID().slice(0, 8)}`;
+    const env = await addEnvironment(server, w, name);
+    const stream = activityStream(env);
+    const T = Date.now() - 86_400_000;
+    const N = 3000;
+    // One entry a second, in number order as in time order (as appends leave them).
+    await db.insertActivityEntries(
+      Array.from({ length: N }, (_, i) => ({
+        _id: streamKey(stream, i + 1),
+        seq: i + 1,
+        timestamp: new Date(T + (i + 1) * 1000),
+        projectId: w.projectId,
+        environmentId: env,
+        environment: name,
+        rendering: null,
+        user: { id: "u", email: "e" },
+        action: "record.updated",
+        via: "api" as const,
+        collection: null,
+        recordId: null,
+        runId: null,
+        details: {},
+      })),
+    );
+    await db.setCounter(stream, N);
+    await server.deps.store.logs.raiseWatermark(stream, N);
+
+    const recorded: CommandStartedEvent[] = [];
+    const events = db.commandEvents();
+    const record = (e: CommandStartedEvent) => void (e.commandName === "find" && recorded.push(e));
+    events.on("commandStarted", record);
+    const path = `/v1/project/${w.projectName}/environment/${name}/activity-logs`;
+    const range = { from: new Date(T + 2000_000).toISOString(), to: new Date(T + 2600_000).toISOString() };
+    const c = apiClient(server.gateway, w.apiToken);
+    let asc: any;
+    let desc: any;
+    try {
+      asc = await c.get(path + qs({ ...range, limit: 5 }));
+      desc = await c.get(path + qs({ ...range, limit: 5, order: "desc" }));
+    } finally {
+      events.off("commandStarted", record);
+    }
+    expect(idsOf(asc.body.activityLogs)).toEqual([2000, 2001, 2002, 2003, 2004]);
+    expect(asc.body.hasMore).toBe(true);
+    expect(idsOf(desc.body.activityLogs)).toEqual([2599, 2598, 2597, 2596, 2595]);
+    // Each query with the time range examined a few entries: not the 2,000 before it, nor the 600 in it.
+    const timed = recorded.filter((e) => JSON.stringify(e.command.filter ?? {}).includes("timestamp"));
+    expect(timed.length).toBeGreaterThanOrEqual(2);
+    for (const e of timed) {
+      const { lsid, $clusterTime, $db, $readPreference, ...body } = e.command as Record<string, unknown>;
+      void [lsid, $clusterTime, $db, $readPreference];
+      const plan = (await db.explain(body, undefined, "executionStats")) as { executionStats: { totalDocsExamined: number } };
+      expect(plan.executionStats.totalDocsExamined, JSON.stringify(body)).toBeLessThanOrEqual(20);
+    }
   });
 });
 

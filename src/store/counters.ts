@@ -1,11 +1,16 @@
 // Named sequence counters: one document each, advanced by one atomic $inc.
 import type { Database } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
-import { groupedIncrement } from "./group-commit.js";
+import { groupedIncrement, type Taken } from "./group-commit.js";
 
 export interface CounterStore {
   /** Takes the next number of counter `name` (1, 2, 3, …): distinct across every instance. */
   next(name: string): Promise<number>;
+  /**
+   * The same, with the time it was taken: the later of the clock and the counter's last stamp,
+   * so that a higher number never has an earlier time (a log stream's entries are in time order).
+   */
+  nextStamped(name: string): Promise<Taken>;
   /** The highest number taken so far (0 before the first). */
   current(name: string): Promise<number>;
   /** A number kept under `name` that only ever rises (a watermark). */
@@ -28,8 +33,10 @@ export function counterStore(d: Database): CounterStore {
   // show through it; a "before" document is a copy taken under the lock.) Concurrent takers
   // of one counter share one increment (group-commit.ts).
   const next = groupedIncrement(() => d.counters, "seq");
+  const nextStamped = groupedIncrement(() => d.counters, "seq", { stamp: "at" });
   return {
-    next,
+    next: async (name) => (await next(name)).value,
+    nextStamped,
     async current(name) {
       return (await d.counters.findOne({ _id: name }))?.seq ?? 0;
     },

@@ -162,9 +162,11 @@ function databaseFixtures(d: Database) {
     },
     /**
      * How the server would run a command (find, findAndModify, update, delete, aggregate, count)
-     * in `database` (runhook's when omitted): its explain, with the plan's stages.
+     * in `database` (runhook's when omitted): its explain, with the plan's stages (and, with
+     * "executionStats", what running it examined).
      */
-    explain: (command: Document, database?: string) => (database ? d.dataDb(database) : d.db).command({ explain: command, verbosity: "queryPlanner" }),
+    explain: (command: Document, database?: string, verbosity: "queryPlanner" | "executionStats" = "queryPlanner") =>
+      (database ? d.dataDb(database) : d.db).command({ explain: command, verbosity }),
     /** The server's check of a collection of runhook's database (by its name): its documents, and the entries of each index (`keysPerIndex`). */
     validate: (name: string) => d.db.command({ validate: name }) as Promise<{ nrecords: number; keysPerIndex: Record<string, number> }>,
     /** A command to the server itself (the admin database): hello, serverStatus… */

@@ -41,42 +41,54 @@ export function groupedInsert<T extends Document>(coll: () => Collection<T>): (d
   }, STORE_BATCHING);
 }
 
+/** A value an increment handed out, and the document's stamp as that increment left it. */
+export interface Taken {
+  value: number;
+  /** The later of the stamp before the increment and the time it was made: never lower than an earlier value's. */
+  at: Date;
+}
+
 /**
  * A `$inc` by one of document `_id`'s `field` (upserted), grouped: one `$inc` by n per
  * document per round. Each caller gets the value its own increment made (as if the n had
  * been made one after the other), from the document before the round's increment.
+ * With `stamp`, the same update raises the document's `stamp` field to the time ($max), so the
+ * values and their stamps rise together: a higher value never has an earlier stamp, whatever
+ * the callers' clocks.
  */
 export function groupedIncrement<T extends { _id: string }>(
   coll: () => Collection<T>,
   field: string,
-  onInsert: (id: string) => Document = () => ({}),
-): (id: string) => Promise<number> {
-  async function incrementBy(id: string, n: number): Promise<number> {
+  o: { onInsert?: (id: string) => Document; stamp?: string } = {},
+): (id: string) => Promise<Taken> {
+  async function incrementBy(id: string, n: number): Promise<Taken> {
     for (let attempt = 0; ; attempt++) {
       try {
         // "before" plus the increment: exact on every server (see counters.ts).
-        const update = { $inc: { [field]: n }, $setOnInsert: onInsert(id) } as UpdateFilter<T>;
+        const now = new Date();
+        const update = { $inc: { [field]: n }, $setOnInsert: o.onInsert?.(id) ?? {}, ...(o.stamp ? { $max: { [o.stamp]: now } } : {}) } as UpdateFilter<T>;
         const before = (await coll().findOneAndUpdate({ _id: id } as Filter<T>, update, { upsert: true, returnDocument: "before" })) as Document | null;
-        return ((before?.[field] as number | undefined) ?? 0) + n;
+        const stamped = o.stamp ? (before?.[o.stamp] as Date | undefined) : undefined;
+        return { value: ((before?.[field] as number | undefined) ?? 0) + n, at: stamped && stamped > now ? stamped : now };
       } catch (err) {
         if (!isDuplicateKey(err) || attempt >= 3) throw err; // two first upserts raced: the loser updates
       }
     }
   }
-  return batched<string, number>(async (ids) => {
+  return batched<string, Taken>(async (ids) => {
     const counts = new Map<string, number>();
     for (const id of ids) counts.set(id, (counts.get(id) ?? 0) + 1);
-    const tops = new Map<string, Outcome<number>>(
+    const tops = new Map<string, Outcome<Taken>>(
       await Promise.all([...counts].map(async ([id, n]) => [id, await incrementBy(id, n).then(ok, failed)] as const)),
     );
     // The values of one document's round, handed out in the callers' order: top − n + 1 … top.
     const handed = new Map<string, number>();
-    return ids.map((id): Outcome<number> => {
+    return ids.map((id): Outcome<Taken> => {
       const top = tops.get(id)!;
       if (!top.ok) return top;
       const k = handed.get(id) ?? 0;
       handed.set(id, k + 1);
-      return ok(top.value - counts.get(id)! + 1 + k);
+      return ok({ value: top.value.value - counts.get(id)! + 1 + k, at: top.value.at });
     });
   }, STORE_BATCHING);
 }

@@ -1,6 +1,7 @@
 // Every index, in one place, created at start-up: each query runhook makes has one here.
 import { DEFAULT_RETENTION, type Retention } from "../config.js";
 import type { Collection } from "mongodb";
+import { sleep } from "../lib/sleep.js";
 import type { CollectionName, Database } from "./connection.js";
 
 /** How often the fallback sweeps delete what a TTL index would (see sweepExpired). */
@@ -82,8 +83,8 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     d.activityLogs.createIndex({ environmentId: 1, "user.id": 1, seq: 1 }),
     d.activityLogs.createIndex({ environmentId: 1, "user.email": 1, seq: 1 }),
     d.activityLogs.createIndex({ environmentId: 1, collection: 1, recordId: 1, seq: 1 }),
-    // A time range (from/to) of a stream: the index walks just that range when it is the
-    // smaller part of the stream (the planner counts both); a wide range walks `seq` instead.
+    // A time range (from/to) of a stream: the entries next to its ends, whose numbers bound the
+    // range's numbers (a stream's times rise with its numbers; store/logs.ts timeBounds).
     d.activityLogs.createIndex({ environmentId: 1, timestamp: 1 }),
     d.adminLogs.createIndex({ projectId: 1, seq: 1 }),
     d.adminLogs.createIndex({ projectId: 1, action: 1, seq: 1 }),
@@ -147,17 +148,22 @@ export function sweepEveryMs(t: TtlIndex): number {
   return Math.max(SWEEP_EVERY_MS, t.expireAfterSeconds * 10);
 }
 
-/** How many expired documents one delete of a sweep removes: each batch holds the collection a moment only. */
-export const SWEEP_BATCH = 100;
+/**
+ * How many expired documents one delete of a sweep removes: few, because every write that
+ * arrives meanwhile waits for the commit that holds the batch (on the embedded file backend a
+ * batch of 100 runs with their indexes made commits of ~70 ms).
+ */
+export const SWEEP_BATCH = 10;
 
 /**
  * What MongoDB's TTL monitor does, for servers that accept TTL indexes but never apply them
  * (the embedded mongo-java-server): deletes what the TTL indexes of ttlIndexes() (those `due`
  * picks, default all) have expired as of `now`, in batches: the oldest SWEEP_BATCH by the TTL
  * field's index, then those by `_id` (still expired: a document whose time moved since is
- * kept), until a batch comes back short, so that writes to the collection wait for one batch at
- * most, never for the whole sweep. Harmless on MongoDB (the same deletions, a little earlier).
- * Returns how many documents it removed, by collection.
+ * kept), until a batch comes back short. After each batch it rests as long as the batch took,
+ * so a sweep uses at most half of the database's time for writes: other writes wait for one
+ * small batch at most, never for the sweep. Harmless on MongoDB (the same deletions, a little
+ * earlier). Returns how many documents it removed, by collection.
  */
 export async function sweepExpired(
   d: Database,
@@ -170,11 +176,13 @@ export async function sweepExpired(
     const expired = { [t.field]: { $lt: new Date(now.getTime() - t.expireAfterSeconds * 1000) } };
     const coll = d[t.collection] as unknown as Collection<{ _id: string }>;
     for (;;) {
+      const started = performance.now();
       const ids = (await coll.find(expired, { sort: { [t.field]: 1 }, limit: SWEEP_BATCH, projection: { _id: 1 } }).toArray()).map((doc) => doc._id);
       if (ids.length === 0) break;
       const { deletedCount } = await coll.deleteMany({ _id: { $in: ids }, ...expired });
       if (deletedCount > 0) removed[t.collection] = (removed[t.collection] ?? 0) + deletedCount;
       if (ids.length < SWEEP_BATCH) break;
+      await sleep(performance.now() - started);
     }
   }
   return removed;

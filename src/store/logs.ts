@@ -11,7 +11,7 @@ import type { Collection, Filter } from "mongodb";
 import type { Database } from "./connection.js";
 import type { CounterStore } from "./counters.js";
 import { isDuplicateKey } from "./errors.js";
-import { groupedInsert } from "./group-commit.js";
+import { groupedInsert, type Taken } from "./group-commit.js";
 import type { ActivityLogDoc, AdminLogDoc } from "./types.js";
 
 export type LogKind = "activity" | "admin";
@@ -44,8 +44,8 @@ export function watermarkId(stream: string): string {
   return `${stream}:watermark`;
 }
 
-export type NewActivity = Omit<ActivityLogDoc, "_id" | "seq" | "timestamp" | "tomb"> & { timestamp?: Date };
-export type NewAdminEntry = Omit<AdminLogDoc, "_id" | "seq" | "timestamp" | "tomb"> & { timestamp?: Date };
+export type NewActivity = Omit<ActivityLogDoc, "_id" | "seq" | "timestamp" | "tomb">;
+export type NewAdminEntry = Omit<AdminLogDoc, "_id" | "seq" | "timestamp" | "tomb">;
 
 /** Which entries of one stream a filtered page or an export selects (empty strings select all). */
 export interface LogSelection {
@@ -124,8 +124,13 @@ function seqFilter(r: SeqRange): Record<string, number> {
   return f;
 }
 
+/** The stream's entries as a selection finds them: activity by environment, admin by project. */
+function scopeFilter(kind: LogKind, s: LogSelection): Record<string, unknown> {
+  return kind === "activity" ? { environmentId: s.scopeId } : { projectId: s.scopeId };
+}
+
 function selectionFilter(kind: LogKind, s: LogSelection, r: SeqRange): Record<string, unknown> {
-  const f: Record<string, unknown> = kind === "activity" ? { environmentId: s.scopeId } : { projectId: s.scopeId };
+  const f = scopeFilter(kind, s);
   const user = kind === "activity" ? "user" : "actor";
   if (s.userId) f[`${user}.id`] = s.userId;
   if (s.userEmail) f[`${user}.email`] = s.userEmail;
@@ -169,8 +174,31 @@ async function putTombstone(insert: (doc: Position) => Promise<void>, kind: LogK
   }
 }
 
+/** `r` within the numbers `b` allows (both as after < seq ≤ upTo, numbers being whole), or null when none is left. */
+function intersect(r: SeqRange, b: SeqRange): SeqRange | null {
+  const after = Math.max(r.after ?? 0, b.after ?? 0);
+  const upTo = Math.min(r.upTo ?? Infinity, (r.before ?? Infinity) - 1, (b.before ?? Infinity) - 1);
+  if (upTo <= after) return null;
+  return Number.isFinite(upTo) ? { after, upTo } : { after };
+}
+
 /** The reads of both logs: by position, by key range, and by selection (filters, time range). */
 function logReads(colls: Record<LogKind, Collection<Position>>): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "scan"> {
+  /**
+   * The numbers a selection's time range can hold. A stream's times rise with its numbers
+   * (append), so every entry up to the last one before `from` is earlier than `from`, and every
+   * entry from the first one at or after `to` is not earlier than `to`: two look-ups on the time
+   * index turn a time range deep in a long stream into a short range of numbers, and the time
+   * filter still decides within it. Numbers taken but not yet written change nothing.
+   */
+  async function timeBounds(kind: LogKind, s: LogSelection, r: SeqRange): Promise<SeqRange | null> {
+    if (!s.from && !s.to) return r;
+    const nearest = (timestamp: Record<string, Date>, order: 1 | -1) =>
+      colls[kind].findOne({ ...scopeFilter(kind, s), timestamp } as Filter<Position>, { sort: { timestamp: order }, projection: { seq: 1 } });
+    const [before, after] = await Promise.all([s.from ? nearest({ $lt: s.from }, -1) : null, s.to ? nearest({ $gte: s.to }, 1) : null]);
+    return intersect(r, { after: before?.seq, before: after?.seq });
+  }
+
   return {
     async oldest(kind, stream) {
       const first = await colls[kind].findOne({ _id: keyRange(stream, {}) } as Filter<Position>, { sort: { _id: 1 }, projection: { seq: 1 } });
@@ -195,16 +223,20 @@ function logReads(colls: Record<LogKind, Collection<Position>>): Pick<LogStore, 
         .toArray();
     },
     async select(kind, s, r, order, limit) {
+      const range = await timeBounds(kind, s, r);
+      if (!range) return [];
       const docs = await colls[kind]
-        .find(selectionFilter(kind, s, r) as Filter<Position>)
+        .find(selectionFilter(kind, s, range) as Filter<Position>)
         .sort({ seq: order })
         .limit(limit)
         .toArray();
       return docs as unknown as LogDocOf<typeof kind>[];
     },
     async *scan(kind, s, r, order) {
+      const range = await timeBounds(kind, s, r);
+      if (!range) return;
       const cursor = colls[kind]
-        .find(selectionFilter(kind, s, r) as Filter<Position>)
+        .find(selectionFilter(kind, s, range) as Filter<Position>)
         .sort({ seq: order })
         .batchSize(1000);
       try {
@@ -231,15 +263,16 @@ export function logStore(d: Database, counters: CounterStore): LogStore {
    * Takes the stream's next number, then inserts the entry there. If a reader tombstoned
    * that number meanwhile (the insert took longer than the readers' grace), the insert
    * collides and the entry takes a new, higher number: it never lands behind a position a
-   * reader has passed.
+   * reader has passed. The entry's time is the one its number was taken with, so a stream's
+   * times rise with its numbers (what makes a time range a range of numbers, see timeBounds).
    */
   // Entries written together go in one insert per log.
   const inserts = { activity: groupedInsert(() => colls.activity), admin: groupedInsert(() => colls.admin) };
-  async function append(kind: LogKind, stream: string, entry: object, taken?: number): Promise<number> {
+  async function append(kind: LogKind, stream: string, entry: object, taken?: Taken): Promise<number> {
     for (let next = taken; ; next = undefined) {
-      const seq = next ?? (await counters.next(stream));
+      const { value: seq, at } = next ?? (await counters.nextStamped(stream));
       try {
-        await inserts[kind]({ ...entry, _id: streamKey(stream, seq), seq } as Position);
+        await inserts[kind]({ timestamp: at, ...entry, _id: streamKey(stream, seq), seq } as Position);
         return seq;
       } catch (err) {
         if (!isDuplicateKey(err)) throw err;
@@ -250,17 +283,17 @@ export function logStore(d: Database, counters: CounterStore): LogStore {
   const tombstone = (kind: LogKind, stream: string, seq: number) => putTombstone(inserts[kind], kind, stream, seq);
 
   return {
-    appendActivity: (e) => append("activity", activityStream(e.environmentId), { timestamp: new Date(), ...e }),
+    appendActivity: (e) => append("activity", activityStream(e.environmentId), e),
     async reserve(environmentId) {
       const stream = activityStream(environmentId);
-      const seq = await counters.next(stream);
+      const taken = await counters.nextStamped(stream);
       return {
         // The fields in the order every other entry has them (timestamp, projectId, environmentId, …).
-        put: ({ projectId, ...rest }) => append("activity", stream, { timestamp: new Date(), projectId, environmentId, ...rest }, seq),
-        release: async () => void (await tombstone("activity", stream, seq)),
+        put: ({ projectId, ...rest }) => append("activity", stream, { projectId, environmentId, ...rest }, taken),
+        release: async () => void (await tombstone("activity", stream, taken.value)),
       };
     },
-    appendAdmin: (e) => append("admin", adminStream(e.organizationId, e.projectId), { timestamp: new Date(), ...e }),
+    appendAdmin: (e) => append("admin", adminStream(e.organizationId, e.projectId), e),
     counter: (stream) => counters.current(stream),
     watermark: (stream) => counters.current(watermarkId(stream)),
     raiseWatermark: (stream, pos) => counters.raise(watermarkId(stream), pos),

@@ -23,16 +23,12 @@ export function rateLimitStore(d: Database): RateLimitStore {
   // One atomic upsert-and-increment per window document, shared by the calls that arrive
   // together (group-commit.ts): each gets its own count, as if it had incremented alone.
   const windowEndOf = (id: string) => Number(id.slice(id.lastIndexOf(":") + 1)) + RATE_WINDOW_MS;
-  const increment = groupedIncrement(
-    () => d.rateLimits,
-    "count",
-    (id) => ({ expiresAt: new Date(windowEndOf(id)) }),
-  );
+  const increment = groupedIncrement(() => d.rateLimits, "count", { onInsert: (id) => ({ expiresAt: new Date(windowEndOf(id)) }) });
   return {
     async hit(bucket, limit, now = Date.now()) {
       const windowStart = now - (now % RATE_WINDOW_MS);
       const windowEnd = windowStart + RATE_WINDOW_MS;
-      const count = await increment(`${bucket}:${windowStart}`);
+      const count = (await increment(`${bucket}:${windowStart}`)).value;
       const allowed = count <= limit;
       return {
         allowed,

@@ -242,6 +242,8 @@ export interface NoteDoc {
 export interface CounterDoc {
   _id: string;
   seq: number;
+  /** A log stream's counter: the time of its highest number (the entries' times rise with their numbers). */
+  at?: Date;
 }
 /**
  * The directory's version: raised by every change of a document that grants or revokes access

@@ -428,14 +428,19 @@ public final class EmbeddedMongo {
    * one is in flight the next group gathers. Writes hold the shared side of {@link #writes}
    * while they run and a commit the exclusive side (not the sync), so a chunk never holds half
    * of a write (a unique index entry without its document, say) for a crash to leave behind.
-   * Between groups, at most once a second, sparse chunks are rewritten (what H2's background
-   * writer would do) so that the file's space is reused.
+   * Every 100 ms, before a commit, a small step of sparse chunks is rewritten (what H2's
+   * background writer would do) so that the file's space is reused; the commit after it stores
+   * it with the writes waiting, which wait for one small step at most.
    */
   static final class GroupCommit implements Runnable {
-    private static final long HOUSEKEEPING_NS = 1_000_000_000L;
-    /** Rewrite chunks while their live share is below this (%), at most this many bytes a time. */
+    private static final long HOUSEKEEPING_NS = 100_000_000L;
+    /**
+     * Rewrite chunks while their live share is below this (%), about this many bytes a step: a
+     * step and its commit take ~10-20 ms at 256 KB (a step of 4 MB once a second held the
+     * writes waiting for ~150 ms).
+     */
     private static final int COMPACT_FILL_RATE = Integer.getInteger("runhook.h2.compactFillRate", 60);
-    private static final int COMPACT_WRITE = 4 << 20;
+    private static final int COMPACT_WRITE = 256 << 10;
     private static final long GATHER_MAX_NS = 5_000_000;
 
     final ReentrantReadWriteLock writes = new ReentrantReadWriteLock();
@@ -485,7 +490,7 @@ public final class EmbeddedMongo {
         List<Consumer<Boolean>> group;
         synchronized (this) {
           try {
-            if (waiting.isEmpty() && !closed) wait(1000);
+            if (waiting.isEmpty() && !closed) wait(HOUSEKEEPING_NS / 1_000_000);
             // The writers answered by the last commit come back within a moment: wait for
             // them a little (a fraction of a commit), else every other commit serves only
             // the one write that came in while the previous commit ran.
@@ -496,14 +501,26 @@ public final class EmbeddedMongo {
           } catch (InterruptedException e) {
             closed = true;
           }
+        }
+        // A step of space reuse goes before the commit, which then stores it with the writes.
+        boolean compacted = false;
+        if (!failed && System.nanoTime() - housekept > HOUSEKEEPING_NS) {
+          housekept = System.nanoTime();
+          try {
+            compacted = store.compact(COMPACT_FILL_RATE, COMPACT_WRITE);
+          } catch (RuntimeException e) {
+            e.printStackTrace(); // only space reuse; the next commit reports a broken store
+          }
+        }
+        synchronized (this) {
           group = waiting;
           waiting = new ArrayList<>();
         }
-        if (!group.isEmpty()) {
+        if (!group.isEmpty() || compacted) {
           long t = System.nanoTime();
           boolean ok = commitAndSync();
           cycleNs = System.nanoTime() - t;
-          expected = Math.max(group.size(), expected - (expected + 7) / 8);
+          if (!group.isEmpty()) expected = Math.max(group.size(), expected - (expected + 7) / 8);
           for (Consumer<Boolean> done : group) {
             try {
               done.accept(ok);
@@ -514,14 +531,6 @@ public final class EmbeddedMongo {
         }
         synchronized (this) {
           if (closed && waiting.isEmpty()) return;
-        }
-        if (!failed && System.nanoTime() - housekept > HOUSEKEEPING_NS) {
-          housekept = System.nanoTime();
-          try {
-            if (store.compact(COMPACT_FILL_RATE, COMPACT_WRITE)) commitAndSync();
-          } catch (RuntimeException e) {
-            e.printStackTrace(); // only space reuse; the next commit reports a broken store
-          }
         }
       }
     }
