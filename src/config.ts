@@ -311,7 +311,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookRateLimitPerMinute: int(env, "RUNHOOK_WEBHOOK_RATE_LIMIT", 60, 1, 1_000_000),
     apiRateLimitPerMinute: int(env, "RUNHOOK_API_RATE_LIMIT", DEFAULT_API_RATE_LIMIT, 1, 1_000_000),
     docs: bool(env, "RUNHOOK_DOCS", true),
-    idempotencyTtlMs: int(env, "RUNHOOK_IDEMPOTENCY_TTL_HOURS", 24, 1, 24 * 365) * 3_600_000,
+    idempotencyTtlMs: idempotencyTtlMs(env),
     authFailureLimitPerMinute: int(env, "RUNHOOK_AUTH_FAILURE_LIMIT", 100, 1, 1_000_000),
     trustedProxies: trustedProxies(env),
     bootstrap: bool(env, "RUNHOOK_BOOTSTRAP", true),
@@ -334,6 +334,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     processes: processesOf(env),
     dataDatabasesAllowed: dataDatabasesAllowed(env),
   };
+}
+
+/**
+ * RUNHOOK_IDEMPOTENCY_TTL_HOURS, at most the run retention: a key is forgotten before its run
+ * can be removed (a run is removed RUNHOOK_RUN_RETENTION_DAYS after it finished, never before its
+ * key was reserved), so a repeat never finds a remembered key without its run.
+ */
+function idempotencyTtlMs(env: NodeJS.ProcessEnv): number {
+  const runDays = int(env, "RUNHOOK_RUN_RETENTION_DAYS", DEFAULT_RETENTION.runDays, 1, 36_500);
+  const hours = int(env, "RUNHOOK_IDEMPOTENCY_TTL_HOURS", 24, 1, 24 * 365);
+  if (hours > runDays * 24)
+    throw new ConfigError(
+      `RUNHOOK_IDEMPOTENCY_TTL_HOURS (${hours}) must not be longer than RUNHOOK_RUN_RETENTION_DAYS (${runDays} days = ${runDays * 24} hours): a key would outlive its run`,
+    );
+  return hours * 3_600_000;
 }
 
 /** Executors; by default one project may hold all slots but one, which stays for the others. */

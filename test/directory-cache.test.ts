@@ -2,6 +2,10 @@
 // change made through one (or straight into the database, by a writer that then dies) takes
 // effect on the very next call to the other.
 import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { RunService } from "../gen/runhook/v1/run_pb.js";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { storeFixtures } from "../src/store/index.js";
 import { addUser, addAppToken, createWorld, type World } from "../fixtures/world.js";
@@ -86,6 +90,72 @@ describe("a directory change made on one instance holds on the other's very next
     await adminClient(a.baseUrl, w.ownerToken).publishWorkflow({ workflowId: w.workflowId, steps: [load], triggerRoles: ["admin"], updateTriggerRoles: true });
     expect(await call(onB, w.userToken)).toEqual([403, "permission_denied"]);
     expect(await call(onB, w.adminToken)).toEqual([202, undefined]);
+  });
+});
+
+describe("a long call on one instance sees a change made through the other within a second", () => {
+  const runs = (server: ChildServer) => createClient(RunService, createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" }));
+  const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
+  /** A queued run of the world (no executor runs here: it stays queued, so a watch stays open). */
+  async function queued(): Promise<string> {
+    const r = await postHook(onB, w.userToken, { record_id: randomUUID() });
+    expect(r.status).toBe(202);
+    return r.body.runId!;
+  }
+
+  it("a token revoked during WatchRun: the stream ends unauthenticated", async () => {
+    const token = await addAppToken(app, w.user._id);
+    const runId = await queued();
+    const stream = runs(b).watchRun({ runId }, bearer(token.plaintext))[Symbol.asyncIterator]();
+    expect((await stream.next()).value?.run?.id).toBe(runId);
+    const ended = stream.next().then(
+      (r) => ({ done: r.done, code: undefined as Code | undefined, at: Date.now() }),
+      (e: unknown) => ({ done: true, code: ConnectError.from(e).code, at: Date.now() }),
+    );
+    await sleep(300); // the watch is waiting
+    await adminClient(a.baseUrl, w.ownerToken).revokeApplicationToken({ tokenId: token.id });
+    const revokedAt = Date.now();
+    const end = await ended;
+    expect(end.code).toBe(Code.Unauthenticated);
+    expect(end.at - revokedAt).toBeLessThan(1500);
+  });
+
+  it("a user demoted during a long poll (?wait): the answer is refused", async () => {
+    const runId = await queued();
+    const run = await runs(b).getRun({ runId }, bearer(w.userToken));
+    const started = Date.now();
+    const waiting = runs(b)
+      .getRun({ runId, waitSeconds: 3, knownVersion: run.run!.version }, bearer(w.userToken))
+      .then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e).code,
+      );
+    await sleep(300);
+    await adminClient(a.baseUrl, w.ownerToken).setProjectRole({ projectId: w.projectId, userId: w.user._id, role: "" });
+    expect(await waiting).toBe(Code.PermissionDenied);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(2500); // answered at the end of its wait, refused
+  });
+
+  it("a webhook disabled during a burst on both instances: no call that began after the disable is accepted", async () => {
+    let disabledAt = Number.POSITIVE_INFINITY;
+    const late: [number, number][] = [];
+    let going = true;
+    const burst = async (url: string) => {
+      while (going) {
+        const began = Date.now();
+        const [status] = await call(url, w.userToken);
+        if (began > disabledAt) late.push([status, began - disabledAt]);
+      }
+    };
+    const callers = [onA, onB, onA, onB].map(burst);
+    await sleep(500);
+    await adminClient(a.baseUrl, w.ownerToken).disableWebhook({ workflowId: w.workflowId });
+    disabledAt = Date.now();
+    await sleep(1000);
+    going = false;
+    await Promise.all(callers);
+    expect(late.length).toBeGreaterThan(4);
+    expect(late.filter(([status]) => status !== 404)).toEqual([]);
   });
 });
 

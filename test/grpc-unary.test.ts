@@ -131,6 +131,31 @@ describe("native gRPC unary calls", () => {
     expect(compressed).toEqual(plain);
   });
 
+  it("treat a deadline past what a timer can wait (99999999H) as the longest one, the same either way", async () => {
+    const first = await call(
+      TRIGGER,
+      envelope(toBinary(TriggerRunRequestSchema, create(TriggerRunRequestSchema, { webhookUrl, recordId: uuid() }))),
+      auth(w.userToken),
+    );
+    const runId = fromBinary(TriggerRunResponseSchema, first.body.subarray(5)).runId;
+    const run = (await server.deps.store.runs.get(runId))!;
+    // A wait of 1 s for a change that does not come: answered after the wait, not cut by a deadline.
+    const req = toBinary(GetRunRequestSchema, create(GetRunRequestSchema, { runId, waitSeconds: 1, knownVersion: BigInt(run.version) }));
+    for (const timeout of ["99999999H", "35791395M", "2147484S"]) {
+      const [plain, compressed] = await bothWays("/runhook.v1.RunService/GetRun", req, { ...auth(w.userToken), "grpc-timeout": timeout });
+      expect(plain.trailers["grpc-status"], timeout).toBe("0");
+      expect(compressed).toEqual(plain);
+    }
+    // Connect's own protocol over HTTP/1.1: connect-timeout-ms of ten digits.
+    const res = await fetch(`${server.baseUrl}/runhook.v1.RunService/GetRun`, {
+      method: "POST",
+      headers: { ...auth(w.userToken), "content-type": "application/json", "connect-protocol-version": "1", "connect-timeout-ms": "9999999999" },
+      body: JSON.stringify({ runId, waitSeconds: 1, knownVersion: String(run.version) }),
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+    expect(((await res.json()) as { run: { id: string } }).run.id).toBe(runId);
+  });
+
   it("leave every other request to Connect, which refuses it as it always did", async () => {
     const req = toBinary(TriggerRunRequestSchema, create(TriggerRunRequestSchema, { webhookUrl, recordId: uuid() }));
     const status = async (body: Buffer, headers: Record<string, string> = {}) => {

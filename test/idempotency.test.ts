@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import { TriggerRunRequestSchema, TriggerRunResponseSchema, type TriggerRunResponse } from "../gen/runhook/v1/trigger_pb.js";
 import { ABANDONED_AFTER_MS, idempotencyKeyId } from "../src/domain/idempotency.js";
 import { storeFixtures, sweepExpired } from "../src/store/index.js";
+import { ConfigError, loadConfig } from "../src/config.js";
 import { serverForFile } from "./helpers/server.js";
 import { addAppToken, addUser, createWorld, type World } from "../fixtures/world.js";
 import { adminClient, awaitFreshWindow, local, postHook, UUID_RE } from "./helpers/webhook.js";
@@ -165,6 +166,29 @@ describe("idempotent webhook calls", () => {
     expect((await keyed(h, "r1", key)).body.runId).toBe(later.body.runId);
   });
 
+  it("a key whose run retention removed answers its run as already stored, never a second run", async () => {
+    // A key kept from a longer TTL than today's (the run retention was shortened since): the run is gone.
+    const h = await hook();
+    const key = randomUUID();
+    const first = await keyed(h, "r1", key);
+    await finish(first.body.runId!);
+    const day = 86_400_000;
+    await db().setIdempotencyKeyTimes(keyIdOf(h, key), { reservedAt: new Date(Date.now() - 2 * day), expiresAt: new Date(Date.now() + 300 * day) });
+    await db().removeRun(first.body.runId!);
+    const before = await runsOf(h.w);
+    const again = await keyed(h, "r1", key);
+    expect([again.status, again.body.runId, again.headers.get("idempotent-replayed")]).toEqual([202, first.body.runId, "true"]);
+    expect(await runsOf(h.w)).toBe(before);
+    expect(await server.deps.store.runs.get(first.body.runId!)).toBeNull();
+  });
+
+  it("refuses a key TTL longer than the run retention", () => {
+    const env = { ...process.env, RUNHOOK_RUN_RETENTION_DAYS: "1" };
+    expect(() => loadConfig({ ...env, RUNHOOK_IDEMPOTENCY_TTL_HOURS: "25" })).toThrow(/must not be longer than RUNHOOK_RUN_RETENTION_DAYS/);
+    expect(loadConfig({ ...env, RUNHOOK_IDEMPOTENCY_TTL_HOURS: "24" }).idempotencyTtlMs).toBe(24 * 3_600_000);
+    expect(() => loadConfig({ ...process.env, RUNHOOK_IDEMPOTENCY_TTL_HOURS: String(24 * 365) })).toThrow(ConfigError);
+  });
+
   it("without the header, a call after the run finished starts a fresh run (seed rule 3)", async () => {
     const h = await hook();
     const keysBefore = await db().idempotencyKeys.estimatedDocumentCount();
@@ -210,10 +234,13 @@ describe("idempotent webhook calls", () => {
   it("a reservation left by a call that died before storing its run is completed by a retry, with the reserved runId", async () => {
     const h = await hook();
     const key = randomUUID();
-    // What a call that crashed between its two writes leaves: a reservation and no run.
+    // What a call that crashed between its two writes leaves: a reservation, no run, no entry of its start.
     const first = await keyed(h, "r1", key);
     expect(await db().idempotencyKeys.findOne({ _id: keyIdOf(h, key) })).toMatchObject({ runId: first.body.runId });
     await db().removeRun(first.body.runId!);
+    const started = await db().activityLogs.find({ runId: first.body.runId }).toArray();
+    expect(started).toHaveLength(1);
+    await db().removeActivityEntries(started.map((e) => String(e._id)));
     await db().setIdempotencyKeyTimes(keyIdOf(h, key), { reservedAt: new Date(Date.now() - ABANDONED_AFTER_MS - 1000) });
     const retry = await keyed(h, "r1", key);
     expect(retry.status).toBe(202);

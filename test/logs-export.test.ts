@@ -6,7 +6,7 @@ import { storeFixtures } from "../src/store/index.js";
 import type { ActivityLogDoc } from "../src/store/types.js";
 import { activityStream, streamKey } from "../src/store/logs.js";
 import { openTestApp, spawnServer, testDbName, type ChildServer } from "./helpers/server.js";
-import { createWorld, type World } from "../fixtures/world.js";
+import { addApiToken, createWorld, type World } from "../fixtures/world.js";
 import { sleep } from "../src/lib/sleep.js";
 
 const N = Number(process.env.EXPORT_ENTRIES ?? 100_000);
@@ -122,4 +122,36 @@ it(`streams ${N} entries as NDJSON in constant memory`, { timeout: 600_000 }, as
     user: { id: w.admin._id },
   });
   expect(after - before).toBeLessThan(100 * 1024);
+});
+
+it("ends an export soon after its token's revoke, made through another process", { timeout: 120_000 }, async () => {
+  const made = await addApiToken(app!, w.admin._id, w.projectId);
+  const res = await fetch(`${child.baseUrl}/v1/project/${w.projectName}/environment/${w.environmentName}/activity-logs`, {
+    headers: { authorization: `Bearer ${made.plaintext}`, accept: "application/x-ndjson" },
+  });
+  expect(res.status).toBe(200);
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  let bytes = (await reader.read()).value!.byteLength;
+  // The token is revoked by this process (another instance on the same database) while the client reads slowly.
+  await app!.deps.store.directory.apiTokens.revoke(made.id, new Date());
+  const revokedAt = Date.now();
+  let ended: "error" | "done" = "done";
+  try {
+    for (;;) {
+      const r = await reader.read();
+      if (r.done) break;
+      bytes += r.value.byteLength;
+      await sleep(20);
+    }
+  } catch {
+    ended = "error";
+  }
+  // Cut short: far from the whole export (~55 MB), within the notice of a change plus what the socket held.
+  expect(ended).toBe("error");
+  expect(bytes).toBeLessThan(20 * 2 ** 20);
+  expect(Date.now() - revokedAt).toBeLessThan(10_000);
+  const again = await fetch(`${child.baseUrl}/v1/project/${w.projectName}/environment/${w.environmentName}/activity-logs?limit=1`, {
+    headers: { authorization: `Bearer ${made.plaintext}` },
+  });
+  expect(again.status).toBe(401);
 });

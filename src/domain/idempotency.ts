@@ -52,7 +52,7 @@ const inFlight = () => fail.aborted("the first call with this Idempotency-Key is
 
 /** What keyed calls use: the keys and the runs they start, the keys' lifetime, and a log for a key that could not be freed. */
 export interface IdempotencyDeps {
-  store: Pick<Store, "idempotencyKeys" | "runs">;
+  store: Pick<Store, "idempotencyKeys" | "runs" | "logs">;
   config: Pick<Config, "idempotencyTtlMs">;
   logger: Pick<Logger, "warn">;
 }
@@ -92,6 +92,9 @@ export async function startOnce(deps: IdempotencyDeps, call: KeyedCall, start: (
     const seen = await awaitFirst(deps, first);
     if (seen === "stored") return { runId: first.runId, replayed: true };
     if (seen === "busy") throw inFlight();
+    // Stored once and removed since by the run retention (a key kept from a longer TTL than
+    // today's, config.ts): its start is in the activity log, and the call started nothing.
+    if (seen === "abandoned" && (await deps.store.logs.mentionsRun(first.runId))) return { runId: first.runId, replayed: true };
     if (seen === "abandoned") {
       const taken = { ...first, reservedAt: new Date() };
       if (await keys.takeOver(first, taken.reservedAt)) return startReserved(deps, taken, start);

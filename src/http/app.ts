@@ -9,6 +9,7 @@ import { isInternal } from "../rpc/errors.js";
 import type { ServerDeps } from "../rpc/server-deps.js";
 import { requestIdKey } from "../services/context.js";
 import { redactUrl } from "../lib/logging.js";
+import { clampDeadlineHeaders } from "../rpc/deadline.js";
 import type { Services } from "../services/index.js";
 import { callOptions, passedPipeline, sendError } from "./bridge.js";
 import { registerWebhookRoutes, WEBHOOK_ROUTE } from "./webhook.js";
@@ -76,6 +77,18 @@ async function refusalBefore(caller: InProcessCaller, req: FastifyRequest, reply
   }
 }
 
+/** An answer, counted (by route and status) and logged: by its route, its URL without secrets. */
+function logAnswer(deps: ServerDeps, req: FastifyRequest, reply: FastifyReply): void {
+  const route = req.routeOptions.url ?? "unmatched";
+  const status = reply.statusCode;
+  deps.metrics.httpDuration.observe({ method: req.method, route, status }, reply.elapsedTime / 1000);
+  if (route === WEBHOOK_ROUTE) deps.metrics.webhookAnswers.inc({ status });
+  deps.logger.info(
+    { method: req.method, route, url: redactUrl(req.url, req.routeOptions.url), status, ms: Math.round(reply.elapsedTime), requestId: req.id },
+    "request",
+  );
+}
+
 export async function buildGateway(deps: ServerDeps, services: Services): Promise<FastifyInstance> {
   const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = deps.config.http;
   const app = Fastify({
@@ -104,14 +117,9 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
 
   app.addHook("onRequest", async (req, reply) => {
     reply.header(REQUEST_ID_HEADER, req.id);
+    clampDeadlineHeaders(req.raw.headers);
   });
-  app.addHook("onResponse", async (req, reply) => {
-    const route = req.routeOptions.url ?? "unmatched";
-    const status = reply.statusCode;
-    deps.metrics.httpDuration.observe({ method: req.method, route, status }, reply.elapsedTime / 1000);
-    if (route === WEBHOOK_ROUTE) deps.metrics.webhookAnswers.inc({ status });
-    deps.logger.info({ method: req.method, url: redactUrl(req.url), status, ms: Math.round(reply.elapsedTime), requestId: req.id }, "request");
-  });
+  app.addHook("onResponse", async (req, reply) => logAnswer(deps, req, reply));
 
   const caller = inProcessCaller(pipelineInterceptors(deps));
   // The one answer to whatever a route, hook or body parser throws, in every plugin (they inherit it).

@@ -8,6 +8,8 @@ import type { ServerDeps } from "./server-deps.js";
 import { requestIdKey } from "../services/context.js";
 import { createContextValues } from "@connectrpc/connect";
 import { unaryFastPath } from "./grpc-unary.js";
+import { clampDeadlineHeaders } from "./deadline.js";
+import { logBug } from "./pipeline.js";
 import { REQUEST_ID_HEADER, requestIdOf } from "./request-id.js";
 import { clientAddressKey } from "./rate-limit.js";
 import { connectServerOptions } from "./router.js";
@@ -25,7 +27,8 @@ export async function startGrpcServer(deps: ServerDeps, services: Services, host
   const router = createConnectRouter({ ...options, grpc: true, grpcWeb: false, connect: false, acceptCompression: [compressionGzip, compressionBrotli] });
   options.routes(router);
   const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
-  const fast = unaryFastPath(serviceImpls(services), options.interceptors ?? [], options.readMaxBytes!);
+  const onBug = (err: unknown, procedure: string) => logBug(deps.logger, err, { via: "grpc", procedure });
+  const fast = unaryFastPath(serviceImpls(services), options.interceptors ?? [], options.readMaxBytes!, onBug);
   const viaConnect = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse, values: ContextValues, body?: AsyncIterable<Uint8Array>) => {
     const h = handlers.get(req.url.split("?", 1)[0]!);
     if (!h) return void res.writeHead(404).end();
@@ -38,6 +41,7 @@ export async function startGrpcServer(deps: ServerDeps, services: Services, host
       });
   };
   const handler = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
+    clampDeadlineHeaders(req.headers);
     const values = createContextValues().set(clientAddressKey, req.socket?.remoteAddress).set(requestIdKey, requestIdOf(req.headers[REQUEST_ID_HEADER]));
     if (!fast(req, res, values, (body) => viaConnect(req, res, values, body))) viaConnect(req, res, values);
   };

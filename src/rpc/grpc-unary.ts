@@ -7,7 +7,7 @@
 // encoding, a bad deadline, a message that is malformed, nested too deep, too large, or not
 // exactly one — is handed to Connect's handler with the bytes read so far, so every refusal
 // is Connect's own.
-import type http2 from "node:http2";
+import { constants as http2constants, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders } from "node:http2";
 import { fromBinary, toBinary, type DescMessage, type DescMethodUnary } from "@bufbuild/protobuf";
 import {
   Code,
@@ -27,8 +27,8 @@ type UnarySpec = Extract<MethodImplSpec, { kind: "unary" }>;
 
 /** Answers a call itself and returns true, or returns false (headers alone tell) and leaves it to Connect. */
 export type UnaryFastPath = (
-  req: http2.Http2ServerRequest,
-  res: http2.Http2ServerResponse,
+  req: Http2ServerRequest,
+  res: Http2ServerResponse,
   values: ContextValues,
   toConnect: (body: AsyncIterable<Uint8Array>) => void,
 ) => boolean;
@@ -38,6 +38,7 @@ export function unaryFastPath(
   services: Array<[{ typeName: string; methods: readonly { methodKind: string }[] }, object]>,
   interceptors: Interceptor[],
   readMaxBytes: number,
+  onBug: (err: unknown, procedure: string) => void,
 ): UnaryFastPath {
   const specs = new Map<string, UnarySpec>();
   for (const [service, impl] of services) {
@@ -56,7 +57,12 @@ export function unaryFastPath(
     // Node gives header names in lower case (Connect's header constants are capitalised).
     const timeout = parseTimeout((h["grpc-timeout"] as string | undefined) ?? null, Number.MAX_SAFE_INTEGER);
     if (timeout.error) return false;
-    void answer(spec, interceptors, req, res, values, timeout.timeoutMs, readMaxBytes, toConnect);
+    answer(spec, interceptors, req, res, values, timeout.timeoutMs, readMaxBytes, toConnect).catch((err: unknown) => {
+      // A throw outside the call (writing the headers or trailers, say): ours to fix. The stream
+      // is reset, so the caller sees an error rather than waiting for an answer.
+      onBug(err, req.url.slice(1));
+      if (!res.stream.destroyed) res.stream.close(http2constants.NGHTTP2_INTERNAL_ERROR);
+    });
     return true;
   };
 }
@@ -64,8 +70,8 @@ export function unaryFastPath(
 async function answer(
   spec: UnarySpec,
   interceptors: Interceptor[],
-  req: http2.Http2ServerRequest,
-  res: http2.Http2ServerResponse,
+  req: Http2ServerRequest,
+  res: Http2ServerResponse,
   values: ContextValues,
   timeoutMs: number | undefined,
   readMaxBytes: number,
@@ -135,7 +141,7 @@ async function* replay(chunks: Buffer[], rest?: AsyncIterator<unknown>): AsyncGe
 }
 
 /** A request's headers as Connect's handlers see them (HTTP/2 pseudo-headers left out). */
-function webHeaders(headers: http2.IncomingHttpHeaders): Headers {
+function webHeaders(headers: IncomingHttpHeaders): Headers {
   const out = new Headers();
   for (const [k, v] of Object.entries(headers)) {
     if (k.startsWith(":") || v === undefined) continue;

@@ -3,7 +3,7 @@
 import { createContextKey, type ContextValues, type HandlerContext } from "@connectrpc/connect";
 import type { Deps } from "../deps.js";
 import type { TriggerBody } from "../domain/trigger.js";
-import type { DirectoryReads } from "../store/directory-cache.js";
+import type { DirectoryView } from "../store/directory-cache.js";
 
 /** How a call reached the service: native gRPC / Connect, the webhook route, or /v1 REST. */
 export type Via = "grpc" | "webhook" | "api";
@@ -28,17 +28,47 @@ export function authorization(ctx: HandlerContext): string | null {
   return ctx.requestHeader.get("authorization");
 }
 
-const directoryViewKey = createContextKey<DirectoryReads | undefined>(undefined, { description: "the call's view of the directory" });
+const directoryViewKey = createContextKey<DirectoryView | undefined>(undefined, { description: "the call's view of the directory" });
 
 /**
  * The call's view of the directory: its lookups share one read of the directory's version,
  * whoever makes them (the API rate limit's authentication, then the service).
  */
-export function directoryOf(deps: Pick<Deps, "store">, values: ContextValues): DirectoryReads {
+export function directoryOf(deps: Pick<Deps, "store">, values: ContextValues): DirectoryView {
   let view = values.get(directoryViewKey);
   if (!view) {
     view = deps.store.directory.view();
     values.set(directoryViewKey, view);
   }
   return view;
+}
+
+/**
+ * `items`, for as long as the caller keeps the access `check` asks for: after a change of the
+ * directory (noticed within a second, on every process), `check` runs again on a fresh view
+ * before the next item, and its refusal ends the stream (a revoked token, a removed role).
+ */
+export async function* whileAllowed<T>(
+  deps: Pick<Deps, "store">,
+  values: ContextValues,
+  check: (directory: DirectoryView) => Promise<unknown>,
+  items: AsyncIterable<T>,
+): AsyncGenerator<T> {
+  let changed = false;
+  const listen = (since: number | null) => deps.store.directory.onChange(since, () => (changed = true));
+  let stopListening = listen(await directoryOf(deps, values).version());
+  try {
+    for await (const item of items) {
+      if (changed) {
+        stopListening();
+        changed = false;
+        const fresh = deps.store.directory.view();
+        await check(fresh);
+        stopListening = listen(await fresh.version());
+      }
+      yield item;
+    }
+  } finally {
+    stopListening();
+  }
 }

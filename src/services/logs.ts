@@ -18,7 +18,8 @@ import {
   type AdminLogFilter,
   type LogService,
 } from "../../gen/runhook/v1/log_pb.js";
-import { authorization, directoryOf } from "./context.js";
+import { authorization, directoryOf, whileAllowed } from "./context.js";
+import type { DirectoryView } from "../store/directory-cache.js";
 import { apiScope } from "../domain/auth/api-scope.js";
 import type { Deps } from "../deps.js";
 import { activityStream, adminStream, type LogSelection } from "../store/logs.js";
@@ -120,17 +121,19 @@ export function createLogService(deps: Deps, opts: { reader?: LogReader } = {}):
     },
     async *exportActivityLogs(req, ctx) {
       const p = paging(req.options, { ignoreLimit: true });
-      const scope = await apiScope(directoryOf(deps, ctx.values), authorization(ctx), req.projectName, req.environmentName);
+      const allowed = (directory: DirectoryView) => apiScope(directory, authorization(ctx), req.projectName, req.environmentName);
+      const scope = await allowed(directoryOf(deps, ctx.values));
       const q = activityQuery(scope.environment!._id, req.filter, p, "activity");
-      for await (const d of streamLog(source, "activity", q, p)) {
+      for await (const d of whileAllowed(deps, ctx.values, allowed, streamLog(source, "activity", q, p))) {
         yield create(ExportActivityLogsResponseSchema, { entry: activityEntry(d) });
       }
     },
     async *exportAdminLogs(req, ctx) {
       const p = paging(req.options, { ignoreLimit: true });
-      const scope = await apiScope(directoryOf(deps, ctx.values), authorization(ctx), req.projectName);
+      const allowed = (directory: DirectoryView) => apiScope(directory, authorization(ctx), req.projectName);
+      const scope = await allowed(directoryOf(deps, ctx.values));
       const q = adminQuery(scope.project.organizationId, scope.project._id, req.filter, p, "admin");
-      for await (const d of streamLog(source, "admin", q, p)) {
+      for await (const d of whileAllowed(deps, ctx.values, allowed, streamLog(source, "admin", q, p))) {
         yield create(ExportAdminLogsResponseSchema, { entry: adminEntry(d) });
       }
     },

@@ -9,6 +9,7 @@ import { assertMayFollowRun } from "../domain/auth/access.js";
 import { authenticateAny, type ApiPrincipal, type AppPrincipal } from "../domain/auth/tokens.js";
 import type { Deps } from "../deps.js";
 import { authorization, directoryOf, viaOf } from "./context.js";
+import type { DirectoryView } from "../store/directory-cache.js";
 import type { RunDoc } from "../store/types.js";
 import { fail } from "../domain/errors.js";
 import { writeRunActivity } from "../domain/runs/activity.js";
@@ -20,16 +21,21 @@ import { runMetrics } from "../lib/metrics.js";
 import { RunWatcher } from "../domain/runs/watch.js";
 
 export const MAX_WAIT_SECONDS = 60;
-/** WatchRun re-checks the caller's access at least this often while nothing changes. */
+/** WatchRun re-checks the caller's access at least this often while nothing changes (and at once after a change of the directory). */
 const WATCH_RECHECK_MS = 60_000;
 
+/**
+ * The caller, and the run if they may follow it. `directory`: the call's own view (its first
+ * check), or a fresh one for a re-check later in a long call, which must see every revoke and
+ * role change made since the call began.
+ */
 async function authorize(
   deps: Deps,
   ctx: HandlerContext,
   runId: string,
-  opts: { cancel?: boolean } = {},
+  opts: { cancel?: boolean; directory?: DirectoryView } = {},
 ): Promise<{ principal: AppPrincipal | ApiPrincipal; run: RunDoc }> {
-  const directory = directoryOf(deps, ctx.values);
+  const directory = opts.directory ?? directoryOf(deps, ctx.values);
   const principal = await authenticateAny(directory, authorization(ctx));
   if (opts.cancel && principal.kind === "api") throw fail.denied("runs are cancelled with an application token, not a project API token");
   if (!isUuid(runId)) throw fail.invalid("run_id must be a UUID");
@@ -39,14 +45,22 @@ async function authorize(
   return { principal, run };
 }
 
+/** After a wait, the caller's access as it is now (a fresh view), before the run is answered. */
+async function recheck(deps: Deps, ctx: HandlerContext, run: RunDoc): Promise<void> {
+  const directory = deps.store.directory.view();
+  await assertMayFollowRun(directory, await authenticateAny(directory, authorization(ctx)), run);
+}
+
 async function getRun(deps: Deps, watcher: RunWatcher, req: GetRunRequest, ctx: HandlerContext) {
   if (req.waitSeconds > MAX_WAIT_SECONDS) throw fail.invalid(`wait_seconds must be between 0 and ${MAX_WAIT_SECONDS}`);
   let { run } = await authorize(deps, ctx, req.runId);
   const known = Number(req.knownVersion);
   const deadline = Date.now() + req.waitSeconds * 1000;
+  let waited = false;
   if (req.waitSeconds > 0 && known === 0) {
     // No known version: wait until the run is finished or the time is up.
     while (!isFinished(run.state) && !ctx.signal.aborted) {
+      waited = true;
       const changed = await watcher.wait(run._id, run.version, deadline, ctx.signal);
       if (!changed) {
         run = (await deps.store.runs.get(run._id)) ?? run;
@@ -55,24 +69,50 @@ async function getRun(deps: Deps, watcher: RunWatcher, req: GetRunRequest, ctx: 
       run = changed;
     }
   } else if (req.waitSeconds > 0 && run.version === known && !isFinished(run.state)) {
+    waited = true;
     const changed = await watcher.wait(run._id, known, deadline, ctx.signal);
     run = changed ?? (await deps.store.runs.get(run._id)) ?? run;
   }
+  // A revoke or a role change made during the wait refuses the answer.
+  if (waited) await recheck(deps, ctx, run);
   return { run: runMessage(run) };
 }
 
 async function* watchRun(deps: Deps, watcher: RunWatcher, req: WatchRunRequest, ctx: HandlerContext) {
-  let { run } = await authorize(deps, ctx, req.runId);
+  const view = directoryOf(deps, ctx.values);
+  let { run } = await authorize(deps, ctx, req.runId, { directory: view });
+  let since = await view.version();
+  let sent = run.version;
   yield { run: runMessage(run) };
   while (!isFinished(run.state) && !ctx.signal.aborted) {
-    const next = await watcher.wait(run._id, run.version, Date.now() + WATCH_RECHECK_MS, ctx.signal);
+    // Woken by a change of the run, a change of the directory (within a second), or the time.
+    const wake = new AbortController();
+    let directoryChanged = false;
+    const stopListening = deps.store.directory.onChange(since, () => {
+      directoryChanged = true;
+      wake.abort();
+    });
+    const onCallEnd = () => wake.abort();
+    ctx.signal.addEventListener("abort", onCallEnd, { once: true });
+    let next: RunDoc | null;
+    try {
+      next = await watcher.wait(run._id, sent, Date.now() + WATCH_RECHECK_MS, wake.signal);
+    } finally {
+      stopListening();
+      ctx.signal.removeEventListener("abort", onCallEnd);
+    }
     if (ctx.signal.aborted) return;
-    if (next) {
-      run = next;
-      yield { run: runMessage(run) };
+    if (directoryChanged || !next) {
+      // The caller's access as it is now (a revoked token, a removed role end the watch), and the run as it is now.
+      const fresh = deps.store.directory.view();
+      ({ run } = await authorize(deps, ctx, req.runId, { directory: fresh }));
+      since = await fresh.version();
     } else {
-      // Nothing changed for a while: make sure the caller may still follow it.
-      ({ run } = await authorize(deps, ctx, req.runId));
+      run = next;
+    }
+    if (run.version !== sent) {
+      sent = run.version;
+      yield { run: runMessage(run) };
     }
   }
 }

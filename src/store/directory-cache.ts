@@ -36,7 +36,27 @@ function deepFreeze<V>(value: V): V {
   return value;
 }
 
-export function directoryCache(dir: DirectoryReads, version: DirectoryVersion): { view(): DirectoryReads } {
+/** How often a process looks for directory changes while a long call (a watch, a wait, an export) listens. */
+export const CHANGE_POLL_MS = 500;
+
+/** A call's lookups, and the version they are exact for (read by the first lookup; null: a change was under way). */
+export interface DirectoryView extends DirectoryReads {
+  version(): Promise<number | null>;
+}
+
+export interface DirectoryCache {
+  /** The lookups of one call: the first one reads the version, the others share that read. */
+  view(): DirectoryView;
+  /**
+   * Calls `listener` once the directory is no longer at version `since` (a later version, or a
+   * change under way), within CHANGE_POLL_MS: one read of the version per process and interval
+   * while anyone listens. Long calls re-check their caller's access then (a revoked token ends
+   * its watch). Returns the unsubscribe.
+   */
+  onChange(since: number | null, listener: () => void): () => void;
+}
+
+export function directoryCache(dir: DirectoryReads, version: DirectoryVersion): DirectoryCache {
   let cachedVersion = -1;
   const entries = new Map<string, unknown>();
   const readVersion = batched<void, number | null>(async (calls) => {
@@ -61,7 +81,34 @@ export function directoryCache(dir: DirectoryReads, version: DirectoryVersion): 
     return found;
   }
 
+  /** Each listener with the version it is exact for; told once, then forgotten. */
+  const listeners = new Map<() => void, number | null>();
+  let polling = false;
+  async function poll(): Promise<void> {
+    try {
+      const v = await readVersion();
+      for (const [listener, since] of [...listeners]) {
+        if (v === null || since === null || v !== since) {
+          listeners.delete(listener);
+          listener();
+        }
+      }
+    } catch {
+      // the database is away: the next poll looks again (the calls themselves fail meanwhile)
+    }
+    polling = listeners.size > 0;
+    if (polling) setTimeout(poll, CHANGE_POLL_MS).unref();
+  }
+
   return {
+    onChange(since, listener) {
+      listeners.set(listener, since);
+      if (!polling) {
+        polling = true;
+        setTimeout(poll, CHANGE_POLL_MS).unref();
+      }
+      return () => void listeners.delete(listener);
+    },
     view() {
       let at: Promise<number | null> | undefined;
       const version = () => {
@@ -73,6 +120,7 @@ export function directoryCache(dir: DirectoryReads, version: DirectoryVersion): 
         async (...args: A) =>
           lookup(await version(), `${kind}\u0000${args.join("\u0000")}`, () => read(...args));
       return {
+        version,
         workflows: { get: through("workflow", dir.workflows.get) },
         appTokens: { get: through("appToken", dir.appTokens.get) },
         apiTokens: { get: through("apiToken", dir.apiTokens.get) },

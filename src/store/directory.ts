@@ -211,6 +211,8 @@ export function directoryStore(d: Database) {
     ...store,
     /** The lookups of one call, through the cache (see directory-cache.ts): take one per call. */
     view: cache.view,
+    /** Listens for changes of the directory (see directory-cache.ts): what long calls re-check access on. */
+    onChange: cache.onChange,
   };
 }
 

@@ -102,6 +102,8 @@ export interface LogStore {
   tombstone(kind: LogKind, stream: string, seq: number): Promise<boolean>;
   /** Entries matching a selection within a range of its stream, by seq in `order`. */
   select<K extends LogKind>(kind: K, s: LogSelection, range: SeqRange, order: 1 | -1, limit: number): Promise<LogDocOf<K>[]>;
+  /** Whether any activity entry names the run (its start is logged once it is stored). */
+  mentionsRun(runId: string): Promise<boolean>;
   /** The same as one stream read in batches (the NDJSON export), in constant memory. */
   scan<K extends LogKind>(kind: K, s: LogSelection, range: SeqRange, order: 1 | -1): AsyncGenerator<LogDocOf<K>>;
 }
@@ -183,7 +185,7 @@ function intersect(r: SeqRange, b: SeqRange): SeqRange | null {
 }
 
 /** The reads of both logs: by position, by key range, and by selection (filters, time range). */
-function logReads(colls: Record<LogKind, Collection<Position>>): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "scan"> {
+function logReads(colls: Record<LogKind, Collection<Position>>): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "scan" | "mentionsRun"> {
   /**
    * The numbers a selection's time range can hold. A stream's times rise with its numbers
    * (append), so every entry up to the last one before `from` is earlier than `from`, and every
@@ -231,6 +233,9 @@ function logReads(colls: Record<LogKind, Collection<Position>>): Pick<LogStore, 
         .limit(limit)
         .toArray();
       return docs as unknown as LogDocOf<typeof kind>[];
+    },
+    async mentionsRun(runId) {
+      return (await colls.activity.findOne({ runId } as Filter<Position>, { projection: { _id: 1 } })) !== null;
     },
     async *scan(kind, s, r, order) {
       const range = await timeBounds(kind, s, r);
