@@ -4,7 +4,18 @@ import type { Logger } from "pino";
 import type { FastifyInstance } from "fastify";
 import { AggregatorRegistry } from "prom-client";
 import { bindPublicBaseUrl, type Config } from "./config.js";
-import { ensureIndexes, isUnavailable, openStore, sweepEveryMs, sweepExpired, SWEEP_EVERY_MS, ttlIndexes, type Store, type TtlIndex } from "./store/index.js";
+import {
+  ensureIndexes,
+  isUnavailable,
+  STALE_INTENT_MS,
+  openStore,
+  sweepEveryMs,
+  sweepExpired,
+  SWEEP_EVERY_MS,
+  ttlIndexes,
+  type Store,
+  type TtlIndex,
+} from "./store/index.js";
 import { startEmbeddedServer, type EmbeddedServer } from "./embedded/index.js";
 import type { ServerDeps } from "./rpc/server-deps.js";
 import { AuthFailureThrottle } from "./rpc/auth-throttle.js";
@@ -152,6 +163,33 @@ function startSweeper(store: Store, config: Config, logger: Logger): NodeJS.Time
   return sweeper;
 }
 
+/** Beyond this the clocks of instances may disagree by more than the directory's stale-intent tolerance allows. */
+export const CLOCK_SKEW_WARN_MS = 10_000;
+const CLOCK_CHECK_EVERY_MS = 10 * 60_000;
+
+/**
+ * Compares this process's clock with the database server's at start and every 10 minutes, and
+ * says so when they differ by more than CLOCK_SKEW_WARN_MS: runhook assumes instances agree
+ * within well under a minute (a directory change's intent counts as abandoned after one).
+ */
+export function startClockCheck(store: Store, logger: Logger): NodeJS.Timeout {
+  const check = () =>
+    store.clockSkewMs().then(
+      (skew) => {
+        if (Math.abs(skew) > CLOCK_SKEW_WARN_MS)
+          logger.warn(
+            { clockSkewMs: Math.round(skew) },
+            `this process's clock differs from the database server's by ${Math.round(Math.abs(skew) / 1000)} s: keep every instance's clock synchronised (NTP); runhook assumes they agree within ${STALE_INTENT_MS / 1000} s`,
+          );
+      },
+      () => {}, // the database is away: the health checks say so
+    );
+  void check();
+  const timer = setInterval(check, CLOCK_CHECK_EVERY_MS);
+  timer.unref();
+  return timer;
+}
+
 /** What every service is built from, on an open database. */
 export function createDeps(store: Store, config: Config, logger: Logger): ServerDeps {
   const metrics = createMetrics(async () => {
@@ -199,9 +237,11 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
   // What MongoDB's TTL indexes do, for servers that accept them without applying them: one
   // sweeper per process (each deletion is idempotent, so processes need not elect one).
   const sweeper = startSweeper(store, config, logger);
+  const clockCheck = startClockCheck(store, logger);
 
   const stop = async () => {
     clearInterval(sweeper);
+    clearInterval(clockCheck);
     deps.health.shutdown();
     dbMonitor.stop();
     // Stop accepting, let requests in flight finish, then the executors, then the database.

@@ -7,9 +7,9 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RunService } from "../gen/runhook/v1/run_pb.js";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { storeFixtures } from "../src/store/index.js";
+import { openStore, storeFixtures, type CommandStartedEvent } from "../src/store/index.js";
 import { addUser, addAppToken, createWorld, type World } from "../fixtures/world.js";
-import { openTestApp, spawnServer, testDbName, type ChildServer, type TestApp } from "./helpers/server.js";
+import { openTestApp, spawnServer, testDbName, uriFor, type ChildServer, type TestApp } from "./helpers/server.js";
 import { adminClient, postHook } from "./helpers/webhook.js";
 
 let app: TestApp;
@@ -181,5 +181,31 @@ describe("a writer that dies between its change and the raise of the version hid
     expect(after.pending).toEqual([]);
     expect(after.version).toBeGreaterThan(before.version);
     expect(await call(onB, w.userToken)).toEqual([202, undefined]); // the caches serve again
+  });
+});
+
+describe("the cache's assumptions", () => {
+  it("reads the directory from the primary whatever the connection string asks", async () => {
+    const base = uriFor(app.deps.store.databaseName);
+    const store = await openStore(`${base}${base.includes("?") ? "&" : "?"}readPreference=secondaryPreferred`, { dbName: app.deps.store.databaseName });
+    const sent: { name: string; readPreference?: unknown }[] = [];
+    expect(storeFixtures(store).readPreferences()).toEqual({ service: "primary", data: "primary" });
+    const events = storeFixtures(store).commandEvents();
+    const record = (e: CommandStartedEvent) =>
+      void sent.push({ name: e.commandName, readPreference: (e.command as { $readPreference?: unknown }).$readPreference });
+    events.on("commandStarted", record);
+    try {
+      const view = store.directory.view();
+      expect(await view.users.get(w.user._id)).toMatchObject({ _id: w.user._id });
+      expect(await view.version()).toEqual(expect.any(Number));
+      expect(await store.runs.get(randomUUID())).toBeNull();
+    } finally {
+      events.off("commandStarted", record);
+      await store.close();
+    }
+    // On a replica set the driver also says so in each command.
+    const finds = sent.filter((c) => c.name === "find");
+    expect(finds.length).toBeGreaterThanOrEqual(3);
+    for (const c of finds) expect((c.readPreference as { mode?: string } | undefined)?.mode ?? "primary").toBe("primary");
   });
 });

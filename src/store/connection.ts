@@ -1,5 +1,5 @@
 // The connection and every collection handle. Only src/store/ touches the driver.
-import { MongoClient, type Collection, type Db } from "mongodb";
+import { MongoClient, ReadPreference, type Collection, type Db } from "mongodb";
 import { DEFAULT_WRITE_CONCERN, type WriteConcernSetting } from "../config.js";
 import type * as T from "./types.js";
 
@@ -77,6 +77,8 @@ export interface Database extends Handles {
   onCommandFailed(listener: (command: string) => void): void;
   /** Resolves when the server answers a ping. */
   ping(): Promise<void>;
+  /** How far the server's clock is ahead of this process's (ms; NaN when it does not say). */
+  clockSkewMs(): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -131,8 +133,15 @@ const WRITABLE = new Set(["Standalone", "RSPrimary", "Mongos", "LoadBalancer"]);
 
 type ClientHandles = Handles & { client: MongoClient; db: Db };
 
+/**
+ * Every read goes to the primary, whatever the connection string asks (`readPreference=…`): what
+ * a caller may do is decided on the directory as it is (a secondary may lag behind a revoke), a
+ * record a step wrote is read back by the next step, and a claim reads what it then updates.
+ */
+const PRIMARY = { readPreference: ReadPreference.PRIMARY };
+
 function handles(client: MongoClient, name: string): ClientHandles {
-  const db = client.db(name);
+  const db = client.db(name, PRIMARY);
   const colls = Object.fromEntries(Object.entries(COLLECTIONS).map(([key, coll]) => [key, db.collection(coll)])) as unknown as Handles;
   return { client, db, ...colls };
 }
@@ -250,9 +259,17 @@ export async function connect(uri: string, opts: ConnectOptions = {}): Promise<D
   const database = {
     name,
     writeConcern: { w: wc?.w as WriteConcernInForce["w"], journal: wc?.journal, wtimeoutMS: wc?.wtimeoutMS },
-    dataDb: (dataName: string) => live.handles.client.db(dataName),
+    dataDb: (dataName: string) => live.handles.client.db(dataName, PRIMARY),
     ping: async () => {
       await live.handles.db.command({ ping: 1 });
+    },
+    clockSkewMs: async () => {
+      // The server's clock (hello's localTime; isMaster on a server without hello, as the embedded one) against ours at the middle of the round trip.
+      const sent = Date.now();
+      const answer = await live.handles.db.command({ hello: 1 }).catch(() => live.handles.db.command({ isMaster: 1 }));
+      const received = Date.now();
+      const theirs = answer.localTime instanceof Date ? answer.localTime.getTime() : Number.NaN;
+      return theirs - (sent + received) / 2;
     },
     onCommandFailed: (listener: FailureListener) => void failureListeners.push(listener),
     close: async () => {

@@ -176,6 +176,8 @@ function databaseFixtures(d: Database) {
     /** An environment's data database dropped. */
     dropDataDatabase: async (name: string) => void (await d.dataDb(name).dropDatabase()),
     /** The driver's command events (commandStarted, commandSucceeded, commandFailed) of the client in use. */
+    /** Where reads go: runhook's database and a data database (a standalone server is never sent a read preference, so this is how a test sees it). */
+    readPreferences: () => ({ service: d.db.readPreference.mode, data: d.dataDb("any").readPreference.mode }),
     commandEvents: () => d.client as Pick<Database["client"], "on" | "off" | "options">,
   };
 }

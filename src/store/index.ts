@@ -25,6 +25,8 @@ export interface Store {
   onCommandFailed(listener: (command: string) => void): void;
   /** Resolves when the server answers a ping. */
   ping(): Promise<void>;
+  /** How far the database server's clock is ahead of this process's (ms; NaN when the server does not say). */
+  clockSkewMs(): Promise<number>;
   close(): Promise<void>;
   runs: RunStore;
   logs: LogStore;
@@ -53,6 +55,7 @@ function createStore(db: Database): Store {
       writeConcern: db.writeConcern,
       onCommandFailed: (listener) => db.onCommandFailed(listener),
       ping: () => db.ping(),
+      clockSkewMs: () => db.clockSkewMs(),
       close: () => db.close(),
       directory: directoryStore(db),
       runs: runStore(db),
@@ -77,6 +80,7 @@ export const sweepExpired = (store: Store, ...rest: Parameters<typeof indexes.sw
 
 export { databaseName, pingServer, type CommandFailedEvent, type CommandStartedEvent, type CommandSucceededEvent, type ConnectOptions } from "./connection.js";
 export { permissionId, projectRoleId, type WebhookChange } from "./directory.js";
+export { STALE_INTENT_MS } from "./directory-version.js";
 export { sweepEveryMs, ttlIndexes, SWEEP_EVERY_MS, type TtlIndex } from "./indexes.js";
 export { isDuplicateKey, isUnavailable, MongoNetworkError, MongoServerError } from "./errors.js";
 export { storeFixtures, type StoreFixtures } from "./fixtures.js";
