@@ -96,7 +96,11 @@ async function checkTrigger(deps: TriggerDeps, input: TriggerInput): Promise<Acc
   const key = verifyWebhookKey(deps.config, input.key);
   if (!key) throw fail.invalid("malformed or tampered webhook URL");
 
-  // The workflow and what it names are read while the token is checked (reads change nothing).
+  // 2. The token. Before anything of the workflow is read: a call with a made-up token reads (and
+  // caches) nothing of the tenant's, however large its workflows.
+  const principal = await authenticateApp(directory, input.authorization);
+
+  // The workflow and what it names, read together.
   const workflowRead = directory.workflows.get(key.workflowId);
   const relatedRead = workflowRead.then((wf) =>
     wf
@@ -109,9 +113,6 @@ async function checkTrigger(deps: TriggerDeps, input: TriggerInput): Promise<Acc
       : null,
   );
   relatedRead.catch(() => {}); // awaited below unless an earlier check throws first
-
-  // 2. The token.
-  const principal = await authenticateApp(directory, input.authorization);
 
   // 3. The webhook: known, current generation, enabled, with an active version.
   const workflow = await workflowRead;

@@ -5,6 +5,7 @@
 // is the cache's, or reads the database (and fills the cache) when it is not. So a revoked
 // token, a removed role or a disabled webhook is refused from the very next call on, on every
 // instance; and the documents a call reads are never older than the call.
+import { BSON } from "mongodb";
 import { batched, ok } from "../lib/batch.js";
 import type { DirectoryVersion } from "./directory-version.js";
 import { STORE_BATCHING } from "./group-commit.js";
@@ -25,8 +26,16 @@ export interface DirectoryReads {
   permissions: { get(renderingId: string, collectionId: string): Promise<T.PermissionDoc | null> };
 }
 
-/** Beyond this many documents the cache starts over (a bound on what callers can make it hold). */
+/**
+ * What the cache may hold, per process, whatever callers make it read: documents are counted by
+ * their BSON size, one larger than MAX_CACHED_DOC_BYTES is never kept, and beyond MAX_CACHE_BYTES
+ * (or MAX_ENTRIES) the cache starts over.
+ */
+export const MAX_CACHE_BYTES = 64 * 2 ** 20;
+export const MAX_CACHED_DOC_BYTES = 2 ** 20;
 const MAX_ENTRIES = 50_000;
+/** Every entry's key and bookkeeping, beyond its document. */
+const ENTRY_OVERHEAD_BYTES = 200;
 
 function deepFreeze<V>(value: V): V {
   if (value && typeof value === "object" && !Object.isFrozen(value)) {
@@ -47,6 +56,8 @@ export interface DirectoryView extends DirectoryReads {
 export interface DirectoryCache {
   /** The lookups of one call: the first one reads the version, the others share that read. */
   view(): DirectoryView;
+  /** What the cache holds now (bytes, as counted against MAX_CACHE_BYTES). */
+  cachedBytes(): number;
   /**
    * Calls `listener` once the directory is no longer at version `since` (a later version, or a
    * change under way), within CHANGE_POLL_MS: one read of the version per process and interval
@@ -59,6 +70,11 @@ export interface DirectoryCache {
 export function directoryCache(dir: DirectoryReads, version: DirectoryVersion): DirectoryCache {
   let cachedVersion = -1;
   const entries = new Map<string, unknown>();
+  let bytes = 0;
+  const clear = () => {
+    entries.clear();
+    bytes = 0;
+  };
   const readVersion = batched<void, number | null>(async (calls) => {
     const v = await version.read();
     return calls.map(() => ok(v));
@@ -69,14 +85,17 @@ export function directoryCache(dir: DirectoryReads, version: DirectoryVersion): 
     if (at === null || at < cachedVersion) return read(); // a change under way, or an older view: the database itself
     if (at > cachedVersion) {
       cachedVersion = at;
-      entries.clear();
+      clear();
     }
     if (entries.has(key)) return entries.get(key) as R;
     const found = await read();
     // Not found stays uncached: a document made later must be found then. Frozen: calls share it.
-    if (found !== null && cachedVersion === at) {
-      if (entries.size >= MAX_ENTRIES) entries.clear();
+    if (found !== null && cachedVersion === at && !entries.has(key)) {
+      const size = ENTRY_OVERHEAD_BYTES + (typeof found === "object" ? BSON.calculateObjectSize(found as object) : 8);
+      if (size > MAX_CACHED_DOC_BYTES) return found;
+      if (entries.size >= MAX_ENTRIES || bytes + size > MAX_CACHE_BYTES) clear();
       entries.set(key, deepFreeze(found));
+      bytes += size;
     }
     return found;
   }
@@ -101,6 +120,7 @@ export function directoryCache(dir: DirectoryReads, version: DirectoryVersion): 
   }
 
   return {
+    cachedBytes: () => bytes,
     onChange(since, listener) {
       listeners.set(listener, since);
       if (!polling) {

@@ -213,6 +213,8 @@ export function directoryStore(d: Database) {
     view: cache.view,
     /** Listens for changes of the directory (see directory-cache.ts): what long calls re-check access on. */
     onChange: cache.onChange,
+    /** What the cache holds (bytes): bounded by MAX_CACHE_BYTES (directory-cache.ts). */
+    cachedBytes: cache.cachedBytes,
   };
 }
 

@@ -2035,7 +2035,8 @@ export const AdminService: GenService<{
     output: typeof CreateWorkflowResponseSchema;
   },
   /**
-   * PublishWorkflow publishes a new active version of a workflow.
+   * PublishWorkflow publishes a new active version of a workflow. A version's steps are at most
+   * 64 KiB (as JSON); a workflow keeps at most 100 versions (FAILED_PRECONDITION beyond).
    *
    * @generated from rpc runhook.v1.AdminService.PublishWorkflow
    */

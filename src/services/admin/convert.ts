@@ -29,42 +29,54 @@ function assertNoOperators(value: JsonValue, where: string): void {
   }
 }
 
+/**
+ * A version's steps, stored (as JSON): at most this many bytes. With MAX_KEPT_VERSIONS, a workflow
+ * stays far below MongoDB's 16 MB document limit and what a process may be made to read.
+ */
+export const MAX_VERSION_BYTES = 64 * 1024;
+/** Versions a workflow keeps; a publish beyond them is refused (a new workflow starts afresh). */
+export const MAX_KEPT_VERSIONS = 100;
+
 /** Proto steps → documents, validated against the collection's primary key. */
 export function stepsFromProto(steps: Step[], primaryKey: string[]): T.StepDoc[] {
   if (steps.length === 0) throw fail.invalid("steps: a workflow needs at least one step");
   if (steps.length > MAX_STEPS) throw fail.invalid(`steps: at most ${MAX_STEPS} steps`);
-  return steps.map((s, i): T.StepDoc => {
-    const at = `steps[${i}]`;
-    switch (s.kind.case) {
-      case "loadRecord":
-        return { type: "load_record" };
-      case "wait": {
-        const n = s.kind.value.seconds;
-        if (n > MAX_WAIT_STEP_SECONDS) throw fail.invalid(`${at}.wait.seconds: must be 0 to ${MAX_WAIT_STEP_SECONDS}`);
-        return { type: "wait", seconds: n };
-      }
-      case "updateRecord": {
-        const set = (s.kind.value.set ?? {}) as JsonObject;
-        const fields = Object.keys(set);
-        if (fields.length === 0) throw fail.invalid(`${at}.update_record.set: must name at least one field`);
-        for (const f of fields) {
-          if (!isFieldName(f)) throw fail.invalid(`${at}.update_record.set: "${f}" is not a valid field name (letters, digits, '_')`);
-          if (f === "_id" || primaryKey.includes(f)) throw fail.invalid(`${at}.update_record.set: "${f}" is a primary key field and cannot be set`);
-          assertNoOperators(set[f] as JsonValue, `${at}.update_record.set.${f}`);
-        }
-        return { type: "update_record", set: { ...set } };
-      }
-      case "addNote": {
-        const { content, title } = s.kind.value;
-        if (content.trim() === "") throw fail.invalid(`${at}.add_note.content: must not be empty`);
-        if (Buffer.byteLength(content) > MAX_NOTE_CONTENT_BYTES) throw fail.invalid(`${at}.add_note.content: at most ${MAX_NOTE_CONTENT_BYTES / 1024} KiB`);
-        checkTitle(title, `${at}.add_note.title`);
-        return { type: "add_note", content, title };
-      }
-      default:
-        throw fail.invalid(`${at}: no step kind set (load_record, update_record, add_note or wait)`);
+  const docs = steps.map((s, i) => stepFromProto(s, `steps[${i}]`, primaryKey));
+  const bytes = Buffer.byteLength(JSON.stringify(docs));
+  if (bytes > MAX_VERSION_BYTES) throw fail.invalid(`steps: at most ${MAX_VERSION_BYTES / 1024} KiB in all (these are ${Math.ceil(bytes / 1024)} KiB)`);
+  return docs;
+}
+
+function stepFromProto(s: Step, at: string, primaryKey: string[]): T.StepDoc {
+  switch (s.kind.case) {
+    case "loadRecord":
+      return { type: "load_record" };
+    case "wait": {
+      const n = s.kind.value.seconds;
+      if (n > MAX_WAIT_STEP_SECONDS) throw fail.invalid(`${at}.wait.seconds: must be 0 to ${MAX_WAIT_STEP_SECONDS}`);
+      return { type: "wait", seconds: n };
     }
-  });
+    case "updateRecord": {
+      const set = (s.kind.value.set ?? {}) as JsonObject;
+      const fields = Object.keys(set);
+      if (fields.length === 0) throw fail.invalid(`${at}.update_record.set: must name at least one field`);
+      for (const f of fields) {
+        if (!isFieldName(f)) throw fail.invalid(`${at}.update_record.set: "${f}" is not a valid field name (letters, digits, '_')`);
+        if (f === "_id" || primaryKey.includes(f)) throw fail.invalid(`${at}.update_record.set: "${f}" is a primary key field and cannot be set`);
+        assertNoOperators(set[f] as JsonValue, `${at}.update_record.set.${f}`);
+      }
+      return { type: "update_record", set: { ...set } };
+    }
+    case "addNote": {
+      const { content, title } = s.kind.value;
+      if (content.trim() === "") throw fail.invalid(`${at}.add_note.content: must not be empty`);
+      if (Buffer.byteLength(content) > MAX_NOTE_CONTENT_BYTES) throw fail.invalid(`${at}.add_note.content: at most ${MAX_NOTE_CONTENT_BYTES / 1024} KiB`);
+      checkTitle(title, `${at}.add_note.title`);
+      return { type: "add_note", content, title };
+    }
+    default:
+      throw fail.invalid(`${at}: no step kind set (load_record, update_record, add_note or wait)`);
+  }
 }
 
 export function stepToProto(s: T.StepDoc): MessageInitShape<typeof StepSchema> {

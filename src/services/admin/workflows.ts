@@ -6,13 +6,15 @@ import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
 import { adminLog, caller, renderingWithCollection, validRoles, workflowOf, type AdminImpl } from "./common.js";
-import { stepsFromProto, workflowToProto } from "./convert.js";
+import { MAX_KEPT_VERSIONS, stepsFromProto, workflowToProto } from "./convert.js";
 
 /** Appends a version numbered after the last; returns the workflow after it, or null when it is gone. */
 async function pushVersion(dir: DirectoryStore, workflow: T.WorkflowDoc, steps: T.StepDoc[], triggerRoles: Role[] | undefined) {
   let current = workflow;
   for (let attempt = 0; ; attempt++) {
     const n = current.versions.length;
+    if (n >= MAX_KEPT_VERSIONS)
+      throw fail.precondition(`a workflow keeps at most ${MAX_KEPT_VERSIONS} versions and this one has them all: create a new workflow for what follows`);
     const version: T.WorkflowVersionDoc = { version: n + 1, active: true, steps, publishedAt: new Date() };
     // Conditional on the version count: two concurrent publishes cannot take one number.
     const after = await dir.workflows.pushVersion(workflow._id, n, version, triggerRoles);
