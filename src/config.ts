@@ -39,6 +39,8 @@ export interface Config {
   bodyLimitBytes: number;
   webhookRateLimitPerMinute: number;
   apiRateLimitPerMinute: number;
+  /** AdminService calls per minute: per token (RUNHOOK_ADMIN_RATE_LIMIT) and per organization (RUNHOOK_ADMIN_ORG_RATE_LIMIT). */
+  adminRateLimit: { perToken: number; perOrganization: number };
   /** Serves the API reference page GET /docs (Swagger UI over /openapi.json). */
   docs: boolean;
   /** How long a trigger call's idempotency key is remembered (RUNHOOK_IDEMPOTENCY_TTL_HOURS). */
@@ -310,6 +312,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bodyLimitBytes: int(env, "RUNHOOK_BODY_LIMIT_BYTES", 256 * 1024, 1024, 64 * 1024 * 1024),
     webhookRateLimitPerMinute: int(env, "RUNHOOK_WEBHOOK_RATE_LIMIT", 60, 1, 1_000_000),
     apiRateLimitPerMinute: int(env, "RUNHOOK_API_RATE_LIMIT", DEFAULT_API_RATE_LIMIT, 1, 1_000_000),
+    adminRateLimit: {
+      perToken: int(env, "RUNHOOK_ADMIN_RATE_LIMIT", 300, 1, 1_000_000),
+      perOrganization: int(env, "RUNHOOK_ADMIN_ORG_RATE_LIMIT", 1200, 1, 1_000_000),
+    },
     docs: bool(env, "RUNHOOK_DOCS", true),
     idempotencyTtlMs: idempotencyTtlMs(env),
     authFailureLimitPerMinute: int(env, "RUNHOOK_AUTH_FAILURE_LIMIT", 100, 1, 1_000_000),

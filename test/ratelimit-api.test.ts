@@ -5,6 +5,8 @@ import { apiClient } from "./helpers/api.js";
 import { openTestApp, spawnServer, startServer, testDbName, type ChildServer, type TestServer } from "./helpers/server.js";
 import { addApiToken, createWorld, type World } from "../fixtures/world.js";
 import { sleep } from "../src/lib/sleep.js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { adminClient } from "./helpers/webhook.js";
 
 describe("rate-limit headers", () => {
   let server: TestServer;
@@ -92,5 +94,46 @@ describe("rate limit across two processes", () => {
     // Another token has its own budget.
     const t2 = await addApiToken(app!, w.admin._id, w.projectId);
     expect((await apiClient(a.baseUrl, t2.plaintext).get(path)).status).toBe(200);
+  });
+});
+
+describe("the AdminService's limit, per token and per organization", () => {
+  let server: ChildServer;
+  let app: Awaited<ReturnType<typeof openTestApp>> | undefined;
+  let w: World;
+  let other: World;
+  beforeAll(async () => {
+    const dbName = testDbName();
+    app = await openTestApp(dbName);
+    [w, other] = [await createWorld(app), await createWorld(app)];
+    server = await spawnServer(dbName, { env: { RUNHOOK_ADMIN_RATE_LIMIT: "3", RUNHOOK_ADMIN_ORG_RATE_LIMIT: "5", RUNHOOK_EXECUTOR: "false" } });
+  }, 120_000);
+  afterAll(async () => {
+    await server?.stop();
+    app?.stop();
+    await app?.deps.store.close();
+  });
+
+  it("refuses a token's 4th call in a minute, and the organization's 6th from any of its tokens; others go on", async () => {
+    const intoMinute = Date.now() % 60_000;
+    if (intoMinute > 45_000) await sleep(60_500 - intoMinute);
+    const call = (token: string, world: World) =>
+      adminClient(server.baseUrl, token)
+        .getWorkflow({ workflowId: world.workflowId })
+        .then(
+          () => "ok",
+          (e: unknown) => {
+            const err = ConnectError.from(e);
+            return `${Code[err.code]} retry-after=${err.metadata.get("retry-after") !== null}`;
+          },
+        );
+    const refused = "ResourceExhausted retry-after=true";
+    expect([await call(w.ownerToken, w), await call(w.ownerToken, w), await call(w.ownerToken, w)]).toEqual(["ok", "ok", "ok"]);
+    expect(await call(w.ownerToken, w)).toBe(refused); // the token's limit
+    expect([await call(w.adminToken, w), await call(w.adminToken, w)]).toEqual(["ok", "ok"]);
+    expect(await call(w.adminToken, w)).toBe(refused); // the organization's limit: 5 in all
+    expect(await call(other.ownerToken, other)).toBe("ok"); // another organization
+    // A made-up token is answered unauthenticated and counts nowhere.
+    expect(await call(`rh_app_${"z".repeat(43)}`, w)).toBe("Unauthenticated retry-after=false");
   });
 });

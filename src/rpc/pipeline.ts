@@ -13,7 +13,7 @@ import { viaKey, type Via } from "../services/context.js";
 import { authThrottleInterceptor } from "./auth-throttle.js";
 import { httpRouteKey } from "./in-process.js";
 import { observeInterceptor } from "./observe.js";
-import { apiRateLimitInterceptor } from "./rate-limit.js";
+import { adminRateLimitInterceptor, apiRateLimitInterceptor } from "./rate-limit.js";
 
 /** The log line of a bug (its caller is told INTERNAL), by entry point: the webhook's keep their own message, operators search for it. */
 export function logBug(logger: Deps["logger"], err: unknown, at: { via: Via; procedure?: string; route?: string }): void {
@@ -27,5 +27,6 @@ export function pipelineInterceptors(deps: ServerDeps): Interceptor[] {
     errorInterceptor((err, procedure, values) => logBug(deps.logger, err, { via: values.get(viaKey), procedure, route: values.get(httpRouteKey) })),
     authThrottleInterceptor(deps.authFailures, () => deps.metrics.rateLimitRefusals.inc({ bucket: "auth" })),
     apiRateLimitInterceptor(deps),
+    adminRateLimitInterceptor(deps),
   ];
 }

@@ -9,6 +9,7 @@ import { Code, ConnectError, createContextKey, type ContextValues, type Intercep
 import { LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
+import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import { authenticateAny, bearer, hashToken } from "../domain/auth/tokens.js";
 import type { RateDecision } from "../store/rate-limits.js";
 import type { Deps } from "../deps.js";
@@ -60,14 +61,17 @@ interface ApiRateOutcome {
   error?: DomainError;
 }
 
-/** Counts one call against `bucket` (limit: RUNHOOK_API_RATE_LIMIT per minute) and decides it. */
-async function hitApiRateLimit(deps: Deps, bucket: string, now = Date.now()): Promise<ApiRateOutcome> {
-  const d = await deps.store.rateLimits.hit(bucket, deps.config.apiRateLimitPerMinute, now);
+/** Counts one call against `bucket` (`limit` a minute; `label` names it in the metrics) and decides it. */
+async function hitRateLimit(deps: Deps, bucket: string, limit: number, label: string, now = Date.now()): Promise<ApiRateOutcome> {
+  const d = await deps.store.rateLimits.hit(bucket, limit, now);
   const headers = rateLimitHeaders(d, now);
   if (d.allowed) return { headers };
-  deps.metrics.rateLimitRefusals.inc({ bucket: "api" });
+  deps.metrics.rateLimitRefusals.inc({ bucket: label });
   return { headers, error: fail.throttled(d.retryAfter, `rate limit of ${d.limit} requests per minute exceeded; retry after ${d.retryAfter} s`) };
 }
+
+/** Counts one call against `bucket` (limit: RUNHOOK_API_RATE_LIMIT per minute) and decides it. */
+const hitApiRateLimit = (deps: Deps, bucket: string) => hitRateLimit(deps, bucket, deps.config.apiRateLimitPerMinute, "api");
 
 /** The bucket of a call; a REST call's 401 shows the figures of its address's limit on failed authentications instead, as they will be once it counts. */
 async function bucketOrRefusal(deps: ServerDeps, authorization: string | null, values: ContextValues): Promise<string> {
@@ -116,5 +120,32 @@ export function apiRateLimitInterceptor(deps: ServerDeps): Interceptor {
       if (refused instanceof ConnectError) annotate(refused.metadata);
       throw refused;
     }
+  };
+}
+
+/** AdminService calls that carry no token (the operator's secret authenticates them; the failed-authentication limit guards it). */
+const ADMIN_WITHOUT_TOKEN = new Set(["Bootstrap", "IssueSsoToken"]);
+
+/**
+ * The limit of AdminService calls: per token (RUNHOOK_ADMIN_RATE_LIMIT a minute) and per
+ * organization (RUNHOOK_ADMIN_ORG_RATE_LIMIT), so that no caller, and no tenant with many
+ * tokens, can change the directory in a loop (each change makes every process read the
+ * directory afresh). Over either, RESOURCE_EXHAUSTED with `retry-after`, before the call runs.
+ */
+export function adminRateLimitInterceptor(deps: ServerDeps): Interceptor {
+  return (next) => async (req) => {
+    if (req.service.typeName !== AdminService.typeName || ADMIN_WITHOUT_TOKEN.has(req.method.name)) return next(req);
+    const authorization = req.header.get("authorization");
+    const principal = await authenticateAny(directoryOf(deps, req.contextValues), authorization);
+    const { perToken, perOrganization } = deps.config.adminRateLimit;
+    // The organization counts only the calls its token's own limit let through.
+    const token = await hitRateLimit(deps, `admin:${hashToken(bearer(authorization)!)}`, perToken, "admin");
+    const decided = token.error ? token : await hitRateLimit(deps, `admin-org:${principal.user.organizationId}`, perOrganization, "admin-org");
+    if (decided.error) {
+      const refused = toConnectError(decided.error);
+      for (const [k, v] of Object.entries(decided.headers)) refused.metadata.set(k, v);
+      throw refused;
+    }
+    return next(req);
   };
 }
