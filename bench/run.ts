@@ -261,6 +261,8 @@ async function vsTemporalMain(): Promise<number> {
 /** `--grow`: only the growth scenario (scenarios/growth.ts) on the file backend, written to bench/results/<date>-grow[-quick].{md,json}. */
 async function growMain(): Promise<number> {
   const t0 = Date.now();
+  // The code measured: as it is now (a commit made while the bench runs is not what it measured).
+  const measured = { commit: git("rev-parse", "--short", "HEAD"), dirty: git("status", "--porcelain").length > 0 };
   database = await openBenchDatabase(dataDir, (m) => ctx.log(m), { persistent: true });
   ctx.uri = database.uri;
   ctx.javaPid = database.javaPid;
@@ -273,7 +275,7 @@ async function growMain(): Promise<number> {
   const db = database;
   const r = await growthScenario(ctx, { dataDir, cacheDir, sizes, sweepRuns, quick }, () => db.stop());
   await cleanup();
-  const meta = { date: started.toISOString(), commit: git("rev-parse", "--short", "HEAD"), dirty: git("status", "--porcelain").length > 0, quick };
+  const meta = { date: started.toISOString(), ...measured, quick };
   const md = renderGrowthMarkdown(r, meta);
   mkdirSync(resultsDir, { recursive: true });
   writeFileSync(join(resultsDir, `${stamp}.json`), `${JSON.stringify({ ...meta, machine: { cpus: cpus().length, node: process.version }, ...r }, null, 2)}\n`);

@@ -4,7 +4,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { fail } from "../src/domain/errors.js";
 import { codeName, httpStatusOf, ONGOING_RUN_ID, toConnectError, toHttpError } from "../src/rpc/errors.js";
-import { MongoNetworkError, MongoServerError } from "../src/store/index.js";
+import { MongoBulkWriteError, MongoNetworkError, MongoServerError } from "../src/store/index.js";
 
 const SPEC: [number, Code, string][] = [
   [400, Code.InvalidArgument, "invalid_argument"],
@@ -38,7 +38,9 @@ describe("error table", () => {
   it("answers an unreachable database with 503 unavailable and Retry-After, the same error for every entry point", () => {
     const epipe = Object.assign(new Error("This socket has been ended by the other party"), { code: "EPIPE" });
     const shuttingDown = new MongoServerError({ message: "interrupted at shutdown", code: 11600 });
-    for (const err of [new MongoNetworkError("connection 7 to 127.0.0.1:27017 closed"), epipe, shuttingDown]) {
+    // A grouped insert (insertMany) whose connection closed: the bulk error wraps the network error.
+    const bulk = new MongoBulkWriteError(new MongoNetworkError("connection 5 to 127.0.0.1:27017 closed"), {} as never);
+    for (const err of [new MongoNetworkError("connection 7 to 127.0.0.1:27017 closed"), epipe, shuttingDown, bulk]) {
       expect(toHttpError(err)).toEqual({
         status: 503,
         headers: { "retry-after": "5" },

@@ -121,6 +121,24 @@ function filledEntry(w: BenchWorld, stream: string, seq: number, timestamp: Date
   };
 }
 
+/** Entries the measured environment holds before the first measurement: each filtered page is full at every size. */
+const SEED_ENTRIES = 2000;
+
+/**
+ * The measured environment's first SEED_ENTRIES entries (about two hours old, records r0…r9, every
+ * tenth the admin's): so that every log page measured on the "empty" database is a full page of
+ * 100, as it is later, and the comparison is of the same work.
+ */
+async function seed(store: Store, w: BenchWorld): Promise<void> {
+  const fx = storeFixtures(store);
+  const stream = activityStream(w.environmentId);
+  const start = Date.now() - 2 * 3_600_000;
+  const entries = Array.from({ length: SEED_ENTRIES }, (_, i) => filledEntry(w, stream, i + 1, new Date(start + i * 1000), `r${i % 10}`));
+  for (let i = 0; i < entries.length; i += FILL_BATCH) await fx.insertActivityEntries(entries.slice(i, i + FILL_BATCH));
+  await fx.setCounter(stream, SEED_ENTRIES);
+  await store.logs.raiseWatermark(stream, SEED_ENTRIES);
+}
+
 /**
  * Adds `count` finished runs and `count` activity entries: a tenth to the measured world `w`
  * (its stream continued past its counter, its watermark raised, as readers would have left it),
@@ -382,6 +400,7 @@ export async function growthScenario(
   const records = Array.from({ length: BURST }, (_, i) => ({ id: `r${i}`, status: "new" }));
   const w = await benchWorld(ctx, store, { steps: [...STEPS], records });
   const others = [await benchWorld(ctx, store, { steps: [...STEPS] }), await benchWorld(ctx, store, { steps: [...STEPS] })];
+  await seed(store, w);
   const server = await spawnFor(ctx, "grow", "start", dbName);
   const sizes: SizeFigures[] = [];
   let stored = 0;
@@ -460,7 +479,8 @@ export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; comm
     "",
     `\`npm run bench -- --grow${meta.quick ? " --quick" : ""}\` on commit ${meta.commit}${meta.dirty ? " (with uncommitted changes)" : ""}. runhook (\`start\`, executors on) on the`,
     "embedded file backend, as `npm start` runs it. Stored: finished runs and activity entries (as many of each), a tenth in the",
-    "measured environment, the rest in two other tenants'. Log pages have limit 100; p50 of each.",
+    `measured environment, the rest in two other tenants'. Log pages have limit 100; p50 of each. The measured environment starts with ${SEED_ENTRIES.toLocaleString("en-US")}`,
+    "entries (so that every page, filtered or not, is a full page at every size, the empty database included).",
     "",
     `| stored runs + entries (each) | ${sizes.map((s) => s.stored.toLocaleString("en-US")).join(" | ")} |`,
     `|---|${sizes.map(() => "---:").join("|")}|`,

@@ -67,6 +67,37 @@ export interface DirectoryCache {
   onChange(since: number | null, listener: () => void): () => void;
 }
 
+/** DirectoryCache.onChange over `readVersion`: one poll every CHANGE_POLL_MS for all listeners, while there are some. */
+function changeListeners(readVersion: () => Promise<number | null>): DirectoryCache["onChange"] {
+  /** Each listener with the version it is exact for; told once, then forgotten. */
+  const listeners = new Map<() => void, number | null>();
+  let polling = false;
+  async function poll(): Promise<void> {
+    try {
+      const v = await readVersion();
+      for (const [listener, since] of [...listeners]) {
+        if (v === null || since === null || v !== since) {
+          listeners.delete(listener);
+          listener();
+        }
+      }
+    } catch {
+      // the database is away: the next poll looks again (the calls themselves fail meanwhile)
+    }
+    polling = listeners.size > 0;
+    if (polling) setTimeout(poll, CHANGE_POLL_MS).unref();
+  }
+
+  return (since, listener) => {
+    listeners.set(listener, since);
+    if (!polling) {
+      polling = true;
+      setTimeout(poll, CHANGE_POLL_MS).unref();
+    }
+    return () => void listeners.delete(listener);
+  };
+}
+
 export function directoryCache(dir: DirectoryReads, version: DirectoryVersion): DirectoryCache {
   let cachedVersion = -1;
   const entries = new Map<string, unknown>();
@@ -100,35 +131,9 @@ export function directoryCache(dir: DirectoryReads, version: DirectoryVersion): 
     return found;
   }
 
-  /** Each listener with the version it is exact for; told once, then forgotten. */
-  const listeners = new Map<() => void, number | null>();
-  let polling = false;
-  async function poll(): Promise<void> {
-    try {
-      const v = await readVersion();
-      for (const [listener, since] of [...listeners]) {
-        if (v === null || since === null || v !== since) {
-          listeners.delete(listener);
-          listener();
-        }
-      }
-    } catch {
-      // the database is away: the next poll looks again (the calls themselves fail meanwhile)
-    }
-    polling = listeners.size > 0;
-    if (polling) setTimeout(poll, CHANGE_POLL_MS).unref();
-  }
-
   return {
     cachedBytes: () => bytes,
-    onChange(since, listener) {
-      listeners.set(listener, since);
-      if (!polling) {
-        polling = true;
-        setTimeout(poll, CHANGE_POLL_MS).unref();
-      }
-      return () => void listeners.delete(listener);
-    },
+    onChange: changeListeners(readVersion),
     view() {
       let at: Promise<number | null> | undefined;
       const version = () => {

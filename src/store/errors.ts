@@ -1,5 +1,6 @@
 // Telling database failures apart, without the driver's classes leaking out of the store.
 import {
+  MongoBulkWriteError,
   MongoClientClosedError,
   MongoNetworkError,
   MongoNotConnectedError,
@@ -63,6 +64,11 @@ const SOCKET_ERRORS = new Set([
  * NotConnected errors.
  */
 export function isUnavailable(err: unknown): boolean {
+  // A grouped insert (insertMany) that never reached the server: the bulk error wraps the cause.
+  if (err instanceof MongoBulkWriteError && !(err.writeErrors as unknown[] | undefined)?.length) {
+    const cause = (err as { errorResponse?: unknown }).errorResponse ?? err.cause;
+    if (cause !== err && cause instanceof Error) return isUnavailable(cause);
+  }
   if (err instanceof MongoNetworkError || err instanceof MongoServerSelectionError) return true;
   if (err instanceof Error && SOCKET_ERRORS.has((err as NodeJS.ErrnoException).code ?? "")) return true;
   if (
@@ -76,4 +82,4 @@ export function isUnavailable(err: unknown): boolean {
 }
 
 /** The driver's error classes behind the failures above, for tests that build them. */
-export { MongoNetworkError, MongoServerError } from "mongodb";
+export { MongoBulkWriteError, MongoNetworkError, MongoServerError } from "mongodb";

@@ -13,7 +13,7 @@ import org.h2.mvstore.type.BasicDataType;
 
 /**
  * {@link IndexEntries} of the file backend: an MVStore map (keys in {@link IndexOrder}, stored
- * in {@link EmbeddedMongo.ValueType}'s form) in the same store as the collection, so the group
+ * in {@link ValueType}'s form) in the same store as the collection, so the group
  * commit writes an index change in the same chunk as the document change it belongs to. The
  * multikey flag lives in the collection's meta map.
  */
@@ -23,7 +23,7 @@ final class H2IndexEntries implements IndexEntries {
   private final String multikeyFlag;
 
   H2IndexEntries(MVStore store, String mapName, MVMap<String, Object> meta, String indexName) {
-    this.map = store.openMap(mapName, new MVMap.Builder<KeyValue, Object>().keyType(KeyType.INSTANCE).valueType(EmbeddedMongo.ValueType.INSTANCE));
+    this.map = store.openMap(mapName, new MVMap.Builder<KeyValue, Object>().keyType(KeyType.INSTANCE).valueType(ValueType.INSTANCE));
     this.meta = meta;
     this.multikeyFlag = "multikey." + indexName;
   }
@@ -88,7 +88,7 @@ final class H2IndexEntries implements IndexEntries {
     if (!multikey()) meta.put(multikeyFlag, Boolean.TRUE);
   }
 
-  /** Index keys: written and read as {@link EmbeddedMongo.ValueType} writes them, compared in {@link IndexOrder}. */
+  /** Index keys: written and read as {@link ValueType} writes them, compared in {@link IndexOrder}. */
   static final class KeyType extends BasicDataType<KeyValue> {
     static final KeyType INSTANCE = new KeyType();
 
@@ -104,17 +104,17 @@ final class H2IndexEntries implements IndexEntries {
 
     @Override
     public int getMemory(KeyValue key) {
-      return EmbeddedMongo.ValueType.INSTANCE.getMemory(key);
+      return ValueType.INSTANCE.getMemory(key);
     }
 
     @Override
     public void write(WriteBuffer buff, KeyValue key) {
-      EmbeddedMongo.ValueType.INSTANCE.write(buff, key);
+      ValueType.INSTANCE.write(buff, key);
     }
 
     @Override
     public KeyValue read(ByteBuffer buff) {
-      return (KeyValue) EmbeddedMongo.ValueType.INSTANCE.read(buff);
+      return (KeyValue) ValueType.INSTANCE.read(buff);
     }
   }
 }

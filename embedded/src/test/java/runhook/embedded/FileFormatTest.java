@@ -25,7 +25,7 @@ import org.junit.jupiter.api.Test;
  */
 class FileFormatTest {
   private static <T> T withServer(String file, java.util.function.Function<MongoCollection<Document>, T> use) {
-    MongoServer server = new MongoServer(EmbeddedMongo.FastH2Backend.open(file));
+    MongoServer server = new MongoServer(FastH2Backend.open(file));
     server.bind(new InetSocketAddress("127.0.0.1", 0));
     try (MongoClient client = MongoClients.create("mongodb://127.0.0.1:" + server.getLocalAddress().getPort())) {
       return use.apply(client.getDatabase("t").getCollection("runs"));

@@ -45,7 +45,7 @@ class IndexedQueriesTest {
 
   private MongoDatabase start(String backend) throws Exception {
     if (dir == null) dir = Files.createTempDirectory("indexed-queries");
-    MongoBackend b = backend.equals("memory") ? new EmbeddedMongo.IndexedMemoryBackend() : EmbeddedMongo.FastH2Backend.open(dir.resolve("db.mv").toString());
+    MongoBackend b = backend.equals("memory") ? new IndexedMemoryBackend() : FastH2Backend.open(dir.resolve("db.mv").toString());
     server = new MongoServer(b);
     server.bind(new InetSocketAddress("127.0.0.1", 0));
     client = MongoClients.create("mongodb://127.0.0.1:" + server.getLocalAddress().getPort());

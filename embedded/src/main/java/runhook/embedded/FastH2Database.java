@@ -1,0 +1,97 @@
+package runhook.embedded;
+
+import de.bwaldvogel.mongo.MongoCollection;
+import de.bwaldvogel.mongo.backend.CollectionOptions;
+import de.bwaldvogel.mongo.backend.CursorRegistry;
+import de.bwaldvogel.mongo.backend.DatabaseResolver;
+import de.bwaldvogel.mongo.backend.Index;
+import de.bwaldvogel.mongo.backend.IndexKey;
+import de.bwaldvogel.mongo.backend.h2.H2Collection;
+import de.bwaldvogel.mongo.backend.h2.H2Database;
+import de.bwaldvogel.mongo.backend.QueryResult;
+import de.bwaldvogel.mongo.bson.Document;
+import de.bwaldvogel.mongo.oplog.Oplog;
+import io.netty.channel.Channel;
+import java.lang.reflect.Field;
+import java.util.List;
+import org.h2.mvstore.MVMap;
+import org.h2.mvstore.MVStore;
+
+/** H2Database whose collection and index maps use {@link ValueType} for keys and values. */
+final class FastH2Database extends H2Database {
+  private static final Field MV_STORE;
+
+  static {
+    try {
+      MV_STORE = H2Database.class.getDeclaredField("mvStore");
+      MV_STORE.setAccessible(true);
+    } catch (ReflectiveOperationException e) {
+      throw new ExceptionInInitializerError(e);
+    }
+  }
+
+  FastH2Database(String databaseName, MVStore mvStore, CursorRegistry cursorRegistry) {
+    super(databaseName, mvStore, cursorRegistry);
+  }
+
+  // H2Database's constructor opens the existing collections (calling the methods below)
+  // before a subclass field could be set, so read its own field.
+  private MVStore store() {
+    try {
+      return (MVStore) MV_STORE.get(this);
+    } catch (IllegalAccessException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  private static <K, V> MVMap.Builder<K, V> builder() {
+    return new MVMap.Builder<K, V>().keyType(ValueType.INSTANCE).valueType(ValueType.INSTANCE);
+  }
+
+  private IndexEntries entries(String collectionName, String indexName) {
+    String namespace = getFullCollectionNamespace(collectionName);
+    return new H2IndexEntries(store(), namespace + "._index_" + indexName, store().openMap("meta." + namespace), indexName);
+  }
+
+  @Override
+  protected Index<Object> openOrCreateUniqueIndex(String collectionName, String indexName, List<IndexKey> keys, boolean sparse) {
+    return new UniqueIndex<>(indexName, keys, sparse, entries(collectionName, indexName));
+  }
+
+  @Override
+  protected Index<Object> openOrCreateSecondaryIndex(String collectionName, String indexName, List<IndexKey> keys, boolean sparse) {
+    return new SecondaryIndex<>(indexName, keys, sparse, entries(collectionName, indexName));
+  }
+
+  @Override
+  public Document handleCommand(Channel channel, String command, Document query, DatabaseResolver resolver, Oplog oplog) {
+    Document answer = QueryCommands.handle(this, command, query, resolver, oplog);
+    return answer != null ? answer : super.handleCommand(channel, command, query, resolver, oplog);
+  }
+
+  @Override
+  protected MongoCollection<Object> openOrCreateCollection(String collectionName, CollectionOptions options) {
+    String fullName = getFullCollectionNamespace(collectionName);
+    MVMap<Object, Document> dataMap = store().openMap("databases." + fullName, builder());
+    MVMap<String, Object> metaMap = store().openMap("meta." + fullName);
+    return new H2Collection(this, collectionName, options, dataMap, metaMap, cursorRegistry) {
+      @Override
+      protected QueryResult queryDocuments(Document query, Document orderBy, int skip, int limit, int batchSize, Document fieldSelector) {
+        IndexWalk<Object> walk = IndexedQueries.candidates(this, getIndexes(), query, orderBy, skip, limit, this::getDocument);
+        if (walk == null) return super.queryDocuments(query, orderBy, skip, limit, batchSize, fieldSelector);
+        if (IndexedQueries.streams(walk, batchSize, fieldSelector)) return StreamingCursor.firstBatch(walk, this, cursorRegistry, query, skip, limit, batchSize);
+        return matchDocumentsFromStream(query, walk.stream(), skip, limit, batchSize, walk.plan().sortServed() ? null : deriveComparator(orderBy), fieldSelector);
+      }
+
+      @Override
+      protected QueryResult createQueryResult(List<Document> matched, int batchSize) {
+        return super.createQueryResult(WholeReads.copies(matched), batchSize);
+      }
+
+      @Override
+      public synchronized Document findAndModify(Document query) {
+        return WholeReads.copyValue(super.findAndModify(query));
+      }
+    };
+  }
+}

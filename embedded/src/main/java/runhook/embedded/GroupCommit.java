@@ -1,0 +1,160 @@
+package runhook.embedded;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.function.Consumer;
+import org.h2.mvstore.MVStore;
+
+/**
+ * Group commit: a write is answered once an MVStore commit that holds it is on disk.
+ * MVStore.commit() only writes the chunk (the OS may keep it in its cache); FileStore.sync()
+ * is the fsync. One commit + sync serves every write that finished before it began, so while
+ * one is in flight the next group gathers. Writes hold the shared side of {@link #writes}
+ * while they run and a commit the exclusive side (not the sync), so a chunk never holds half
+ * of a write (a unique index entry without its document, say) for a crash to leave behind.
+ * Before a commit, a small step of sparse chunks is rewritten (what H2's background writer
+ * would do) so that the file's space is reused: every 100 ms under writes, and one step after
+ * another while no write waits; the commit after it stores it with the writes waiting, which
+ * wait for one small step at most.
+ */
+final class GroupCommit implements Runnable {
+  private static final long HOUSEKEEPING_NS = 100_000_000L;
+  /**
+   * Rewrite chunks while their live share is below this (%), about this many bytes a step: a
+   * step and its commit take ~10-20 ms at 256 KB (a step of 4 MB once a second held the
+   * writes waiting for ~150 ms).
+   */
+  private static final int COMPACT_FILL_RATE = Integer.getInteger("runhook.h2.compactFillRate", 60);
+  private static final int COMPACT_WRITE = 256 << 10;
+  private static final long GATHER_MAX_NS = 5_000_000;
+
+  final ReentrantReadWriteLock writes = new ReentrantReadWriteLock();
+  private final MVStore store;
+  private final Thread thread;
+  private List<Consumer<Boolean>> waiting = new ArrayList<>();
+  private boolean closed;
+
+  GroupCommit(MVStore store) {
+    this.store = store;
+    thread = new Thread(this, "runhook-group-commit");
+    thread.setDaemon(true);
+    thread.start();
+  }
+
+  /** Calls done(true) once a commit begun after this call is on disk, done(false) if it failed. */
+  void afterNextCommit(Consumer<Boolean> done) {
+    synchronized (this) {
+      if (!closed) {
+        waiting.add(done);
+        notifyAll();
+        return;
+      }
+    }
+    done.accept(false);
+  }
+
+  /** Commits and answers what is waiting, then stops. */
+  void close() {
+    synchronized (this) {
+      closed = true;
+      notifyAll();
+    }
+    try {
+      thread.join();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  @Override
+  public void run() {
+    long housekept = System.nanoTime();
+    int expected = 0; // about how many writers there are: a recent group's size, decaying
+    long cycleNs = 0; // the last commit + sync
+    boolean sparse = true; // the last step of space reuse found chunks to rewrite
+    for (;;) {
+      List<Consumer<Boolean>> group;
+      boolean idle;
+      synchronized (this) {
+        try {
+          if (waiting.isEmpty() && !closed && !(sparse && !failed)) wait(HOUSEKEEPING_NS / 1_000_000);
+          // The writers answered by the last commit come back within a moment: wait for
+          // them a little (a fraction of a commit), else every other commit serves only
+          // the one write that came in while the previous commit ran.
+          long until = System.nanoTime() + Math.min(cycleNs / 4, GATHER_MAX_NS);
+          for (long left; !closed && waiting.size() < expected && (left = until - System.nanoTime()) > 0; ) {
+            wait(left / 1_000_000, (int) (left % 1_000_000));
+          }
+        } catch (InterruptedException e) {
+          closed = true;
+        }
+        idle = waiting.isEmpty() && !closed;
+      }
+      // A step of space reuse goes before the commit, which then stores it with the writes:
+      // every 100 ms under writes, one step after another while no write waits (a write that
+      // comes meanwhile waits for one small step).
+      boolean compacted = false;
+      if (!failed && ((idle && sparse) || System.nanoTime() - housekept > HOUSEKEEPING_NS)) {
+        housekept = System.nanoTime();
+        try {
+          compacted = store.compact(COMPACT_FILL_RATE, COMPACT_WRITE);
+        } catch (RuntimeException e) {
+          e.printStackTrace(); // only space reuse; the next commit reports a broken store
+        }
+        sparse = compacted;
+      }
+      synchronized (this) {
+        group = waiting;
+        waiting = new ArrayList<>();
+      }
+      if (!group.isEmpty() || compacted) {
+        long t = System.nanoTime();
+        boolean ok = commitAndSync();
+        cycleNs = System.nanoTime() - t;
+        if (!group.isEmpty()) expected = Math.max(group.size(), expected - (expected + 7) / 8);
+        for (Consumer<Boolean> done : group) {
+          try {
+            done.accept(ok);
+          } catch (RuntimeException e) {
+            // that connection's event loop is gone (the server is stopping): nobody to answer
+          }
+        }
+      }
+      synchronized (this) {
+        if (closed && waiting.isEmpty()) return;
+      }
+    }
+  }
+
+  /**
+   * Set by the first failed commit or sync, for good: after a failed fsync the OS may have
+   * dropped that chunk's pages while a later fsync succeeds, so a later chunk (which points
+   * into it) must never acknowledge a write. Writers get their connection closed until a
+   * restart reopens the file at its last complete chunk.
+   */
+  private volatile boolean failed;
+
+  /** Whether a commit or sync failed (then nothing more is acknowledged until a restart). */
+  boolean failed() {
+    return failed;
+  }
+
+  private boolean commitAndSync() {
+    if (failed) return false;
+    try {
+      writes.writeLock().lock();
+      try {
+        store.commit();
+      } finally {
+        writes.writeLock().unlock();
+      }
+      store.sync();
+      return true;
+    } catch (RuntimeException | Error e) {
+      failed = true;
+      e.printStackTrace(); // the writers get their connection closed, not an acknowledgement
+      return false;
+    }
+  }
+}
