@@ -4,10 +4,12 @@
 // query among them is explained by the server: the plan must be an index scan, never a
 // collection scan. On the embedded server the suite also runs with scans refused
 // (notablescan); on a real MongoDB (MONGODB_URI) this is the check that its planner agrees.
+// The same workload checks that every query of a data step carries its time limit (maxTimeMS).
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { storeFixtures, sweepExpired, type CommandStartedEvent, type StoreFixtures } from "../src/store/index.js";
 import { apiClient, qs } from "./helpers/api.js";
+import { DATA_QUERY_TIME_LIMIT_MS } from "../src/store/records.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { postHook } from "./helpers/webhook.js";
 import { waitForRun } from "./helpers/runs.js";
@@ -107,6 +109,11 @@ it("every query the store made in a workload is an index scan", async () => {
   } finally {
     events.off("commandStarted", record);
   }
+
+  // Every query of a data step carries its time limit.
+  const recordQueries = recorded.filter((e) => e.databaseName !== server.deps.store.databaseName && ["find", "update"].includes(e.commandName));
+  expect(recordQueries.length).toBeGreaterThanOrEqual(2);
+  expect(recordQueries.filter((e) => (e.command as { maxTimeMS?: number }).maxTimeMS !== DATA_QUERY_TIME_LIMIT_MS).map((e) => e.commandName)).toEqual([]);
 
   const explained = new Map<string, string[]>();
   for (const e of recorded) {

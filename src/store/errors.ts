@@ -10,6 +10,11 @@ import {
   MongoTopologyClosedError,
 } from "mongodb";
 
+/** The server stopped an operation at its time limit (maxTimeMS: MaxTimeMSExpired). */
+export function isTimeLimitExceeded(err: unknown): boolean {
+  return err instanceof MongoServerError && err.code === 50;
+}
+
 /** A unique index refused the write (E11000). */
 export function isDuplicateKey(err: unknown): boolean {
   return err instanceof MongoServerError && err.code === 11000;

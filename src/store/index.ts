@@ -82,5 +82,5 @@ export { databaseName, pingServer, type CommandFailedEvent, type CommandStartedE
 export { permissionId, projectRoleId, type WebhookChange } from "./directory.js";
 export { STALE_INTENT_MS } from "./directory-version.js";
 export { sweepEveryMs, ttlIndexes, SWEEP_EVERY_MS, type TtlIndex } from "./indexes.js";
-export { isDuplicateKey, isUnavailable, MongoBulkWriteError, MongoNetworkError, MongoServerError } from "./errors.js";
+export { isDuplicateKey, isTimeLimitExceeded, isUnavailable, MongoBulkWriteError, MongoNetworkError, MongoServerError } from "./errors.js";
 export { storeFixtures, type StoreFixtures } from "./fixtures.js";

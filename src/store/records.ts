@@ -21,6 +21,13 @@ export function recordQuery(m: RecordMatch): Filter<Document> {
   return Object.keys(scoped).length === 0 ? key : { $and: [key, scoped] };
 }
 
+/**
+ * How long the server may spend on one query of a data step (maxTimeMS): a tenant's records
+ * (a missing index, a huge collection) never hold a database connection and an executor slot
+ * for longer. Past it the step fails (isTimeLimitExceeded).
+ */
+export const DATA_QUERY_TIME_LIMIT_MS = 5000;
+
 export interface RecordStore {
   /** The first record of `collection` in database `dataDatabase` that `match` selects, or null. */
   find(dataDatabase: string, collection: string, match: RecordMatch): Promise<RecordDoc | null>;
@@ -35,9 +42,9 @@ export interface RecordStore {
 export function recordStore(d: Database): RecordStore {
   const coll = (db: string, name: string) => d.dataDb(db).collection<Document>(name);
   return {
-    find: (db, name, match) => coll(db, name).findOne(recordQuery(match)),
+    find: (db, name, match) => coll(db, name).findOne(recordQuery(match), { maxTimeMS: DATA_QUERY_TIME_LIMIT_MS }),
     async set(db, name, match, fields) {
-      const res = await coll(db, name).updateOne(recordQuery(match), { $set: fields });
+      const res = await coll(db, name).updateOne(recordQuery(match), { $set: fields }, { maxTimeMS: DATA_QUERY_TIME_LIMIT_MS });
       return res.matchedCount > 0;
     },
     ensureKeyIndex: (db, name, primaryKey) => ensureRecordIndex(d, db, name, primaryKey),

@@ -5,7 +5,8 @@ import type { DataAccess } from "../domain/auth/access.js";
 import { collectionAccess } from "../domain/auth/access.js";
 import { DomainError } from "../domain/errors.js";
 import type { Deps } from "../deps.js";
-import type { RecordDoc, RecordMatch } from "../store/records.js";
+import { DATA_QUERY_TIME_LIMIT_MS, type RecordDoc, type RecordMatch } from "../store/records.js";
+import { isTimeLimitExceeded } from "../store/index.js";
 import type { CollectionDoc, EnvironmentDoc, RunDoc, StepDoc, UserDoc } from "../store/types.js";
 import { createNote } from "../domain/notes/threads.js";
 import { writeRunActivity } from "../domain/runs/activity.js";
@@ -21,6 +22,16 @@ interface RecordContext {
   match: RecordMatch;
   record: RecordDoc;
   notFound(): StepFailure;
+}
+
+/** A query of the run's records; one stopped at its time limit fails the step, saying so. */
+async function timeLimited<T>(query: Promise<T>): Promise<T> {
+  try {
+    return await query;
+  } catch (err) {
+    if (isTimeLimitExceeded(err)) throw new StepFailure(`the record's query took longer than its limit of ${DATA_QUERY_TIME_LIMIT_MS / 1000} s`);
+    throw err;
+  }
 }
 
 /** Finds the run's record as the run's user sees it now, or throws a StepFailure. */
@@ -44,7 +55,7 @@ export async function recordAs(deps: Deps, run: RunDoc, need: DataAccess): Promi
   if (!access.allowed) throw notFound(access.reason);
   const match = recordMatch(collection.primaryKey, run.recordId, access.scope);
   if (!match) throw notFound(`the id does not have the ${collection.primaryKey.length} part(s) of the collection's primary key`);
-  const record = await deps.store.records.find(environment.dataDatabase, collection.name, match);
+  const record = await timeLimited(deps.store.records.find(environment.dataDatabase, collection.name, match));
   if (!record) throw notFound();
   return { user, environment, collection, match, record, notFound: () => notFound() };
 }
@@ -72,7 +83,7 @@ export async function runDataStep(deps: Deps, run: RunDoc, step: Exclude<StepDoc
       for (const [field, value] of Object.entries(set)) if (!sameValue(ctx.record[field], value)) changed[field] = value;
       if (Object.keys(set).length > 0) {
         // The same match as the read: a record that left the scope meanwhile is not written.
-        if (!(await deps.store.records.set(ctx.environment.dataDatabase, ctx.collection.name, ctx.match, set))) throw ctx.notFound();
+        if (!(await timeLimited(deps.store.records.set(ctx.environment.dataDatabase, ctx.collection.name, ctx.match, set)))) throw ctx.notFound();
       }
       await writeRunActivity(deps.store, run, "record.updated", { fields: changed });
       return { changed: Object.keys(changed) };
