@@ -35,7 +35,7 @@ export function startExecutors(deps: Deps): Executors {
   const log = deps.logger.child({ executor: executorId });
   const machine = runStateMachine(deps.store, runMetrics(deps.metrics));
   const stopped = new AbortController();
-  const wakeUps = new Set<NodeJS.Timeout>();
+  const wakeUps = wakeUpTimer(() => void claimer.pump(true));
   const env: RunnerEnv = {
     deps,
     machine,
@@ -44,17 +44,7 @@ export function startExecutors(deps: Deps): Executors {
     renewEveryMs: renewalInterval(leaseMs),
     log,
     stopping: stopped.signal,
-    wakeAt(until) {
-      const timer = setTimeout(
-        () => {
-          wakeUps.delete(timer);
-          void claimer.pump(true);
-        },
-        Math.max(0, until.getTime() - Date.now()) + 5,
-      );
-      timer.unref();
-      wakeUps.add(timer);
-    },
+    wakeAt: (until) => wakeUps.add(until.getTime()),
   };
   const claimer = createClaimer({
     deps,
@@ -79,13 +69,61 @@ export function startExecutors(deps: Deps): Executors {
       runs.stopping = true;
       stopped.abort();
       claimer.stop();
-      for (const t of wakeUps) clearTimeout(t);
-      wakeUps.clear();
+      wakeUps.stop();
       deps.events.off(RUN_CANCELLED, onCancelled);
       // A data step in flight finishes, then its run is released for another executor.
       // Bounded: a lease left behind simply expires.
       await runs.stopAll(Math.min(leaseMs, 5000));
       log.info({ left: runs.size() }, "executors stopped");
+    },
+  };
+}
+
+/** Due times this process keeps beyond which a parked run is woken by the claimer's poll instead (at most a poll interval late). */
+export const MAX_WAKE_UPS = 10_000;
+
+/**
+ * The times parked runs are due, with one timer for the earliest: `wake` runs when it comes
+ * (the claimer then takes the runs that are due). Memory stays bounded however many runs park.
+ */
+export function wakeUpTimer(wake: () => void): { add(at: number): void; stop(): void } {
+  const due: number[] = []; // ascending
+  let timer: NodeJS.Timeout | undefined;
+  let timerAt = Number.POSITIVE_INFINITY;
+  const arm = () => {
+    const next = due[0];
+    if (next === undefined || next >= timerAt) return;
+    clearTimeout(timer);
+    timerAt = next;
+    timer = setTimeout(fire, Math.max(0, next - Date.now()) + 5);
+    timer.unref();
+  };
+  function fire() {
+    timer = undefined;
+    timerAt = Number.POSITIVE_INFINITY;
+    const now = Date.now();
+    let n = 0;
+    while (n < due.length && due[n]! <= now) n++;
+    due.splice(0, n);
+    wake();
+    arm();
+  }
+  return {
+    add(at) {
+      let lo = 0;
+      let hi = due.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (due[mid]! <= at) lo = mid + 1;
+        else hi = mid;
+      }
+      due.splice(lo, 0, at);
+      if (due.length > MAX_WAKE_UPS) due.pop();
+      arm();
+    },
+    stop() {
+      clearTimeout(timer);
+      due.length = 0;
     },
   };
 }
