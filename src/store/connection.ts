@@ -2,6 +2,7 @@
 import { MongoClient, ReadPreference, type Collection, type Db } from "mongodb";
 import { DEFAULT_WRITE_CONCERN, type WriteConcernSetting } from "../config.js";
 import type * as T from "./types.js";
+import { isUnavailable } from "./errors.js";
 
 /** The driver's command events, for tools that time the database's round trips (bench/). */
 export type { CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent } from "mongodb";
@@ -255,6 +256,7 @@ export async function connect(uri: string, opts: ConnectOptions = {}): Promise<D
   const live: Live = { handles: handles(first.client, name), monitoring: first.monitoring, closed: false, name, newClient, onReplaced: opts.onReplaced };
   const watchdog = startWatchdog(live);
 
+  let clockCommand: "hello" | "isMaster" = "hello";
   const wc = first.client.writeConcern;
   const database = {
     name,
@@ -264,9 +266,15 @@ export async function connect(uri: string, opts: ConnectOptions = {}): Promise<D
       await live.handles.db.command({ ping: 1 });
     },
     clockSkewMs: async () => {
-      // The server's clock (hello's localTime; isMaster on a server without hello, as the embedded one) against ours at the middle of the round trip.
+      // The server's clock (hello's localTime; isMaster on a server without hello, as the
+      // embedded one: asked once, so that a refused hello is not a database error every time)
+      // against ours at the middle of the round trip.
       const sent = Date.now();
-      const answer = await live.handles.db.command({ hello: 1 }).catch(() => live.handles.db.command({ isMaster: 1 }));
+      const answer = await live.handles.db.command({ [clockCommand]: 1 }).catch((err: unknown) => {
+        if (clockCommand !== "hello" || isUnavailable(err)) throw err;
+        clockCommand = "isMaster";
+        return live.handles.db.command({ isMaster: 1 });
+      });
       const received = Date.now();
       const theirs = answer.localTime instanceof Date ? answer.localTime.getTime() : Number.NaN;
       return theirs - (sent + received) / 2;
