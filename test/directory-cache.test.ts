@@ -159,25 +159,56 @@ describe("a long call on one instance sees a change made through the other withi
   });
 });
 
+describe("each organization's documents are kept under its own version", () => {
+  it("a change in one organization leaves another's cached documents in place; a change in it, or a raise of every organization, does not", async () => {
+    const fx = storeFixtures(app.deps.store);
+    const other = await createWorld(app, { rateLimitPerMinute: 10_000 });
+    const token = await addAppToken(app, w.user._id);
+    expect(await call(onB, token.plaintext)).toEqual([202, undefined]);
+    // Revoked behind the caches (no version raised): process B keeps serving what it cached.
+    await fx.revokeAppTokenBehindTheCaches(token.id);
+    expect(await call(onB, token.plaintext)).toEqual([202, undefined]);
+
+    // Another organization's changes, through process A: B's entries of this organization stay.
+    const otherAdmin = adminClient(a.baseUrl, other.ownerToken);
+    await otherAdmin.disableWebhook({ workflowId: other.workflowId });
+    await otherAdmin.enableWebhook({ workflowId: other.workflowId });
+    await otherAdmin.setWebhookRateLimit({ workflowId: other.workflowId, rateLimitPerMinute: 99 });
+    expect(await call(onB, token.plaintext)).toEqual([202, undefined]);
+
+    // A change in this organization: B reads its documents again, and finds the token revoked.
+    await adminClient(a.baseUrl, w.ownerToken).setWebhookRateLimit({ workflowId: w.workflowId, rateLimitPerMinute: 9_999 });
+    expect(await call(onB, token.plaintext)).toEqual([401, "unauthenticated"]);
+
+    // And the raise operators make after an edit by hand reaches every organization.
+    const second = await addAppToken(app, w.user._id);
+    expect(await call(onB, second.plaintext)).toEqual([202, undefined]);
+    await fx.revokeAppTokenBehindTheCaches(second.id);
+    expect(await call(onB, second.plaintext)).toEqual([202, undefined]);
+    await fx.raiseEveryOrganizationVersion();
+    expect(await call(onB, second.plaintext)).toEqual([401, "unauthenticated"]);
+  });
+});
+
 describe("a writer that dies between its change and the raise of the version hides nothing", () => {
   it("while its intent stands the other instances read the database; once stale, it is cleared and the version raised", async () => {
     const fx = storeFixtures(app.deps.store);
     const [fresh, old] = [await addAppToken(app, w.user._id), await addAppToken(app, w.user._id)];
     for (const t of [fresh, old]) expect(await call(onB, t.plaintext)).toEqual([202, undefined]);
-    const before = (await fx.directoryVersion.findOne({}, { sort: { _id: 1 } }))!;
+    const before = (await fx.organizationVersion(w.user._id))!;
 
     await fx.revokeAppTokenAndDie(fresh.id);
     expect(await call(onB, fresh.plaintext)).toEqual([401, "unauthenticated"]);
     expect(await call(onA, fresh.plaintext)).toEqual([401, "unauthenticated"]);
     // Its intent is recent: it stays (the writer may still be at work), and so does the version.
-    const during = (await fx.directoryVersion.findOne({}, { sort: { _id: 1 } }))!;
+    const during = (await fx.organizationVersion(w.user._id))!;
     expect([during.version, during.pending.length]).toEqual([before.version, 1]);
 
     // An intent older than any change takes: cleared by the next reader, which raises the version.
-    await fx.removeDirectoryIntents();
+    await fx.removeDirectoryIntents(w.user._id);
     await fx.revokeAppTokenAndDie(old.id, new Date(Date.now() - 5 * 60_000));
     expect(await call(onB, old.plaintext)).toEqual([401, "unauthenticated"]);
-    const after = (await fx.directoryVersion.findOne({}, { sort: { _id: 1 } }))!;
+    const after = (await fx.organizationVersion(w.user._id))!;
     expect(after.pending).toEqual([]);
     expect(after.version).toBeGreaterThan(before.version);
     expect(await call(onB, w.userToken)).toEqual([202, undefined]); // the caches serve again
@@ -197,7 +228,7 @@ describe("the cache's assumptions", () => {
     try {
       const view = store.directory.view();
       expect(await view.users.get(w.user._id)).toMatchObject({ _id: w.user._id });
-      expect(await view.version()).toEqual(expect.any(Number));
+      expect(await view.version()).toEqual(new Map([[w.orgId, { all: expect.any(Number), org: expect.any(Number) }]]));
       expect(await store.runs.get(randomUUID())).toBeNull();
     } finally {
       events.off("commandStarted", record);

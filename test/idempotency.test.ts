@@ -281,7 +281,7 @@ describe("idempotent webhook calls", () => {
 
   it("a repeat counts against the webhook's rate limit like any call", async () => {
     const h = await hook();
-    await server.deps.store.directory.workflows.setWebhookRateLimit(h.w.workflowId, 2);
+    await server.deps.store.directory.workflows.setWebhookRateLimit(h.w.orgId, h.w.workflowId, 2);
     const key = randomUUID();
     await awaitFreshWindow(10_000);
     expect((await keyed(h, "r1", key)).status).toBe(202);

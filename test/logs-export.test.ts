@@ -133,7 +133,7 @@ it("ends an export soon after its token's revoke, made through another process",
   const reader = (res.body as ReadableStream<Uint8Array>).getReader();
   let bytes = (await reader.read()).value!.byteLength;
   // The token is revoked by this process (another instance on the same database) while the client reads slowly.
-  await app!.deps.store.directory.apiTokens.revoke(made.id, new Date());
+  await app!.deps.store.directory.apiTokens.revoke(w.orgId, made.id, new Date());
   const revokedAt = Date.now();
   let ended: "error" | "done" = "done";
   try {

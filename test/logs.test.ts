@@ -305,7 +305,7 @@ describe("activity logs", () => {
     }
     const t = await addApiToken(server, w.admin._id, w.projectId);
     expect((await c.get(base(), { token: t.plaintext })).status).toBe(200);
-    await server.deps.store.directory.apiTokens.revoke(t.id, new Date());
+    await server.deps.store.directory.apiTokens.revoke(w.orgId, t.id, new Date());
     expect((await c.get(base(), { token: t.plaintext })).status).toBe(401);
   });
 

@@ -37,7 +37,7 @@ describe("a demoted or removed admin's API token", () => {
         { headers: { authorization: `Bearer ${w.apiToken}` } },
       );
     const roles = server.deps.store.directory.roles;
-    for (const demote of [() => roles.set(w.projectId, w.admin._id, "editor"), () => roles.remove(w.projectId, w.admin._id)]) {
+    for (const demote of [() => roles.set(w.orgId, w.projectId, w.admin._id, "editor"), () => roles.remove(w.orgId, w.projectId, w.admin._id)]) {
       await demote();
       for (const path of [`/v1/runs/${run._id}`, `/v1/runs/${run._id}?wait=1s`]) {
         const r = await api.get(path);
@@ -48,7 +48,7 @@ describe("a demoted or removed admin's API token", () => {
         for await (const _ of watch()) return undefined;
       })().catch((e: unknown) => ConnectError.from(e));
       expect(err?.code).toBe(Code.PermissionDenied);
-      await roles.set(w.projectId, w.admin._id, "admin");
+      await roles.set(w.orgId, w.projectId, w.admin._id, "admin");
     }
   });
 });

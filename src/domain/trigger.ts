@@ -90,7 +90,7 @@ export async function triggerRun(deps: TriggerDeps, input: TriggerInput): Promis
 /** Checks 1 to 6: the key, the token, the webhook, the permission, the rate limit, the body (and its idempotency key). */
 async function checkTrigger(deps: TriggerDeps, input: TriggerInput): Promise<Accepted> {
   const { store } = deps;
-  // One view for the whole check: one read of the directory's version, shared with the calls that arrive together.
+  // One view for the whole check: one read of the organization's directory version, shared with the calls that arrive together.
   const directory = store.directory.view();
   // 1. The key: well-formed and signed.
   const key = verifyWebhookKey(deps.config, input.key);

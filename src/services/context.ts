@@ -3,7 +3,7 @@
 import { createContextKey, type ContextValues, type HandlerContext } from "@connectrpc/connect";
 import type { Deps } from "../deps.js";
 import type { TriggerBody } from "../domain/trigger.js";
-import type { DirectoryView } from "../store/directory-cache.js";
+import type { DirectoryStamp, DirectoryView } from "../store/directory-cache.js";
 
 /** How a call reached the service: native gRPC / Connect, the webhook route, or /v1 REST. */
 export type Via = "grpc" | "webhook" | "api";
@@ -31,7 +31,7 @@ export function authorization(ctx: HandlerContext): string | null {
 const directoryViewKey = createContextKey<DirectoryView | undefined>(undefined, { description: "the call's view of the directory" });
 
 /**
- * The call's view of the directory: its lookups share one read of the directory's version,
+ * The call's view of the directory: its lookups share one read of each organization's version,
  * whoever makes them (the API rate limit's authentication, then the service).
  */
 export function directoryOf(deps: Pick<Deps, "store">, values: ContextValues): DirectoryView {
@@ -55,7 +55,7 @@ export async function* whileAllowed<T>(
   items: AsyncIterable<T>,
 ): AsyncGenerator<T> {
   let changed = false;
-  const listen = (since: number | null) => deps.store.directory.onChange(since, () => (changed = true));
+  const listen = (since: DirectoryStamp) => deps.store.directory.onChange(since, () => (changed = true));
   let stopListening = listen(await directoryOf(deps, values).version());
   try {
     for await (const item of items) {

@@ -1,13 +1,18 @@
 // The directory documents every call reads (its token, user, project, role, team, workflow…),
-// kept per process while the directory's version stays the same (directory-version.ts). A call
-// takes a view: its first lookup reads the version — one command, shared by the calls that
-// arrive together — and every lookup of the call then serves from the cache when that version
-// is the cache's, or reads the database (and fills the cache) when it is not. So a revoked
-// token, a removed role or a disabled webhook is refused from the very next call on, on every
-// instance; and the documents a call reads are never older than the call.
+// kept per process while their organization's version stays the same (directory-version.ts). A
+// call takes a view: the first lookup of an organization's document reads that organization's
+// version — one command, shared by the calls that arrive together — and every lookup then serves
+// from the cache when its entry was filled under that version, or reads the database (and fills
+// the cache) when it was not. So a revoked token, a removed role or a disabled webhook is refused
+// from the very next call on, on every instance; the documents a call reads are never older than
+// the call; and one organization's changes leave every other organization's entries in place.
+//
+// Which organization a document belongs to never changes (a token's user, a user's or a
+// project's organization, the project of a workflow, rendering, team, environment or API token),
+// so each process learns it once per document, reading the database, and keeps it.
 import { BSON } from "mongodb";
 import { batched, ok } from "../lib/batch.js";
-import type { DirectoryVersion } from "./directory-version.js";
+import { compareStamps, type DirectoryVersion, type Stamp } from "./directory-version.js";
 import { STORE_BATCHING } from "./group-commit.js";
 import type { Role } from "./types.js";
 import type * as T from "./types.js";
@@ -34,6 +39,8 @@ export interface DirectoryReads {
 export const MAX_CACHE_BYTES = 64 * 2 ** 20;
 export const MAX_CACHED_DOC_BYTES = 2 ** 20;
 const MAX_ENTRIES = 50_000;
+/** Documents whose organization a process knows (about 200 bytes each); beyond, it learns them again. */
+const MAX_KNOWN_OWNERS = 100_000;
 /** Every entry's key and bookkeeping, beyond its document. */
 const ENTRY_OVERHEAD_BYTES = 200;
 
@@ -48,35 +55,45 @@ function deepFreeze<V>(value: V): V {
 /** How often a process looks for directory changes while a long call (a watch, a wait, an export) listens. */
 export const CHANGE_POLL_MS = 500;
 
-/** A call's lookups, and the version they are exact for (read by the first lookup; null: a change was under way). */
+/** The versions a call's lookups were exact for, per organization they read (null: a change was under way). */
+export type DirectoryStamp = ReadonlyMap<string, Stamp | null>;
+
+/** A call's lookups, and the versions they are exact for. */
 export interface DirectoryView extends DirectoryReads {
-  version(): Promise<number | null>;
+  /** The versions of the organizations read so far (after the call's lookups: those it depends on). */
+  version(): Promise<DirectoryStamp>;
 }
 
 export interface DirectoryCache {
-  /** The lookups of one call: the first one reads the version, the others share that read. */
+  /** The lookups of one call: each organization's version is read once, shared with the calls that arrive together. */
   view(): DirectoryView;
   /** What the cache holds now (bytes, as counted against MAX_CACHE_BYTES). */
   cachedBytes(): number;
   /**
-   * Calls `listener` once the directory is no longer at version `since` (a later version, or a
-   * change under way), within CHANGE_POLL_MS: one read of the version per process and interval
-   * while anyone listens. Long calls re-check their caller's access then (a revoked token ends
-   * its watch). Returns the unsubscribe.
+   * Calls `listener` once any organization of `since` is no longer at its version there (a
+   * later version, or a change under way), within CHANGE_POLL_MS: one read of the versions per
+   * process and interval while anyone listens. Long calls re-check their caller's access then (a
+   * revoked token ends its watch). Returns the unsubscribe.
    */
-  onChange(since: number | null, listener: () => void): () => void;
+  onChange(since: DirectoryStamp, listener: () => void): () => void;
 }
 
-/** DirectoryCache.onChange over `readVersion`: one poll every CHANGE_POLL_MS for all listeners, while there are some. */
-function changeListeners(readVersion: () => Promise<number | null>): DirectoryCache["onChange"] {
-  /** Each listener with the version it is exact for; told once, then forgotten. */
-  const listeners = new Map<() => void, number | null>();
+const unchanged = (since: DirectoryStamp, now: Map<string, Stamp | null>) =>
+  [...since].every(([org, was]) => {
+    const is = now.get(org);
+    return was && is && compareStamps(was, is) === 0;
+  });
+
+/** DirectoryCache.onChange over `version`: one poll every CHANGE_POLL_MS for all listeners, while there are some. */
+function changeListeners(version: DirectoryVersion): DirectoryCache["onChange"] {
+  /** Each listener with the versions it is exact for; told once, then forgotten. */
+  const listeners = new Map<() => void, DirectoryStamp>();
   let polling = false;
   async function poll(): Promise<void> {
     try {
-      const v = await readVersion();
+      const now = await version.read([...new Set([...listeners.values()].flatMap((since) => [...since.keys()]))]);
       for (const [listener, since] of [...listeners]) {
-        if (v === null || since === null || v !== since) {
+        if (!unchanged(since, now)) {
           listeners.delete(listener);
           listener();
         }
@@ -98,54 +115,116 @@ function changeListeners(readVersion: () => Promise<number | null>): DirectoryCa
   };
 }
 
-export function directoryCache(dir: DirectoryReads, version: DirectoryVersion): DirectoryCache {
-  let cachedVersion = -1;
-  const entries = new Map<string, unknown>();
-  let bytes = 0;
-  const clear = () => {
-    entries.clear();
-    bytes = 0;
-  };
-  const readVersion = batched<void, number | null>(async (calls) => {
-    const v = await version.read();
-    return calls.map(() => ok(v));
-  }, STORE_BATCHING);
+/** The reads that tell a document's organization (uncached: each process keeps only the answer). */
+type OwnerReads = DirectoryReads & { teams: { get(id: string): Promise<T.TeamDoc | null> } };
 
-  /** `read`, through the cache, for a call that read `at`. */
-  async function lookup<R>(at: number | null, key: string, read: () => Promise<R | null>): Promise<R | null> {
-    if (at === null || at < cachedVersion) return read(); // a change under way, or an older view: the database itself
-    if (at > cachedVersion) {
-      cachedVersion = at;
-      clear();
+/**
+ * Per kind of lookup, its document's organization from the lookup's first argument (the
+ * document's own id, or its project's), learned once per document (null: no such document).
+ */
+function ownerReads(dir: OwnerReads, known: (key: string, find: () => Promise<string | null>) => Promise<string | null>) {
+  const ofProject = (projectId: string | undefined): Promise<string | null> | null =>
+    projectId === undefined ? null : known(`project\u0000${projectId}`, async () => (await dir.projects.get(projectId))?.organizationId ?? null);
+  const ofUser = (userId: string | undefined): Promise<string | null> | null =>
+    userId === undefined ? null : known(`user\u0000${userId}`, async () => (await dir.users.get(userId))?.organizationId ?? null);
+  const ofRendering = (id: string) => known(`rendering\u0000${id}`, async () => ofProject((await dir.renderings.get(id))?.projectId));
+  return {
+    workflow: (id: string) => known(`workflow\u0000${id}`, async () => ofProject((await dir.workflows.get(id))?.projectId)),
+    appToken: (id: string) => known(`appToken\u0000${id}`, async () => ofUser((await dir.appTokens.get(id))?.userId)),
+    apiToken: (id: string) => known(`apiToken\u0000${id}`, async () => ofProject((await dir.apiTokens.get(id))?.projectId)),
+    user: ofUser,
+    project: ofProject,
+    rendering: ofRendering,
+    environmentByName: ofProject,
+    role: ofProject,
+    teamMembers: (id: string) => known(`team\u0000${id}`, async () => ofProject((await dir.teams.get(id))?.projectId)),
+    permission: ofRendering,
+  };
+}
+
+interface Entry {
+  stamp: Stamp;
+  value: unknown;
+  size: number;
+}
+
+/** The documents kept, each with the versions it was read under, bounded in entries and bytes. */
+function keptEntries() {
+  const entries = new Map<string, Entry>();
+  let bytes = 0;
+  function keep(key: string, stamp: Stamp, found: object | string[] | string) {
+    const size = ENTRY_OVERHEAD_BYTES + (typeof found === "object" ? BSON.calculateObjectSize(found as object) : 8);
+    if (size > MAX_CACHED_DOC_BYTES) return;
+    const before = entries.get(key);
+    if (before && compareStamps(before.stamp, stamp) > 0) return; // a later call's entry stays
+    if (before) bytes -= before.size;
+    else if (entries.size >= MAX_ENTRIES || bytes + size > MAX_CACHE_BYTES) {
+      entries.clear();
+      bytes = 0;
     }
-    if (entries.has(key)) return entries.get(key) as R;
-    const found = await read();
-    // Not found stays uncached: a document made later must be found then. Frozen: calls share it.
-    if (found !== null && cachedVersion === at && !entries.has(key)) {
-      const size = ENTRY_OVERHEAD_BYTES + (typeof found === "object" ? BSON.calculateObjectSize(found as object) : 8);
-      if (size > MAX_CACHED_DOC_BYTES) return found;
-      if (entries.size >= MAX_ENTRIES || bytes + size > MAX_CACHE_BYTES) clear();
-      entries.set(key, deepFreeze(found));
-      bytes += size;
+    // Frozen: calls share it.
+    entries.set(key, { stamp, value: deepFreeze(found), size });
+    bytes += size;
+  }
+  return {
+    bytes: () => bytes,
+    /** `read`, through the cache, for a call that read `stamp` for the document's organization. */
+    async lookup<R>(stamp: Stamp | null, key: string, read: () => Promise<R | null>): Promise<R | null> {
+      if (stamp === null) return read(); // a change under way: the database itself
+      const entry = entries.get(key);
+      if (entry && compareStamps(entry.stamp, stamp) === 0) return entry.value as R;
+      const found = await read();
+      // Not found stays uncached: a document made later must be found then.
+      if (found !== null) keep(key, stamp, found as object);
+      return found;
+    },
+  };
+}
+
+export function directoryCache(dir: OwnerReads, version: DirectoryVersion): DirectoryCache {
+  const entries = keptEntries();
+  const owners = new Map<string, string>();
+  /** The organization of the document a key names: known, or learned now (and kept unless there is none). */
+  async function known(key: string, find: () => Promise<string | null>): Promise<string | null> {
+    const org = owners.get(key);
+    if (org !== undefined) return org;
+    const found = await find();
+    if (found !== null) {
+      if (owners.size >= MAX_KNOWN_OWNERS) owners.clear();
+      owners.set(key, found);
     }
     return found;
   }
+  const ownerOf = ownerReads(dir, known);
+  const readStamp = batched<string, Stamp | null>(async (orgs) => {
+    const stamps = await version.read(orgs);
+    return orgs.map((org) => ok(stamps.get(org) ?? null));
+  }, STORE_BATCHING);
 
   return {
-    cachedBytes: () => bytes,
-    onChange: changeListeners(readVersion),
+    cachedBytes: entries.bytes,
+    onChange: changeListeners(version),
     view() {
-      let at: Promise<number | null> | undefined;
-      const version = () => {
-        at ??= readVersion();
-        return at;
+      const stamps = new Map<string, Promise<Stamp | null>>();
+      const stampOf = (org: string) => {
+        const stamp = stamps.get(org) ?? readStamp(org);
+        stamps.set(org, stamp);
+        return stamp;
       };
       const through =
-        <A extends string[], R>(kind: string, read: (...args: A) => Promise<R | null>) =>
-        async (...args: A) =>
-          lookup(await version(), `${kind}\u0000${args.join("\u0000")}`, () => read(...args));
+        <A extends string[], R>(kind: keyof typeof ownerOf, read: (...args: A) => Promise<R | null>) =>
+        async (...args: A): Promise<R | null> => {
+          const org = await ownerOf[kind](args[0] as string);
+          // No such document (or its project is gone): nothing to cache, and this read is the call's own.
+          if (org === null) return read(...args);
+          return entries.lookup(await stampOf(org), `${kind}\u0000${args.join("\u0000")}`, () => read(...args));
+        };
       return {
-        version,
+        async version() {
+          const now = new Map<string, Stamp | null>();
+          for (const [org, stamp] of stamps) now.set(org, await stamp);
+          return now;
+        },
         workflows: { get: through("workflow", dir.workflows.get) },
         appTokens: { get: through("appToken", dir.appTokens.get) },
         apiTokens: { get: through("apiToken", dir.apiTokens.get) },

@@ -1,7 +1,8 @@
 // Who and what runhook knows: organizations, users, projects and roles, environments, teams,
 // renderings, collections and their permissions, workflows and tokens. The administration
-// writes them (each change one single-document operation, under the directory's version
-// protocol when it can change what a caller may do: directory-version.ts); every call reads
+// writes them (each change one single-document operation, under its organization's
+// version protocol when it can change what a caller may do: directory-version.ts; so each
+// such change names the organization); every call reads
 // them to decide what a caller may do, through a view of the cache (directory-cache.ts). Each
 // lookup here has its index in indexes.ts (or is by `_id`).
 import type { Collection, Filter, OptionalUnlessRequiredId } from "mongodb";
@@ -48,7 +49,7 @@ function documents<K extends Kind>(d: Database, kind: K) {
 function organizationsStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "organizations"),
-    remove: (id: string) => v.change(async () => void (await d.organizations.deleteOne({ _id: id }))),
+    remove: (id: string) => v.change(id, async () => void (await d.organizations.deleteOne({ _id: id }))),
     byName: (name: string) => d.organizations.findOne({ name }),
     /** Whether any organization exists (an empty database gets the demo). */
     // The first by `_id`: a walk of the `_id` index that stops at once (an unsorted count scans).
@@ -61,8 +62,8 @@ function projectsStore(d: Database, v: DirectoryVersion) {
     ...documents(d, "projects"),
     byName: (organizationId: string, name: string) => d.projects.findOne({ organizationId, name }),
     /** The project after the change, or null when it is gone. */
-    setRequiresSso: (id: string, requiresSso: boolean) =>
-      v.change(() => d.projects.findOneAndUpdate({ _id: id }, { $set: { requiresSso } }, { returnDocument: "after" })),
+    setRequiresSso: (organizationId: string, id: string, requiresSso: boolean) =>
+      v.change(organizationId, () => d.projects.findOneAndUpdate({ _id: id }, { $set: { requiresSso } }, { returnDocument: "after" })),
   };
 }
 
@@ -84,8 +85,10 @@ function rolesStore(d: Database, v: DirectoryVersion) {
       const doc = await d.projectRoles.findOne({ _id: projectRoleId(projectId, userId) });
       return doc?.role ?? null;
     },
-    set: (projectId: string, userId: string, role: Role): Promise<void> => v.change(() => setRole(d, projectId, userId, role)),
-    remove: (projectId: string, userId: string) => v.change(async () => void (await d.projectRoles.deleteOne({ _id: projectRoleId(projectId, userId) }))),
+    set: (organizationId: string, projectId: string, userId: string, role: Role): Promise<void> =>
+      v.change(organizationId, () => setRole(d, projectId, userId, role)),
+    remove: (organizationId: string, projectId: string, userId: string) =>
+      v.change(organizationId, async () => void (await d.projectRoles.deleteOne({ _id: projectRoleId(projectId, userId) }))),
     /** The ids of the projects the user has a role on. */
     projectsOf: async (userId: string): Promise<string[]> =>
       (await d.projectRoles.find({ userId }, { projection: { projectId: 1 } }).toArray()).map((r) => r.projectId),
@@ -100,8 +103,8 @@ function teamsStore(d: Database, v: DirectoryVersion) {
       return (await d.teams.findOne({ _id: id }, { projection: { memberIds: 1 } }))?.memberIds ?? null;
     },
     /** Adds or removes a member; the team after, or null when it is gone. */
-    setMember: (id: string, userId: string, member: boolean) =>
-      v.change(() =>
+    setMember: (organizationId: string, id: string, userId: string, member: boolean) =>
+      v.change(organizationId, () =>
         d.teams.findOneAndUpdate({ _id: id }, member ? { $addToSet: { memberIds: userId } } : { $pull: { memberIds: userId } }, { returnDocument: "after" }),
       ),
   };
@@ -111,8 +114,8 @@ function permissionsStore(d: Database, v: DirectoryVersion) {
   return {
     get: (renderingId: string, collectionId: string) => d.permissions.findOne({ _id: permissionId(renderingId, collectionId) }),
     /** Stores the rendering's permission on the collection, replacing the one before. */
-    put: (doc: T.PermissionDoc): Promise<void> =>
-      v.change(async () => {
+    put: (organizationId: string, doc: T.PermissionDoc): Promise<void> =>
+      v.change(organizationId, async () => {
         await d.permissions.replaceOne({ _id: doc._id }, doc, { upsert: true }).catch(async (err: unknown) => {
           if (!isDuplicateKey(err)) throw err; // two upserts raced: the loser replaces
           await d.permissions.replaceOne({ _id: doc._id }, doc);
@@ -132,8 +135,8 @@ function workflowsStore(d: Database, v: DirectoryVersion) {
      * cannot take one number), also setting the trigger roles when given; the workflow after, or
      * null when it changed meanwhile or is gone.
      */
-    pushVersion: (id: string, count: number, version: T.WorkflowVersionDoc, triggerRoles?: Role[]) =>
-      v.change(() =>
+    pushVersion: (organizationId: string, id: string, count: number, version: T.WorkflowVersionDoc, triggerRoles?: Role[]) =>
+      v.change(organizationId, () =>
         d.workflows.findOneAndUpdate(
           { _id: id, versions: { $size: count } },
           { $push: { versions: version }, ...(triggerRoles ? { $set: { triggerRoles } } : {}) },
@@ -141,8 +144,8 @@ function workflowsStore(d: Database, v: DirectoryVersion) {
         ),
       ),
     /** Deactivates the version at `index` if it is still `version`; the workflow after, or null. */
-    deactivateVersion: (id: string, index: number, version: number) =>
-      v.change(() =>
+    deactivateVersion: (organizationId: string, id: string, index: number, version: number) =>
+      v.change(organizationId, () =>
         d.workflows.findOneAndUpdate(
           { _id: id, [`versions.${index}.version`]: version },
           { $set: { [`versions.${index}.active`]: false } },
@@ -150,11 +153,13 @@ function workflowsStore(d: Database, v: DirectoryVersion) {
         ),
       ),
     /** The workflow after the change, or null when it is gone. */
-    changeWebhook: (id: string, change: WebhookChange) =>
-      v.change(() => d.workflows.findOneAndUpdate({ _id: id }, WEBHOOK_UPDATES[change], { returnDocument: "after" })),
+    changeWebhook: (organizationId: string, id: string, change: WebhookChange) =>
+      v.change(organizationId, () => d.workflows.findOneAndUpdate({ _id: id }, WEBHOOK_UPDATES[change], { returnDocument: "after" })),
     /** Sets the webhook's rate limit; the workflow before the change, or null when it is gone. */
-    setWebhookRateLimit: (id: string, limit: number) =>
-      v.change(() => d.workflows.findOneAndUpdate({ _id: id }, { $set: { "webhook.rateLimitPerMinute": limit } }, { returnDocument: "before" })),
+    setWebhookRateLimit: (organizationId: string, id: string, limit: number) =>
+      v.change(organizationId, () =>
+        d.workflows.findOneAndUpdate({ _id: id }, { $set: { "webhook.rateLimitPerMinute": limit } }, { returnDocument: "before" }),
+      ),
   };
 }
 
@@ -163,8 +168,8 @@ function appTokensStore(d: Database, v: DirectoryVersion) {
     ...documents(d, "appTokens"),
     byHash: (hash: string) => d.appTokens.findOne({ hash }),
     /** Revokes the token unless it already is; whether this call revoked it. */
-    revoke: (id: string, at: Date) =>
-      v.change(async () => (await d.appTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1),
+    revoke: (organizationId: string, id: string, at: Date) =>
+      v.change(organizationId, async () => (await d.appTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1),
   };
 }
 
@@ -172,8 +177,8 @@ function apiTokensStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "apiTokens"),
     /** Revokes the token unless it already is; whether this call revoked it. */
-    revoke: (id: string, at: Date) =>
-      v.change(async () => (await d.apiTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1),
+    revoke: (organizationId: string, id: string, at: Date) =>
+      v.change(organizationId, async () => (await d.apiTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1),
   };
 }
 

@@ -4,7 +4,7 @@
 // they live here because only the store writes queries and updates.
 import type { Collection, Document } from "mongodb";
 import type { CollectionName, Database } from "./connection.js";
-import { directoryVersion } from "./directory-version.js";
+import { directoryVersion, EVERY_ORGANIZATION_VERSION_ID, organizationVersionId } from "./directory-version.js";
 import { databaseOf } from "./handle.js";
 import type { Store } from "./index.js";
 import type { ActivityLogDoc, Role, RunDoc, RunState } from "./types.js";
@@ -88,31 +88,51 @@ function runFixtures(d: Database) {
   };
 }
 
-/** Changes an administrator (or a hostile one, past the API's checks) would make: under the directory's version, as every directory change. */
+/** Changes an administrator (or a hostile one, past the API's checks) would make: under the organization's directory version, as every directory change. */
 function directoryFixtures(d: Database) {
   const version = directoryVersion(d);
-  const { change, changeAndDie } = version;
+  const { changeAndDie } = version;
+  // The organization a change is under, found the way a test knows nothing of it.
+  const orgOfUser = async (userId: string) => (await d.users.findOne({ _id: userId }))!.organizationId;
+  const orgOfProject = async (projectId: string) => (await d.projects.findOne({ _id: projectId }))!.organizationId;
+  const orgOfToken = async (tokenId: string) => orgOfUser((await d.appTokens.findOne({ _id: tokenId }))!.userId);
+  const orgOfTeam = async (teamId: string) => orgOfProject((await d.teams.findOne({ _id: teamId }))!.projectId);
+  const orgOfRendering = async (id: string) => orgOfProject((await d.renderings.findOne({ _id: id }))!.projectId);
+  const orgOfWorkflow = async (id: string) => orgOfProject((await d.workflows.findOne({ _id: id }))!.projectId);
+  const change = async (org: Promise<string>, apply: () => Promise<unknown>) => void (await version.change(await org, apply));
   return {
     /**
      * An application token revoked by a writer that died between its change and the raise of
-     * the directory's version (its intent left behind, dated `intentAt`).
+     * its organization's version (its intent left behind, dated `intentAt`).
      */
-    revokeAppTokenAndDie: (tokenId: string, intentAt?: Date) =>
-      changeAndDie(() => d.appTokens.updateOne({ _id: tokenId }, { $set: { revokedAt: new Date() } }), intentAt),
-    /** Every intent of a directory change removed and the version raised: what readers do with stale intents, without the wait. */
-    removeDirectoryIntents: () => version.clearIntents(new Date(Date.now() + 1000)),
+    revokeAppTokenAndDie: async (tokenId: string, intentAt?: Date) =>
+      changeAndDie(await orgOfToken(tokenId), () => d.appTokens.updateOne({ _id: tokenId }, { $set: { revokedAt: new Date() } }), intentAt),
+    /** Every intent of a change of the user's organization removed and the version raised: what readers do with stale intents, without the wait. */
+    removeDirectoryIntents: async (userId: string) => version.clearIntents([organizationVersionId(await orgOfUser(userId))], new Date(Date.now() + 1000)),
+    /** The version document of the user's organization. */
+    organizationVersion: async (userId: string) => d.directoryVersion.findOne({ _id: organizationVersionId(await orgOfUser(userId)) }),
     /** A user taken out of a team's members. */
-    removeTeamMember: (teamId: string, userId: string) => change(async () => void (await d.teams.updateOne({ _id: teamId }, { $pull: { memberIds: userId } }))),
+    removeTeamMember: (teamId: string, userId: string) => change(orgOfTeam(teamId), () => d.teams.updateOne({ _id: teamId }, { $pull: { memberIds: userId } })),
     /** A user gone from the database (its tokens stay). */
-    removeUser: (userId: string) => change(async () => void (await d.users.deleteOne({ _id: userId }))),
+    removeUser: (userId: string) => change(orgOfUser(userId), () => d.users.deleteOne({ _id: userId })),
     /** The roles that may edit a collection through a rendering. */
     setEditRoles: (renderingId: string, collectionId: string, roles: Role[]) =>
-      change(async () => void (await d.permissions.updateOne({ _id: `${renderingId}:${collectionId}` }, { $set: { editRoles: roles } }))),
+      change(orgOfRendering(renderingId), () => d.permissions.updateOne({ _id: `${renderingId}:${collectionId}` }, { $set: { editRoles: roles } })),
     /** The roles that may trigger a workflow. */
     setTriggerRoles: (workflowId: string, roles: Role[]) =>
-      change(async () => void (await d.workflows.updateOne({ _id: workflowId }, { $set: { triggerRoles: roles } }))),
+      change(orgOfWorkflow(workflowId), () => d.workflows.updateOne({ _id: workflowId }, { $set: { triggerRoles: roles } })),
     /** An application token's expiry moved. */
-    setAppTokenExpiry: (tokenId: string, expiresAt: Date) => change(async () => void (await d.appTokens.updateOne({ _id: tokenId }, { $set: { expiresAt } }))),
+    setAppTokenExpiry: (tokenId: string, expiresAt: Date) =>
+      change(orgOfToken(tokenId), () => d.appTokens.updateOne({ _id: tokenId }, { $set: { expiresAt } })),
+    /** An application token revoked straight in the database, as an operator's script would: under no version. */
+    revokeAppTokenBehindTheCaches: async (tokenId: string) => void (await d.appTokens.updateOne({ _id: tokenId }, { $set: { revokedAt: new Date() } })),
+    /** What operators are told to run after such an edit: the version of every organization raised. */
+    raiseEveryOrganizationVersion: async () =>
+      void (await d.directoryVersion.updateOne(
+        { _id: EVERY_ORGANIZATION_VERSION_ID },
+        { $inc: { version: 1 }, $setOnInsert: { pending: [] } },
+        { upsert: true },
+      )),
   };
 }
 

@@ -246,9 +246,10 @@ export interface CounterDoc {
   at?: Date;
 }
 /**
- * The directory's version: raised by every change of a document that grants or revokes access
- * (a token, a role, a team's members, a workflow, a project…), so that a cache of those documents
- * knows whether it is still exact. `pending` holds the changes under way (written before the
+ * An organization's directory version (`_id: "org:<id>"`, or `"directory"` for every
+ * organization): raised by every change of a document that grants or revokes access (a token, a
+ * role, a team's members, a workflow, a project…), so that a cache of those documents knows
+ * whether it is still exact. `pending` holds the changes under way (written before the
  * change, removed with the raise after it): while one is, nothing is served from a cache.
  */
 export interface DirectoryVersionDoc {

@@ -204,7 +204,7 @@ describe.skipIf(!hasPython())("schemathesis against GET /openapi.json", () => {
     // A high per-token limit, so that a thousand calls reach the handlers rather than 429.
     server = await startServer({ env: { RUNHOOK_API_RATE_LIMIT: "1000000" } });
     w = await createWorld(server, { steps: [{ type: "load_record" }] });
-    await server.deps.store.directory.workflows.setWebhookRateLimit(w.workflowId, 1_000_000);
+    await server.deps.store.directory.workflows.setWebhookRateLimit(w.orgId, w.workflowId, 1_000_000);
     const note = await apiClient(server.baseUrl, w.apiToken).post(`/v1/project/${w.projectName}/environment/${w.environmentName}/notes`, {
       collection: w.collection,
       recordId: "r1",

@@ -233,7 +233,7 @@ let url: string;
 beforeAll(async () => {
   server = await startServer();
   w = await createWorld(server, { steps: [{ type: "load_record" }] });
-  await server.deps.store.directory.workflows.setWebhookRateLimit(w.workflowId, 1_000_000);
+  await server.deps.store.directory.workflows.setWebhookRateLimit(w.orgId, w.workflowId, 1_000_000);
   const got = await adminClient(server.baseUrl, w.adminToken).getWorkflow({ workflowId: w.workflowId });
   url = local(got.workflow!.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl);
 });

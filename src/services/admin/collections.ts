@@ -69,7 +69,7 @@ export function collectionMethods(deps: Deps): Pick<AdminImpl, "createCollection
         editRoles: validRoles(perm.editRoles, "permission.edit_roles"),
         scope,
       };
-      await dir.permissions.put(doc);
+      await dir.permissions.put(project.organizationId, doc);
       const environment = await dir.environments.get(rendering.environmentId);
       const details = { renderingId: rendering._id, collection: collection.name, readRoles: doc.readRoles, editRoles: doc.editRoles, scope };
       await adminLog(deps, p.user, "permissions.changed", `permission/${doc._id}`, details, { projectId: project._id, environment: environment?.name ?? null });

@@ -40,7 +40,7 @@ export function projectMethods(deps: Deps): Pick<AdminImpl, "createProject" | "u
       const project = await inProject(dir, p, req.projectId, "admin");
       if (req.requiresSso === undefined) return { project: projectToProto(project) };
       assertSsoSession(p.token, "changing requires_sso");
-      const after = await dir.projects.setRequiresSso(project._id, req.requiresSso);
+      const after = await dir.projects.setRequiresSso(project.organizationId, project._id, req.requiresSso);
       if (!after) throw fail.notFound(`project "${req.projectId}" not found`);
       await adminLog(deps, p.user, "project.updated", `project/${project._id}`, { requiresSso: req.requiresSso }, { projectId: project._id });
       return { project: projectToProto(after) };
@@ -77,10 +77,10 @@ export function projectMethods(deps: Deps): Pick<AdminImpl, "createProject" | "u
       const project = await inProject(dir, p, req.projectId, "admin");
       const user = await userInOrg(dir, p, req.userId);
       if (req.role === "") {
-        await dir.roles.remove(project._id, user._id);
+        await dir.roles.remove(project.organizationId, project._id, user._id);
       } else {
         if (!isRole(req.role)) throw fail.invalid(`role: "${req.role}" is not admin, editor, user or empty`);
-        await dir.roles.set(project._id, user._id, req.role);
+        await dir.roles.set(project.organizationId, project._id, user._id, req.role);
       }
       await adminLog(deps, p.user, "project.role.changed", `user/${user._id}`, { email: user.email, role: req.role || null }, { projectId: project._id });
       return {};

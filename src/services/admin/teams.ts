@@ -26,7 +26,7 @@ export function teamMethods(deps: Deps): Pick<AdminImpl, "createTeam" | "setTeam
       const p = await caller(dir, ctx);
       const { team, project } = await teamOf(dir, p, req.teamId);
       const user = await userInOrg(dir, p, req.userId);
-      const after = await dir.teams.setMember(team._id, user._id, req.member);
+      const after = await dir.teams.setMember(project.organizationId, team._id, user._id, req.member);
       if (!after) throw fail.notFound(`team "${req.teamId}" not found`);
       await adminLog(
         deps,

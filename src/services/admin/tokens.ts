@@ -102,7 +102,7 @@ function appTokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToken" |
       // Tokens the caller may not revoke are not found, like unknown ones.
       if (!token || !owner || !mayRevokeAppToken(p.user, owner)) throw fail.notFound(`token "${req.tokenId}" not found`);
       const revokedAt = new Date();
-      if (await dir.appTokens.revoke(token._id, revokedAt))
+      if (await dir.appTokens.revoke(owner.organizationId, token._id, revokedAt))
         await adminLogAboutUser(deps, p.user, owner, "token.revoked", `token/${token._id}`, { userId: owner._id, email: owner.email, name: token.name });
       const after = (await dir.appTokens.get(token._id)) ?? { ...token, revokedAt };
       return { token: appTokenToProto(after, owner) };
@@ -142,7 +142,7 @@ function apiTokenMethods(deps: Deps): Pick<AdminImpl, "createApiToken" | "revoke
       if (!token) throw fail.notFound(`API token "${req.tokenId}" not found`);
       const project = await inProject(dir, p, token.projectId, "admin");
       const revokedAt = new Date();
-      if (await dir.apiTokens.revoke(token._id, revokedAt))
+      if (await dir.apiTokens.revoke(project.organizationId, token._id, revokedAt))
         await adminLog(deps, p.user, "api_token.revoked", `api_token/${token._id}`, { name: token.name }, { projectId: project._id });
       const [after, creator] = await Promise.all([dir.apiTokens.get(token._id), dir.users.get(token.userId)]);
       return { token: apiTokenToProto(after ?? { ...token, revokedAt }, creator ?? { _id: token.userId, email: "" }) };

@@ -14,7 +14,7 @@ async function changeWebhook(deps: Deps, workflowId: string, ctx: HandlerContext
   const dir = deps.store.directory;
   const p = await caller(dir, ctx);
   const { workflow, project, environment } = await workflowOf(dir, p, workflowId);
-  const after = await dir.workflows.changeWebhook(workflow._id, change);
+  const after = await dir.workflows.changeWebhook(project.organizationId, workflow._id, change);
   if (!after) throw fail.notFound(`workflow "${workflow._id}" not found`);
   const generation = after.webhook.generation;
   const details = change === "regenerate" ? { generation } : { generation, wasEnabled: workflow.webhook.enabled };
@@ -34,7 +34,7 @@ export function webhookMethods(deps: Deps): Pick<AdminImpl, "enableWebhook" | "d
       const { workflow, project, environment } = await workflowOf(dir, p, req.workflowId);
       const limit = req.rateLimitPerMinute;
       if (limit < 1 || limit > 100_000) throw fail.invalid("rate_limit_per_minute: must be 1 to 100000");
-      const before = await dir.workflows.setWebhookRateLimit(workflow._id, limit);
+      const before = await dir.workflows.setWebhookRateLimit(project.organizationId, workflow._id, limit);
       if (!before) throw fail.notFound(`workflow "${req.workflowId}" not found`);
       await adminLog(
         deps,

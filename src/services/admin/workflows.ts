@@ -9,7 +9,7 @@ import { adminLog, caller, renderingWithCollection, validRoles, workflowOf, type
 import { MAX_KEPT_VERSIONS, stepsFromProto, workflowToProto } from "./convert.js";
 
 /** Appends a version numbered after the last; returns the workflow after it, or null when it is gone. */
-async function pushVersion(dir: DirectoryStore, workflow: T.WorkflowDoc, steps: T.StepDoc[], triggerRoles: Role[] | undefined) {
+async function pushVersion(dir: DirectoryStore, organizationId: string, workflow: T.WorkflowDoc, steps: T.StepDoc[], triggerRoles: Role[] | undefined) {
   let current = workflow;
   for (let attempt = 0; ; attempt++) {
     const n = current.versions.length;
@@ -17,7 +17,7 @@ async function pushVersion(dir: DirectoryStore, workflow: T.WorkflowDoc, steps: 
       throw fail.precondition(`a workflow keeps at most ${MAX_KEPT_VERSIONS} versions and this one has them all: create a new workflow for what follows`);
     const version: T.WorkflowVersionDoc = { version: n + 1, active: true, steps, publishedAt: new Date() };
     // Conditional on the version count: two concurrent publishes cannot take one number.
-    const after = await dir.workflows.pushVersion(workflow._id, n, version, triggerRoles);
+    const after = await dir.workflows.pushVersion(organizationId, workflow._id, n, version, triggerRoles);
     if (after) return { after, version };
     const again = await dir.workflows.get(workflow._id);
     if (!again) return null;
@@ -70,7 +70,7 @@ export function workflowMethods(deps: Deps): Pick<AdminImpl, "createWorkflow" | 
       const collection = await dir.collections.get(workflow.collectionId);
       const steps = stepsFromProto(req.steps, collection?.primaryKey ?? []);
       const triggerRoles = req.updateTriggerRoles ? validRoles(req.triggerRoles, "trigger_roles") : undefined;
-      const pushed = await pushVersion(dir, workflow, steps, triggerRoles);
+      const pushed = await pushVersion(dir, project.organizationId, workflow, steps, triggerRoles);
       if (!pushed) throw fail.notFound(`workflow "${req.workflowId}" not found`);
       const details = { version: pushed.version.version, steps: steps.map((s) => s.type), ...(triggerRoles ? { triggerRoles } : {}) };
       await adminLog(deps, p.user, "workflow.published", `workflow/${workflow._id}`, details, { projectId: project._id, environment });
@@ -82,7 +82,7 @@ export function workflowMethods(deps: Deps): Pick<AdminImpl, "createWorkflow" | 
       const { workflow, project, environment } = await workflowOf(dir, p, req.workflowId);
       const idx = workflow.versions.findIndex((v) => v.version === req.version);
       if (idx < 0) throw fail.notFound(`workflow "${req.workflowId}" has no version ${req.version}`);
-      const after = await dir.workflows.deactivateVersion(workflow._id, idx, req.version);
+      const after = await dir.workflows.deactivateVersion(project.organizationId, workflow._id, idx, req.version);
       if (!after) throw fail.notFound(`workflow "${req.workflowId}" not found`);
       if (workflow.versions[idx]!.active)
         await adminLog(deps, p.user, "workflow.deactivated", `workflow/${workflow._id}`, { version: req.version }, { projectId: project._id, environment });
