@@ -100,6 +100,7 @@ function runDoc() {
     workflowVersion: 3,
     steps: [step, step, step],
     renderingId: randomUUID(),
+    organizationId: randomUUID(),
     projectId: randomUUID(),
     environmentId: randomUUID(),
     collectionId: randomUUID(),

@@ -62,6 +62,7 @@ function runDoc() {
     workflowVersion: 1,
     steps: [step, step, step],
     renderingId: id(),
+    organizationId: id(),
     projectId: id(),
     environmentId: id(),
     collectionId: id(),

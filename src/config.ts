@@ -41,6 +41,8 @@ export interface Config {
   apiRateLimitPerMinute: number;
   /** AdminService calls per minute: per token (RUNHOOK_ADMIN_RATE_LIMIT) and per organization (RUNHOOK_ADMIN_ORG_RATE_LIMIT). */
   adminRateLimit: { perToken: number; perOrganization: number };
+  /** Ongoing (QUEUED or RUNNING) runs a project may have; a trigger beyond is 429 (RUNHOOK_PROJECT_ONGOING_RUNS_LIMIT). */
+  projectOngoingRunsLimit: number;
   /** Serves the API reference page GET /docs (Swagger UI over /openapi.json). */
   docs: boolean;
   /** How long a trigger call's idempotency key is remembered (RUNHOOK_IDEMPOTENCY_TTL_HOURS). */
@@ -74,6 +76,8 @@ export interface Config {
   executor: {
     enabled: boolean;
     concurrency: number;
+    /** How many of a process's `concurrency` slots one organization may hold at once (fair share). */
+    organizationConcurrency: number;
     /** How many of a process's `concurrency` slots one project may hold at once (fair share). */
     projectConcurrency: number;
     pollIntervalMs: number;
@@ -316,6 +320,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       perToken: int(env, "RUNHOOK_ADMIN_RATE_LIMIT", 300, 1, 1_000_000),
       perOrganization: int(env, "RUNHOOK_ADMIN_ORG_RATE_LIMIT", 1200, 1, 1_000_000),
     },
+    projectOngoingRunsLimit: int(env, "RUNHOOK_PROJECT_ONGOING_RUNS_LIMIT", 10_000, 1, 100_000_000),
     docs: bool(env, "RUNHOOK_DOCS", true),
     idempotencyTtlMs: idempotencyTtlMs(env),
     authFailureLimitPerMinute: int(env, "RUNHOOK_AUTH_FAILURE_LIMIT", 100, 1, 1_000_000),
@@ -357,7 +362,7 @@ function idempotencyTtlMs(env: NodeJS.ProcessEnv): number {
   return hours * 3_600_000;
 }
 
-/** Executors; by default one project may hold all slots but one, which stays for the others. */
+/** Executors; by default one organization (and so one project) may hold all slots but one, which stays for the others. */
 /** RUNHOOK_PROCESSES: a number of processes, or `auto` (one per core). */
 function processesOf(env: NodeJS.ProcessEnv): number {
   const raw = env.RUNHOOK_PROCESSES?.trim();
@@ -367,10 +372,13 @@ function processesOf(env: NodeJS.ProcessEnv): number {
 
 function executorConfig(env: NodeJS.ProcessEnv): Config["executor"] {
   const concurrency = int(env, "RUNHOOK_EXECUTOR_CONCURRENCY", 8, 1, 1000);
+  const organizationConcurrency = int(env, "RUNHOOK_EXECUTOR_ORGANIZATION_CONCURRENCY", Math.max(1, concurrency - 1), 1, concurrency);
   return {
     enabled: bool(env, "RUNHOOK_EXECUTOR", true),
     concurrency,
-    projectConcurrency: int(env, "RUNHOOK_EXECUTOR_PROJECT_CONCURRENCY", Math.max(1, concurrency - 1), 1, concurrency),
+    organizationConcurrency,
+    // A project is within its organization: never more than the organization's share.
+    projectConcurrency: Math.min(organizationConcurrency, int(env, "RUNHOOK_EXECUTOR_PROJECT_CONCURRENCY", organizationConcurrency, 1, concurrency)),
     pollIntervalMs: int(env, "RUNHOOK_EXECUTOR_POLL_MS", 500, 10, 60_000),
     leaseMs: int(env, "RUNHOOK_EXECUTOR_LEASE_MS", 10_000, 1000, 600_000),
   };

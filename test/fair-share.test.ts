@@ -13,6 +13,7 @@ import type { RunDoc, StepDoc } from "../src/store/types.js";
 import { databasePerTest, type ChildServer } from "./helpers/server.js";
 import { createWorld, type World } from "../fixtures/world.js";
 import { queueRun, waitForRun } from "./helpers/runs.js";
+import { postHook } from "./helpers/webhook.js";
 import { sleep } from "../src/lib/sleep.js";
 
 // Each test has its own database (connected and indexed), and its server processes on it.
@@ -42,6 +43,7 @@ async function backlog(world: World, n: number, steps: StepDoc[]): Promise<void>
       newRunDoc({
         ...world,
         ...wf,
+        organizationId: world.orgId,
         workflowId: wf._id,
         workflowVersion: 1,
         steps,
@@ -136,5 +138,43 @@ describe("fair share between projects", () => {
       $or: [{ state: "QUEUED" }, { startedAt: { $gt: done.startedAt } }],
     });
     expect(claimedAfterA).toBeGreaterThan(150);
+  });
+});
+
+describe("fair share between organizations", () => {
+  it("an organization with 5 projects and a 5,000-run backlog holds one of two slots: another organization's runs start without waiting for it", async () => {
+    // Runs that hold their slot a while: 40 data steps each.
+    const slow: StepDoc[] = Array.from({ length: 40 }, () => ({ type: "load_record" as const }));
+    const first = await createWorld(t.app, { steps: slow, records: records(1000) });
+    const others = [1, 2, 3, 4].map(() => createWorld(t.app, { steps: slow, records: records(1000), organizationOf: first }));
+    const a = [first, ...(await Promise.all(others))];
+    for (const w of a) await backlog(w, 1000, slow);
+    const b = await createWorld(t.app, { steps: [{ type: "load_record" }] });
+    const s = await server({ RUNHOOK_EXECUTOR_CONCURRENCY: "2" });
+    const runsOfA = storeFixtures(t.store).runs;
+    /** A's runs that started (finished) in [from, to). */
+    const aRuns = async (field: "startedAt" | "finishedAt", from: Date, to: Date) => {
+      const counts = (["RUNNING", "SUCCEEDED", "FAILED"] as const).map((state) =>
+        runsOfA.countDocuments({ state, organizationId: first.orgId, [field]: { $gte: from, $lt: to } }),
+      );
+      return (await Promise.all(counts)).reduce((x, y) => x + y, 0);
+    };
+    const end = Date.now() + 30_000;
+    while ((await runsOfA.countDocuments({ state: "RUNNING", organizationId: first.orgId })) === 0 && Date.now() < end) await sleep(50);
+
+    let startedWhileBWaited = 0;
+    let finishedWhileBWaited = 0;
+    for (let i = 1; i <= 3; i++) {
+      const r = await postHook(s.baseUrl + b.hookPath, b.userToken, { record_id: `r${i}` });
+      expect(r.status).toBe(202);
+      const run = await waitForRun(t.store, r.body.runId as string, undefined, 30_000);
+      expect(run.state).toBe("SUCCEEDED");
+      startedWhileBWaited += await aRuns("startedAt", run.createdAt, run.startedAt!);
+      finishedWhileBWaited += await aRuns("finishedAt", run.createdAt, run.startedAt!);
+    }
+    // A's backlog goes on (in one slot). B's runs did not wait for one of A's to free a slot (one
+    // may end in the instant between a run's creation and its claim), nor behind A's next runs.
+    expect(await runsOfA.countDocuments({ state: "QUEUED", organizationId: first.orgId })).toBeGreaterThan(4000);
+    expect([startedWhileBWaited, finishedWhileBWaited].map((n) => n <= 1)).toEqual([true, true]);
   });
 });

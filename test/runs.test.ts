@@ -7,6 +7,8 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RunService, WatchRunRequestSchema, WatchRunResponseSchema, type WatchRunResponse } from "../gen/runhook/v1/run_pb.js";
 import { isDuplicateKey, storeFixtures, type StoreFixtures } from "../src/store/index.js";
+import type { ClaimScope } from "../src/store/runs.js";
+import type { StepDoc } from "../src/store/types.js";
 import { packRecordId, recordMatch, unpackRecordId } from "../src/domain/runs/records.js";
 import { recordQuery } from "../src/store/records.js";
 
@@ -289,6 +291,39 @@ describe("claiming and recovery", () => {
       expect(await store.runs.claimNext(lease(), new Date())).toMatchObject({ run: { _id: orphan._id }, takeover: true });
       expect(await store.runs.claimNext(lease(), new Date())).toMatchObject({ run: { _id: queued._id }, takeover: false });
       expect(await store.runs.claimNext(lease(), new Date())).toBeNull();
+    });
+  });
+});
+
+describe("fair claims", () => {
+  it("every kind of claim goes round-robin over organizations and skips busy ones; QUEUED runs also round-robin over an organization's projects", async () => {
+    // On a database no executor polls, so that the claims below are the only ones.
+    await withTestApp(async (quiet, store) => {
+      const steps: StepDoc[] = [{ type: "load_record" }];
+      const fx = storeFixtures(store);
+      const [lo, hi] = (await Promise.all([createWorld(quiet, { steps }), createWorld(quiet, { steps })])).sort((a, b) => (a.orgId < b.orgId ? -1 : 1));
+      const lease = () => ({ owner: "test#1", expiresAt: new Date(Date.now() + 10_000) });
+      const claim = async (scope: ClaimScope = {}) => (await store.runs.claimNext(lease(), new Date(), scope))?.run._id;
+      const ago = (s: number) => ({ createdAt: new Date(Date.now() - s * 1000) });
+
+      // Takeovers: lo's lease expired long before hi's, yet the round-robin after lo takes hi's first.
+      const [loStranded, hiStranded] = [await queueRun(store, lo, "r1", ago(90)), await queueRun(store, hi, "r1", ago(90))];
+      await fx.strandRun(loStranded._id, 60_000);
+      await fx.strandRun(hiStranded._id, 1000);
+      expect(await claim({ afterOrganization: lo.orgId })).toBe(hiStranded._id);
+      expect(await claim({ afterOrganization: hi.orgId })).toBe(loStranded._id);
+
+      // QUEUED: lo's runs are older, but lo is busy.
+      const second = await createWorld(quiet, { steps, organizationOf: lo });
+      const [p1, p2] = [lo, second].sort((a, b) => (a.projectId < b.projectId ? -1 : 1));
+      const oldInP1 = await queueRun(store, p1!, "r2", ago(60));
+      const newInP2 = await queueRun(store, p2!, "r2", ago(30));
+      const hiRun = await queueRun(store, hi, "r2", ago(1));
+      expect(await claim({ busyOrganizations: [lo.orgId] })).toBe(hiRun._id);
+      // In lo, after a claim of p1's, p2's run comes before p1's older one.
+      expect(await claim({ afterProjectIn: (org) => (org === lo.orgId ? p1!.projectId : undefined) })).toBe(newInP2._id);
+      expect(await claim({ busyProjects: [p2!.projectId] })).toBe(oldInP1._id);
+      expect(await claim()).toBeUndefined();
     });
   });
 });

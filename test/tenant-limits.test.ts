@@ -11,7 +11,11 @@ import { MAX_CACHE_BYTES, MAX_CACHED_DOC_BYTES } from "../src/store/directory-ca
 import { storeFixtures, type CommandStartedEvent } from "../src/store/index.js";
 import type { WorkflowDoc } from "../src/store/types.js";
 import { startServer, type TestServer } from "./helpers/server.js";
-import { adminClient, postHook } from "./helpers/webhook.js";
+import { adminClient, grpcTrigger, postHook, sleep } from "./helpers/webhook.js";
+import * as grpc from "@grpc/grpc-js";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { RunService } from "../gen/runhook/v1/run_pb.js";
 import { createWorld } from "../fixtures/world.js";
 
 let server: TestServer;
@@ -84,4 +88,37 @@ it("refuses a version larger than its limit, and a publish beyond the versions a
   expect((beyond as ConnectError).rawMessage).toMatch(/at most 100 versions/);
   const kept = await editor.getWorkflow({ workflowId: w.workflowId });
   expect(kept.workflow!.versions).toHaveLength(MAX_KEPT_VERSIONS);
+});
+
+it("refuses a trigger with 429 once its project has its quota of ongoing runs, on the webhook and gRPC alike; other projects go on; a finished run makes room", async () => {
+  const quota = await startServer({ env: { RUNHOOK_PROJECT_ONGOING_RUNS_LIMIT: "3", RUNHOOK_EXECUTOR: "false" } });
+  try {
+    const [w, other] = [await createWorld(quota), await createWorld(quota)];
+    const hook = (world: typeof w, recordId: string) => postHook(`${quota.baseUrl}${world.hookPath}`, world.userToken, { record_id: recordId });
+    for (const r of ["r1", "r2", "r3"]) expect((await hook(w, r)).status).toBe(202);
+    const refused = await hook(w, "r4");
+    expect([refused.status, refused.headers.get("retry-after"), refused.body]).toEqual([
+      429,
+      "5",
+      { code: "resource_exhausted", error: "the project has 3 ongoing runs, its limit: retry once some have finished" },
+    ]);
+    // Over native gRPC too: the same check.
+    const grpcRefused = await grpcTrigger(quota.grpcAddr, `${quota.deps.config.publicBaseUrl}${w.hookPath}`, "r5", w.userToken);
+    expect(grpcRefused.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect((await hook(other, "r1")).status).toBe(202);
+    // One run cancelled: the next count (at most a second later) finds room.
+    const [first] = await storeFixtures(quota.deps.store).runs.find({ state: "QUEUED", projectId: w.projectId }, { limit: 1 }).toArray();
+    const runs = createClient(RunService, createConnectTransport({ baseUrl: quota.baseUrl, httpVersion: "1.1" }));
+    await runs.cancelRun({ runId: first!._id }, { headers: { authorization: `Bearer ${w.userToken}` } });
+    const end = Date.now() + 10_000;
+    let status = 429;
+    while (status === 429 && Date.now() < end) {
+      await sleep(200);
+      status = (await hook(w, "r4")).status;
+    }
+    expect(status).toBe(202);
+    expect((await hook(w, "r6")).status).toBe(429);
+  } finally {
+    await quota.stop();
+  }
 });

@@ -86,6 +86,7 @@ function filledRun(w: BenchWorld, i: number, now: number, days: number): RunDoc 
     workflowId: w.workflowId,
     workflowVersion: 1,
     renderingId: w.renderingId,
+    organizationId: w.orgId,
     projectId: w.projectId,
     environmentId: w.environmentId,
     collectionId: w.collectionId,

@@ -5,9 +5,9 @@
 //   same instance: then the `run.queued` event on the worker's own instance, as the trigger
 //     emits it: claimed at once;
 //   other instance: no event, as if another instance had queued it: found by the poll;
-//   backlog in another project: same instance, while another project (another organization)
-//     has `backlogRuns` QUEUED runs, all older than ours (fair share: ours must not wait
-//     behind them; compare its p99 with the idle same-instance case).
+//   backlog in another organization: same instance, while another organization has
+//     `backlogRuns` QUEUED runs spread over 5 projects, all older than ours (fair share: ours
+//     must not wait behind them; compare its p99 with the idle same-instance case).
 import { RUN_QUEUED } from "../../src/domain/runs/model.js";
 import { storeFixtures } from "../../src/store/index.js";
 import { createLogger } from "../../src/lib/logging.js";
@@ -16,6 +16,9 @@ import type { RunDoc, StepDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, serverConfig, type BenchContext } from "../lib/context.js";
 import { percentile, round, sleep } from "../lib/load.js";
 import { runDocLike } from "./webhook.js";
+
+/** The projects of the organization whose backlog the fair-share case measures beside. */
+const BACKLOG_PROJECTS = 5;
 
 /** One quick step: pick-up is what is measured. */
 const STEPS: StepDoc[] = [{ type: "wait", seconds: 0 }];
@@ -35,7 +38,7 @@ export interface PickupResult {
   finishedRunsBefore: number;
   sameInstance: PickupFigures;
   otherInstance: PickupFigures;
-  /** Same instance while another project has a backlog of QUEUED runs (fair share). */
+  /** Same instance while another organization has a backlog of QUEUED runs in 5 projects (fair share). */
   backlog?: { backlogRuns: number; queuedAtStart: number; queuedAtEnd: number; sameInstance: PickupFigures; p99VsIdle: number | null };
   /** Same instance again once `finishedRuns` more finished runs are stored (does the runs collection's size matter?). */
   withHistory?: { finishedRuns: number; sameInstance: PickupFigures };
@@ -108,12 +111,21 @@ export async function pickupScenario(
     );
     let backlog: PickupResult["backlog"];
     if (o.backlogRuns) {
-      const other = await benchWorld(ctx, store, { steps: STEPS, records: Array.from({ length: o.backlogRuns }, (_, i) => ({ id: `b${i}` })) });
-      const queuedOf = () => storeFixtures(store).runs.countDocuments({ projectId: other.projectId, state: "QUEUED" });
+      const records = Array.from({ length: o.backlogRuns }, (_, i) => ({ id: `b${i}` }));
+      const first = await benchWorld(ctx, store, { steps: STEPS, records });
+      const projects = [first];
+      for (let p = 1; p < BACKLOG_PROJECTS; p++) projects.push(await benchWorld(ctx, store, { steps: STEPS, records, organizationOf: first }));
+      const queuedOf = async () =>
+        (await Promise.all(projects.map((p) => storeFixtures(store).runs.countDocuments({ projectId: p.projectId, state: "QUEUED" })))).reduce(
+          (a, b) => a + b,
+          0,
+        );
       const since = Date.now() - 60_000; // older than every run measured
       for (let i = 0; i < o.backlogRuns; i += 1000) {
         await storeFixtures(store).insertRuns(
-          Array.from({ length: Math.min(1000, o.backlogRuns - i) }, (_, k) => runDocLike(other, `b${i + k}`, STEPS, new Date(since + i + k))),
+          Array.from({ length: Math.min(1000, o.backlogRuns - i) }, (_, k) =>
+            runDocLike(projects[(i + k) % BACKLOG_PROJECTS]!, `b${i + k}`, STEPS, new Date(since + i + k)),
+          ),
         );
       }
       rh.deps.events.emit(RUN_QUEUED, "backlog");
@@ -123,11 +135,13 @@ export async function pickupScenario(
       const p99VsIdle = again.p99Ms !== null && sameInstance.p99Ms ? round(again.p99Ms / sameInstance.p99Ms) : null;
       backlog = { backlogRuns: o.backlogRuns, queuedAtStart, queuedAtEnd, sameInstance: again, p99VsIdle };
       ctx.log(
-        `  same instance, another project with ${o.backlogRuns} queued runs (${queuedAtStart} → ${queuedAtEnd} still queued while measuring): p50 ${again.p50Ms} p90 ${again.p90Ms} p99 ${again.p99Ms} max ${again.maxMs} ms (n=${again.n}); p99 ${p99VsIdle}× the idle one`,
+        `  same instance, another organization with ${o.backlogRuns} queued runs in ${BACKLOG_PROJECTS} projects (${queuedAtStart} → ${queuedAtEnd} still queued while measuring): p50 ${again.p50Ms} p90 ${again.p90Ms} p99 ${again.p99Ms} max ${again.maxMs} ms (n=${again.n}); p99 ${p99VsIdle}× the idle one`,
       );
       // The rest of the backlog is not what the next case measures.
-      await storeFixtures(store).removeQueuedRuns(other.projectId);
-      while ((await storeFixtures(store).runs.countDocuments({ projectId: other.projectId, state: "RUNNING" })) > 0) await sleep(20);
+      for (const p of projects) {
+        await storeFixtures(store).removeQueuedRuns(p.projectId);
+        while ((await storeFixtures(store).runs.countDocuments({ projectId: p.projectId, state: "RUNNING" })) > 0) await sleep(20);
+      }
     }
     let withHistory: PickupResult["withHistory"];
     if (o.historyRuns) {

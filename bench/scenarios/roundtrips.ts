@@ -88,6 +88,7 @@ async function runRoundTrips(ctx: BenchContext, runs: number): Promise<RoundTrip
         workflowVersion: 1,
         steps: [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }],
         renderingId: w.renderingId,
+        organizationId: w.orgId,
         projectId: w.projectId,
         environmentId: w.environmentId,
         collectionId: w.collectionId,

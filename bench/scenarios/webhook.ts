@@ -70,6 +70,7 @@ export function runDocLike(w: BenchWorld, recordId: string, steps: StepDoc[], cr
     workflowVersion: 1,
     steps,
     renderingId: w.renderingId,
+    organizationId: w.orgId,
     projectId: w.projectId,
     environmentId: w.environmentId,
     collectionId: w.collectionId,

@@ -18,7 +18,7 @@ import { checkIdempotencyKey, startOnce, type Outcome } from "./idempotency.js";
 /** What a trigger call uses: the store, the webhook keys' secret, and where it reports what happened. */
 export interface TriggerDeps {
   store: Store;
-  config: Pick<Config, "signingKeys" | "idempotencyTtlMs">;
+  config: Pick<Config, "signingKeys" | "idempotencyTtlMs" | "projectOngoingRunsLimit">;
   logger: Pick<Logger, "warn" | "error">;
   metrics: Pick<Metrics, "rateLimitRefusals" | "runsCreated">;
   /** Told RUN_QUEUED (runId) for each run stored: this instance's executors wake at once. */
@@ -87,7 +87,10 @@ export async function triggerRun(deps: TriggerDeps, input: TriggerInput): Promis
   return startOnce(deps, call, async (runId) => void (await queueRun(deps, input, accepted, runId)));
 }
 
-/** Checks 1 to 6: the key, the token, the webhook, the permission, the rate limit, the body (and its idempotency key). */
+/** When a call refused for the project's ongoing-run quota may try again (seconds). */
+const ONGOING_QUOTA_RETRY_S = 5;
+
+/** Checks 1 to 6: the key, the token, the webhook, the permission, the rate limits, the body (and its idempotency key). */
 async function checkTrigger(deps: TriggerDeps, input: TriggerInput): Promise<Accepted> {
   const { store } = deps;
   // One view for the whole check: one read of the organization's directory version, shared with the calls that arrive together.
@@ -128,11 +131,17 @@ async function checkTrigger(deps: TriggerDeps, input: TriggerInput): Promise<Acc
   // 4. The token's user may trigger this workflow.
   await assertMayTrigger(directory, principal.user, principal.token, project, rendering, workflow);
 
-  // 5. The webhook's rate limit.
+  // 5. The webhook's rate limit…
   const rate = await store.rateLimits.hit(`webhook:${workflow._id}`, workflow.webhook.rateLimitPerMinute);
   if (!rate.allowed) {
     deps.metrics.rateLimitRefusals.inc({ bucket: "webhook" });
     throw fail.throttled(rate.retryAfter, `rate limit of ${rate.limit} requests per minute exceeded for this webhook`);
+  }
+  // …and the project's quota of ongoing runs, so that no tenant can queue without bound.
+  const quota = deps.config.projectOngoingRunsLimit;
+  if (await store.runs.ongoingAtLeast(project._id, quota)) {
+    deps.metrics.rateLimitRefusals.inc({ bucket: "project_ongoing_runs" });
+    throw fail.throttled(ONGOING_QUOTA_RETRY_S, `the project has ${quota} ongoing runs, its limit: retry once some have finished`);
   }
 
   // 6. The body, and the idempotency key beside it.
@@ -163,6 +172,7 @@ async function queueRun(deps: TriggerDeps, input: TriggerInput, a: Accepted, run
     workflowVersion: version.version,
     steps: version.steps,
     renderingId: rendering._id,
+    organizationId: project.organizationId,
     projectId: project._id,
     environmentId: environment._id,
     collectionId: collection._id,

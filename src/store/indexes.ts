@@ -68,9 +68,12 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     // ongoing run by it.
     d.runs.createIndex({ activeKey: 1 }, { unique: true }),
     // Claiming: RUNNING runs whose lease expired, parked runs that are due, then QUEUED runs
-    // project by project (round-robin), oldest first. Queue metrics: the oldest QUEUED run.
+    // organization by organization and project by project (round-robin), oldest first (runs
+    // stored without an organization: by project). The ongoing-run quota counts a project's.
+    // Queue metrics: the oldest QUEUED run.
     d.runs.createIndex({ state: 1, "lease.expiresAt": 1 }),
     d.runs.createIndex({ state: 1, waitUntil: 1 }),
+    d.runs.createIndex({ state: 1, organizationId: 1, projectId: 1, createdAt: 1 }),
     d.runs.createIndex({ state: 1, projectId: 1, createdAt: 1 }),
     d.runs.createIndex({ state: 1, createdAt: 1 }),
     // The runs of a workflow, by age (the run search).

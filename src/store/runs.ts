@@ -34,14 +34,18 @@ export interface Claim {
   resumed: boolean;
 }
 
-/** Which runs a claim may take, for fairness between projects. */
+/** Which runs a claim may take, for fairness between organizations, then between their projects. */
 export interface ClaimScope {
   /** Only QUEUED runs (a queued-run event: it has one to claim). */
   queuedOnly?: boolean;
+  /** Organizations that may not take one more slot now (the claimer's per-organization limit). */
+  busyOrganizations?: string[];
   /** Projects that may not take one more slot now (the claimer's per-project limit). */
   busyProjects?: string[];
-  /** Round-robin: QUEUED runs of projects after this one (in id order) come first, then from the start. */
-  afterProject?: string;
+  /** Round-robin over organizations: runs of organizations after this one (in id order) come first, then from the start. */
+  afterOrganization?: string;
+  /** Round-robin over an organization's projects: its QUEUED runs of projects after this one come first. */
+  afterProjectIn?(organizationId: string): string | undefined;
 }
 
 export type CreateOutcome = { created: true } | { created: false; ongoingRunId: string | null };
@@ -90,16 +94,103 @@ export interface RunStore extends RunChanges {
   /** The runs among `ids` (one query), in no particular order. */
   getMany(ids: string[]): Promise<RunDoc[]>;
   /**
-   * Claims one run for `lease`, never one of `busyProjects`: unless `queuedOnly`, the RUNNING
-   * run whose lease expired first (its executor died or let it go: a takeover), else the
-   * parked run due first (its wait is over), else a QUEUED run (it becomes RUNNING): the
-   * oldest of the first project after `afterProject` that has one, wrapping around. Runs
-   * already under way come first, so that a steady stream of new runs never keeps a dead
-   * executor's runs waiting beyond lease + poll. Null when there is none.
+   * Claims one run for `lease`, never one of a busy organization or project, each kind in
+   * round-robin over organizations (the first after `afterOrganization` that has one,
+   * wrapping around): unless `queuedOnly`, the RUNNING run whose lease expired first (its
+   * executor died or let it go: a takeover), else the parked run due first (its wait is
+   * over), else a QUEUED run (it becomes RUNNING): in the organization found, the oldest of
+   * the first project after the last one claimed there. Runs already under way come first,
+   * so that a steady stream of new runs never keeps a dead executor's runs waiting beyond
+   * lease + poll. Null when there is none.
    */
   claimNext(lease: Lease, now: Date, opts?: ClaimScope): Promise<Claim | null>;
+  /**
+   * Whether the project has `limit` ongoing runs or more: counted (up to `limit`) at most once
+   * every ONGOING_RECOUNT_MS per process and project, plus the runs this process stored since.
+   */
+  ongoingAtLeast(projectId: string, limit: number): Promise<boolean>;
   /** How many runs are QUEUED, and when the oldest of them was created (for metrics). */
   queueStats(): Promise<{ depth: number; oldest: Date | null }>;
+}
+
+/** The organization and project conditions of a fair claim: not busy, and (`after`) after the round-robin's place. */
+function fairness(scope: ClaimScope, after?: string): Record<string, unknown> {
+  const org = {
+    ...(after !== undefined ? { $gt: after } : {}),
+    ...(scope.busyOrganizations?.length ? { $nin: scope.busyOrganizations } : {}),
+  };
+  return {
+    ...(Object.keys(org).length > 0 ? { organizationId: org } : {}),
+    ...(scope.busyProjects?.length ? { projectId: { $nin: scope.busyProjects } } : {}),
+  };
+}
+
+/** `find` over the organizations after the round-robin's place, then from the start (runs stored without one come first there). */
+async function roundRobin<T>(scope: ClaimScope, find: (fair: Record<string, unknown>) => Promise<T | null>): Promise<T | null> {
+  const after = scope.afterOrganization;
+  return (after !== undefined ? await find(fairness(scope, after)) : null) ?? find(fairness(scope));
+}
+
+/**
+ * RunStore.claimNext. Every kind of claim goes round-robin over organizations and skips busy
+ * organizations and projects: a run whose lease expired, then a parked run that is due, then a
+ * QUEUED run of the next organization that has one, from the project after the last one claimed
+ * in that organization.
+ */
+function claims(d: Database): RunStore["claimNext"] {
+  const claimQueued = (filter: Record<string, unknown>, lease: Lease, at: Date) =>
+    d.runs.findOneAndUpdate(
+      { state: "QUEUED", ...filter },
+      { $set: { state: "RUNNING", lease, startedAt: at, updatedAt: at }, $inc: { version: 1 } },
+      {
+        sort: filter.organizationId !== undefined ? { organizationId: 1, projectId: 1, createdAt: 1 } : { projectId: 1, createdAt: 1 },
+        returnDocument: "after",
+      },
+    );
+  /** The oldest QUEUED run of the organization `next` names, from the project after its last one claimed. */
+  async function claimIn(next: Pick<RunDoc, "organizationId" | "projectId">, scope: ClaimScope, lease: Lease, at: Date) {
+    // A run stored without its organization: the oldest of its project.
+    if (next.organizationId === undefined) return claimQueued({ projectId: next.projectId }, lease, at);
+    const organizationId = next.organizationId;
+    const notBusy = scope.busyProjects?.length ? { $nin: scope.busyProjects } : undefined;
+    const after = scope.afterProjectIn?.(organizationId);
+    const first = after !== undefined ? await claimQueued({ organizationId, projectId: { $gt: after, ...notBusy } }, lease, at) : null;
+    return first ?? claimQueued({ organizationId, ...(notBusy ? { projectId: notBusy } : {}) }, lease, at);
+  }
+  return async (lease, now, scope = {}) => {
+    if (!scope.queuedOnly) {
+      const expired = await roundRobin(scope, (fair) =>
+        d.runs.findOneAndUpdate(
+          { state: "RUNNING", "lease.expiresAt": { $lt: now }, ...fair },
+          { $set: { lease, updatedAt: now }, $inc: { version: 1 } },
+          { sort: { "lease.expiresAt": 1 }, returnDocument: "after" },
+        ),
+      );
+      if (expired) return { run: expired, takeover: true, resumed: false };
+      const due = await roundRobin(scope, (fair) =>
+        d.runs.findOneAndUpdate(
+          { state: "RUNNING", waitUntil: { $lte: now }, ...fair },
+          { $set: { lease, waitUntil: null, updatedAt: now }, $inc: { version: 1 } },
+          { sort: { waitUntil: 1 }, returnDocument: "after" },
+        ),
+      );
+      if (due) return { run: due, takeover: false, resumed: true };
+    }
+    const at = new Date(Math.max(now.getTime(), Date.now())); // a first query took some time
+    // Another claimer may take the run found first: look again, a few times.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const next = await roundRobin(scope, (fair) =>
+        d.runs.findOne(
+          { state: "QUEUED", ...fair },
+          { sort: { organizationId: 1, projectId: 1, createdAt: 1 }, projection: { organizationId: 1, projectId: 1 } },
+        ),
+      );
+      if (!next) return null;
+      const run = await claimIn(next, scope, lease, at);
+      if (run) return { run, takeover: false, resumed: false };
+    }
+    return null;
+  };
 }
 
 function conditionFilter(id: string, c: RunCondition): Record<string, unknown> {
@@ -174,9 +265,41 @@ function runChanges(d: Database): RunChanges {
   };
 }
 
+/** How often a process counts a project's ongoing runs again (the quota may be passed by what all processes accept meanwhile). */
+export const ONGOING_RECOUNT_MS = 1000;
+/** Projects whose count a process keeps (then it counts them again). */
+const MAX_COUNTED_PROJECTS = 10_000;
+
+/** RunStore.ongoingAtLeast, and what tells it of each run this process stores. */
+function ongoingCounts(d: Database) {
+  const counted = new Map<string, { count: number; at: number }>();
+  const countUpTo = (projectId: string, limit: number) => Promise.all(ONGOING_STATES.map((state) => d.runs.countDocuments({ state, projectId }, { limit })));
+  // The calls of one moment share one count of a project.
+  const recount = sharedByKey(async (key) => {
+    const [projectId, limit] = JSON.parse(key) as [string, number];
+    const at = Date.now();
+    const count = (await countUpTo(projectId, limit)).reduce((a, b) => a + b, 0);
+    if (counted.size >= MAX_COUNTED_PROJECTS) counted.clear();
+    counted.set(projectId, { count, at });
+    return count;
+  }, STORE_BATCHING);
+  return {
+    async atLeast(projectId: string, limit: number): Promise<boolean> {
+      const known = counted.get(projectId);
+      if (known && Date.now() - known.at < ONGOING_RECOUNT_MS) return known.count >= limit;
+      return (await recount(JSON.stringify([projectId, limit]))) >= limit;
+    },
+    stored(projectId: string) {
+      const known = counted.get(projectId);
+      if (known) known.count++;
+    },
+  };
+}
+
 export function runStore(d: Database): RunStore {
   // Runs stored together go in one insert; the unique index on activeKey refuses each duplicate alone.
   const insert = groupedInsert(() => d.runs);
+  const ongoing = ongoingCounts(d);
   // The ongoing run of a record, for the calls refused together (a burst on one record shares one read).
   const ongoingRun = sharedByKey(async (activeKey) => (await d.runs.findOne({ activeKey }, { projection: { _id: 1 } }))?._id ?? null, STORE_BATCHING);
   return {
@@ -184,6 +307,7 @@ export function runStore(d: Database): RunStore {
       for (let attempt = 0; attempt < CREATE_TRIES; attempt++) {
         try {
           await insert(run);
+          ongoing.stored(run.projectId);
           return { created: true };
         } catch (err) {
           if (!isDuplicateKey(err)) throw err;
@@ -195,34 +319,8 @@ export function runStore(d: Database): RunStore {
     },
     get: (id) => d.runs.findOne({ _id: id }),
     getMany: (ids) => d.runs.find({ _id: { $in: ids } }).toArray(),
-    async claimNext(lease, now, opts = {}) {
-      const notBusy = opts.busyProjects?.length ? { projectId: { $nin: opts.busyProjects } } : {};
-      if (!opts.queuedOnly) {
-        const expired = await d.runs.findOneAndUpdate(
-          { state: "RUNNING", "lease.expiresAt": { $lt: now }, ...notBusy },
-          { $set: { lease, updatedAt: now }, $inc: { version: 1 } },
-          { sort: { "lease.expiresAt": 1 }, returnDocument: "after" },
-        );
-        if (expired) return { run: expired, takeover: true, resumed: false };
-        const due = await d.runs.findOneAndUpdate(
-          { state: "RUNNING", waitUntil: { $lte: now }, ...notBusy },
-          { $set: { lease, waitUntil: null, updatedAt: now }, $inc: { version: 1 } },
-          { sort: { waitUntil: 1 }, returnDocument: "after" },
-        );
-        if (due) return { run: due, takeover: false, resumed: true };
-      }
-      const at = new Date(Math.max(now.getTime(), Date.now())); // a first query took some time
-      const claimQueued = (projectId: Record<string, unknown>) =>
-        d.runs.findOneAndUpdate(
-          { state: "QUEUED", projectId },
-          { $set: { state: "RUNNING", lease, startedAt: at, updatedAt: at }, $inc: { version: 1 } },
-          { sort: { projectId: 1, createdAt: 1 }, returnDocument: "after" },
-        );
-      const busy = opts.busyProjects?.length ? { $nin: opts.busyProjects } : { $exists: true };
-      let queued = opts.afterProject !== undefined ? await claimQueued({ ...busy, $gt: opts.afterProject }) : null;
-      queued ??= await claimQueued(busy);
-      return queued && { run: queued, takeover: false, resumed: false };
-    },
+    claimNext: claims(d),
+    ongoingAtLeast: ongoing.atLeast,
     async queueStats() {
       const [depth, oldest] = await Promise.all([
         d.runs.countDocuments({ state: "QUEUED" }),

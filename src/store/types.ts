@@ -144,6 +144,8 @@ export interface RunDoc {
   workflowId: string;
   workflowVersion: number;
   renderingId: string;
+  /** The project's organization (absent on runs stored before executors shared by organization). */
+  organizationId?: string;
   projectId: string;
   environmentId: string;
   collectionId: string;

@@ -4,10 +4,13 @@
 // expired (its executor died, or let it go while stopping), or else a parked run whose wait
 // is due, or else a QUEUED run. Any number of processes can claim from one database.
 //
-// Fair share. QUEUED runs are claimed round-robin over the projects that have some (the
-// oldest run of the next project after the last one claimed), and one project holds at most
-// `projectConcurrency` of this process's slots: one project's backlog never keeps another
-// project's run waiting for more than a free slot.
+// Fair share. Slots are shared first between organizations, then between their projects: one
+// organization holds at most `organizationConcurrency` of this process's slots and one project
+// at most `projectConcurrency`, and every claim (a takeover, a due parked run, a QUEUED run)
+// goes round-robin over the organizations that have one; QUEUED runs also round-robin over the
+// projects of an organization (the oldest run of the next project after the last one claimed
+// there). So one tenant's backlog, or its thousands of waits coming due at once, never keeps
+// another tenant's run waiting for more than a free slot.
 //
 // Pick-up. A run queued on this instance (deps.events RUN_QUEUED) is claimed at once; runs
 // queued elsewhere, and runs whose lease expired, within pollIntervalMs. A freed slot claims
@@ -35,6 +38,8 @@ export interface ClaimerEnv {
   newLease(): Lease;
   /** Whether the executors can take one more run. */
   hasFreeSlot(): boolean;
+  /** Organizations that hold as many of this process's slots as one organization may. */
+  busyOrganizations(): string[];
   /** Projects that hold as many of this process's slots as one project may. */
   busyProjects(): string[];
   /** A run just claimed, to run. */
@@ -57,12 +62,16 @@ export interface Claimer {
   stop(): void;
 }
 
+/** Organizations whose place in their projects' round-robin a process keeps (then it starts them over). */
+const MAX_ROUND_ROBIN_ORGANIZATIONS = 10_000;
+
 export function createClaimer(env: ClaimerEnv): Claimer {
   let stopped = false;
   /** The next round also takes over runs whose lease expired. */
   let takeovers = false;
-  /** The project of the last run claimed: the round-robin goes on after it. */
-  let afterProject: string | undefined;
+  /** The organization of the last run claimed, and per organization its project: the round-robin goes on after them. */
+  let afterOrganization: string | undefined;
+  const afterProjectOf = new Map<string, string>();
   const claimRounds = coalesced(async () => {
     // Without a free slot nothing is claimed: `takeovers` stays for the next round that has one.
     if (stopped || !env.hasFreeSlot()) return false;
@@ -70,11 +79,21 @@ export function createClaimer(env: ClaimerEnv): Claimer {
     takeovers = false;
     try {
       while (!stopped && env.hasFreeSlot()) {
-        const claim = await env.machine.claimNext(env.newLease(), { queuedOnly, busyProjects: env.busyProjects(), afterProject });
+        const claim = await env.machine.claimNext(env.newLease(), {
+          queuedOnly,
+          busyOrganizations: env.busyOrganizations(),
+          busyProjects: env.busyProjects(),
+          afterOrganization,
+          afterProjectIn: (organizationId) => afterProjectOf.get(organizationId),
+        });
         if (!claim) break;
         // A QUEUED run came: there was no expired lease nor due parked run to take first.
         if (!claim.takeover && !claim.resumed) queuedOnly = true;
-        afterProject = claim.run.projectId;
+        afterOrganization = claim.run.organizationId;
+        if (afterOrganization !== undefined) {
+          if (afterProjectOf.size >= MAX_ROUND_ROBIN_ORGANIZATIONS) afterProjectOf.clear();
+          afterProjectOf.set(afterOrganization, claim.run.projectId);
+        }
         env.onClaimed(claim.run);
       }
     } catch (err) {

@@ -30,7 +30,7 @@ export interface Executors {
 }
 
 export function startExecutors(deps: Deps): Executors {
-  const { concurrency, projectConcurrency, pollIntervalMs, leaseMs } = deps.config.executor;
+  const { concurrency, organizationConcurrency, projectConcurrency, pollIntervalMs, leaseMs } = deps.config.executor;
   const executorId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const log = deps.logger.child({ executor: executorId });
   const machine = runStateMachine(deps.store, runMetrics(deps.metrics));
@@ -53,14 +53,15 @@ export function startExecutors(deps: Deps): Executors {
     pollIntervalMs,
     newLease: leaseIssuer(executorId, leaseMs),
     hasFreeSlot: () => runs.size() < concurrency,
-    busyProjects: () => runs.projectsWithAtLeast(projectConcurrency),
+    busyOrganizations: () => runs.withAtLeast("organizationId", organizationConcurrency),
+    busyProjects: () => runs.withAtLeast("projectId", projectConcurrency),
     onClaimed: (run) => runs.start(run),
   });
   const runs = activeRuns(env, () => void claimer.pump());
   const onCancelled = (id: string) => runs.stopRun(id, "gone");
   deps.events.on(RUN_CANCELLED, onCancelled);
   claimer.start();
-  log.info({ concurrency, projectConcurrency, pollIntervalMs, leaseMs }, "executors started");
+  log.info({ concurrency, organizationConcurrency, projectConcurrency, pollIntervalMs, leaseMs }, "executors started");
 
   return {
     id: executorId,
@@ -129,6 +130,8 @@ export function wakeUpTimer(wake: () => void): { add(at: number): void; stop(): 
 }
 
 interface ActiveRun {
+  /** Absent for a run stored before runs named their organization. */
+  organizationId?: string;
   projectId: string;
   abort: AbortController;
   done: Promise<void>;
@@ -138,8 +141,8 @@ interface ActiveRuns {
   /** Set when the executors stop: a run claimed from then on is handed back at once. */
   stopping: boolean;
   size(): number;
-  /** The projects with at least `n` runs here. */
-  projectsWithAtLeast(n: number): string[];
+  /** The organizations (projects) with at least `n` runs here. */
+  withAtLeast(owner: "organizationId" | "projectId", n: number): string[];
   /** Runs a run just claimed. */
   start(run: RunDoc): void;
   stopRun(id: string, reason: StopReason): void;
@@ -153,10 +156,13 @@ function activeRuns(env: RunnerEnv, onFreed: () => void): ActiveRuns {
   const table: ActiveRuns = {
     stopping: false,
     size: () => active.size,
-    projectsWithAtLeast(n) {
+    withAtLeast(owner, n) {
       const count = new Map<string, number>();
-      for (const a of active.values()) count.set(a.projectId, (count.get(a.projectId) ?? 0) + 1);
-      return [...count].filter(([, c]) => c >= n).map(([p]) => p);
+      for (const a of active.values()) {
+        const id = a[owner];
+        if (id !== undefined) count.set(id, (count.get(id) ?? 0) + 1);
+      }
+      return [...count].filter(([, c]) => c >= n).map(([id]) => id);
     },
     start: (run) => startRun(env, table, active, run, onFreed),
     stopRun(id, reason) {
@@ -190,7 +196,7 @@ function startRun(env: RunnerEnv, table: ActiveRuns, active: Map<string, ActiveR
     return;
   }
   const abort = new AbortController();
-  const entry: ActiveRun = { projectId: run.projectId, abort, done: Promise.resolve() };
+  const entry: ActiveRun = { organizationId: run.organizationId, projectId: run.projectId, abort, done: Promise.resolve() };
   active.set(run._id, entry);
   entry.done = runClaimed(env, run, owner, abort.signal, (reason) => table.stopRun(run._id, reason))
     .catch((err: unknown) => logRunError(env.log, run._id, err))

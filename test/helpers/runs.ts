@@ -44,6 +44,7 @@ export async function queueRun(
     workflowVersion: version.version,
     steps: version.steps,
     renderingId: wf.renderingId,
+    organizationId: (await store.directory.projects.get(wf.projectId))!.organizationId,
     projectId: wf.projectId,
     environmentId: wf.environmentId,
     collectionId: wf.collectionId,

@@ -40,7 +40,13 @@ export type NewRun = Pick<
   | "tokenId"
   | "via"
   | "requestId"
-> & { steps: StepDoc[]; createdAt?: Date /** Chosen in advance (an idempotency key's reserved run), else a fresh UUID. */; id?: string };
+> & {
+  /** The project's organization (the executors' fair share is first between organizations). */
+  organizationId: string;
+  steps: StepDoc[];
+  createdAt?: Date /** Chosen in advance (an idempotency key's reserved run), else a fresh UUID. */;
+  id?: string;
+};
 
 /** A new QUEUED run, every step PENDING: the one shape TriggerService stores. */
 export function newRunDoc(n: NewRun): RunDoc {
@@ -51,6 +57,7 @@ export function newRunDoc(n: NewRun): RunDoc {
     workflowId: n.workflowId,
     workflowVersion: n.workflowVersion,
     renderingId: n.renderingId,
+    organizationId: n.organizationId,
     projectId: n.projectId,
     environmentId: n.environmentId,
     collectionId: n.collectionId,
