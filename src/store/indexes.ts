@@ -63,6 +63,7 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     // A user's own application tokens (account settings).
     d.appTokens.createIndex({ userId: 1 }),
     d.apiTokens.createIndex({ hash: 1 }, { unique: true }),
+    d.orgApiTokens.createIndex({ hash: 1 }, { unique: true }),
     // One ongoing run per (workflow, record): activeKey is `${workflowId}|${recordId}` while
     // the run is ongoing and the run's own id once it is finished. The 409 answer finds the
     // ongoing run by it.
