@@ -7,6 +7,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { storeFixtures } from "../src/store/index.js";
 import { adminStream } from "../src/store/logs.js";
+import { redactUrl } from "../src/lib/logging.js";
 import { apiClient } from "./helpers/api.js";
 import { ROOT, startServer, uuid, type TestServer } from "./helpers/server.js";
 import { adminClient } from "./helpers/webhook.js";
@@ -102,6 +103,17 @@ describe("project routes", () => {
     // An unknown token of the same shape is 401, as before.
     const forged = `rh_org_${uuid().replace(/-/g, "")}_${"A".repeat(43)}`;
     expect((await apiClient(server.gateway, forged).get(`/v1/project/${w.projectName}/admin-logs`)).status).toBe(401);
+  });
+});
+
+describe("access log", () => {
+  it("never shows an organization API token in a URL, in the path or in a query value", () => {
+    const token = `rh_org_${uuid().replace(/-/g, "")}_${"B".repeat(43)}`;
+    for (const url of [`/nowhere?t=${token}`, `/nowhere?t=${token.replace("_", "%5F")}`, `/nowhere/${token}`, `/x?${token}`]) {
+      const shown = redactUrl(url);
+      expect(shown, url).not.toContain(token.slice(10));
+      expect(shown, url).toContain("[redacted]");
+    }
   });
 });
 
