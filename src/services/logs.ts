@@ -7,7 +7,7 @@
 // requests into queries and entries into messages.
 import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
   ActivityLogEntrySchema,
   AdminLogEntrySchema,
@@ -27,7 +27,6 @@ import type { Deps } from "../deps.js";
 import { activityStream, adminStream, type LogSelection } from "../store/logs.js";
 import type { ActivityLogDoc, AdminLogDoc } from "../store/types.js";
 import { bindingHash, cursorCodec, paging, type Paging } from "../domain/logs/cursor.js";
-import type { HandlerContext } from "@connectrpc/connect";
 import { createLogReader, type LogReader } from "../domain/logs/reader.js";
 import { readPage, streamLog, type LogQuery, type LogSource } from "../domain/logs/paging.js";
 
