@@ -39,6 +39,8 @@ export interface Config {
   bodyLimitBytes: number;
   webhookRateLimitPerMinute: number;
   apiRateLimitPerMinute: number;
+  /** Public API requests per organization API token per minute (RUNHOOK_ORG_API_RATE_LIMIT; default: apiRateLimitPerMinute). */
+  orgApiRateLimitPerMinute: number;
   /** AdminService calls per minute: per token (RUNHOOK_ADMIN_RATE_LIMIT) and per organization (RUNHOOK_ADMIN_ORG_RATE_LIMIT). */
   adminRateLimit: { perToken: number; perOrganization: number };
   /** Ongoing (QUEUED or RUNNING) runs a project may have; a trigger beyond is 429 (RUNHOOK_PROJECT_ONGOING_RUNS_LIMIT). */
@@ -297,6 +299,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (mongodbUri && !/^mongodb(\+srv)?:\/\//.test(mongodbUri)) throw new ConfigError("MONGODB_URI must start with mongodb:// or mongodb+srv://");
   if (mongodbUri && /[?&]w=0(&|$)/i.test(mongodbUri))
     throw new ConfigError("MONGODB_URI must not set w=0: runhook acknowledges only writes the database has confirmed");
+  const apiRateLimitPerMinute = int(env, "RUNHOOK_API_RATE_LIMIT", DEFAULT_API_RATE_LIMIT, 1, 1_000_000);
   return {
     port,
     grpcPort: int(env, "GRPC_PORT", 50051, 0, 65535),
@@ -315,7 +318,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: env.LOG_LEVEL || "info",
     bodyLimitBytes: int(env, "RUNHOOK_BODY_LIMIT_BYTES", 256 * 1024, 1024, 64 * 1024 * 1024),
     webhookRateLimitPerMinute: int(env, "RUNHOOK_WEBHOOK_RATE_LIMIT", 60, 1, 1_000_000),
-    apiRateLimitPerMinute: int(env, "RUNHOOK_API_RATE_LIMIT", DEFAULT_API_RATE_LIMIT, 1, 1_000_000),
+    apiRateLimitPerMinute,
+    orgApiRateLimitPerMinute: int(env, "RUNHOOK_ORG_API_RATE_LIMIT", apiRateLimitPerMinute, 1, 1_000_000),
     adminRateLimit: {
       perToken: int(env, "RUNHOOK_ADMIN_RATE_LIMIT", 300, 1, 1_000_000),
       perOrganization: int(env, "RUNHOOK_ADMIN_ORG_RATE_LIMIT", 1200, 1, 1_000_000),

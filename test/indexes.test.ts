@@ -11,7 +11,7 @@ import { storeFixtures, sweepExpired, type CommandStartedEvent, type StoreFixtur
 import { apiClient, qs } from "./helpers/api.js";
 import { DATA_QUERY_TIME_LIMIT_MS } from "../src/store/records.js";
 import { startServer, type TestServer } from "./helpers/server.js";
-import { postHook } from "./helpers/webhook.js";
+import { adminClient, postHook } from "./helpers/webhook.js";
 import { waitForRun } from "./helpers/runs.js";
 import { createWorld, type World } from "../fixtures/world.js";
 
@@ -95,6 +95,26 @@ it("every query the store made in a workload is an index scan", async () => {
     for (const params of [{}, { action: "workflow.created" }, { userId: w.owner._id }, { userEmail: w.owner.email }]) {
       expect((await api.get(admin + qs(params))).status).toBe(200);
     }
+    // The organization's own admin log (entries without a project), with an organization API token.
+    const orgToken = (await adminClient(server.baseUrl, w.ownerToken).createOrganizationApiToken({ name: "indexes" })).plaintext;
+    const orgApi = apiClient(server.baseUrl, orgToken);
+    for (const params of [
+      {},
+      { order: "desc", limit: 1 },
+      { action: "user.created" },
+      { userId: w.owner._id },
+      { userEmail: w.owner.email },
+      { from: new Date(Date.now() - 60_000).toISOString(), to: new Date().toISOString() },
+    ]) {
+      const page = await orgApi.get(`/v1/organization/admin-logs${qs(params)}`);
+      expect(page.status, JSON.stringify(page.body)).toBe(200);
+      if (page.body.nextCursor) expect((await orgApi.get(`/v1/organization/admin-logs${qs({ ...params, cursor: page.body.nextCursor })}`)).status).toBe(200);
+    }
+    const exported = await fetch(`${server.baseUrl}/v1/organization/admin-logs`, {
+      headers: { authorization: `Bearer ${orgToken}`, accept: "application/x-ndjson" },
+    });
+    expect(exported.status).toBe(200);
+    expect((await exported.text()).trim().split("\n").length).toBeGreaterThan(1);
     const notes = `/v1/project/${w.projectName}/environment/${w.environmentName}/notes`;
     const note = await api.post(notes, { collection: w.collection, recordId: "r1", content: "<p>hi</p>" });
     expect(note.status).toBe(201);

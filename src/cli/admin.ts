@@ -33,6 +33,8 @@ export const ADMIN_USAGE = `
     admin tokens revoke --token ID
     admin api-tokens create --project ID [--name NAME] [--ttl SECONDS]
     admin api-tokens revoke --token ID
+    admin org-api-tokens create [--name NAME] [--ttl SECONDS]   (organization admins: reads the organization's admin log)
+    admin org-api-tokens revoke --token ID
       steps JSON: [{"load_record":{}},{"wait":{"seconds":5}},{"update_record":{"set":{"status":"done"}}},
                    {"add_note":{"content":"<p>hi</p>"}}]   (or [{"type":"wait","seconds":5}, …])
 `;
@@ -207,6 +209,12 @@ const COMMANDS: Record<string, Command> = {
     build: (f) => ({ projectId: req(f, "project"), name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0 }),
   },
   "api-tokens revoke": { rpc: "revokeApiToken", flags: ["token"], build: (f) => ({ tokenId: req(f, "token") }) },
+  "org-api-tokens create": {
+    rpc: "createOrganizationApiToken",
+    flags: ["name", "ttl"],
+    build: (f) => ({ name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0 }),
+  },
+  "org-api-tokens revoke": { rpc: "revokeOrganizationApiToken", flags: ["token"], build: (f) => ({ tokenId: req(f, "token") }) },
 };
 
 /** The subcommand named by the leading words (`group action`, or one word), and the arguments after them. */

@@ -99,7 +99,13 @@ export function buildOpenApi(opts: OpenApiOptions = {}): Schema {
     paths,
     components: {
       schemas: componentSchemas(),
-      securitySchemes: { bearer: { type: "http", scheme: "bearer", description: "Project API token (/v1), or application token (webhook, /v1/runs)" } },
+      securitySchemes: {
+        bearer: {
+          type: "http",
+          scheme: "bearer",
+          description: "Project API token (/v1), organization API token (/v1/organization/admin-logs only), or application token (webhook, /v1/runs)",
+        },
+      },
     },
   };
 }

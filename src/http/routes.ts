@@ -198,7 +198,26 @@ const LOG_ROUTES = [
       doc: {
         tag: "Admin logs",
         summary: "List the admin log of a project",
-        description: "Configuration and administrative operations of the project (organization-level entries are not included).",
+        description:
+          "Configuration and administrative operations of the project (organization-level entries are not included: GET /v1/organization/admin-logs lists them).",
+        answer: "A page of entries",
+      },
+    },
+  ),
+  logList(
+    "GET /v1/organization/admin-logs",
+    LogService.method.listOrganizationAdminLogs,
+    { rpc: LogService.method.exportOrganizationAdminLogs, entry: AdminLogEntrySchema },
+    {
+      filters: ADMIN_FILTERS.map((n) => ({ name: n, description: `Only entries with this ${n} (of the actor)` })),
+      request: ({ query }) => ({ options: listOptions(query), filter: stringFilters(query, ADMIN_FILTERS) }),
+      doc: {
+        tag: "Admin logs",
+        summary: "List the admin log of the organization",
+        description:
+          "Token: an organization API token (made by an organization admin with AdminService.CreateOrganizationApiToken); it reads its own organization's entries only, and a project API token or an application token is a 403 here. " +
+          "The organization's own entries: those that belong to no project (Bootstrap's, those about users without a project role, organization API tokens created and revoked); project entries are in each project's admin log. " +
+          "Stable order by id, with the same parameters, cursors and tailing as a project's admin log (order=asc always returns nextCursor). Its own per-token limit: RUNHOOK_ORG_API_RATE_LIMIT (by default the same as RUNHOOK_API_RATE_LIMIT).",
         answer: "A page of entries",
       },
     },

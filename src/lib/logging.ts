@@ -2,9 +2,9 @@
 import { pino, type Logger } from "pino";
 
 /** A token anywhere in a text. */
-const TOKEN = /rh_(?:app|api)_/i;
+const TOKEN = /rh_(?:app|api|org)_/i;
 /** A path segment that could be a secret: a token, or a long opaque string (a webhook key is ~75 characters). */
-const SECRET_SEGMENT = /rh_(?:app|api)_|[A-Za-z0-9_-]{40,}/i;
+const SECRET_SEGMENT = /rh_(?:app|api|org)_|[A-Za-z0-9_-]{40,}/i;
 
 /** A part of a URL as the server reads it (escapes decoded), or as given when it does not decode. */
 function decoded(part: string): string {

@@ -2,7 +2,8 @@
 // LogService, NoteService and RunService RPCs over Connect, gRPC-Web and native gRPC and the
 // /v1 REST routes, all through this one interceptor (pipeline.ts). All of them count in
 // the same store bucket, `api:<sha256 of the bearer token>`, so a token's calls share one
-// fixed-window count whatever the protocol. Only tokens that authenticate have a bucket: a
+// fixed-window count whatever the protocol. The limit is RUNHOOK_API_RATE_LIMIT a minute, or
+// for an organization API token RUNHOOK_ORG_API_RATE_LIMIT (by default the same). Only tokens that authenticate have a bucket: a
 // missing or guessed token is answered 401 first and writes nothing (failed authentications
 // are limited per client address instead, auth-throttle.ts).
 import { Code, ConnectError, createContextKey, type ContextValues, type Interceptor } from "@connectrpc/connect";
@@ -31,10 +32,19 @@ export const clientAddressKey = createContextKey<string | undefined>(undefined, 
  */
 export const answerHeadersKey = createContextKey<Headers | undefined>(undefined, { description: "headers of every answer of a REST call" });
 
+/** A call's rate-limit bucket, its limit a minute and its metrics label. */
+interface ApiBucket {
+  bucket: string;
+  limit: number;
+  label: string;
+}
+
 /** The rate-limit bucket of a call, once its token authenticates (UNAUTHENTICATED otherwise, before any write). */
-async function apiRateBucket(deps: Deps, authorization: string | null | undefined, values: ContextValues): Promise<string> {
-  await authenticateAny(directoryOf(deps, values), authorization);
-  return `api:${hashToken(bearer(authorization)!)}`;
+async function apiRateBucket(deps: Deps, authorization: string | null | undefined, values: ContextValues): Promise<ApiBucket> {
+  const principal = await authenticateAny(directoryOf(deps, values), authorization);
+  const bucket = `api:${hashToken(bearer(authorization)!)}`;
+  if (principal.kind === "org") return { bucket, limit: deps.config.orgApiRateLimitPerMinute, label: "org-api" };
+  return { bucket, limit: deps.config.apiRateLimitPerMinute, label: "api" };
 }
 
 /** X-RateLimit-* and the IETF draft RateLimit / RateLimit-Policy headers of a decision. */
@@ -70,11 +80,8 @@ async function hitRateLimit(deps: Deps, bucket: string, limit: number, label: st
   return { headers, error: fail.throttled(d.retryAfter, `rate limit of ${d.limit} requests per minute exceeded; retry after ${d.retryAfter} s`) };
 }
 
-/** Counts one call against `bucket` (limit: RUNHOOK_API_RATE_LIMIT per minute) and decides it. */
-const hitApiRateLimit = (deps: Deps, bucket: string) => hitRateLimit(deps, bucket, deps.config.apiRateLimitPerMinute, "api");
-
 /** The bucket of a call; a REST call's 401 shows the figures of its address's limit on failed authentications instead, as they will be once it counts. */
-async function bucketOrRefusal(deps: ServerDeps, authorization: string | null, values: ContextValues): Promise<string> {
+async function bucketOrRefusal(deps: ServerDeps, authorization: string | null, values: ContextValues): Promise<ApiBucket> {
   const answerHeaders = values.get(answerHeadersKey);
   try {
     return await apiRateBucket(deps, authorization, values);
@@ -99,7 +106,7 @@ export function apiRateLimitInterceptor(deps: ServerDeps): Interceptor {
     if (!API_RATE_LIMITED_SERVICES.has(req.service.typeName)) return next(req);
     const answerHeaders = req.contextValues.get(answerHeadersKey);
     const bucket = await bucketOrRefusal(deps, req.header.get("authorization"), req.contextValues);
-    const { headers, error } = await hitApiRateLimit(deps, bucket);
+    const { headers, error } = await hitRateLimit(deps, bucket.bucket, bucket.limit, bucket.label);
     const annotate = (h: Headers) => {
       for (const [k, v] of Object.entries(headers)) h.set(k, v);
     };

@@ -1,17 +1,19 @@
-// LogService: the activity log (per environment) and the admin log (per project) of the
-// public API, as pages (List*) and as complete streams (Export*).
+// LogService: the activity log (per environment) and the admin log (per project, and the
+// organization's own) of the public API, as pages (List*) and as complete streams (Export*).
 //
 // Order is the sequence number (`seq`) within the log's stream (store/logs.ts): an
-// environment's activity log, a project's admin log. The paging itself is
-// domain/logs/paging.ts; this file turns requests into queries and entries into messages.
+// environment's activity log, a project's admin log, an organization's admin log. The paging
+// itself is domain/logs/paging.ts (one implementation for every stream); this file turns
+// requests into queries and entries into messages.
 import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
   ActivityLogEntrySchema,
   AdminLogEntrySchema,
   ExportActivityLogsResponseSchema,
   ExportAdminLogsResponseSchema,
+  ExportOrganizationAdminLogsResponseSchema,
   type ActivityLogEntry,
   type ActivityLogFilter,
   type AdminLogEntry,
@@ -20,7 +22,7 @@ import {
 } from "../../gen/runhook/v1/log_pb.js";
 import { authorization, directoryOf, whileAllowed } from "./context.js";
 import type { DirectoryView } from "../store/directory-cache.js";
-import { apiScope } from "../domain/auth/api-scope.js";
+import { apiScope, organizationApiScope } from "../domain/auth/api-scope.js";
 import type { Deps } from "../deps.js";
 import { activityStream, adminStream, type LogSelection } from "../store/logs.js";
 import type { ActivityLogDoc, AdminLogDoc } from "../store/types.js";
@@ -95,11 +97,55 @@ function activityQuery(environmentId: string, f: ActivityLogFilter | undefined, 
   return { stream: activityStream(environmentId), selection, hash };
 }
 
-function adminQuery(organizationId: string, projectId: string, f: AdminLogFilter | undefined, p: Paging, list: string): LogQuery {
-  const selection: LogSelection = { scopeId: projectId, userId: f?.userId, userEmail: f?.userEmail, action: f?.action, from: p.from, to: p.to };
-  const hash = bindingHash({ ...pagingBinding(list, projectId, p), userId: f?.userId, userEmail: f?.userEmail, action: f?.action });
+/** Where an admin log is read: a project's, or (projectId null) the organization's own stream. */
+interface AdminScope {
+  organizationId: string;
+  projectId: string | null;
+}
+
+function adminQuery({ organizationId, projectId }: AdminScope, f: AdminLogFilter | undefined, p: Paging, list: string): LogQuery {
+  const scopeId = projectId ?? organizationId;
+  const filters = { userId: f?.userId, userEmail: f?.userEmail, action: f?.action };
+  const selection: LogSelection = { scopeId, ...(projectId ? {} : { organization: true }), ...filters, from: p.from, to: p.to };
+  const hash = bindingHash({ ...pagingBinding(list, scopeId, p), ...filters });
   return { stream: adminStream(organizationId, projectId), selection, hash };
 }
+
+/** The cursor binding's list name of each admin log: a cursor of one is refused by the other. */
+const PROJECT_ADMIN = "admin";
+const ORGANIZATION_ADMIN = "organization-admin";
+
+/** An admin log request, whichever the scope: its paging options and filters. */
+interface AdminRequest {
+  options?: Parameters<typeof paging>[0];
+  filter?: AdminLogFilter;
+}
+
+/** One page of an admin log of `scope`. */
+async function adminPage(source: LogSource, req: AdminRequest, p: Paging, scope: AdminScope, list: string) {
+  const page = await readPage(source, "admin", adminQuery(scope, req.filter, p, list), p);
+  return { adminLogs: page.docs.map(adminEntry), hasMore: page.hasMore, nextCursor: page.nextCursor };
+}
+
+/** Every matching entry of an admin log, for as long as `allowed` (which gives the scope) keeps granting it. */
+async function* adminExport(
+  deps: Deps,
+  source: LogSource,
+  ctx: HandlerContext,
+  req: AdminRequest,
+  allowed: (directory: DirectoryView) => Promise<AdminScope>,
+  list: string,
+): AsyncGenerator<AdminLogEntry> {
+  const p = paging(req.options, { ignoreLimit: true });
+  const scope = await allowed(directoryOf(deps, ctx.values));
+  for await (const d of whileAllowed(deps, ctx.values, allowed, streamLog(source, "admin", adminQuery(scope, req.filter, p, list), p))) yield adminEntry(d);
+}
+
+const projectScope = (s: { project: { organizationId: string; _id: string } }): AdminScope => ({
+  organizationId: s.project.organizationId,
+  projectId: s.project._id,
+});
+const organizationScope = (s: { token: { organizationId: string } }): AdminScope => ({ organizationId: s.token.organizationId, projectId: null });
 
 export function createLogService(deps: Deps, opts: { reader?: LogReader } = {}): ServiceImpl<typeof LogService> {
   const reader = opts.reader ?? createLogReader(deps.store, { retentionDays: deps.config.retention.logDays });
@@ -115,9 +161,12 @@ export function createLogService(deps: Deps, opts: { reader?: LogReader } = {}):
     async listAdminLogs(req, ctx) {
       const p = paging(req.options);
       const scope = await apiScope(directoryOf(deps, ctx.values), authorization(ctx), req.projectName);
-      const q = adminQuery(scope.project.organizationId, scope.project._id, req.filter, p, "admin");
-      const page = await readPage(source, "admin", q, p);
-      return { adminLogs: page.docs.map(adminEntry), hasMore: page.hasMore, nextCursor: page.nextCursor };
+      return adminPage(source, req, p, projectScope(scope), PROJECT_ADMIN);
+    },
+    async listOrganizationAdminLogs(req, ctx) {
+      const p = paging(req.options);
+      const scope = await organizationApiScope(directoryOf(deps, ctx.values), authorization(ctx));
+      return adminPage(source, req, p, organizationScope(scope), ORGANIZATION_ADMIN);
     },
     async *exportActivityLogs(req, ctx) {
       const p = paging(req.options, { ignoreLimit: true });
@@ -129,13 +178,13 @@ export function createLogService(deps: Deps, opts: { reader?: LogReader } = {}):
       }
     },
     async *exportAdminLogs(req, ctx) {
-      const p = paging(req.options, { ignoreLimit: true });
-      const allowed = (directory: DirectoryView) => apiScope(directory, authorization(ctx), req.projectName);
-      const scope = await allowed(directoryOf(deps, ctx.values));
-      const q = adminQuery(scope.project.organizationId, scope.project._id, req.filter, p, "admin");
-      for await (const d of whileAllowed(deps, ctx.values, allowed, streamLog(source, "admin", q, p))) {
-        yield create(ExportAdminLogsResponseSchema, { entry: adminEntry(d) });
-      }
+      const allowed = async (directory: DirectoryView) => projectScope(await apiScope(directory, authorization(ctx), req.projectName));
+      for await (const entry of adminExport(deps, source, ctx, req, allowed, PROJECT_ADMIN)) yield create(ExportAdminLogsResponseSchema, { entry });
+    },
+    async *exportOrganizationAdminLogs(req, ctx) {
+      const allowed = async (directory: DirectoryView) => organizationScope(await organizationApiScope(directory, authorization(ctx)));
+      for await (const entry of adminExport(deps, source, ctx, req, allowed, ORGANIZATION_ADMIN))
+        yield create(ExportOrganizationAdminLogsResponseSchema, { entry });
     },
   };
 }

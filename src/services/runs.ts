@@ -2,10 +2,10 @@
 //
 // Access: an application token of a user allowed to trigger the run's
 // workflow (assertMayTrigger), or a project API token of the run's project. CancelRun
-// takes application tokens only.
+// takes application tokens only; an organization API token is refused (403).
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { CancelRunRequest, GetRunRequest, RunService, WatchRunRequest } from "../../gen/runhook/v1/run_pb.js";
-import { assertMayFollowRun } from "../domain/auth/access.js";
+import { assertMayFollowRun, assertNotOrgApiToken } from "../domain/auth/access.js";
 import { authenticateAny, type ApiPrincipal, type AppPrincipal } from "../domain/auth/tokens.js";
 import type { Deps } from "../deps.js";
 import { authorization, directoryOf, viaOf } from "./context.js";
@@ -37,6 +37,7 @@ async function authorize(
 ): Promise<{ principal: AppPrincipal | ApiPrincipal; run: RunDoc }> {
   const directory = opts.directory ?? directoryOf(deps, ctx.values);
   const principal = await authenticateAny(directory, authorization(ctx));
+  assertNotOrgApiToken(principal);
   if (opts.cancel && principal.kind === "api") throw fail.denied("runs are cancelled with an application token, not a project API token");
   if (!isUuid(runId)) throw fail.invalid("run_id must be a UUID");
   const run = await deps.store.runs.get(runId.toLowerCase());
@@ -48,7 +49,9 @@ async function authorize(
 /** After a wait, the caller's access as it is now (a fresh view), before the run is answered. */
 async function recheck(deps: Deps, ctx: HandlerContext, run: RunDoc): Promise<void> {
   const directory = deps.store.directory.view();
-  await assertMayFollowRun(directory, await authenticateAny(directory, authorization(ctx)), run);
+  const principal = await authenticateAny(directory, authorization(ctx));
+  assertNotOrgApiToken(principal);
+  await assertMayFollowRun(directory, principal, run);
 }
 
 async function getRun(deps: Deps, watcher: RunWatcher, req: GetRunRequest, ctx: HandlerContext) {

@@ -21,6 +21,7 @@ const COLLECTIONS = {
   workflows: "workflows",
   appTokens: "app_tokens",
   apiTokens: "api_tokens",
+  orgApiTokens: "org_api_tokens",
   runs: "runs",
   activityLogs: "activity_logs",
   adminLogs: "admin_logs",
@@ -44,6 +45,7 @@ interface Documents {
   workflows: T.WorkflowDoc;
   appTokens: T.AppTokenDoc;
   apiTokens: T.ApiTokenDoc;
+  orgApiTokens: T.OrgApiTokenDoc;
   runs: T.RunDoc;
   activityLogs: T.ActivityLogDoc;
   adminLogs: T.AdminLogDoc;

@@ -22,6 +22,7 @@ export interface DirectoryReads {
   workflows: { get(id: string): Promise<T.WorkflowDoc | null> };
   appTokens: { get(id: string): Promise<T.AppTokenDoc | null> };
   apiTokens: { get(id: string): Promise<T.ApiTokenDoc | null> };
+  orgApiTokens: { get(id: string): Promise<T.OrgApiTokenDoc | null> };
   users: { get(id: string): Promise<T.UserDoc | null> };
   projects: { get(id: string): Promise<T.ProjectDoc | null> };
   renderings: { get(id: string): Promise<T.RenderingDoc | null> };
@@ -228,6 +229,7 @@ export function directoryCache(dir: OwnerReads, version: DirectoryVersion): Dire
         workflows: { get: through("workflow", dir.workflows.get) },
         appTokens: { get: through("appToken", dir.appTokens.get) },
         apiTokens: { get: through("apiToken", dir.apiTokens.get) },
+        orgApiTokens: { get: through("orgApiToken", dir.orgApiTokens.get) },
         users: { get: through("user", dir.users.get) },
         projects: { get: through("project", dir.projects.get) },
         renderings: { get: through("rendering", dir.renderings.get) },

@@ -33,7 +33,18 @@ const WEBHOOK_UPDATES: Record<WebhookChange, Record<string, unknown>> = {
 };
 
 /** The collections of this store, by their handle's name. */
-type Kind = "organizations" | "users" | "projects" | "environments" | "teams" | "renderings" | "collections" | "workflows" | "appTokens" | "apiTokens";
+type Kind =
+  | "organizations"
+  | "users"
+  | "projects"
+  | "environments"
+  | "teams"
+  | "renderings"
+  | "collections"
+  | "workflows"
+  | "appTokens"
+  | "apiTokens"
+  | "orgApiTokens";
 type DocOf<K extends Kind> = Database[K] extends Collection<infer D> ? D : never;
 
 /** What every kind has: a lookup by `_id`, and an insert (that a unique index may refuse: isDuplicateKey). */
@@ -182,6 +193,15 @@ function apiTokensStore(d: Database, v: DirectoryVersion) {
   };
 }
 
+function orgApiTokensStore(d: Database, v: DirectoryVersion) {
+  return {
+    ...documents(d, "orgApiTokens"),
+    /** Revokes the token unless it already is; whether this call revoked it. */
+    revoke: (id: string, at: Date) =>
+      v.change(async () => (await d.orgApiTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1),
+  };
+}
+
 export function directoryStore(d: Database) {
   const v = directoryVersion(d);
   const store = {
@@ -210,6 +230,7 @@ export function directoryStore(d: Database) {
     workflows: workflowsStore(d, v),
     appTokens: appTokensStore(d, v),
     apiTokens: apiTokensStore(d, v),
+    orgApiTokens: orgApiTokensStore(d, v),
   };
   const cache = directoryCache(store, v);
   return {

@@ -39,6 +39,7 @@ function readViews(d: Database): Views {
     "workflows",
     "appTokens",
     "apiTokens",
+    "orgApiTokens",
     "runs",
     "activityLogs",
     "adminLogs",

@@ -63,6 +63,7 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     // A user's own application tokens (account settings).
     d.appTokens.createIndex({ userId: 1 }),
     d.apiTokens.createIndex({ hash: 1 }, { unique: true }),
+    d.orgApiTokens.createIndex({ hash: 1 }, { unique: true }),
     // One ongoing run per (workflow, record): activeKey is `${workflowId}|${recordId}` while
     // the run is ongoing and the run's own id once it is finished. The 409 answer finds the
     // ongoing run by it.
@@ -94,6 +95,12 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     d.adminLogs.createIndex({ projectId: 1, "actor.id": 1, seq: 1 }),
     d.adminLogs.createIndex({ projectId: 1, "actor.email": 1, seq: 1 }),
     d.adminLogs.createIndex({ projectId: 1, timestamp: 1 }),
+    // An organization's own stream (entries without a project): the same, under (organizationId, projectId: null).
+    d.adminLogs.createIndex({ organizationId: 1, projectId: 1, seq: 1 }),
+    d.adminLogs.createIndex({ organizationId: 1, projectId: 1, action: 1, seq: 1 }),
+    d.adminLogs.createIndex({ organizationId: 1, projectId: 1, "actor.id": 1, seq: 1 }),
+    d.adminLogs.createIndex({ organizationId: 1, projectId: 1, "actor.email": 1, seq: 1 }),
+    d.adminLogs.createIndex({ organizationId: 1, projectId: 1, timestamp: 1 }),
     d.notes.createIndex({ environmentId: 1, seq: 1 }),
     d.notes.createIndex({ environmentId: 1, collection: 1, recordId: 1, seq: 1 }),
     d.notes.createIndex({ seq: 1 }, { unique: true }),

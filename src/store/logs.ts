@@ -2,7 +2,8 @@
 //
 // Every log is split into independent streams — the activity log per environment
 // (`a:<environmentId>`), the admin log per project (`m:<projectId>`; entries without a project
-// go to `m:org:<organizationId>`, which no API lists). A stream's counter (`counters._id =
+// go to `m:org:<organizationId>`, the organization's own, which organization API tokens list).
+// A stream's counter (`counters._id =
 // stream`) hands out its numbers, and entry n is stored under `_id` = `<stream>:<n, 12 digits>`
 // with n also in `seq`, so a position is found by `_id` and string order is number order.
 // The ordering protocol that makes tailing exact (holes, tombstones, watermarks) is in
@@ -49,8 +50,10 @@ export type NewAdminEntry = Omit<AdminLogDoc, "_id" | "seq" | "timestamp" | "tom
 
 /** Which entries of one stream a filtered page or an export selects (empty strings select all). */
 export interface LogSelection {
-  /** Activity: the environment; admin: the project. */
+  /** Activity: the environment; admin: the project, or with `organization` the organization. */
   scopeId: string;
+  /** Admin only: the organization's own stream (its entries without a project), scopeId being the organization. */
+  organization?: boolean;
   userId?: string;
   userEmail?: string;
   action?: string;
@@ -126,9 +129,14 @@ function seqFilter(r: SeqRange): Record<string, number> {
   return f;
 }
 
-/** The stream's entries as a selection finds them: activity by environment, admin by project. */
+/**
+ * The stream's entries as a selection finds them: activity by environment, admin by project,
+ * or an organization's own stream by (organization, no project). Tombstones (null scope fields)
+ * match none of these.
+ */
 function scopeFilter(kind: LogKind, s: LogSelection): Record<string, unknown> {
-  return kind === "activity" ? { environmentId: s.scopeId } : { projectId: s.scopeId };
+  if (kind === "activity") return { environmentId: s.scopeId };
+  return s.organization ? { organizationId: s.scopeId, projectId: null } : { projectId: s.scopeId };
 }
 
 function selectionFilter(kind: LogKind, s: LogSelection, r: SeqRange): Record<string, unknown> {

@@ -116,6 +116,10 @@ export interface AppTokenDoc extends TokenDocBase {
 export interface ApiTokenDoc extends TokenDocBase {
   projectId: string;
 }
+/** An organization API token: reads its organization's own admin log (stream `m:org:<organizationId>`) over /v1, nothing else. */
+export interface OrgApiTokenDoc extends TokenDocBase {
+  organizationId: string;
+}
 
 export type RunState = "QUEUED" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
 export const ONGOING_STATES: RunState[] = ["QUEUED", "RUNNING"];

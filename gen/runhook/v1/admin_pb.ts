@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file runhook/v1/admin.proto.
  */
 export const file_runhook_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChZydW5ob29rL3YxL2FkbWluLnByb3RvEgpydW5ob29rLnYxIigKDE9yZ2FuaXphdGlvbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJImQKBFVzZXISCgoCaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEg0KBWVtYWlsGAMgASgJEgwKBG5hbWUYBCABKAkSGgoSb3JnYW5pemF0aW9uX2FkbWluGAUgASgIIlIKB1Byb2plY3QSCgoCaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSFAoMcmVxdWlyZXNfc3NvGAQgASgIIlIKC0Vudmlyb25tZW50EgoKAmlkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIVCg1kYXRhX2RhdGFiYXNlGAQgASgJIkgKBFRlYW0SCgoCaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhIKCm1lbWJlcl9pZHMYBCADKAkiVAoJUmVuZGVyaW5nEgoKAmlkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSDwoHdGVhbV9pZBgDIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgEIAEoCSJTCgpDb2xsZWN0aW9uEgoKAmlkGAEgASgJEhYKDmVudmlyb25tZW50X2lkGAIgASgJEgwKBG5hbWUYAyABKAkSEwoLcHJpbWFyeV9rZXkYBCADKAkikwEKFENvbGxlY3Rpb25QZXJtaXNzaW9uEhQKDHJlbmRlcmluZ19pZBgBIAEoCRIVCg1jb2xsZWN0aW9uX2lkGAIgASgJEhIKCnJlYWRfcm9sZXMYAyADKAkSEgoKZWRpdF9yb2xlcxgEIAMoCRImCgVzY29wZRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QihQEKD1dvcmtmbG93VmVyc2lvbhIPCgd2ZXJzaW9uGAEgASgNEg4KBmFjdGl2ZRgCIAEoCBIfCgVzdGVwcxgDIAMoCzIQLnJ1bmhvb2sudjEuU3RlcBIwCgxwdWJsaXNoZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIr0BCghXb3JrZmxvdxIKCgJpZBgBIAEoCRIUCgxyZW5kZXJpbmdfaWQYAiABKAkSFQoNY29sbGVjdGlvbl9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEhUKDXRyaWdnZXJfcm9sZXMYBSADKAkSLQoIdmVyc2lvbnMYBiADKAsyGy5ydW5ob29rLnYxLldvcmtmbG93VmVyc2lvbhIkCgd3ZWJob29rGAcgASgLMhMucnVuaG9vay52MS5XZWJob29rIloKB1dlYmhvb2sSDwoHZW5hYmxlZBgBIAEoCBILCgN1cmwYAiABKAkSHQoVcmF0ZV9saW1pdF9wZXJfbWludXRlGAMgASgNEhIKCmdlbmVyYXRpb24YBCABKA0i7AEKEEFwcGxpY2F0aW9uVG9rZW4SCgoCaWQYASABKAkSIQoEdXNlchgCIAEoCzITLnJ1bmhvb2sudjEuVXNlclJlZhIMCgRuYW1lGAMgASgJEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgsKA3NzbxgFIAEoCBIuCgpyZXZva2VkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLrAQoIQXBpVG9rZW4SCgoCaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRIhCgR1c2VyGAMgASgLMhMucnVuaG9vay52MS5Vc2VyUmVmEgwKBG5hbWUYBCABKAkSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV2b2tlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiVgoQQm9vdHN0cmFwUmVxdWVzdBIZChFvcmdhbml6YXRpb25fbmFtZRgBIAEoCRITCgthZG1pbl9lbWFpbBgCIAEoCRISCgphZG1pbl9uYW1lGAMgASgJInkKEUJvb3RzdHJhcFJlc3BvbnNlEi4KDG9yZ2FuaXphdGlvbhgBIAEoCzIYLnJ1bmhvb2sudjEuT3JnYW5pemF0aW9uEh8KBWFkbWluGAIgASgLMhAucnVuaG9vay52MS5Vc2VyEhMKC2FkbWluX3Rva2VuGAMgASgJIkwKEUNyZWF0ZVVzZXJSZXF1ZXN0Eg0KBWVtYWlsGAEgASgJEgwKBG5hbWUYAiABKAkSGgoSb3JnYW5pemF0aW9uX2FkbWluGAMgASgIIjQKEkNyZWF0ZVVzZXJSZXNwb25zZRIeCgR1c2VyGAEgASgLMhAucnVuaG9vay52MS5Vc2VyIjoKFENyZWF0ZVByb2plY3RSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMcmVxdWlyZXNfc3NvGAIgASgIIj0KFUNyZWF0ZVByb2plY3RSZXNwb25zZRIkCgdwcm9qZWN0GAEgASgLMhMucnVuaG9vay52MS5Qcm9qZWN0IlYKFFVwZGF0ZVByb2plY3RSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSGQoMcmVxdWlyZXNfc3NvGAIgASgISACIAQFCDwoNX3JlcXVpcmVzX3NzbyI9ChVVcGRhdGVQcm9qZWN0UmVzcG9uc2USJAoHcHJvamVjdBgBIAEoCzITLnJ1bmhvb2sudjEuUHJvamVjdCJTChhDcmVhdGVFbnZpcm9ubWVudFJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhUKDWRhdGFfZGF0YWJhc2UYAyABKAkiSQoZQ3JlYXRlRW52aXJvbm1lbnRSZXNwb25zZRIsCgtlbnZpcm9ubWVudBgBIAEoCzIXLnJ1bmhvb2sudjEuRW52aXJvbm1lbnQiNQoRQ3JlYXRlVGVhbVJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJIjQKEkNyZWF0ZVRlYW1SZXNwb25zZRIeCgR0ZWFtGAEgASgLMhAucnVuaG9vay52MS5UZWFtIkgKFFNldFRlYW1NZW1iZXJSZXF1ZXN0Eg8KB3RlYW1faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZtZW1iZXIYAyABKAgiNwoVU2V0VGVhbU1lbWJlclJlc3BvbnNlEh4KBHRlYW0YASABKAsyEC5ydW5ob29rLnYxLlRlYW0iQQoWQ3JlYXRlUmVuZGVyaW5nUmVxdWVzdBIPCgd0ZWFtX2lkGAEgASgJEhYKDmVudmlyb25tZW50X2lkGAIgASgJIkMKF0NyZWF0ZVJlbmRlcmluZ1Jlc3BvbnNlEigKCXJlbmRlcmluZxgBIAEoCzIVLnJ1bmhvb2sudjEuUmVuZGVyaW5nIkoKFVNldFByb2plY3RSb2xlUmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDAoEcm9sZRgDIAEoCSIYChZTZXRQcm9qZWN0Um9sZVJlc3BvbnNlIlQKF0NyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0EhYKDmVudmlyb25tZW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLcHJpbWFyeV9rZXkYAyADKAkiRgoYQ3JlYXRlQ29sbGVjdGlvblJlc3BvbnNlEioKCmNvbGxlY3Rpb24YASABKAsyFi5ydW5ob29rLnYxLkNvbGxlY3Rpb24iVgoeU2V0Q29sbGVjdGlvblBlcm1pc3Npb25SZXF1ZXN0EjQKCnBlcm1pc3Npb24YASABKAsyIC5ydW5ob29rLnYxLkNvbGxlY3Rpb25QZXJtaXNzaW9uIlcKH1NldENvbGxlY3Rpb25QZXJtaXNzaW9uUmVzcG9uc2USNAoKcGVybWlzc2lvbhgBIAEoCzIgLnJ1bmhvb2sudjEuQ29sbGVjdGlvblBlcm1pc3Npb24iigEKFUNyZWF0ZVdvcmtmbG93UmVxdWVzdBIUCgxyZW5kZXJpbmdfaWQYASABKAkSFQoNY29sbGVjdGlvbl9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEh8KBXN0ZXBzGAQgAygLMhAucnVuaG9vay52MS5TdGVwEhUKDXRyaWdnZXJfcm9sZXMYBSADKAkiQAoWQ3JlYXRlV29ya2Zsb3dSZXNwb25zZRImCgh3b3JrZmxvdxgBIAEoCzIULnJ1bmhvb2sudjEuV29ya2Zsb3cigwEKFlB1Ymxpc2hXb3JrZmxvd1JlcXVlc3QSEwoLd29ya2Zsb3dfaWQYASABKAkSHwoFc3RlcHMYAiADKAsyEC5ydW5ob29rLnYxLlN0ZXASFQoNdHJpZ2dlcl9yb2xlcxgDIAMoCRIcChR1cGRhdGVfdHJpZ2dlcl9yb2xlcxgEIAEoCCJBChdQdWJsaXNoV29ya2Zsb3dSZXNwb25zZRImCgh3b3JrZmxvdxgBIAEoCzIULnJ1bmhvb2sudjEuV29ya2Zsb3ciSAogRGVhY3RpdmF0ZVdvcmtmbG93VmVyc2lvblJlcXVlc3QSEwoLd29ya2Zsb3dfaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoDSJLCiFEZWFjdGl2YXRlV29ya2Zsb3dWZXJzaW9uUmVzcG9uc2USJgoId29ya2Zsb3cYASABKAsyFC5ydW5ob29rLnYxLldvcmtmbG93IikKEkdldFdvcmtmbG93UmVxdWVzdBITCgt3b3JrZmxvd19pZBgBIAEoCSI9ChNHZXRXb3JrZmxvd1Jlc3BvbnNlEiYKCHdvcmtmbG93GAEgASgLMhQucnVuaG9vay52MS5Xb3JrZmxvdyIrChRFbmFibGVXZWJob29rUmVxdWVzdBITCgt3b3JrZmxvd19pZBgBIAEoCSI9ChVFbmFibGVXZWJob29rUmVzcG9uc2USJAoHd2ViaG9vaxgBIAEoCzITLnJ1bmhvb2sudjEuV2ViaG9vayIsChVEaXNhYmxlV2ViaG9va1JlcXVlc3QSEwoLd29ya2Zsb3dfaWQYASABKAkiPgoWRGlzYWJsZVdlYmhvb2tSZXNwb25zZRIkCgd3ZWJob29rGAEgASgLMhMucnVuaG9vay52MS5XZWJob29rIi8KGFJlZ2VuZXJhdGVXZWJob29rUmVxdWVzdBITCgt3b3JrZmxvd19pZBgBIAEoCSJBChlSZWdlbmVyYXRlV2ViaG9va1Jlc3BvbnNlEiQKB3dlYmhvb2sYASABKAsyEy5ydW5ob29rLnYxLldlYmhvb2siUAoaU2V0V2ViaG9va1JhdGVMaW1pdFJlcXVlc3QSEwoLd29ya2Zsb3dfaWQYASABKAkSHQoVcmF0ZV9saW1pdF9wZXJfbWludXRlGAIgASgNIkMKG1NldFdlYmhvb2tSYXRlTGltaXRSZXNwb25zZRIkCgd3ZWJob29rGAEgASgLMhMucnVuaG9vay52MS5XZWJob29rImAKHUNyZWF0ZUFwcGxpY2F0aW9uVG9rZW5SZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgt0dGxfc2Vjb25kcxgDIAEoDRILCgNzc28YBCABKAgiSgoUSXNzdWVTc29Ub2tlblJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC3R0bF9zZWNvbmRzGAMgASgNIlcKFUlzc3VlU3NvVG9rZW5SZXNwb25zZRIrCgV0b2tlbhgBIAEoCzIcLnJ1bmhvb2sudjEuQXBwbGljYXRpb25Ub2tlbhIRCglwbGFpbnRleHQYAiABKAkiYAoeQ3JlYXRlQXBwbGljYXRpb25Ub2tlblJlc3BvbnNlEisKBXRva2VuGAEgASgLMhwucnVuaG9vay52MS5BcHBsaWNhdGlvblRva2VuEhEKCXBsYWludGV4dBgCIAEoCSIxCh1SZXZva2VBcHBsaWNhdGlvblRva2VuUmVxdWVzdBIQCgh0b2tlbl9pZBgBIAEoCSJNCh5SZXZva2VBcHBsaWNhdGlvblRva2VuUmVzcG9uc2USKwoFdG9rZW4YASABKAsyHC5ydW5ob29rLnYxLkFwcGxpY2F0aW9uVG9rZW4iTgoVQ3JlYXRlQXBpVG9rZW5SZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgt0dGxfc2Vjb25kcxgDIAEoDSJQChZDcmVhdGVBcGlUb2tlblJlc3BvbnNlEiMKBXRva2VuGAEgASgLMhQucnVuaG9vay52MS5BcGlUb2tlbhIRCglwbGFpbnRleHQYAiABKAkiKQoVUmV2b2tlQXBpVG9rZW5SZXF1ZXN0EhAKCHRva2VuX2lkGAEgASgJIj0KFlJldm9rZUFwaVRva2VuUmVzcG9uc2USIwoFdG9rZW4YASABKAsyFC5ydW5ob29rLnYxLkFwaVRva2VuMvARCgxBZG1pblNlcnZpY2USSgoJQm9vdHN0cmFwEhwucnVuaG9vay52MS5Cb290c3RyYXBSZXF1ZXN0Gh0ucnVuaG9vay52MS5Cb290c3RyYXBSZXNwb25zZSIAEk0KCkNyZWF0ZVVzZXISHS5ydW5ob29rLnYxLkNyZWF0ZVVzZXJSZXF1ZXN0Gh4ucnVuaG9vay52MS5DcmVhdGVVc2VyUmVzcG9uc2UiABJWCg1DcmVhdGVQcm9qZWN0EiAucnVuaG9vay52MS5DcmVhdGVQcm9qZWN0UmVxdWVzdBohLnJ1bmhvb2sudjEuQ3JlYXRlUHJvamVjdFJlc3BvbnNlIgASVgoNVXBkYXRlUHJvamVjdBIgLnJ1bmhvb2sudjEuVXBkYXRlUHJvamVjdFJlcXVlc3QaIS5ydW5ob29rLnYxLlVwZGF0ZVByb2plY3RSZXNwb25zZSIAEmIKEUNyZWF0ZUVudmlyb25tZW50EiQucnVuaG9vay52MS5DcmVhdGVFbnZpcm9ubWVudFJlcXVlc3QaJS5ydW5ob29rLnYxLkNyZWF0ZUVudmlyb25tZW50UmVzcG9uc2UiABJNCgpDcmVhdGVUZWFtEh0ucnVuaG9vay52MS5DcmVhdGVUZWFtUmVxdWVzdBoeLnJ1bmhvb2sudjEuQ3JlYXRlVGVhbVJlc3BvbnNlIgASVgoNU2V0VGVhbU1lbWJlchIgLnJ1bmhvb2sudjEuU2V0VGVhbU1lbWJlclJlcXVlc3QaIS5ydW5ob29rLnYxLlNldFRlYW1NZW1iZXJSZXNwb25zZSIAElwKD0NyZWF0ZVJlbmRlcmluZxIiLnJ1bmhvb2sudjEuQ3JlYXRlUmVuZGVyaW5nUmVxdWVzdBojLnJ1bmhvb2sudjEuQ3JlYXRlUmVuZGVyaW5nUmVzcG9uc2UiABJZCg5TZXRQcm9qZWN0Um9sZRIhLnJ1bmhvb2sudjEuU2V0UHJvamVjdFJvbGVSZXF1ZXN0GiIucnVuaG9vay52MS5TZXRQcm9qZWN0Um9sZVJlc3BvbnNlIgASXwoQQ3JlYXRlQ29sbGVjdGlvbhIjLnJ1bmhvb2sudjEuQ3JlYXRlQ29sbGVjdGlvblJlcXVlc3QaJC5ydW5ob29rLnYxLkNyZWF0ZUNvbGxlY3Rpb25SZXNwb25zZSIAEnQKF1NldENvbGxlY3Rpb25QZXJtaXNzaW9uEioucnVuaG9vay52MS5TZXRDb2xsZWN0aW9uUGVybWlzc2lvblJlcXVlc3QaKy5ydW5ob29rLnYxLlNldENvbGxlY3Rpb25QZXJtaXNzaW9uUmVzcG9uc2UiABJZCg5DcmVhdGVXb3JrZmxvdxIhLnJ1bmhvb2sudjEuQ3JlYXRlV29ya2Zsb3dSZXF1ZXN0GiIucnVuaG9vay52MS5DcmVhdGVXb3JrZmxvd1Jlc3BvbnNlIgASXAoPUHVibGlzaFdvcmtmbG93EiIucnVuaG9vay52MS5QdWJsaXNoV29ya2Zsb3dSZXF1ZXN0GiMucnVuaG9vay52MS5QdWJsaXNoV29ya2Zsb3dSZXNwb25zZSIAEnoKGURlYWN0aXZhdGVXb3JrZmxvd1ZlcnNpb24SLC5ydW5ob29rLnYxLkRlYWN0aXZhdGVXb3JrZmxvd1ZlcnNpb25SZXF1ZXN0Gi0ucnVuaG9vay52MS5EZWFjdGl2YXRlV29ya2Zsb3dWZXJzaW9uUmVzcG9uc2UiABJQCgtHZXRXb3JrZmxvdxIeLnJ1bmhvb2sudjEuR2V0V29ya2Zsb3dSZXF1ZXN0Gh8ucnVuaG9vay52MS5HZXRXb3JrZmxvd1Jlc3BvbnNlIgASVgoNRW5hYmxlV2ViaG9vaxIgLnJ1bmhvb2sudjEuRW5hYmxlV2ViaG9va1JlcXVlc3QaIS5ydW5ob29rLnYxLkVuYWJsZVdlYmhvb2tSZXNwb25zZSIAElkKDkRpc2FibGVXZWJob29rEiEucnVuaG9vay52MS5EaXNhYmxlV2ViaG9va1JlcXVlc3QaIi5ydW5ob29rLnYxLkRpc2FibGVXZWJob29rUmVzcG9uc2UiABJiChFSZWdlbmVyYXRlV2ViaG9vaxIkLnJ1bmhvb2sudjEuUmVnZW5lcmF0ZVdlYmhvb2tSZXF1ZXN0GiUucnVuaG9vay52MS5SZWdlbmVyYXRlV2ViaG9va1Jlc3BvbnNlIgASaAoTU2V0V2ViaG9va1JhdGVMaW1pdBImLnJ1bmhvb2sudjEuU2V0V2ViaG9va1JhdGVMaW1pdFJlcXVlc3QaJy5ydW5ob29rLnYxLlNldFdlYmhvb2tSYXRlTGltaXRSZXNwb25zZSIAEnEKFkNyZWF0ZUFwcGxpY2F0aW9uVG9rZW4SKS5ydW5ob29rLnYxLkNyZWF0ZUFwcGxpY2F0aW9uVG9rZW5SZXF1ZXN0GioucnVuaG9vay52MS5DcmVhdGVBcHBsaWNhdGlvblRva2VuUmVzcG9uc2UiABJWCg1Jc3N1ZVNzb1Rva2VuEiAucnVuaG9vay52MS5Jc3N1ZVNzb1Rva2VuUmVxdWVzdBohLnJ1bmhvb2sudjEuSXNzdWVTc29Ub2tlblJlc3BvbnNlIgAScQoWUmV2b2tlQXBwbGljYXRpb25Ub2tlbhIpLnJ1bmhvb2sudjEuUmV2b2tlQXBwbGljYXRpb25Ub2tlblJlcXVlc3QaKi5ydW5ob29rLnYxLlJldm9rZUFwcGxpY2F0aW9uVG9rZW5SZXNwb25zZSIAElkKDkNyZWF0ZUFwaVRva2VuEiEucnVuaG9vay52MS5DcmVhdGVBcGlUb2tlblJlcXVlc3QaIi5ydW5ob29rLnYxLkNyZWF0ZUFwaVRva2VuUmVzcG9uc2UiABJZCg5SZXZva2VBcGlUb2tlbhIhLnJ1bmhvb2sudjEuUmV2b2tlQXBpVG9rZW5SZXF1ZXN0GiIucnVuaG9vay52MS5SZXZva2VBcGlUb2tlblJlc3BvbnNlIgBiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_runhook_v1_common]);
+  fileDesc("ChZydW5ob29rL3YxL2FkbWluLnByb3RvEgpydW5ob29rLnYxIigKDE9yZ2FuaXphdGlvbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJImQKBFVzZXISCgoCaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEg0KBWVtYWlsGAMgASgJEgwKBG5hbWUYBCABKAkSGgoSb3JnYW5pemF0aW9uX2FkbWluGAUgASgIIlIKB1Byb2plY3QSCgoCaWQYASABKAkSFwoPb3JnYW5pemF0aW9uX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSFAoMcmVxdWlyZXNfc3NvGAQgASgIIlIKC0Vudmlyb25tZW50EgoKAmlkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIVCg1kYXRhX2RhdGFiYXNlGAQgASgJIkgKBFRlYW0SCgoCaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEhIKCm1lbWJlcl9pZHMYBCADKAkiVAoJUmVuZGVyaW5nEgoKAmlkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSDwoHdGVhbV9pZBgDIAEoCRIWCg5lbnZpcm9ubWVudF9pZBgEIAEoCSJTCgpDb2xsZWN0aW9uEgoKAmlkGAEgASgJEhYKDmVudmlyb25tZW50X2lkGAIgASgJEgwKBG5hbWUYAyABKAkSEwoLcHJpbWFyeV9rZXkYBCADKAkikwEKFENvbGxlY3Rpb25QZXJtaXNzaW9uEhQKDHJlbmRlcmluZ19pZBgBIAEoCRIVCg1jb2xsZWN0aW9uX2lkGAIgASgJEhIKCnJlYWRfcm9sZXMYAyADKAkSEgoKZWRpdF9yb2xlcxgEIAMoCRImCgVzY29wZRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QihQEKD1dvcmtmbG93VmVyc2lvbhIPCgd2ZXJzaW9uGAEgASgNEg4KBmFjdGl2ZRgCIAEoCBIfCgVzdGVwcxgDIAMoCzIQLnJ1bmhvb2sudjEuU3RlcBIwCgxwdWJsaXNoZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIr0BCghXb3JrZmxvdxIKCgJpZBgBIAEoCRIUCgxyZW5kZXJpbmdfaWQYAiABKAkSFQoNY29sbGVjdGlvbl9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEhUKDXRyaWdnZXJfcm9sZXMYBSADKAkSLQoIdmVyc2lvbnMYBiADKAsyGy5ydW5ob29rLnYxLldvcmtmbG93VmVyc2lvbhIkCgd3ZWJob29rGAcgASgLMhMucnVuaG9vay52MS5XZWJob29rIloKB1dlYmhvb2sSDwoHZW5hYmxlZBgBIAEoCBILCgN1cmwYAiABKAkSHQoVcmF0ZV9saW1pdF9wZXJfbWludXRlGAMgASgNEhIKCmdlbmVyYXRpb24YBCABKA0i7AEKEEFwcGxpY2F0aW9uVG9rZW4SCgoCaWQYASABKAkSIQoEdXNlchgCIAEoCzITLnJ1bmhvb2sudjEuVXNlclJlZhIMCgRuYW1lGAMgASgJEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgsKA3NzbxgFIAEoCBIuCgpyZXZva2VkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLrAQoIQXBpVG9rZW4SCgoCaWQYASABKAkSEgoKcHJvamVjdF9pZBgCIAEoCRIhCgR1c2VyGAMgASgLMhMucnVuaG9vay52MS5Vc2VyUmVmEgwKBG5hbWUYBCABKAkSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV2b2tlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi/AEKFE9yZ2FuaXphdGlvbkFwaVRva2VuEgoKAmlkGAEgASgJEhcKD29yZ2FuaXphdGlvbl9pZBgCIAEoCRIhCgR1c2VyGAMgASgLMhMucnVuaG9vay52MS5Vc2VyUmVmEgwKBG5hbWUYBCABKAkSLgoKZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV2b2tlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiVgoQQm9vdHN0cmFwUmVxdWVzdBIZChFvcmdhbml6YXRpb25fbmFtZRgBIAEoCRITCgthZG1pbl9lbWFpbBgCIAEoCRISCgphZG1pbl9uYW1lGAMgASgJInkKEUJvb3RzdHJhcFJlc3BvbnNlEi4KDG9yZ2FuaXphdGlvbhgBIAEoCzIYLnJ1bmhvb2sudjEuT3JnYW5pemF0aW9uEh8KBWFkbWluGAIgASgLMhAucnVuaG9vay52MS5Vc2VyEhMKC2FkbWluX3Rva2VuGAMgASgJIkwKEUNyZWF0ZVVzZXJSZXF1ZXN0Eg0KBWVtYWlsGAEgASgJEgwKBG5hbWUYAiABKAkSGgoSb3JnYW5pemF0aW9uX2FkbWluGAMgASgIIjQKEkNyZWF0ZVVzZXJSZXNwb25zZRIeCgR1c2VyGAEgASgLMhAucnVuaG9vay52MS5Vc2VyIjoKFENyZWF0ZVByb2plY3RSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMcmVxdWlyZXNfc3NvGAIgASgIIj0KFUNyZWF0ZVByb2plY3RSZXNwb25zZRIkCgdwcm9qZWN0GAEgASgLMhMucnVuaG9vay52MS5Qcm9qZWN0IlYKFFVwZGF0ZVByb2plY3RSZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSGQoMcmVxdWlyZXNfc3NvGAIgASgISACIAQFCDwoNX3JlcXVpcmVzX3NzbyI9ChVVcGRhdGVQcm9qZWN0UmVzcG9uc2USJAoHcHJvamVjdBgBIAEoCzITLnJ1bmhvb2sudjEuUHJvamVjdCJTChhDcmVhdGVFbnZpcm9ubWVudFJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhUKDWRhdGFfZGF0YWJhc2UYAyABKAkiSQoZQ3JlYXRlRW52aXJvbm1lbnRSZXNwb25zZRIsCgtlbnZpcm9ubWVudBgBIAEoCzIXLnJ1bmhvb2sudjEuRW52aXJvbm1lbnQiNQoRQ3JlYXRlVGVhbVJlcXVlc3QSEgoKcHJvamVjdF9pZBgBIAEoCRIMCgRuYW1lGAIgASgJIjQKEkNyZWF0ZVRlYW1SZXNwb25zZRIeCgR0ZWFtGAEgASgLMhAucnVuaG9vay52MS5UZWFtIkgKFFNldFRlYW1NZW1iZXJSZXF1ZXN0Eg8KB3RlYW1faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZtZW1iZXIYAyABKAgiNwoVU2V0VGVhbU1lbWJlclJlc3BvbnNlEh4KBHRlYW0YASABKAsyEC5ydW5ob29rLnYxLlRlYW0iQQoWQ3JlYXRlUmVuZGVyaW5nUmVxdWVzdBIPCgd0ZWFtX2lkGAEgASgJEhYKDmVudmlyb25tZW50X2lkGAIgASgJIkMKF0NyZWF0ZVJlbmRlcmluZ1Jlc3BvbnNlEigKCXJlbmRlcmluZxgBIAEoCzIVLnJ1bmhvb2sudjEuUmVuZGVyaW5nIkoKFVNldFByb2plY3RSb2xlUmVxdWVzdBISCgpwcm9qZWN0X2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDAoEcm9sZRgDIAEoCSIYChZTZXRQcm9qZWN0Um9sZVJlc3BvbnNlIlQKF0NyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0EhYKDmVudmlyb25tZW50X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLcHJpbWFyeV9rZXkYAyADKAkiRgoYQ3JlYXRlQ29sbGVjdGlvblJlc3BvbnNlEioKCmNvbGxlY3Rpb24YASABKAsyFi5ydW5ob29rLnYxLkNvbGxlY3Rpb24iVgoeU2V0Q29sbGVjdGlvblBlcm1pc3Npb25SZXF1ZXN0EjQKCnBlcm1pc3Npb24YASABKAsyIC5ydW5ob29rLnYxLkNvbGxlY3Rpb25QZXJtaXNzaW9uIlcKH1NldENvbGxlY3Rpb25QZXJtaXNzaW9uUmVzcG9uc2USNAoKcGVybWlzc2lvbhgBIAEoCzIgLnJ1bmhvb2sudjEuQ29sbGVjdGlvblBlcm1pc3Npb24iigEKFUNyZWF0ZVdvcmtmbG93UmVxdWVzdBIUCgxyZW5kZXJpbmdfaWQYASABKAkSFQoNY29sbGVjdGlvbl9pZBgCIAEoCRIMCgRuYW1lGAMgASgJEh8KBXN0ZXBzGAQgAygLMhAucnVuaG9vay52MS5TdGVwEhUKDXRyaWdnZXJfcm9sZXMYBSADKAkiQAoWQ3JlYXRlV29ya2Zsb3dSZXNwb25zZRImCgh3b3JrZmxvdxgBIAEoCzIULnJ1bmhvb2sudjEuV29ya2Zsb3cigwEKFlB1Ymxpc2hXb3JrZmxvd1JlcXVlc3QSEwoLd29ya2Zsb3dfaWQYASABKAkSHwoFc3RlcHMYAiADKAsyEC5ydW5ob29rLnYxLlN0ZXASFQoNdHJpZ2dlcl9yb2xlcxgDIAMoCRIcChR1cGRhdGVfdHJpZ2dlcl9yb2xlcxgEIAEoCCJBChdQdWJsaXNoV29ya2Zsb3dSZXNwb25zZRImCgh3b3JrZmxvdxgBIAEoCzIULnJ1bmhvb2sudjEuV29ya2Zsb3ciSAogRGVhY3RpdmF0ZVdvcmtmbG93VmVyc2lvblJlcXVlc3QSEwoLd29ya2Zsb3dfaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoDSJLCiFEZWFjdGl2YXRlV29ya2Zsb3dWZXJzaW9uUmVzcG9uc2USJgoId29ya2Zsb3cYASABKAsyFC5ydW5ob29rLnYxLldvcmtmbG93IikKEkdldFdvcmtmbG93UmVxdWVzdBITCgt3b3JrZmxvd19pZBgBIAEoCSI9ChNHZXRXb3JrZmxvd1Jlc3BvbnNlEiYKCHdvcmtmbG93GAEgASgLMhQucnVuaG9vay52MS5Xb3JrZmxvdyIrChRFbmFibGVXZWJob29rUmVxdWVzdBITCgt3b3JrZmxvd19pZBgBIAEoCSI9ChVFbmFibGVXZWJob29rUmVzcG9uc2USJAoHd2ViaG9vaxgBIAEoCzITLnJ1bmhvb2sudjEuV2ViaG9vayIsChVEaXNhYmxlV2ViaG9va1JlcXVlc3QSEwoLd29ya2Zsb3dfaWQYASABKAkiPgoWRGlzYWJsZVdlYmhvb2tSZXNwb25zZRIkCgd3ZWJob29rGAEgASgLMhMucnVuaG9vay52MS5XZWJob29rIi8KGFJlZ2VuZXJhdGVXZWJob29rUmVxdWVzdBITCgt3b3JrZmxvd19pZBgBIAEoCSJBChlSZWdlbmVyYXRlV2ViaG9va1Jlc3BvbnNlEiQKB3dlYmhvb2sYASABKAsyEy5ydW5ob29rLnYxLldlYmhvb2siUAoaU2V0V2ViaG9va1JhdGVMaW1pdFJlcXVlc3QSEwoLd29ya2Zsb3dfaWQYASABKAkSHQoVcmF0ZV9saW1pdF9wZXJfbWludXRlGAIgASgNIkMKG1NldFdlYmhvb2tSYXRlTGltaXRSZXNwb25zZRIkCgd3ZWJob29rGAEgASgLMhMucnVuaG9vay52MS5XZWJob29rImAKHUNyZWF0ZUFwcGxpY2F0aW9uVG9rZW5SZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgt0dGxfc2Vjb25kcxgDIAEoDRILCgNzc28YBCABKAgiSgoUSXNzdWVTc29Ub2tlblJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC3R0bF9zZWNvbmRzGAMgASgNIlcKFUlzc3VlU3NvVG9rZW5SZXNwb25zZRIrCgV0b2tlbhgBIAEoCzIcLnJ1bmhvb2sudjEuQXBwbGljYXRpb25Ub2tlbhIRCglwbGFpbnRleHQYAiABKAkiYAoeQ3JlYXRlQXBwbGljYXRpb25Ub2tlblJlc3BvbnNlEisKBXRva2VuGAEgASgLMhwucnVuaG9vay52MS5BcHBsaWNhdGlvblRva2VuEhEKCXBsYWludGV4dBgCIAEoCSIxCh1SZXZva2VBcHBsaWNhdGlvblRva2VuUmVxdWVzdBIQCgh0b2tlbl9pZBgBIAEoCSJNCh5SZXZva2VBcHBsaWNhdGlvblRva2VuUmVzcG9uc2USKwoFdG9rZW4YASABKAsyHC5ydW5ob29rLnYxLkFwcGxpY2F0aW9uVG9rZW4iTgoVQ3JlYXRlQXBpVG9rZW5SZXF1ZXN0EhIKCnByb2plY3RfaWQYASABKAkSDAoEbmFtZRgCIAEoCRITCgt0dGxfc2Vjb25kcxgDIAEoDSJQChZDcmVhdGVBcGlUb2tlblJlc3BvbnNlEiMKBXRva2VuGAEgASgLMhQucnVuaG9vay52MS5BcGlUb2tlbhIRCglwbGFpbnRleHQYAiABKAkiKQoVUmV2b2tlQXBpVG9rZW5SZXF1ZXN0EhAKCHRva2VuX2lkGAEgASgJIj0KFlJldm9rZUFwaVRva2VuUmVzcG9uc2USIwoFdG9rZW4YASABKAsyFC5ydW5ob29rLnYxLkFwaVRva2VuIkYKIUNyZWF0ZU9yZ2FuaXphdGlvbkFwaVRva2VuUmVxdWVzdBIMCgRuYW1lGAEgASgJEhMKC3R0bF9zZWNvbmRzGAIgASgNImgKIkNyZWF0ZU9yZ2FuaXphdGlvbkFwaVRva2VuUmVzcG9uc2USLwoFdG9rZW4YASABKAsyIC5ydW5ob29rLnYxLk9yZ2FuaXphdGlvbkFwaVRva2VuEhEKCXBsYWludGV4dBgCIAEoCSI1CiFSZXZva2VPcmdhbml6YXRpb25BcGlUb2tlblJlcXVlc3QSEAoIdG9rZW5faWQYASABKAkiVQoiUmV2b2tlT3JnYW5pemF0aW9uQXBpVG9rZW5SZXNwb25zZRIvCgV0b2tlbhgBIAEoCzIgLnJ1bmhvb2sudjEuT3JnYW5pemF0aW9uQXBpVG9rZW4y7hMKDEFkbWluU2VydmljZRJKCglCb290c3RyYXASHC5ydW5ob29rLnYxLkJvb3RzdHJhcFJlcXVlc3QaHS5ydW5ob29rLnYxLkJvb3RzdHJhcFJlc3BvbnNlIgASTQoKQ3JlYXRlVXNlchIdLnJ1bmhvb2sudjEuQ3JlYXRlVXNlclJlcXVlc3QaHi5ydW5ob29rLnYxLkNyZWF0ZVVzZXJSZXNwb25zZSIAElYKDUNyZWF0ZVByb2plY3QSIC5ydW5ob29rLnYxLkNyZWF0ZVByb2plY3RSZXF1ZXN0GiEucnVuaG9vay52MS5DcmVhdGVQcm9qZWN0UmVzcG9uc2UiABJWCg1VcGRhdGVQcm9qZWN0EiAucnVuaG9vay52MS5VcGRhdGVQcm9qZWN0UmVxdWVzdBohLnJ1bmhvb2sudjEuVXBkYXRlUHJvamVjdFJlc3BvbnNlIgASYgoRQ3JlYXRlRW52aXJvbm1lbnQSJC5ydW5ob29rLnYxLkNyZWF0ZUVudmlyb25tZW50UmVxdWVzdBolLnJ1bmhvb2sudjEuQ3JlYXRlRW52aXJvbm1lbnRSZXNwb25zZSIAEk0KCkNyZWF0ZVRlYW0SHS5ydW5ob29rLnYxLkNyZWF0ZVRlYW1SZXF1ZXN0Gh4ucnVuaG9vay52MS5DcmVhdGVUZWFtUmVzcG9uc2UiABJWCg1TZXRUZWFtTWVtYmVyEiAucnVuaG9vay52MS5TZXRUZWFtTWVtYmVyUmVxdWVzdBohLnJ1bmhvb2sudjEuU2V0VGVhbU1lbWJlclJlc3BvbnNlIgASXAoPQ3JlYXRlUmVuZGVyaW5nEiIucnVuaG9vay52MS5DcmVhdGVSZW5kZXJpbmdSZXF1ZXN0GiMucnVuaG9vay52MS5DcmVhdGVSZW5kZXJpbmdSZXNwb25zZSIAElkKDlNldFByb2plY3RSb2xlEiEucnVuaG9vay52MS5TZXRQcm9qZWN0Um9sZVJlcXVlc3QaIi5ydW5ob29rLnYxLlNldFByb2plY3RSb2xlUmVzcG9uc2UiABJfChBDcmVhdGVDb2xsZWN0aW9uEiMucnVuaG9vay52MS5DcmVhdGVDb2xsZWN0aW9uUmVxdWVzdBokLnJ1bmhvb2sudjEuQ3JlYXRlQ29sbGVjdGlvblJlc3BvbnNlIgASdAoXU2V0Q29sbGVjdGlvblBlcm1pc3Npb24SKi5ydW5ob29rLnYxLlNldENvbGxlY3Rpb25QZXJtaXNzaW9uUmVxdWVzdBorLnJ1bmhvb2sudjEuU2V0Q29sbGVjdGlvblBlcm1pc3Npb25SZXNwb25zZSIAElkKDkNyZWF0ZVdvcmtmbG93EiEucnVuaG9vay52MS5DcmVhdGVXb3JrZmxvd1JlcXVlc3QaIi5ydW5ob29rLnYxLkNyZWF0ZVdvcmtmbG93UmVzcG9uc2UiABJcCg9QdWJsaXNoV29ya2Zsb3cSIi5ydW5ob29rLnYxLlB1Ymxpc2hXb3JrZmxvd1JlcXVlc3QaIy5ydW5ob29rLnYxLlB1Ymxpc2hXb3JrZmxvd1Jlc3BvbnNlIgASegoZRGVhY3RpdmF0ZVdvcmtmbG93VmVyc2lvbhIsLnJ1bmhvb2sudjEuRGVhY3RpdmF0ZVdvcmtmbG93VmVyc2lvblJlcXVlc3QaLS5ydW5ob29rLnYxLkRlYWN0aXZhdGVXb3JrZmxvd1ZlcnNpb25SZXNwb25zZSIAElAKC0dldFdvcmtmbG93Eh4ucnVuaG9vay52MS5HZXRXb3JrZmxvd1JlcXVlc3QaHy5ydW5ob29rLnYxLkdldFdvcmtmbG93UmVzcG9uc2UiABJWCg1FbmFibGVXZWJob29rEiAucnVuaG9vay52MS5FbmFibGVXZWJob29rUmVxdWVzdBohLnJ1bmhvb2sudjEuRW5hYmxlV2ViaG9va1Jlc3BvbnNlIgASWQoORGlzYWJsZVdlYmhvb2sSIS5ydW5ob29rLnYxLkRpc2FibGVXZWJob29rUmVxdWVzdBoiLnJ1bmhvb2sudjEuRGlzYWJsZVdlYmhvb2tSZXNwb25zZSIAEmIKEVJlZ2VuZXJhdGVXZWJob29rEiQucnVuaG9vay52MS5SZWdlbmVyYXRlV2ViaG9va1JlcXVlc3QaJS5ydW5ob29rLnYxLlJlZ2VuZXJhdGVXZWJob29rUmVzcG9uc2UiABJoChNTZXRXZWJob29rUmF0ZUxpbWl0EiYucnVuaG9vay52MS5TZXRXZWJob29rUmF0ZUxpbWl0UmVxdWVzdBonLnJ1bmhvb2sudjEuU2V0V2ViaG9va1JhdGVMaW1pdFJlc3BvbnNlIgAScQoWQ3JlYXRlQXBwbGljYXRpb25Ub2tlbhIpLnJ1bmhvb2sudjEuQ3JlYXRlQXBwbGljYXRpb25Ub2tlblJlcXVlc3QaKi5ydW5ob29rLnYxLkNyZWF0ZUFwcGxpY2F0aW9uVG9rZW5SZXNwb25zZSIAElYKDUlzc3VlU3NvVG9rZW4SIC5ydW5ob29rLnYxLklzc3VlU3NvVG9rZW5SZXF1ZXN0GiEucnVuaG9vay52MS5Jc3N1ZVNzb1Rva2VuUmVzcG9uc2UiABJxChZSZXZva2VBcHBsaWNhdGlvblRva2VuEikucnVuaG9vay52MS5SZXZva2VBcHBsaWNhdGlvblRva2VuUmVxdWVzdBoqLnJ1bmhvb2sudjEuUmV2b2tlQXBwbGljYXRpb25Ub2tlblJlc3BvbnNlIgASWQoOQ3JlYXRlQXBpVG9rZW4SIS5ydW5ob29rLnYxLkNyZWF0ZUFwaVRva2VuUmVxdWVzdBoiLnJ1bmhvb2sudjEuQ3JlYXRlQXBpVG9rZW5SZXNwb25zZSIAElkKDlJldm9rZUFwaVRva2VuEiEucnVuaG9vay52MS5SZXZva2VBcGlUb2tlblJlcXVlc3QaIi5ydW5ob29rLnYxLlJldm9rZUFwaVRva2VuUmVzcG9uc2UiABJ9ChpDcmVhdGVPcmdhbml6YXRpb25BcGlUb2tlbhItLnJ1bmhvb2sudjEuQ3JlYXRlT3JnYW5pemF0aW9uQXBpVG9rZW5SZXF1ZXN0Gi4ucnVuaG9vay52MS5DcmVhdGVPcmdhbml6YXRpb25BcGlUb2tlblJlc3BvbnNlIgASfQoaUmV2b2tlT3JnYW5pemF0aW9uQXBpVG9rZW4SLS5ydW5ob29rLnYxLlJldm9rZU9yZ2FuaXphdGlvbkFwaVRva2VuUmVxdWVzdBouLnJ1bmhvb2sudjEuUmV2b2tlT3JnYW5pemF0aW9uQXBpVG9rZW5SZXNwb25zZSIAYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_runhook_v1_common]);
 
 /**
  * Organization owns projects and users.
@@ -628,6 +628,69 @@ export const ApiTokenSchema: GenMessage<ApiToken> = /*@__PURE__*/
   messageDesc(file_runhook_v1_admin, 12);
 
 /**
+ * OrganizationApiToken describes an organization API token (never its plaintext).
+ *
+ * @generated from message runhook.v1.OrganizationApiToken
+ */
+export type OrganizationApiToken = Message<"runhook.v1.OrganizationApiToken"> & {
+  /**
+   * Id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Organization id.
+   *
+   * @generated from field: string organization_id = 2;
+   */
+  organizationId: string;
+
+  /**
+   * The organization admin who generated it.
+   *
+   * @generated from field: runhook.v1.UserRef user = 3;
+   */
+  user?: UserRef | undefined;
+
+  /**
+   * Label.
+   *
+   * @generated from field: string name = 4;
+   */
+  name: string;
+
+  /**
+   * When it expires.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 5;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * When it was revoked; unset when it was not.
+   *
+   * @generated from field: google.protobuf.Timestamp revoked_at = 6;
+   */
+  revokedAt?: Timestamp | undefined;
+
+  /**
+   * When it was created.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 7;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.OrganizationApiToken.
+ * Use `create(OrganizationApiTokenSchema)` to create a new message.
+ */
+export const OrganizationApiTokenSchema: GenMessage<OrganizationApiToken> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_admin, 13);
+
+/**
  * BootstrapRequest names the first organization and its admin.
  *
  * @generated from message runhook.v1.BootstrapRequest
@@ -660,7 +723,7 @@ export type BootstrapRequest = Message<"runhook.v1.BootstrapRequest"> & {
  * Use `create(BootstrapRequestSchema)` to create a new message.
  */
 export const BootstrapRequestSchema: GenMessage<BootstrapRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 13);
+  messageDesc(file_runhook_v1_admin, 14);
 
 /**
  * BootstrapResponse carries what was created.
@@ -695,7 +758,7 @@ export type BootstrapResponse = Message<"runhook.v1.BootstrapResponse"> & {
  * Use `create(BootstrapResponseSchema)` to create a new message.
  */
 export const BootstrapResponseSchema: GenMessage<BootstrapResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 14);
+  messageDesc(file_runhook_v1_admin, 15);
 
 /**
  * CreateUserRequest describes a new user.
@@ -730,7 +793,7 @@ export type CreateUserRequest = Message<"runhook.v1.CreateUserRequest"> & {
  * Use `create(CreateUserRequestSchema)` to create a new message.
  */
 export const CreateUserRequestSchema: GenMessage<CreateUserRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 15);
+  messageDesc(file_runhook_v1_admin, 16);
 
 /**
  * CreateUserResponse carries the new user.
@@ -751,7 +814,7 @@ export type CreateUserResponse = Message<"runhook.v1.CreateUserResponse"> & {
  * Use `create(CreateUserResponseSchema)` to create a new message.
  */
 export const CreateUserResponseSchema: GenMessage<CreateUserResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 16);
+  messageDesc(file_runhook_v1_admin, 17);
 
 /**
  * CreateProjectRequest describes a new project.
@@ -779,7 +842,7 @@ export type CreateProjectRequest = Message<"runhook.v1.CreateProjectRequest"> & 
  * Use `create(CreateProjectRequestSchema)` to create a new message.
  */
 export const CreateProjectRequestSchema: GenMessage<CreateProjectRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 17);
+  messageDesc(file_runhook_v1_admin, 18);
 
 /**
  * CreateProjectResponse carries the new project.
@@ -800,7 +863,7 @@ export type CreateProjectResponse = Message<"runhook.v1.CreateProjectResponse"> 
  * Use `create(CreateProjectResponseSchema)` to create a new message.
  */
 export const CreateProjectResponseSchema: GenMessage<CreateProjectResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 18);
+  messageDesc(file_runhook_v1_admin, 19);
 
 /**
  * UpdateProjectRequest changes a project. Unset fields are unchanged.
@@ -828,7 +891,7 @@ export type UpdateProjectRequest = Message<"runhook.v1.UpdateProjectRequest"> & 
  * Use `create(UpdateProjectRequestSchema)` to create a new message.
  */
 export const UpdateProjectRequestSchema: GenMessage<UpdateProjectRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 19);
+  messageDesc(file_runhook_v1_admin, 20);
 
 /**
  * UpdateProjectResponse carries the project.
@@ -849,7 +912,7 @@ export type UpdateProjectResponse = Message<"runhook.v1.UpdateProjectResponse"> 
  * Use `create(UpdateProjectResponseSchema)` to create a new message.
  */
 export const UpdateProjectResponseSchema: GenMessage<UpdateProjectResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 20);
+  messageDesc(file_runhook_v1_admin, 21);
 
 /**
  * CreateEnvironmentRequest describes a new environment.
@@ -888,7 +951,7 @@ export type CreateEnvironmentRequest = Message<"runhook.v1.CreateEnvironmentRequ
  * Use `create(CreateEnvironmentRequestSchema)` to create a new message.
  */
 export const CreateEnvironmentRequestSchema: GenMessage<CreateEnvironmentRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 21);
+  messageDesc(file_runhook_v1_admin, 22);
 
 /**
  * CreateEnvironmentResponse carries the new environment.
@@ -909,7 +972,7 @@ export type CreateEnvironmentResponse = Message<"runhook.v1.CreateEnvironmentRes
  * Use `create(CreateEnvironmentResponseSchema)` to create a new message.
  */
 export const CreateEnvironmentResponseSchema: GenMessage<CreateEnvironmentResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 22);
+  messageDesc(file_runhook_v1_admin, 23);
 
 /**
  * CreateTeamRequest describes a new team.
@@ -937,7 +1000,7 @@ export type CreateTeamRequest = Message<"runhook.v1.CreateTeamRequest"> & {
  * Use `create(CreateTeamRequestSchema)` to create a new message.
  */
 export const CreateTeamRequestSchema: GenMessage<CreateTeamRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 23);
+  messageDesc(file_runhook_v1_admin, 24);
 
 /**
  * CreateTeamResponse carries the new team.
@@ -958,7 +1021,7 @@ export type CreateTeamResponse = Message<"runhook.v1.CreateTeamResponse"> & {
  * Use `create(CreateTeamResponseSchema)` to create a new message.
  */
 export const CreateTeamResponseSchema: GenMessage<CreateTeamResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 24);
+  messageDesc(file_runhook_v1_admin, 25);
 
 /**
  * SetTeamMemberRequest adds or removes a member.
@@ -993,7 +1056,7 @@ export type SetTeamMemberRequest = Message<"runhook.v1.SetTeamMemberRequest"> & 
  * Use `create(SetTeamMemberRequestSchema)` to create a new message.
  */
 export const SetTeamMemberRequestSchema: GenMessage<SetTeamMemberRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 25);
+  messageDesc(file_runhook_v1_admin, 26);
 
 /**
  * SetTeamMemberResponse carries the team.
@@ -1014,7 +1077,7 @@ export type SetTeamMemberResponse = Message<"runhook.v1.SetTeamMemberResponse"> 
  * Use `create(SetTeamMemberResponseSchema)` to create a new message.
  */
 export const SetTeamMemberResponseSchema: GenMessage<SetTeamMemberResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 26);
+  messageDesc(file_runhook_v1_admin, 27);
 
 /**
  * CreateRenderingRequest names a team and an environment of one project.
@@ -1042,7 +1105,7 @@ export type CreateRenderingRequest = Message<"runhook.v1.CreateRenderingRequest"
  * Use `create(CreateRenderingRequestSchema)` to create a new message.
  */
 export const CreateRenderingRequestSchema: GenMessage<CreateRenderingRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 27);
+  messageDesc(file_runhook_v1_admin, 28);
 
 /**
  * CreateRenderingResponse carries the new rendering.
@@ -1063,7 +1126,7 @@ export type CreateRenderingResponse = Message<"runhook.v1.CreateRenderingRespons
  * Use `create(CreateRenderingResponseSchema)` to create a new message.
  */
 export const CreateRenderingResponseSchema: GenMessage<CreateRenderingResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 28);
+  messageDesc(file_runhook_v1_admin, 29);
 
 /**
  * SetProjectRoleRequest sets a user's role on a project.
@@ -1098,7 +1161,7 @@ export type SetProjectRoleRequest = Message<"runhook.v1.SetProjectRoleRequest"> 
  * Use `create(SetProjectRoleRequestSchema)` to create a new message.
  */
 export const SetProjectRoleRequestSchema: GenMessage<SetProjectRoleRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 29);
+  messageDesc(file_runhook_v1_admin, 30);
 
 /**
  * SetProjectRoleResponse is empty.
@@ -1113,7 +1176,7 @@ export type SetProjectRoleResponse = Message<"runhook.v1.SetProjectRoleResponse"
  * Use `create(SetProjectRoleResponseSchema)` to create a new message.
  */
 export const SetProjectRoleResponseSchema: GenMessage<SetProjectRoleResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 30);
+  messageDesc(file_runhook_v1_admin, 31);
 
 /**
  * CreateCollectionRequest declares a collection.
@@ -1148,7 +1211,7 @@ export type CreateCollectionRequest = Message<"runhook.v1.CreateCollectionReques
  * Use `create(CreateCollectionRequestSchema)` to create a new message.
  */
 export const CreateCollectionRequestSchema: GenMessage<CreateCollectionRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 31);
+  messageDesc(file_runhook_v1_admin, 32);
 
 /**
  * CreateCollectionResponse carries the new collection.
@@ -1169,7 +1232,7 @@ export type CreateCollectionResponse = Message<"runhook.v1.CreateCollectionRespo
  * Use `create(CreateCollectionResponseSchema)` to create a new message.
  */
 export const CreateCollectionResponseSchema: GenMessage<CreateCollectionResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 32);
+  messageDesc(file_runhook_v1_admin, 33);
 
 /**
  * SetCollectionPermissionRequest replaces a rendering's permission on a collection.
@@ -1190,7 +1253,7 @@ export type SetCollectionPermissionRequest = Message<"runhook.v1.SetCollectionPe
  * Use `create(SetCollectionPermissionRequestSchema)` to create a new message.
  */
 export const SetCollectionPermissionRequestSchema: GenMessage<SetCollectionPermissionRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 33);
+  messageDesc(file_runhook_v1_admin, 34);
 
 /**
  * SetCollectionPermissionResponse carries the permission.
@@ -1211,7 +1274,7 @@ export type SetCollectionPermissionResponse = Message<"runhook.v1.SetCollectionP
  * Use `create(SetCollectionPermissionResponseSchema)` to create a new message.
  */
 export const SetCollectionPermissionResponseSchema: GenMessage<SetCollectionPermissionResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 34);
+  messageDesc(file_runhook_v1_admin, 35);
 
 /**
  * CreateWorkflowRequest describes a workflow and its first version.
@@ -1260,7 +1323,7 @@ export type CreateWorkflowRequest = Message<"runhook.v1.CreateWorkflowRequest"> 
  * Use `create(CreateWorkflowRequestSchema)` to create a new message.
  */
 export const CreateWorkflowRequestSchema: GenMessage<CreateWorkflowRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 35);
+  messageDesc(file_runhook_v1_admin, 36);
 
 /**
  * CreateWorkflowResponse carries the new workflow.
@@ -1281,7 +1344,7 @@ export type CreateWorkflowResponse = Message<"runhook.v1.CreateWorkflowResponse"
  * Use `create(CreateWorkflowResponseSchema)` to create a new message.
  */
 export const CreateWorkflowResponseSchema: GenMessage<CreateWorkflowResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 36);
+  messageDesc(file_runhook_v1_admin, 37);
 
 /**
  * PublishWorkflowRequest is a new version.
@@ -1323,7 +1386,7 @@ export type PublishWorkflowRequest = Message<"runhook.v1.PublishWorkflowRequest"
  * Use `create(PublishWorkflowRequestSchema)` to create a new message.
  */
 export const PublishWorkflowRequestSchema: GenMessage<PublishWorkflowRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 37);
+  messageDesc(file_runhook_v1_admin, 38);
 
 /**
  * PublishWorkflowResponse carries the workflow.
@@ -1344,7 +1407,7 @@ export type PublishWorkflowResponse = Message<"runhook.v1.PublishWorkflowRespons
  * Use `create(PublishWorkflowResponseSchema)` to create a new message.
  */
 export const PublishWorkflowResponseSchema: GenMessage<PublishWorkflowResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 38);
+  messageDesc(file_runhook_v1_admin, 39);
 
 /**
  * DeactivateWorkflowVersionRequest names a version.
@@ -1372,7 +1435,7 @@ export type DeactivateWorkflowVersionRequest = Message<"runhook.v1.DeactivateWor
  * Use `create(DeactivateWorkflowVersionRequestSchema)` to create a new message.
  */
 export const DeactivateWorkflowVersionRequestSchema: GenMessage<DeactivateWorkflowVersionRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 39);
+  messageDesc(file_runhook_v1_admin, 40);
 
 /**
  * DeactivateWorkflowVersionResponse carries the workflow.
@@ -1393,7 +1456,7 @@ export type DeactivateWorkflowVersionResponse = Message<"runhook.v1.DeactivateWo
  * Use `create(DeactivateWorkflowVersionResponseSchema)` to create a new message.
  */
 export const DeactivateWorkflowVersionResponseSchema: GenMessage<DeactivateWorkflowVersionResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 40);
+  messageDesc(file_runhook_v1_admin, 41);
 
 /**
  * GetWorkflowRequest names a workflow.
@@ -1414,7 +1477,7 @@ export type GetWorkflowRequest = Message<"runhook.v1.GetWorkflowRequest"> & {
  * Use `create(GetWorkflowRequestSchema)` to create a new message.
  */
 export const GetWorkflowRequestSchema: GenMessage<GetWorkflowRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 41);
+  messageDesc(file_runhook_v1_admin, 42);
 
 /**
  * GetWorkflowResponse carries a workflow.
@@ -1435,7 +1498,7 @@ export type GetWorkflowResponse = Message<"runhook.v1.GetWorkflowResponse"> & {
  * Use `create(GetWorkflowResponseSchema)` to create a new message.
  */
 export const GetWorkflowResponseSchema: GenMessage<GetWorkflowResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 42);
+  messageDesc(file_runhook_v1_admin, 43);
 
 /**
  * EnableWebhookRequest names a workflow.
@@ -1456,7 +1519,7 @@ export type EnableWebhookRequest = Message<"runhook.v1.EnableWebhookRequest"> & 
  * Use `create(EnableWebhookRequestSchema)` to create a new message.
  */
 export const EnableWebhookRequestSchema: GenMessage<EnableWebhookRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 43);
+  messageDesc(file_runhook_v1_admin, 44);
 
 /**
  * EnableWebhookResponse carries the webhook.
@@ -1477,7 +1540,7 @@ export type EnableWebhookResponse = Message<"runhook.v1.EnableWebhookResponse"> 
  * Use `create(EnableWebhookResponseSchema)` to create a new message.
  */
 export const EnableWebhookResponseSchema: GenMessage<EnableWebhookResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 44);
+  messageDesc(file_runhook_v1_admin, 45);
 
 /**
  * DisableWebhookRequest names a workflow.
@@ -1498,7 +1561,7 @@ export type DisableWebhookRequest = Message<"runhook.v1.DisableWebhookRequest"> 
  * Use `create(DisableWebhookRequestSchema)` to create a new message.
  */
 export const DisableWebhookRequestSchema: GenMessage<DisableWebhookRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 45);
+  messageDesc(file_runhook_v1_admin, 46);
 
 /**
  * DisableWebhookResponse carries the webhook.
@@ -1519,7 +1582,7 @@ export type DisableWebhookResponse = Message<"runhook.v1.DisableWebhookResponse"
  * Use `create(DisableWebhookResponseSchema)` to create a new message.
  */
 export const DisableWebhookResponseSchema: GenMessage<DisableWebhookResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 46);
+  messageDesc(file_runhook_v1_admin, 47);
 
 /**
  * RegenerateWebhookRequest names a workflow.
@@ -1540,7 +1603,7 @@ export type RegenerateWebhookRequest = Message<"runhook.v1.RegenerateWebhookRequ
  * Use `create(RegenerateWebhookRequestSchema)` to create a new message.
  */
 export const RegenerateWebhookRequestSchema: GenMessage<RegenerateWebhookRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 47);
+  messageDesc(file_runhook_v1_admin, 48);
 
 /**
  * RegenerateWebhookResponse carries the webhook with its new URL.
@@ -1561,7 +1624,7 @@ export type RegenerateWebhookResponse = Message<"runhook.v1.RegenerateWebhookRes
  * Use `create(RegenerateWebhookResponseSchema)` to create a new message.
  */
 export const RegenerateWebhookResponseSchema: GenMessage<RegenerateWebhookResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 48);
+  messageDesc(file_runhook_v1_admin, 49);
 
 /**
  * SetWebhookRateLimitRequest sets a webhook's rate limit.
@@ -1589,7 +1652,7 @@ export type SetWebhookRateLimitRequest = Message<"runhook.v1.SetWebhookRateLimit
  * Use `create(SetWebhookRateLimitRequestSchema)` to create a new message.
  */
 export const SetWebhookRateLimitRequestSchema: GenMessage<SetWebhookRateLimitRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 49);
+  messageDesc(file_runhook_v1_admin, 50);
 
 /**
  * SetWebhookRateLimitResponse carries the webhook.
@@ -1610,7 +1673,7 @@ export type SetWebhookRateLimitResponse = Message<"runhook.v1.SetWebhookRateLimi
  * Use `create(SetWebhookRateLimitResponseSchema)` to create a new message.
  */
 export const SetWebhookRateLimitResponseSchema: GenMessage<SetWebhookRateLimitResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 50);
+  messageDesc(file_runhook_v1_admin, 51);
 
 /**
  * CreateApplicationTokenRequest describes a new application token.
@@ -1653,7 +1716,7 @@ export type CreateApplicationTokenRequest = Message<"runhook.v1.CreateApplicatio
  * Use `create(CreateApplicationTokenRequestSchema)` to create a new message.
  */
 export const CreateApplicationTokenRequestSchema: GenMessage<CreateApplicationTokenRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 51);
+  messageDesc(file_runhook_v1_admin, 52);
 
 /**
  * IssueSsoTokenRequest names the user an SSO login stands for.
@@ -1688,7 +1751,7 @@ export type IssueSsoTokenRequest = Message<"runhook.v1.IssueSsoTokenRequest"> & 
  * Use `create(IssueSsoTokenRequestSchema)` to create a new message.
  */
 export const IssueSsoTokenRequestSchema: GenMessage<IssueSsoTokenRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 52);
+  messageDesc(file_runhook_v1_admin, 53);
 
 /**
  * IssueSsoTokenResponse carries the SSO token, in plaintext once.
@@ -1716,7 +1779,7 @@ export type IssueSsoTokenResponse = Message<"runhook.v1.IssueSsoTokenResponse"> 
  * Use `create(IssueSsoTokenResponseSchema)` to create a new message.
  */
 export const IssueSsoTokenResponseSchema: GenMessage<IssueSsoTokenResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 53);
+  messageDesc(file_runhook_v1_admin, 54);
 
 /**
  * CreateApplicationTokenResponse carries the token, in plaintext once.
@@ -1744,7 +1807,7 @@ export type CreateApplicationTokenResponse = Message<"runhook.v1.CreateApplicati
  * Use `create(CreateApplicationTokenResponseSchema)` to create a new message.
  */
 export const CreateApplicationTokenResponseSchema: GenMessage<CreateApplicationTokenResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 54);
+  messageDesc(file_runhook_v1_admin, 55);
 
 /**
  * RevokeApplicationTokenRequest names a token.
@@ -1765,7 +1828,7 @@ export type RevokeApplicationTokenRequest = Message<"runhook.v1.RevokeApplicatio
  * Use `create(RevokeApplicationTokenRequestSchema)` to create a new message.
  */
 export const RevokeApplicationTokenRequestSchema: GenMessage<RevokeApplicationTokenRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 55);
+  messageDesc(file_runhook_v1_admin, 56);
 
 /**
  * RevokeApplicationTokenResponse carries the revoked token.
@@ -1786,7 +1849,7 @@ export type RevokeApplicationTokenResponse = Message<"runhook.v1.RevokeApplicati
  * Use `create(RevokeApplicationTokenResponseSchema)` to create a new message.
  */
 export const RevokeApplicationTokenResponseSchema: GenMessage<RevokeApplicationTokenResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 56);
+  messageDesc(file_runhook_v1_admin, 57);
 
 /**
  * CreateApiTokenRequest describes a new project API token.
@@ -1821,7 +1884,7 @@ export type CreateApiTokenRequest = Message<"runhook.v1.CreateApiTokenRequest"> 
  * Use `create(CreateApiTokenRequestSchema)` to create a new message.
  */
 export const CreateApiTokenRequestSchema: GenMessage<CreateApiTokenRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 57);
+  messageDesc(file_runhook_v1_admin, 58);
 
 /**
  * CreateApiTokenResponse carries the token, in plaintext once.
@@ -1849,7 +1912,7 @@ export type CreateApiTokenResponse = Message<"runhook.v1.CreateApiTokenResponse"
  * Use `create(CreateApiTokenResponseSchema)` to create a new message.
  */
 export const CreateApiTokenResponseSchema: GenMessage<CreateApiTokenResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 58);
+  messageDesc(file_runhook_v1_admin, 59);
 
 /**
  * RevokeApiTokenRequest names a token.
@@ -1870,7 +1933,7 @@ export type RevokeApiTokenRequest = Message<"runhook.v1.RevokeApiTokenRequest"> 
  * Use `create(RevokeApiTokenRequestSchema)` to create a new message.
  */
 export const RevokeApiTokenRequestSchema: GenMessage<RevokeApiTokenRequest> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 59);
+  messageDesc(file_runhook_v1_admin, 60);
 
 /**
  * RevokeApiTokenResponse carries the revoked token.
@@ -1891,7 +1954,106 @@ export type RevokeApiTokenResponse = Message<"runhook.v1.RevokeApiTokenResponse"
  * Use `create(RevokeApiTokenResponseSchema)` to create a new message.
  */
 export const RevokeApiTokenResponseSchema: GenMessage<RevokeApiTokenResponse> = /*@__PURE__*/
-  messageDesc(file_runhook_v1_admin, 60);
+  messageDesc(file_runhook_v1_admin, 61);
+
+/**
+ * CreateOrganizationApiTokenRequest describes a new organization API token of
+ * the caller's organization.
+ *
+ * @generated from message runhook.v1.CreateOrganizationApiTokenRequest
+ */
+export type CreateOrganizationApiTokenRequest = Message<"runhook.v1.CreateOrganizationApiTokenRequest"> & {
+  /**
+   * Label.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Lifetime in seconds (60 to 31536000); 0 means 90 days.
+   *
+   * @generated from field: uint32 ttl_seconds = 2;
+   */
+  ttlSeconds: number;
+};
+
+/**
+ * Describes the message runhook.v1.CreateOrganizationApiTokenRequest.
+ * Use `create(CreateOrganizationApiTokenRequestSchema)` to create a new message.
+ */
+export const CreateOrganizationApiTokenRequestSchema: GenMessage<CreateOrganizationApiTokenRequest> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_admin, 62);
+
+/**
+ * CreateOrganizationApiTokenResponse carries the token, in plaintext once.
+ *
+ * @generated from message runhook.v1.CreateOrganizationApiTokenResponse
+ */
+export type CreateOrganizationApiTokenResponse = Message<"runhook.v1.CreateOrganizationApiTokenResponse"> & {
+  /**
+   * The token's description.
+   *
+   * @generated from field: runhook.v1.OrganizationApiToken token = 1;
+   */
+  token?: OrganizationApiToken | undefined;
+
+  /**
+   * The plaintext; not retrievable later.
+   *
+   * @generated from field: string plaintext = 2;
+   */
+  plaintext: string;
+};
+
+/**
+ * Describes the message runhook.v1.CreateOrganizationApiTokenResponse.
+ * Use `create(CreateOrganizationApiTokenResponseSchema)` to create a new message.
+ */
+export const CreateOrganizationApiTokenResponseSchema: GenMessage<CreateOrganizationApiTokenResponse> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_admin, 63);
+
+/**
+ * RevokeOrganizationApiTokenRequest names a token.
+ *
+ * @generated from message runhook.v1.RevokeOrganizationApiTokenRequest
+ */
+export type RevokeOrganizationApiTokenRequest = Message<"runhook.v1.RevokeOrganizationApiTokenRequest"> & {
+  /**
+   * Token id.
+   *
+   * @generated from field: string token_id = 1;
+   */
+  tokenId: string;
+};
+
+/**
+ * Describes the message runhook.v1.RevokeOrganizationApiTokenRequest.
+ * Use `create(RevokeOrganizationApiTokenRequestSchema)` to create a new message.
+ */
+export const RevokeOrganizationApiTokenRequestSchema: GenMessage<RevokeOrganizationApiTokenRequest> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_admin, 64);
+
+/**
+ * RevokeOrganizationApiTokenResponse carries the revoked token.
+ *
+ * @generated from message runhook.v1.RevokeOrganizationApiTokenResponse
+ */
+export type RevokeOrganizationApiTokenResponse = Message<"runhook.v1.RevokeOrganizationApiTokenResponse"> & {
+  /**
+   * The token.
+   *
+   * @generated from field: runhook.v1.OrganizationApiToken token = 1;
+   */
+  token?: OrganizationApiToken | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.RevokeOrganizationApiTokenResponse.
+ * Use `create(RevokeOrganizationApiTokenResponseSchema)` to create a new message.
+ */
+export const RevokeOrganizationApiTokenResponseSchema: GenMessage<RevokeOrganizationApiTokenResponse> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_admin, 65);
 
 /**
  * AdminService administers organizations, projects, environments, teams,
@@ -1901,7 +2063,8 @@ export const RevokeApiTokenResponseSchema: GenMessage<RevokeApiTokenResponse> = 
  * Authentication: `authorization: Bearer <application token>`, except
  * Bootstrap, which takes the operator secret from the server configuration.
  * Who may call what:
- *  - an organization admin: everything in the organization;
+ *  - an organization admin: everything in the organization, and organization
+ *    API tokens (no one else makes those);
  *  - a project `admin`: everything in the project, and project API tokens;
  *  - a project `editor`: workflows and webhook triggers of the project;
  *  - any user: their own application tokens.
@@ -2160,6 +2323,31 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof RevokeApiTokenRequestSchema;
     output: typeof RevokeApiTokenResponseSchema;
+  },
+  /**
+   * CreateOrganizationApiToken generates an organization API token
+   * (organization admins only), bound to the caller's organization: it reads
+   * the organization's admin log over the public API
+   * (LogService.ListOrganizationAdminLogs) and nothing else. The plaintext is
+   * returned once; only its hash is stored.
+   *
+   * @generated from rpc runhook.v1.AdminService.CreateOrganizationApiToken
+   */
+  createOrganizationApiToken: {
+    methodKind: "unary";
+    input: typeof CreateOrganizationApiTokenRequestSchema;
+    output: typeof CreateOrganizationApiTokenResponseSchema;
+  },
+  /**
+   * RevokeOrganizationApiToken revokes an organization API token at once
+   * (organization admins of its organization).
+   *
+   * @generated from rpc runhook.v1.AdminService.RevokeOrganizationApiToken
+   */
+  revokeOrganizationApiToken: {
+    methodKind: "unary";
+    input: typeof RevokeOrganizationApiTokenRequestSchema;
+    output: typeof RevokeOrganizationApiTokenResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_runhook_v1_admin, 0);

@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file runhook/v1/log.proto.
  */
 export const file_runhook_v1_log: GenFile = /*@__PURE__*/
-  fileDesc("ChRydW5ob29rL3YxL2xvZy5wcm90bxIKcnVuaG9vay52MSLgAgoQQWN0aXZpdHlMb2dFbnRyeRIKCgJpZBgBIAEoCRItCgl0aW1lc3RhbXAYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2Vudmlyb25tZW50GAMgASgJEhYKCXJlbmRlcmluZxgEIAEoCUgAiAEBEiEKBHVzZXIYBSABKAsyEy5ydW5ob29rLnYxLlVzZXJSZWYSDgoGYWN0aW9uGAYgASgJEgsKA3ZpYRgHIAEoCRIXCgpjb2xsZWN0aW9uGAggASgJSAGIAQESFgoJcmVjb3JkX2lkGAkgASgJSAKIAQESEwoGcnVuX2lkGAogASgJSAOIAQESKAoHZGV0YWlscxgLIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3JlbmRlcmluZ0INCgtfY29sbGVjdGlvbkIMCgpfcmVjb3JkX2lkQgkKB19ydW5faWQi4gEKDUFkbWluTG9nRW50cnkSCgoCaWQYASABKAkSLQoJdGltZXN0YW1wGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYCgtlbnZpcm9ubWVudBgDIAEoCUgAiAEBEiIKBWFjdG9yGAQgASgLMhMucnVuaG9vay52MS5Vc2VyUmVmEg4KBmFjdGlvbhgFIAEoCRIOCgZ0YXJnZXQYBiABKAkSKAoHZGV0YWlscxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDgoMX2Vudmlyb25tZW50IpcBCgtMaXN0T3B0aW9ucxINCgVsaW1pdBgBIAEoBRIOCgZjdXJzb3IYAiABKAkSDQoFb3JkZXIYAyABKAkSLQoJZnJvbV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgd0b190aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ/ChFBY3Rpdml0eUxvZ0ZpbHRlchIPCgd1c2VyX2lkGAEgASgJEhIKCnVzZXJfZW1haWwYAiABKAkSDgoGYWN0aW9uGAMgASgJEhIKCmNvbGxlY3Rpb24YBCABKAkSEQoJcmVjb3JkX2lkGAUgASgJEg4KBnJ1bl9pZBgGIAEoCSJFCg5BZG1pbkxvZ0ZpbHRlchIPCgd1c2VyX2lkGAEgASgJEhIKCnVzZXJfZW1haWwYAiABKAkSDgoGYWN0aW9uGAMgASgJIqIBChdMaXN0QWN0aXZpdHlMb2dzUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkSGAoQZW52aXJvbm1lbnRfbmFtZRgCIAEoCRIoCgdvcHRpb25zGAMgASgLMhcucnVuaG9vay52MS5MaXN0T3B0aW9ucxItCgZmaWx0ZXIYBCABKAsyHS5ydW5ob29rLnYxLkFjdGl2aXR5TG9nRmlsdGVyIosBChhMaXN0QWN0aXZpdHlMb2dzUmVzcG9uc2USMwoNYWN0aXZpdHlfbG9ncxgBIAMoCzIcLnJ1bmhvb2sudjEuQWN0aXZpdHlMb2dFbnRyeRIQCghoYXNfbW9yZRgCIAEoCBIYCgtuZXh0X2N1cnNvchgDIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciKCAQoUTGlzdEFkbWluTG9nc1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEigKB29wdGlvbnMYAiABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEioKBmZpbHRlchgDIAEoCzIaLnJ1bmhvb2sudjEuQWRtaW5Mb2dGaWx0ZXIiggEKFUxpc3RBZG1pbkxvZ3NSZXNwb25zZRItCgphZG1pbl9sb2dzGAEgAygLMhkucnVuaG9vay52MS5BZG1pbkxvZ0VudHJ5EhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIqQBChlFeHBvcnRBY3Rpdml0eUxvZ3NSZXF1ZXN0EhQKDHByb2plY3RfbmFtZRgBIAEoCRIYChBlbnZpcm9ubWVudF9uYW1lGAIgASgJEigKB29wdGlvbnMYAyABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEi0KBmZpbHRlchgEIAEoCzIdLnJ1bmhvb2sudjEuQWN0aXZpdHlMb2dGaWx0ZXIiSQoaRXhwb3J0QWN0aXZpdHlMb2dzUmVzcG9uc2USKwoFZW50cnkYASABKAsyHC5ydW5ob29rLnYxLkFjdGl2aXR5TG9nRW50cnkihAEKFkV4cG9ydEFkbWluTG9nc1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEigKB29wdGlvbnMYAiABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEioKBmZpbHRlchgDIAEoCzIaLnJ1bmhvb2sudjEuQWRtaW5Mb2dGaWx0ZXIiQwoXRXhwb3J0QWRtaW5Mb2dzUmVzcG9uc2USKAoFZW50cnkYASABKAsyGS5ydW5ob29rLnYxLkFkbWluTG9nRW50cnkyjgMKCkxvZ1NlcnZpY2USXwoQTGlzdEFjdGl2aXR5TG9ncxIjLnJ1bmhvb2sudjEuTGlzdEFjdGl2aXR5TG9nc1JlcXVlc3QaJC5ydW5ob29rLnYxLkxpc3RBY3Rpdml0eUxvZ3NSZXNwb25zZSIAElYKDUxpc3RBZG1pbkxvZ3MSIC5ydW5ob29rLnYxLkxpc3RBZG1pbkxvZ3NSZXF1ZXN0GiEucnVuaG9vay52MS5MaXN0QWRtaW5Mb2dzUmVzcG9uc2UiABJnChJFeHBvcnRBY3Rpdml0eUxvZ3MSJS5ydW5ob29rLnYxLkV4cG9ydEFjdGl2aXR5TG9nc1JlcXVlc3QaJi5ydW5ob29rLnYxLkV4cG9ydEFjdGl2aXR5TG9nc1Jlc3BvbnNlIgAwARJeCg9FeHBvcnRBZG1pbkxvZ3MSIi5ydW5ob29rLnYxLkV4cG9ydEFkbWluTG9nc1JlcXVlc3QaIy5ydW5ob29rLnYxLkV4cG9ydEFkbWluTG9nc1Jlc3BvbnNlIgAwAWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_runhook_v1_common]);
+  fileDesc("ChRydW5ob29rL3YxL2xvZy5wcm90bxIKcnVuaG9vay52MSLgAgoQQWN0aXZpdHlMb2dFbnRyeRIKCgJpZBgBIAEoCRItCgl0aW1lc3RhbXAYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2Vudmlyb25tZW50GAMgASgJEhYKCXJlbmRlcmluZxgEIAEoCUgAiAEBEiEKBHVzZXIYBSABKAsyEy5ydW5ob29rLnYxLlVzZXJSZWYSDgoGYWN0aW9uGAYgASgJEgsKA3ZpYRgHIAEoCRIXCgpjb2xsZWN0aW9uGAggASgJSAGIAQESFgoJcmVjb3JkX2lkGAkgASgJSAKIAQESEwoGcnVuX2lkGAogASgJSAOIAQESKAoHZGV0YWlscxgLIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3JlbmRlcmluZ0INCgtfY29sbGVjdGlvbkIMCgpfcmVjb3JkX2lkQgkKB19ydW5faWQi4gEKDUFkbWluTG9nRW50cnkSCgoCaWQYASABKAkSLQoJdGltZXN0YW1wGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYCgtlbnZpcm9ubWVudBgDIAEoCUgAiAEBEiIKBWFjdG9yGAQgASgLMhMucnVuaG9vay52MS5Vc2VyUmVmEg4KBmFjdGlvbhgFIAEoCRIOCgZ0YXJnZXQYBiABKAkSKAoHZGV0YWlscxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDgoMX2Vudmlyb25tZW50IpcBCgtMaXN0T3B0aW9ucxINCgVsaW1pdBgBIAEoBRIOCgZjdXJzb3IYAiABKAkSDQoFb3JkZXIYAyABKAkSLQoJZnJvbV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgd0b190aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ/ChFBY3Rpdml0eUxvZ0ZpbHRlchIPCgd1c2VyX2lkGAEgASgJEhIKCnVzZXJfZW1haWwYAiABKAkSDgoGYWN0aW9uGAMgASgJEhIKCmNvbGxlY3Rpb24YBCABKAkSEQoJcmVjb3JkX2lkGAUgASgJEg4KBnJ1bl9pZBgGIAEoCSJFCg5BZG1pbkxvZ0ZpbHRlchIPCgd1c2VyX2lkGAEgASgJEhIKCnVzZXJfZW1haWwYAiABKAkSDgoGYWN0aW9uGAMgASgJIqIBChdMaXN0QWN0aXZpdHlMb2dzUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkSGAoQZW52aXJvbm1lbnRfbmFtZRgCIAEoCRIoCgdvcHRpb25zGAMgASgLMhcucnVuaG9vay52MS5MaXN0T3B0aW9ucxItCgZmaWx0ZXIYBCABKAsyHS5ydW5ob29rLnYxLkFjdGl2aXR5TG9nRmlsdGVyIosBChhMaXN0QWN0aXZpdHlMb2dzUmVzcG9uc2USMwoNYWN0aXZpdHlfbG9ncxgBIAMoCzIcLnJ1bmhvb2sudjEuQWN0aXZpdHlMb2dFbnRyeRIQCghoYXNfbW9yZRgCIAEoCBIYCgtuZXh0X2N1cnNvchgDIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciKCAQoUTGlzdEFkbWluTG9nc1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEigKB29wdGlvbnMYAiABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEioKBmZpbHRlchgDIAEoCzIaLnJ1bmhvb2sudjEuQWRtaW5Mb2dGaWx0ZXIiggEKFUxpc3RBZG1pbkxvZ3NSZXNwb25zZRItCgphZG1pbl9sb2dzGAEgAygLMhkucnVuaG9vay52MS5BZG1pbkxvZ0VudHJ5EhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIqQBChlFeHBvcnRBY3Rpdml0eUxvZ3NSZXF1ZXN0EhQKDHByb2plY3RfbmFtZRgBIAEoCRIYChBlbnZpcm9ubWVudF9uYW1lGAIgASgJEigKB29wdGlvbnMYAyABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEi0KBmZpbHRlchgEIAEoCzIdLnJ1bmhvb2sudjEuQWN0aXZpdHlMb2dGaWx0ZXIiSQoaRXhwb3J0QWN0aXZpdHlMb2dzUmVzcG9uc2USKwoFZW50cnkYASABKAsyHC5ydW5ob29rLnYxLkFjdGl2aXR5TG9nRW50cnkihAEKFkV4cG9ydEFkbWluTG9nc1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEigKB29wdGlvbnMYAiABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEioKBmZpbHRlchgDIAEoCzIaLnJ1bmhvb2sudjEuQWRtaW5Mb2dGaWx0ZXIiQwoXRXhwb3J0QWRtaW5Mb2dzUmVzcG9uc2USKAoFZW50cnkYASABKAsyGS5ydW5ob29rLnYxLkFkbWluTG9nRW50cnkieAogTGlzdE9yZ2FuaXphdGlvbkFkbWluTG9nc1JlcXVlc3QSKAoHb3B0aW9ucxgBIAEoCzIXLnJ1bmhvb2sudjEuTGlzdE9wdGlvbnMSKgoGZmlsdGVyGAIgASgLMhoucnVuaG9vay52MS5BZG1pbkxvZ0ZpbHRlciKOAQohTGlzdE9yZ2FuaXphdGlvbkFkbWluTG9nc1Jlc3BvbnNlEi0KCmFkbWluX2xvZ3MYASADKAsyGS5ydW5ob29rLnYxLkFkbWluTG9nRW50cnkSEAoIaGFzX21vcmUYAiABKAgSGAoLbmV4dF9jdXJzb3IYAyABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IiegoiRXhwb3J0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVxdWVzdBIoCgdvcHRpb25zGAEgASgLMhcucnVuaG9vay52MS5MaXN0T3B0aW9ucxIqCgZmaWx0ZXIYAiABKAsyGi5ydW5ob29rLnYxLkFkbWluTG9nRmlsdGVyIk8KI0V4cG9ydE9yZ2FuaXphdGlvbkFkbWluTG9nc1Jlc3BvbnNlEigKBWVudHJ5GAEgASgLMhkucnVuaG9vay52MS5BZG1pbkxvZ0VudHJ5Mo8FCgpMb2dTZXJ2aWNlEl8KEExpc3RBY3Rpdml0eUxvZ3MSIy5ydW5ob29rLnYxLkxpc3RBY3Rpdml0eUxvZ3NSZXF1ZXN0GiQucnVuaG9vay52MS5MaXN0QWN0aXZpdHlMb2dzUmVzcG9uc2UiABJWCg1MaXN0QWRtaW5Mb2dzEiAucnVuaG9vay52MS5MaXN0QWRtaW5Mb2dzUmVxdWVzdBohLnJ1bmhvb2sudjEuTGlzdEFkbWluTG9nc1Jlc3BvbnNlIgASZwoSRXhwb3J0QWN0aXZpdHlMb2dzEiUucnVuaG9vay52MS5FeHBvcnRBY3Rpdml0eUxvZ3NSZXF1ZXN0GiYucnVuaG9vay52MS5FeHBvcnRBY3Rpdml0eUxvZ3NSZXNwb25zZSIAMAESXgoPRXhwb3J0QWRtaW5Mb2dzEiIucnVuaG9vay52MS5FeHBvcnRBZG1pbkxvZ3NSZXF1ZXN0GiMucnVuaG9vay52MS5FeHBvcnRBZG1pbkxvZ3NSZXNwb25zZSIAMAESegoZTGlzdE9yZ2FuaXphdGlvbkFkbWluTG9ncxIsLnJ1bmhvb2sudjEuTGlzdE9yZ2FuaXphdGlvbkFkbWluTG9nc1JlcXVlc3QaLS5ydW5ob29rLnYxLkxpc3RPcmdhbml6YXRpb25BZG1pbkxvZ3NSZXNwb25zZSIAEoIBChtFeHBvcnRPcmdhbml6YXRpb25BZG1pbkxvZ3MSLi5ydW5ob29rLnYxLkV4cG9ydE9yZ2FuaXphdGlvbkFkbWluTG9nc1JlcXVlc3QaLy5ydW5ob29rLnYxLkV4cG9ydE9yZ2FuaXphdGlvbkFkbWluTG9nc1Jlc3BvbnNlIgAwAWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_runhook_v1_common]);
 
 /**
  * ActivityLogEntry is one action taken in an environment.
@@ -582,13 +582,128 @@ export const ExportAdminLogsResponseSchema: GenMessage<ExportAdminLogsResponse> 
   messageDesc(file_runhook_v1_log, 12);
 
 /**
- * LogService reads the activity log and the admin log of a project.
+ * ListOrganizationAdminLogsRequest selects entries of the admin log of the
+ * organization the token belongs to.
  *
- * Authentication: a project API token of the project. Errors: UNAUTHENTICATED
- * (401) bad token, PERMISSION_DENIED (403) token of another project,
- * NOT_FOUND (404) unknown project or environment, INVALID_ARGUMENT (400) bad
- * parameter or a cursor issued for other filters, RESOURCE_EXHAUSTED (429)
- * throttled.
+ * @generated from message runhook.v1.ListOrganizationAdminLogsRequest
+ */
+export type ListOrganizationAdminLogsRequest = Message<"runhook.v1.ListOrganizationAdminLogsRequest"> & {
+  /**
+   * Paging.
+   *
+   * @generated from field: runhook.v1.ListOptions options = 1;
+   */
+  options?: ListOptions | undefined;
+
+  /**
+   * Filters.
+   *
+   * @generated from field: runhook.v1.AdminLogFilter filter = 2;
+   */
+  filter?: AdminLogFilter | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.ListOrganizationAdminLogsRequest.
+ * Use `create(ListOrganizationAdminLogsRequestSchema)` to create a new message.
+ */
+export const ListOrganizationAdminLogsRequestSchema: GenMessage<ListOrganizationAdminLogsRequest> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_log, 13);
+
+/**
+ * ListOrganizationAdminLogsResponse is one page of the organization's admin log.
+ *
+ * @generated from message runhook.v1.ListOrganizationAdminLogsResponse
+ */
+export type ListOrganizationAdminLogsResponse = Message<"runhook.v1.ListOrganizationAdminLogsResponse"> & {
+  /**
+   * The entries.
+   *
+   * @generated from field: repeated runhook.v1.AdminLogEntry admin_logs = 1;
+   */
+  adminLogs: AdminLogEntry[];
+
+  /**
+   * Whether more entries match now.
+   *
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+
+  /**
+   * Cursor for the next page. Always set with order `asc`; unset on the last `desc` page.
+   *
+   * @generated from field: optional string next_cursor = 3;
+   */
+  nextCursor?: string | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.ListOrganizationAdminLogsResponse.
+ * Use `create(ListOrganizationAdminLogsResponseSchema)` to create a new message.
+ */
+export const ListOrganizationAdminLogsResponseSchema: GenMessage<ListOrganizationAdminLogsResponse> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_log, 14);
+
+/**
+ * ExportOrganizationAdminLogsRequest selects the organization's admin log entries to export.
+ *
+ * @generated from message runhook.v1.ExportOrganizationAdminLogsRequest
+ */
+export type ExportOrganizationAdminLogsRequest = Message<"runhook.v1.ExportOrganizationAdminLogsRequest"> & {
+  /**
+   * Order, time range and starting cursor; `limit` is ignored.
+   *
+   * @generated from field: runhook.v1.ListOptions options = 1;
+   */
+  options?: ListOptions | undefined;
+
+  /**
+   * Filters.
+   *
+   * @generated from field: runhook.v1.AdminLogFilter filter = 2;
+   */
+  filter?: AdminLogFilter | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.ExportOrganizationAdminLogsRequest.
+ * Use `create(ExportOrganizationAdminLogsRequestSchema)` to create a new message.
+ */
+export const ExportOrganizationAdminLogsRequestSchema: GenMessage<ExportOrganizationAdminLogsRequest> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_log, 15);
+
+/**
+ * ExportOrganizationAdminLogsResponse is one exported entry.
+ *
+ * @generated from message runhook.v1.ExportOrganizationAdminLogsResponse
+ */
+export type ExportOrganizationAdminLogsResponse = Message<"runhook.v1.ExportOrganizationAdminLogsResponse"> & {
+  /**
+   * The entry.
+   *
+   * @generated from field: runhook.v1.AdminLogEntry entry = 1;
+   */
+  entry?: AdminLogEntry | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.ExportOrganizationAdminLogsResponse.
+ * Use `create(ExportOrganizationAdminLogsResponseSchema)` to create a new message.
+ */
+export const ExportOrganizationAdminLogsResponseSchema: GenMessage<ExportOrganizationAdminLogsResponse> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_log, 16);
+
+/**
+ * LogService reads the activity log and the admin log of a project, and the
+ * admin log of an organization.
+ *
+ * Authentication: a project API token of the project; for the organization's
+ * admin log, an organization API token (the only thing it reads). Errors:
+ * UNAUTHENTICATED (401) bad token, PERMISSION_DENIED (403) token of another
+ * project or of another kind, NOT_FOUND (404) unknown project or environment,
+ * INVALID_ARGUMENT (400) bad parameter or a cursor issued for other filters,
+ * RESOURCE_EXHAUSTED (429) throttled.
  *
  * Paging: entries come in a stable order. With order `asc`, `next_cursor` is
  * always set; a consumer that keeps polling it receives every entry exactly
@@ -636,6 +751,30 @@ export const LogService: GenService<{
     methodKind: "server_streaming";
     input: typeof ExportAdminLogsRequestSchema;
     output: typeof ExportAdminLogsResponseSchema;
+  },
+  /**
+   * ListOrganizationAdminLogs lists the admin log of the organization itself:
+   * the entries that belong to no project (Bootstrap's, those about users
+   * without a project role, organization API tokens). Authentication: an
+   * organization API token; it reads its own organization's entries only.
+   *
+   * @generated from rpc runhook.v1.LogService.ListOrganizationAdminLogs
+   */
+  listOrganizationAdminLogs: {
+    methodKind: "unary";
+    input: typeof ListOrganizationAdminLogsRequestSchema;
+    output: typeof ListOrganizationAdminLogsResponseSchema;
+  },
+  /**
+   * ExportOrganizationAdminLogs streams every matching entry of the
+   * organization's admin log, with no page limit.
+   *
+   * @generated from rpc runhook.v1.LogService.ExportOrganizationAdminLogs
+   */
+  exportOrganizationAdminLogs: {
+    methodKind: "server_streaming";
+    input: typeof ExportOrganizationAdminLogsRequestSchema;
+    output: typeof ExportOrganizationAdminLogsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_runhook_v1_log, 0);

@@ -3,7 +3,7 @@ import type { DirectoryReads } from "../../store/directory-cache.js";
 import type { AppTokenDoc, ProjectDoc, RenderingDoc, RunDoc, UserDoc, WorkflowDoc } from "../../store/types.js";
 import { fail } from "../errors.js";
 import type { Role } from "./roles.js";
-import type { ApiPrincipal, AppPrincipal } from "./tokens.js";
+import type { AnyPrincipal, ApiPrincipal, AppPrincipal, OrgPrincipal } from "./tokens.js";
 
 /**
  * Why `user` may not act in `rendering`, or null when it may: the user must belong to the
@@ -44,6 +44,17 @@ export async function assertMayTrigger(
 /** Throws PERMISSION_DENIED unless a project API token's creator is still an admin of its project. */
 export async function assertApiTokenCreatorIsAdmin(dir: DirectoryReads, p: ApiPrincipal): Promise<void> {
   if ((await dir.roles.get(p.project._id, p.user._id)) !== "admin") throw fail.denied("the token's creator is no longer an admin of the project");
+}
+
+/** Throws PERMISSION_DENIED unless an organization API token's creator is still an admin of its organization. */
+export function assertOrgApiTokenCreatorIsAdmin(p: OrgPrincipal): void {
+  if (!p.user.organizationAdmin || p.user.organizationId !== p.token.organizationId)
+    throw fail.denied("the token's creator is no longer an admin of the organization");
+}
+
+/** Throws PERMISSION_DENIED for an organization API token, which reads its organization's admin log and nothing else. */
+export function assertNotOrgApiToken<P extends AnyPrincipal>(p: P): asserts p is Exclude<P, OrgPrincipal> {
+  if (p.kind === "org") throw fail.denied("an organization API token reads only its organization's admin log (GET /v1/organization/admin-logs)");
 }
 
 /**

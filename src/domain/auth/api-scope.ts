@@ -1,20 +1,28 @@
 // Where a public-API call acts: the project API token's project (named in the path) and,
-// for environment-scoped groups, one of its environments.
+// for environment-scoped groups, one of its environments; or, for the organization's admin
+// log, the organization API token's organization.
 import type { DirectoryReads } from "../../store/directory-cache.js";
 import type { EnvironmentDoc } from "../../store/types.js";
 import { fail } from "../errors.js";
-import { assertApiTokenCreatorIsAdmin } from "./access.js";
-import { authenticateApi, type ApiPrincipal } from "./tokens.js";
+import { assertApiTokenCreatorIsAdmin, assertNotOrgApiToken, assertOrgApiTokenCreatorIsAdmin } from "./access.js";
+import { authenticateAny, authenticateApi, authenticateOrg, bearer, ORG_API_TOKEN_PREFIX, type ApiPrincipal, type OrgPrincipal } from "./tokens.js";
 
 export interface ApiScope extends ApiPrincipal {
   environment: EnvironmentDoc | null;
+}
+
+/** The project API token's principal; a valid organization API token is refused (403), any other token is unauthenticated (401). */
+async function projectApiPrincipal(dir: DirectoryReads, authorizationHeader: string | null | undefined): Promise<ApiPrincipal> {
+  if (bearer(authorizationHeader)?.startsWith(ORG_API_TOKEN_PREFIX)) assertNotOrgApiToken(await authenticateOrg(dir, authorizationHeader));
+  return authenticateApi(dir, authorizationHeader);
 }
 
 /**
  * Authenticates the project API token (401), then checks that `projectName` is the
  * token's project (403 otherwise — also for a name that exists nowhere, so a token
  * cannot probe other projects' names), that the token's creator is still an admin of it
- * (403), and resolves `environmentName` when given (404 when unknown).
+ * (403), and resolves `environmentName` when given (404 when unknown). An organization API
+ * token is refused (403): it reads its organization's admin log only.
  */
 export async function apiScope(
   dir: DirectoryReads,
@@ -22,7 +30,7 @@ export async function apiScope(
   projectName: string,
   environmentName?: string,
 ): Promise<ApiScope> {
-  const principal = await authenticateApi(dir, authorizationHeader);
+  const principal = await projectApiPrincipal(dir, authorizationHeader);
   if (!projectName) throw fail.invalid("project name is required");
   if (projectName !== principal.project.name) throw fail.denied("the token does not belong to this project");
   const needEnv = environmentName !== undefined;
@@ -33,4 +41,16 @@ export async function apiScope(
   ]);
   if (needEnv && !environment) throw fail.notFound(`unknown environment "${environmentName}"`);
   return { ...principal, environment };
+}
+
+/**
+ * Authenticates an organization API token for its organization's admin log: any unknown,
+ * expired or revoked token is 401; a valid token of another kind (a project API token, an
+ * application token) is 403, as is one whose creator is no longer an organization admin.
+ */
+export async function organizationApiScope(dir: DirectoryReads, authorizationHeader: string | null | undefined): Promise<OrgPrincipal> {
+  const principal = await authenticateAny(dir, authorizationHeader);
+  if (principal.kind !== "org") throw fail.denied("the organization's admin log is read with an organization API token");
+  assertOrgApiTokenCreatorIsAdmin(principal);
+  return principal;
 }

@@ -1,15 +1,16 @@
 // Bearer tokens: generated once, stored only as a sha256 hash, found by the id they carry.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { DirectoryReads } from "../../store/directory-cache.js";
-import type { ApiTokenDoc, AppTokenDoc, ProjectDoc, UserDoc } from "../../store/types.js";
+import type { ApiTokenDoc, AppTokenDoc, OrgApiTokenDoc, ProjectDoc, UserDoc } from "../../store/types.js";
 import { fail } from "../errors.js";
 
 export const APP_TOKEN_PREFIX = "rh_app_";
 export const API_TOKEN_PREFIX = "rh_api_";
-// `rh_app_<token id, 32 hex>_<secret, 43 base64url>`: the id lets a token be found by its
-// _id without an extra index on the hash; only the hash of the whole
+export const ORG_API_TOKEN_PREFIX = "rh_org_";
+// `rh_app_<token id, 32 hex>_<secret, 43 base64url>` (rh_api_ and rh_org_ alike): the id lets
+// a token be found by its _id without an extra index on the hash; only the hash of the whole
 // plaintext is stored and compared.
-const TOKEN_SHAPE = /^rh_(app|api)_([0-9a-f]{32})_[A-Za-z0-9_-]{43}$/;
+const TOKEN_SHAPE = /^rh_(app|api|org)_([0-9a-f]{32})_[A-Za-z0-9_-]{43}$/;
 
 /** A new token for the document `id` (a UUID): its plaintext (shown once) and hash (stored). */
 export function newToken(prefix: string, id: string): { plaintext: string; hash: string } {
@@ -75,6 +76,15 @@ export interface ApiPrincipal {
   project: ProjectDoc;
 }
 
+/** An organization API token's principal: the organization admin who made it, and its organization. */
+export interface OrgPrincipal {
+  kind: "org";
+  token: OrgApiTokenDoc;
+  user: UserDoc;
+}
+
+export type AnyPrincipal = AppPrincipal | ApiPrincipal | OrgPrincipal;
+
 /** The application token's principal, read fresh on every call (revocation is immediate). */
 export async function authenticateApp(dir: DirectoryReads, header: string | null | undefined, now = new Date()): Promise<AppPrincipal> {
   const token = await usableToken(header, APP_TOKEN_PREFIX, (id) => dir.appTokens.get(id), now);
@@ -91,6 +101,14 @@ export async function authenticateApi(dir: DirectoryReads, header: string | null
   return { kind: "api", token, user, project };
 }
 
+/** The organization API token's principal; its creator must still be an admin of the organization (access.ts). */
+export async function authenticateOrg(dir: DirectoryReads, header: string | null | undefined, now = new Date()): Promise<OrgPrincipal> {
+  const token = await usableToken(header, ORG_API_TOKEN_PREFIX, (id) => dir.orgApiTokens.get(id), now);
+  const user = await dir.users.get(token.userId);
+  if (!user) throw fail.unauthenticated();
+  return { kind: "org", token, user };
+}
+
 function sameSecret(given: string, expected: string): boolean {
   // Hash both so the comparison is constant-time whatever the lengths.
   const a = createHash("sha256").update(given).digest();
@@ -104,9 +122,10 @@ export function assertOperator(header: string | null | undefined, operatorSecret
   if (!secret || !sameSecret(secret, operatorSecret)) throw fail.unauthenticated(`${what} needs the operator secret as bearer token`);
 }
 
-/** Either kind of token, chosen by its prefix. */
-export async function authenticateAny(dir: DirectoryReads, header: string | null | undefined): Promise<AppPrincipal | ApiPrincipal> {
+/** Any kind of token, chosen by its prefix. */
+export async function authenticateAny(dir: DirectoryReads, header: string | null | undefined): Promise<AnyPrincipal> {
   const plaintext = bearer(header);
   if (plaintext?.startsWith(API_TOKEN_PREFIX)) return authenticateApi(dir, header);
+  if (plaintext?.startsWith(ORG_API_TOKEN_PREFIX)) return authenticateOrg(dir, header);
   return authenticateApp(dir, header);
 }

@@ -139,6 +139,18 @@ export function apiTokenToProto(t: T.ApiTokenDoc, user: { _id: string; email: st
   };
 }
 
+export function orgApiTokenToProto(t: T.OrgApiTokenDoc, user: { _id: string; email: string }) {
+  return {
+    id: t._id,
+    organizationId: t.organizationId,
+    user: { id: user._id, email: user.email },
+    name: t.name,
+    expiresAt: timestampFromDate(t.expiresAt),
+    revokedAt: t.revokedAt ? timestampFromDate(t.revokedAt) : undefined,
+    createdAt: timestampFromDate(t.createdAt),
+  };
+}
+
 export function userToProto(u: T.UserDoc) {
   return { id: u._id, organizationId: u.organizationId, email: u.email, name: u.name, organizationAdmin: u.organizationAdmin };
 }

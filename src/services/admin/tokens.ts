@@ -1,12 +1,12 @@
-// AdminService: application tokens (a user's) and API tokens (a project's).
+// AdminService: application tokens (a user's) and API tokens (a project's, an organization's).
 import { randomUUID } from "node:crypto";
-import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, newToken } from "../../domain/auth/tokens.js";
+import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, newToken, ORG_API_TOKEN_PREFIX } from "../../domain/auth/tokens.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
-import { assertMayIssueApiToken, assertMayIssueSsoToken, assertMayIssueTokensForOthers, mayRevokeAppToken } from "../../domain/auth/access.js";
+import { assertMayIssueApiToken, assertMayIssueSsoToken, assertMayIssueTokensForOthers, assertOrgAdmin, mayRevokeAppToken } from "../../domain/auth/access.js";
 import { adminLog, adminLogAboutUser, caller, inProject, required, requireOperator, userInOrg, type AdminImpl } from "./common.js";
-import { apiTokenToProto, appTokenToProto } from "./convert.js";
+import { apiTokenToProto, appTokenToProto, orgApiTokenToProto } from "./convert.js";
 
 const DAY_MS = 86_400_000;
 const MIN_TTL_S = 60;
@@ -48,10 +48,40 @@ function tokenName(name: string, fallback: string): string {
   return n;
 }
 
+/**
+ * A new API token of `creator` (a project's or an organization's, by `prefix`): the fields both
+ * kinds store (the hash, never the plaintext) and the plaintext, shown once.
+ */
+function newApiToken(prefix: string, creator: T.UserDoc, req: { name: string; ttlSeconds: number }, fallbackName: string) {
+  const name = tokenName(req.name, fallbackName);
+  const id = randomUUID();
+  const t = newToken(prefix, id);
+  const now = new Date();
+  const fields: T.TokenDocBase = {
+    _id: id,
+    hash: t.hash,
+    userId: creator._id,
+    name,
+    expiresAt: new Date(now.getTime() + ttlMs(req.ttlSeconds)),
+    revokedAt: null,
+    createdAt: now,
+  };
+  return { fields, plaintext: t.plaintext };
+}
+
 export function tokenMethods(
   deps: Deps,
-): Pick<AdminImpl, "createApplicationToken" | "issueSsoToken" | "revokeApplicationToken" | "createApiToken" | "revokeApiToken"> {
-  return { ...appTokenMethods(deps), ...apiTokenMethods(deps) };
+): Pick<
+  AdminImpl,
+  | "createApplicationToken"
+  | "issueSsoToken"
+  | "revokeApplicationToken"
+  | "createApiToken"
+  | "revokeApiToken"
+  | "createOrganizationApiToken"
+  | "revokeOrganizationApiToken"
+> {
+  return { ...appTokenMethods(deps), ...apiTokenMethods(deps), ...orgApiTokenMethods(deps) };
 }
 
 function appTokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToken" | "issueSsoToken" | "revokeApplicationToken"> {
@@ -117,23 +147,18 @@ function apiTokenMethods(deps: Deps): Pick<AdminImpl, "createApiToken" | "revoke
       const p = await caller(dir, ctx);
       const project = await inProject(dir, p, req.projectId, "admin");
       assertMayIssueApiToken(p, project);
-      const name = tokenName(req.name, "api token");
-      const id = randomUUID();
-      const t = newToken(API_TOKEN_PREFIX, id);
-      const now = new Date();
-      const doc: T.ApiTokenDoc = {
-        _id: id,
-        hash: t.hash,
-        userId: p.user._id,
-        projectId: project._id,
-        name,
-        expiresAt: new Date(now.getTime() + ttlMs(req.ttlSeconds)),
-        revokedAt: null,
-        createdAt: now,
-      };
+      const { fields, plaintext } = newApiToken(API_TOKEN_PREFIX, p.user, req, "api token");
+      const doc: T.ApiTokenDoc = { ...fields, projectId: project._id };
       await dir.apiTokens.insert(doc);
-      await adminLog(deps, p.user, "api_token.created", `api_token/${doc._id}`, { name, expiresAt: doc.expiresAt.toISOString() }, { projectId: project._id });
-      return { token: apiTokenToProto(doc, p.user), plaintext: t.plaintext };
+      await adminLog(
+        deps,
+        p.user,
+        "api_token.created",
+        `api_token/${doc._id}`,
+        { name: doc.name, expiresAt: doc.expiresAt.toISOString() },
+        { projectId: project._id },
+      );
+      return { token: apiTokenToProto(doc, p.user), plaintext };
     },
 
     async revokeApiToken(req, ctx) {
@@ -146,6 +171,40 @@ function apiTokenMethods(deps: Deps): Pick<AdminImpl, "createApiToken" | "revoke
         await adminLog(deps, p.user, "api_token.revoked", `api_token/${token._id}`, { name: token.name }, { projectId: project._id });
       const [after, creator] = await Promise.all([dir.apiTokens.get(token._id), dir.users.get(token.userId)]);
       return { token: apiTokenToProto(after ?? { ...token, revokedAt }, creator ?? { _id: token.userId, email: "" }) };
+    },
+  };
+}
+
+/**
+ * Organization API tokens: made and revoked by organization admins only (no project role is
+ * needed, and an organization has no SSO requirement of its own: a project's requires_sso
+ * governs that project's tokens, and this token reads no project). Their entries go to the
+ * organization's own admin log, the one stream such a token reads.
+ */
+function orgApiTokenMethods(deps: Deps): Pick<AdminImpl, "createOrganizationApiToken" | "revokeOrganizationApiToken"> {
+  const dir = deps.store.directory;
+  return {
+    async createOrganizationApiToken(req, ctx) {
+      const p = await caller(dir, ctx);
+      assertOrgAdmin(p.user);
+      const { fields, plaintext } = newApiToken(ORG_API_TOKEN_PREFIX, p.user, req, "organization api token");
+      const doc: T.OrgApiTokenDoc = { ...fields, organizationId: p.user.organizationId };
+      await dir.orgApiTokens.insert(doc);
+      await adminLog(deps, p.user, "org_api_token.created", `org_api_token/${doc._id}`, { name: doc.name, expiresAt: doc.expiresAt.toISOString() });
+      return { token: orgApiTokenToProto(doc, p.user), plaintext };
+    },
+
+    async revokeOrganizationApiToken(req, ctx) {
+      const p = await caller(dir, ctx);
+      const token = await dir.orgApiTokens.get(required(req.tokenId, "token_id"));
+      // Another organization's token is not found, like an unknown one.
+      if (!token || token.organizationId !== p.user.organizationId) throw fail.notFound(`organization API token "${req.tokenId}" not found`);
+      assertOrgAdmin(p.user);
+      const revokedAt = new Date();
+      if (await dir.orgApiTokens.revoke(token._id, revokedAt))
+        await adminLog(deps, p.user, "org_api_token.revoked", `org_api_token/${token._id}`, { name: token.name });
+      const [after, creator] = await Promise.all([dir.orgApiTokens.get(token._id), dir.users.get(token.userId)]);
+      return { token: orgApiTokenToProto(after ?? { ...token, revokedAt }, creator ?? { _id: token.userId, email: "" }) };
     },
   };
 }
