@@ -133,6 +133,7 @@ function ownerReads(dir: OwnerReads, known: (key: string, find: () => Promise<st
     workflow: (id: string) => known(`workflow\u0000${id}`, async () => ofProject((await dir.workflows.get(id))?.projectId)),
     appToken: (id: string) => known(`appToken\u0000${id}`, async () => ofUser((await dir.appTokens.get(id))?.userId)),
     apiToken: (id: string) => known(`apiToken\u0000${id}`, async () => ofProject((await dir.apiTokens.get(id))?.projectId)),
+    orgApiToken: (id: string) => known(`orgApiToken\u0000${id}`, async () => (await dir.orgApiTokens.get(id))?.organizationId ?? null),
     user: ofUser,
     project: ofProject,
     rendering: ofRendering,

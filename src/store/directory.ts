@@ -197,8 +197,8 @@ function orgApiTokensStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "orgApiTokens"),
     /** Revokes the token unless it already is; whether this call revoked it. */
-    revoke: (id: string, at: Date) =>
-      v.change(async () => (await d.orgApiTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1),
+    revoke: (organizationId: string, id: string, at: Date) =>
+      v.change(organizationId, async () => (await d.orgApiTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1),
   };
 }
 

@@ -201,7 +201,7 @@ function orgApiTokenMethods(deps: Deps): Pick<AdminImpl, "createOrganizationApiT
       if (!token || token.organizationId !== p.user.organizationId) throw fail.notFound(`organization API token "${req.tokenId}" not found`);
       assertOrgAdmin(p.user);
       const revokedAt = new Date();
-      if (await dir.orgApiTokens.revoke(token._id, revokedAt))
+      if (await dir.orgApiTokens.revoke(token.organizationId, token._id, revokedAt))
         await adminLog(deps, p.user, "org_api_token.revoked", `org_api_token/${token._id}`, { name: token.name });
       const [after, creator] = await Promise.all([dir.orgApiTokens.get(token._id), dir.users.get(token.userId)]);
       return { token: orgApiTokenToProto(after ?? { ...token, revokedAt }, creator ?? { _id: token.userId, email: "" }) };
