@@ -1633,7 +1633,11 @@ export type CreateApplicationTokenRequest = Message<"runhook.v1.CreateApplicatio
   name: string;
 
   /**
-   * Lifetime in seconds (60 to 31536000); 0 means 90 days.
+   * Lifetime in seconds (60 to 31536000); 0 means 90 days. An SSO token (`sso`)
+   * never outlives the caller's own SSO token: 0 then means 90 days or until the
+   * caller's token expires, whichever comes first (the answer's `expires_at`
+   * says which), and a longer lifetime asked for is FAILED_PRECONDITION. Only a
+   * new SSO login (IssueSsoToken) starts a new lifetime.
    *
    * @generated from field: uint32 ttl_seconds = 3;
    */
@@ -2109,7 +2113,8 @@ export const AdminService: GenService<{
   },
   /**
    * CreateApplicationToken generates an application token. The plaintext is
-   * returned once; only its hash is stored.
+   * returned once; only its hash is stored. An SSO token made from an SSO token
+   * expires no later than the token that makes it.
    *
    * @generated from rpc runhook.v1.AdminService.CreateApplicationToken
    */
@@ -2121,7 +2126,8 @@ export const AdminService: GenService<{
   /**
    * IssueSsoToken stands in for the identity provider: authenticated with the
    * operator (bootstrap) secret, it generates an SSO application token for an
-   * existing user, as an SSO login would.
+   * existing user, as an SSO login would, with a lifetime of its own (not
+   * bounded by any earlier SSO token).
    *
    * @generated from rpc runhook.v1.AdminService.IssueSsoToken
    */

@@ -123,6 +123,23 @@ export function assertMayIssueSsoToken(caller: AppPrincipal, ownerId: string): v
   if (ownerId !== caller.user._id) throw fail.denied("an SSO token can only be created for oneself");
 }
 
+/**
+ * When an SSO token made by an SSO session expires: never after the session's own token, or one
+ * SSO login could be stretched forever (each token making a longer-lived one) and would never
+ * have to be repeated. A fresh login (IssueSsoToken) is what starts a new lifetime. The default
+ * lifetime is cut to the session's; a longer one asked for is FAILED_PRECONDITION.
+ */
+export function ssoTokenExpiry(session: AppTokenDoc, asked: { ms: number; isDefault: boolean }, now: Date): Date {
+  const until = session.expiresAt.getTime();
+  const wanted = now.getTime() + asked.ms;
+  if (wanted <= until) return new Date(wanted);
+  if (asked.isDefault) return new Date(until);
+  const left = Math.max(0, Math.floor((until - now.getTime()) / 1000));
+  throw fail.precondition(
+    `ttl_seconds: an SSO token may not outlive the SSO token that makes it, which expires at ${session.expiresAt.toISOString()}: ask for at most ${left} seconds, or 0 for as long as it (log in with SSO again for a longer one)`,
+  );
+}
+
 /** API tokens of a project that requires SSO are made only in an SSO session. */
 export function assertMayIssueApiToken(caller: AppPrincipal, project: ProjectDoc): void {
   if (project.requiresSso) assertSsoSession(caller.token, "an API token of a project that requires SSO");
