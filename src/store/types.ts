@@ -115,6 +115,12 @@ export interface AppTokenDoc extends TokenDocBase {
 }
 export interface ApiTokenDoc extends TokenDocBase {
   projectId: string;
+  /**
+   * Whether it was generated in an SSO session (the creator's token was an SSO token). Absent on
+   * tokens made before runhook recorded it, which count as not: a project that requires SSO
+   * refuses them (domain/auth/access.ts, assertApiTokenMayAct).
+   */
+  sso?: boolean;
 }
 
 export type RunState = "QUEUED" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";

@@ -41,20 +41,28 @@ export async function assertMayTrigger(
   return r.role;
 }
 
-/** Throws PERMISSION_DENIED unless a project API token's creator is still an admin of its project. */
-export async function assertApiTokenCreatorIsAdmin(dir: DirectoryReads, p: ApiPrincipal): Promise<void> {
+/**
+ * Throws PERMISSION_DENIED unless a project API token may still act for its project: when the
+ * project requires SSO, the token was generated in an SSO session (so switching requires_sso on
+ * stops the tokens made before without one, and switching it off lets them work again); and its
+ * creator is still an admin of the project. Every path that accepts API tokens calls this one
+ * rule: the logs and notes (apiScope) and following runs (assertMayFollowRun).
+ */
+export async function assertApiTokenMayAct(dir: DirectoryReads, p: ApiPrincipal): Promise<void> {
+  if (p.project.requiresSso && p.token.sso !== true)
+    throw fail.denied("the project requires SSO and this API token was not generated in an SSO session: generate a new one while logged in with SSO");
   if ((await dir.roles.get(p.project._id, p.user._id)) !== "admin") throw fail.denied("the token's creator is no longer an admin of the project");
 }
 
 /**
  * Throws PERMISSION_DENIED unless the principal may follow (or cancel) the run: a project API
- * token of the run's project whose creator is still its admin, or an application token of a
- * user who may trigger its workflow.
+ * token of the run's project that may still act for it (assertApiTokenMayAct), or an
+ * application token of a user who may trigger its workflow.
  */
 export async function assertMayFollowRun(dir: DirectoryReads, p: AppPrincipal | ApiPrincipal, run: RunDoc): Promise<void> {
   if (p.kind === "api") {
     if (p.project._id !== run.projectId) throw fail.denied("the API token belongs to another project");
-    await assertApiTokenCreatorIsAdmin(dir, p);
+    await assertApiTokenMayAct(dir, p);
     return;
   }
   const [project, rendering, workflow] = await Promise.all([

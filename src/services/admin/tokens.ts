@@ -143,6 +143,8 @@ function apiTokenMethods(deps: Deps): Pick<AdminImpl, "createApiToken" | "revoke
         expiresAt: new Date(now.getTime() + ttlMs(req.ttlSeconds)),
         revokedAt: null,
         createdAt: now,
+        // Recorded, so that a project that comes to require SSO refuses the tokens made without it.
+        sso: p.token.sso,
       };
       await dir.apiTokens.insert(doc);
       await adminLog(deps, p.user, "api_token.created", `api_token/${doc._id}`, { name, expiresAt: doc.expiresAt.toISOString() }, { projectId: project._id });
