@@ -208,7 +208,11 @@ export function createDeps(store: Store, config: Config, logger: Logger): Server
     health: createHealthStatus({ services: [...SERVICE_DESCS] }),
     metrics,
     dbMonitor,
-    authFailures: new AuthFailureThrottle(config.authFailureLimitPerMinute),
+    // Counted in this process, shared with the others through the database at most once a second.
+    authFailures: new AuthFailureThrottle(config.authFailureLimitPerMinute, {
+      share: (windowStart, increments) => store.rateLimits.share(windowStart, increments),
+      onError: (err) => !isUnavailable(err) && logger.warn({ err }, "sharing the counts of failed authentications failed; they are sent again in a second"),
+    }),
   };
 }
 
@@ -242,6 +246,7 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
   const stop = async () => {
     clearInterval(sweeper);
     clearInterval(clockCheck);
+    deps.authFailures.close();
     deps.health.shutdown();
     dbMonitor.stop();
     // Stop accepting, let requests in flight finish, then the executors, then the database.

@@ -6,9 +6,10 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { storeFixtures } from "../src/store/index.js";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { AdminService, BootstrapRequestSchema, BootstrapResponseSchema } from "../gen/runhook/v1/admin_pb.js";
 import { addressBucket, AuthFailureThrottle, coarseBucket } from "../src/rpc/auth-throttle.js";
+import { clientAddressRule } from "../src/rpc/client-address.js";
 import { API_TOKEN_PREFIX, newToken } from "../src/domain/auth/tokens.js";
 import { signWebhookKey, webhookUrl } from "../src/domain/webhook-keys.js";
 import { apiClient } from "./helpers/api.js";
@@ -40,7 +41,13 @@ describe("guessing tokens over /v1 and the webhook (default limit, behind a trus
 
   it("1,500 made-up tokens from one address: 100 × 401, then 429 with Retry-After, and no bucket document per guess", async () => {
     await awaitFreshWindow(20_000);
-    const buckets = () => storeFixtures(server.deps.store).rateLimits.countDocuments({ expiresAt: { $gt: new Date() } });
+    // Token buckets; the address's failures are shared in one document of its own (`auth:<address>:<window>`).
+    const buckets = async () =>
+      (
+        await storeFixtures(server.deps.store)
+          .rateLimits.find({ expiresAt: { $gt: new Date() } })
+          .toArray()
+      ).filter((d) => !d._id.startsWith("auth:")).length;
     const before = await buckets();
     const from = { "x-forwarded-for": "203.0.113.7" };
     const path = `/v1/project/${w.projectName}/admin-logs`;
@@ -189,5 +196,59 @@ describe("AuthFailureThrottle", () => {
     t.fail("2001:db8:bbbb:2::1", at + 60_000);
     expect(t.check("2001:db8:cccc:3::1", at + 60_000).allowed).toBe(false);
     expect(t.check("2001:db9::1", at + 60_000).allowed).toBe(true);
+  });
+});
+
+describe("AuthFailureThrottle, shared with the other processes", () => {
+  it("adds the total the others counted to its own; a database error fails no call and loses no count", async () => {
+    vi.useFakeTimers({ now: 1_800_000_000_000 });
+    try {
+      let down = true;
+      let stored = 0; // the bucket's document: what every process has added
+      const sent: Array<[string, number][]> = [];
+      const errors: unknown[] = [];
+      const t = new AuthFailureThrottle(10, {
+        share: async (_windowStart, increments) => {
+          if (down) throw new Error("database down");
+          sent.push([...increments]);
+          for (const n of increments.values()) stored += n;
+          return new Map([...increments.keys()].map((k) => [k, stored]));
+        },
+        onError: (err) => errors.push(err),
+      });
+      t.fail("192.0.2.1");
+      t.fail("192.0.2.1");
+      await vi.advanceTimersByTimeAsync(0); // the first round: the database is down
+      expect(errors).toHaveLength(1);
+      expect(t.check("192.0.2.1")).toMatchObject({ allowed: true, remaining: 8 }); // its own count holds meanwhile
+      down = false;
+      stored = 7; // meanwhile, other processes counted 7
+      await vi.advanceTimersByTimeAsync(1000); // the next round sends the two again
+      expect(sent).toEqual([[["auth:192.0.2.1", 2]]]);
+      expect(t.check("192.0.2.1")).toMatchObject({ allowed: true, remaining: 1 }); // 7 + 2
+      t.fail("192.0.2.1"); // not shared yet, counted at once
+      expect(t.check("192.0.2.1")).toMatchObject({ allowed: false, remaining: 0 });
+      await vi.advanceTimersByTimeAsync(1000);
+      expect(sent).toHaveLength(2);
+      expect(stored).toBe(10);
+      t.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
+describe("clientAddressRule (both servers' client address)", () => {
+  it("takes X-Forwarded-For only from a trusted peer, from its right end past every trusted proxy", () => {
+    const r = clientAddressRule(["10.0.0.0/8", "2001:db8::/32", "127.0.0.1"]);
+    expect(r.clientAddress("203.0.113.1", "198.51.100.1")).toBe("203.0.113.1"); // an untrusted peer: its header is ignored
+    expect(r.clientAddress("10.1.1.1", "198.51.100.1")).toBe("198.51.100.1");
+    expect(r.clientAddress("10.1.1.1", "192.0.2.9, 198.51.100.1, 10.2.2.2")).toBe("198.51.100.1"); // a spoofed left part changes nothing
+    expect(r.clientAddress("::ffff:127.0.0.1", ["198.51.100.1", "10.3.3.3"])).toBe("198.51.100.1"); // IPv4-mapped peer; repeated headers
+    expect(r.clientAddress("2001:db8::5", "2001:db9::1")).toBe("2001:db9::1");
+    expect(r.clientAddress("10.1.1.1", "10.2.2.2,10.3.3.3")).toBe("10.2.2.2"); // all trusted: the leftmost
+    expect(r.clientAddress("10.1.1.1", undefined)).toBe("10.1.1.1");
+    expect(r.clientAddress("10.1.1.1", "not-an-address")).toBe("not-an-address"); // as proxy-addr: a hop that is no address is not trusted
+    expect(clientAddressRule([]).clientAddress("10.1.1.1", "198.51.100.1")).toBe("10.1.1.1");
   });
 });

@@ -1,8 +1,9 @@
 // Every query runhook makes is served by an index: a workload of the public API (webhook calls
 // and their runs, a conflict, an idempotent repeat, run reads, log pages with each filter,
-// notes, a retention sweep) is run while the driver's commands are recorded, and each distinct
-// query among them is explained by the server: the plan must be an index scan, never a
-// collection scan. On the embedded server the suite also runs with scans refused
+// notes, a retention sweep, a failed authentication whose count is shared) is run while the
+// driver's commands are recorded, and each distinct query among them is explained by the
+// server: the plan must be an index scan, never a collection scan. On the embedded server the
+// suite also runs with scans refused
 // (notablescan); on a real MongoDB (MONGODB_URI) this is the check that its planner agrees.
 // The same workload checks that every query of a data step carries its time limit (maxTimeMS).
 import { randomUUID } from "node:crypto";
@@ -11,7 +12,7 @@ import { storeFixtures, sweepExpired, type CommandStartedEvent, type StoreFixtur
 import { apiClient, qs } from "./helpers/api.js";
 import { DATA_QUERY_TIME_LIMIT_MS } from "../src/store/records.js";
 import { startServer, type TestServer } from "./helpers/server.js";
-import { adminClient, postHook } from "./helpers/webhook.js";
+import { adminClient, postHook, sleep } from "./helpers/webhook.js";
 import { waitForRun } from "./helpers/runs.js";
 import { createWorld, type World } from "../fixtures/world.js";
 
@@ -126,6 +127,12 @@ it("every query the store made in a workload is an index scan", async () => {
     // A sweep that finds something to remove: a month and a day from now, the runs have expired.
     await sweepExpired(server.deps.store, undefined, new Date(Date.now() + 31 * 86_400_000));
     await server.deps.store.runs.queueStats();
+    // A failed authentication, whose count is shared (an upsert, then a read of the totals) within a second.
+    expect((await apiClient(server.baseUrl, `rh_api_${"0".repeat(32)}_${"A".repeat(43)}`).get(admin)).status).toBe(401);
+    // (The retention sweep reads rate_limits too: the shared read is the one of `auth:` documents.)
+    const sharedRead = () =>
+      recorded.some((e) => e.commandName === "find" && (e.command as { find?: string }).find === "rate_limits" && JSON.stringify(e.command).includes('"auth:'));
+    for (let i = 0; i < 100 && !sharedRead(); i++) await sleep(50);
   } finally {
     events.off("commandStarted", record);
   }
@@ -154,7 +161,16 @@ it("every query the store made in a workload is an index scan", async () => {
   }
   // The workload reached the queries that matter: claims, log pages, notes, the sweep, the records.
   const keys = [...explained.keys()];
-  for (const expected of ["findAndModify runs", "find activity_logs", "find admin_logs", "find notes", "delete runs", "find <records>"]) {
+  for (const expected of [
+    "findAndModify runs",
+    "find activity_logs",
+    "find admin_logs",
+    "find notes",
+    "delete runs",
+    "find <records>",
+    "update rate_limits",
+    "find rate_limits",
+  ]) {
     expect(
       keys.some((k) => k.startsWith(expected)),
       `no ${expected} in ${keys.join("\n")}`,

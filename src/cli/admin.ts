@@ -28,7 +28,7 @@ export const ADMIN_USAGE = `
     admin workflows get --workflow ID
     admin webhook enable|disable|regenerate --workflow ID
     admin webhook rate-limit --workflow ID --per-minute N
-    admin tokens create [--user ID] [--name NAME] [--ttl SECONDS] [--sso]   (--sso: from an SSO token, for oneself)
+    admin tokens create [--user ID] [--name NAME] [--ttl SECONDS] [--sso]   (--sso: from an SSO token, for oneself, expiring no later than it)
     admin sso-token --user ID [--name NAME] [--ttl SECONDS]   (the operator, standing in for the identity provider)
     admin tokens revoke --token ID
     admin api-tokens create --project ID [--name NAME] [--ttl SECONDS]

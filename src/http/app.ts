@@ -16,6 +16,7 @@ import { registerWebhookRoutes, WEBHOOK_ROUTE } from "./webhook.js";
 import { REQUEST_ID_HEADER, requestIdOf } from "../rpc/request-id.js";
 import { API_CHECKS, isApiRequest, registerV1Routes } from "./v1.js";
 import { clientAddressKey } from "../rpc/rate-limit.js";
+import { clientAddressRule } from "../rpc/client-address.js";
 import { connectServerOptions } from "../rpc/router.js";
 import { inProcessCaller, type InProcessCaller } from "../rpc/in-process.js";
 import { logBug, pipelineInterceptors } from "../rpc/pipeline.js";
@@ -89,16 +90,24 @@ function logAnswer(deps: ServerDeps, req: FastifyRequest, reply: FastifyReply): 
   );
 }
 
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The client's address by the rule both servers share (rpc/client-address.ts): what the limits count by. */
+    clientAddress: string | undefined;
+  }
+}
+
 export async function buildGateway(deps: ServerDeps, services: Services): Promise<FastifyInstance> {
   const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = deps.config.http;
+  const clients = clientAddressRule(deps.config.trustedProxies);
   const app = Fastify({
     logger: false,
     bodyLimit: deps.config.bodyLimitBytes,
     return503OnClosing: true,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: true },
-    // req.ip: the peer, or the client X-Forwarded-For names when the peer is a proxy the operator trusts.
-    trustProxy: deps.config.trustedProxies.length > 0 ? deps.config.trustedProxies : false,
+    // req.ip (and the forwarded host and protocol) trust the same proxies as req.clientAddress.
+    trustProxy: deps.config.trustedProxies.length > 0 ? clients.trusts : false,
     // Slow clients: the headers, then the whole request, must arrive in time (408 and the
     // connection is closed otherwise); answers may take longer (long-polls, NDJSON exports).
     // Node checks these deadlines every connectionsCheckingInterval, so it follows the shortest.
@@ -115,7 +124,9 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
     genReqId: (req) => requestIdOf(req.headers[REQUEST_ID_HEADER]),
   });
 
+  app.decorateRequest("clientAddress", undefined);
   app.addHook("onRequest", async (req, reply) => {
+    req.clientAddress = clients.clientAddress(req.socket.remoteAddress, req.headers["x-forwarded-for"]);
     reply.header(REQUEST_ID_HEADER, req.id);
     clampDeadlineHeaders(req.raw.headers);
   });
@@ -147,7 +158,7 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
   await app.register(async (scope) => {
     await scope.register(fastifyConnectPlugin, {
       ...connectServerOptions(deps, services),
-      contextValues: (req) => createContextValues().set(clientAddressKey, req.ip).set(requestIdKey, req.id),
+      contextValues: (req) => createContextValues().set(clientAddressKey, req.clientAddress).set(requestIdKey, req.id),
       shutdownTimeoutMs: 5000,
     });
   });

@@ -3,11 +3,20 @@
 // limit is answered 429 before anything else — before its token (or the bootstrap secret) is
 // even looked at, so guessing stops whatever the guess. It covers every way in: the webhook
 // and /v1 and every RPC over Connect, gRPC-Web and native gRPC, AdminService.Bootstrap
-// included: one interceptor, in the pipeline of every call (pipeline.ts).
+// included: one interceptor, in the pipeline of every call (pipeline.ts). The address is the
+// client's by the rule both servers share (client-address.ts): behind a trusted proxy, the
+// address it forwards, on native gRPC as on HTTP.
 //
-// Counted in memory, per process, on purpose: a guess never costs the database anything (a
-// flood of failures from many addresses would otherwise be a flood of writes on the shared
-// MongoDB). The price: behind N instances an address may fail up to N × the limit a minute.
+// One limit for the whole deployment, at little cost to the database: each process counts in
+// memory (a check never waits for the database, and a guess never costs a write of its own),
+// and shares its counts through MongoDB at most once a second per address bucket — one `$inc`
+// upsert of the bucket's window document (the per-token limits' documents, store/rate-limits.ts,
+// `auth:<bucket>:<window>`), then one read of the totals every process added. An address is
+// judged by the last total read plus what this process counted since. So behind N processes an
+// address gets the limit, plus what the others let through in the second before they read the
+// total (about one failure each per second), not N × the limit. Sharing never makes a call wait
+// and never fails one: a database error leaves the counts to the next second (the local count
+// still holds meanwhile).
 import { isIPv4, isIPv6 } from "node:net";
 import { Code, type Interceptor } from "@connectrpc/connect";
 import { fail, type DomainError } from "../domain/errors.js";
@@ -54,28 +63,70 @@ export function coarseBucket(bucket: string): string {
   return OVERFLOW;
 }
 
+/** A bucket's count in the current window. */
+interface Count {
+  /** Failures this process counted. */
+  local: number;
+  /** Of those, not yet sent to the database. */
+  unshared: number;
+  /** Of those, being sent. */
+  sending: number;
+  /** The total every process had added, as last read (it includes what this process had sent). */
+  shared: number;
+}
+
+/** How a throttle shares its counts (the store's verb, store/rate-limits.ts), and what it does with an error. */
+export interface SharedCounts {
+  share(windowStart: number, increments: ReadonlyMap<string, number>): Promise<Map<string, number>>;
+  onError(err: unknown): void;
+}
+
+/** Each bucket is shared at most this often. */
+const SHARE_EVERY_MS = 1000;
+/** At most this many buckets in one round (one bulk write and one read); the others wait for the next. */
+const SHARE_BATCH = 10_000;
+/** The documents of these counts, among the other rate limits'. */
+const SHARED_PREFIX = "auth:";
+
 export class AuthFailureThrottle {
   private window = 0;
-  private failures = new Map<string, number>();
+  private counts = new Map<string, Count>();
+  /** Buckets with failures not yet shared, in the order they came. */
+  private pending = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private sharing = false;
+  private sharedAt = 0;
+  private closed = false;
 
-  constructor(readonly limit: number) {}
+  /** Without `shared`, counts stay in this process (the unit tests). */
+  constructor(
+    readonly limit: number,
+    private readonly shared?: SharedCounts,
+  ) {}
 
   /** The address's bucket in the current window (a new window starts empty). */
   private bucketOf(address: string | undefined, now: number): string {
     const start = now - (now % WINDOW_MS);
     if (start !== this.window) {
       this.window = start;
-      this.failures.clear();
+      this.counts.clear();
+      this.pending.clear();
     }
     const b = addressBucket(address);
-    if (this.failures.has(b) || this.failures.size < MAX_ADDRESSES) return b;
+    if (this.counts.has(b) || this.counts.size < MAX_ADDRESSES) return b;
     const network = coarseBucket(b);
-    return this.failures.has(network) || this.failures.size < MAX_ADDRESSES + MAX_NETWORKS ? network : OVERFLOW;
+    return this.counts.has(network) || this.counts.size < MAX_ADDRESSES + MAX_NETWORKS ? network : OVERFLOW;
+  }
+
+  /** A bucket's count as this process knows it: the last shared total and what it counted since, or its own count if more. */
+  private countOf(bucket: string): number {
+    const c = this.counts.get(bucket);
+    return c ? Math.max(c.local, c.shared + c.unshared + c.sending) : 0;
   }
 
   /** The address's standing before a call: allowed while it has fewer failures than the limit this window. */
   check(address: string | undefined, now = Date.now()): RateDecision {
-    const count = this.failures.get(this.bucketOf(address, now)) ?? 0;
+    const count = this.countOf(this.bucketOf(address, now));
     const windowEnd = this.window + WINDOW_MS;
     const allowed = count < this.limit;
     return {
@@ -87,10 +138,73 @@ export class AuthFailureThrottle {
     };
   }
 
-  /** Counts one failed authentication of the address. */
+  /** Counts one failed authentication of the address (shared with the other processes within a second). */
   fail(address: string | undefined, now = Date.now()): void {
     const b = this.bucketOf(address, now);
-    this.failures.set(b, (this.failures.get(b) ?? 0) + 1);
+    const c = this.counts.get(b) ?? { local: 0, unshared: 0, sending: 0, shared: 0 };
+    this.counts.set(b, c);
+    c.local++;
+    c.unshared++;
+    this.pending.add(b);
+    this.schedule();
+  }
+
+  /** Stops sharing (the process is stopping). */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  /** The next round: at once if the last was a second ago or more, else when it is. */
+  private schedule(): void {
+    if (!this.shared || this.closed || this.timer || this.sharing || this.pending.size === 0) return;
+    this.timer = setTimeout(() => void this.shareRound(), Math.max(0, this.sharedAt + SHARE_EVERY_MS - Date.now()));
+    this.timer.unref();
+  }
+
+  /** Sends the pending counts and reads the totals back; never throws, never holds a call. */
+  private async shareRound(): Promise<void> {
+    this.timer = undefined;
+    this.sharing = true;
+    this.sharedAt = Date.now();
+    const window = this.window;
+    // Counts of a window that has ended limit nothing any more.
+    if (this.sharedAt >= window + WINDOW_MS) this.pending.clear();
+    const round: Array<[string, Count, number]> = [];
+    for (const b of this.pending) {
+      if (round.length >= SHARE_BATCH) break;
+      this.pending.delete(b);
+      const c = this.counts.get(b);
+      if (!c) continue;
+      round.push([b, c, c.unshared]);
+      c.sending += c.unshared;
+      c.unshared = 0;
+    }
+    if (round.length === 0) {
+      this.sharing = false;
+      return;
+    }
+    try {
+      const totals = await this.shared!.share(window, new Map(round.map(([b, , n]) => [SHARED_PREFIX + b, n])));
+      for (const [b, c, n] of round) {
+        c.sending -= n;
+        c.shared = Math.max(c.shared, totals.get(SHARED_PREFIX + b) ?? 0);
+      }
+    } catch (err) {
+      // Sent or not, it is sent again next round (a count can only come out higher, never lower).
+      for (const [b, c, n] of round) {
+        c.sending -= n;
+        c.unshared += n;
+        if (this.window === window) this.pending.add(b);
+      }
+      try {
+        this.shared!.onError(err);
+      } catch {}
+    } finally {
+      this.sharing = false;
+      this.schedule();
+    }
   }
 }
 

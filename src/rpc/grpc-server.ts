@@ -12,6 +12,7 @@ import { clampDeadlineHeaders } from "./deadline.js";
 import { logBug } from "./pipeline.js";
 import { REQUEST_ID_HEADER, requestIdOf } from "./request-id.js";
 import { clientAddressKey } from "./rate-limit.js";
+import { clientAddressRule } from "./client-address.js";
 import { connectServerOptions } from "./router.js";
 import { serviceImpls, type Services } from "../services/index.js";
 
@@ -20,7 +21,8 @@ export interface GrpcServer {
   close(): Promise<void>;
 }
 
-export async function startGrpcServer(deps: ServerDeps, services: Services, host: string, port: number): Promise<GrpcServer> {
+/** What answers each call: the unary fast path, or Connect's own handler, with the call's client address and request id. */
+function callHandler(deps: ServerDeps, services: Services): (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void {
   const options = connectServerOptions(deps, services);
   // Connect's node adapter, taken apart (connectNodeAdapter), so that the unary fast path can
   // hand it a call whose body it has begun to read.
@@ -40,11 +42,18 @@ export async function startGrpcServer(deps: ServerDeps, services: Services, host
           deps.logger.error({ err: reason, rpc: `${h.service.typeName}/${h.method.name}` }, "an RPC's handler failed");
       });
   };
-  const handler = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
+  // The client: the peer, or behind a trusted proxy the address its x-forwarded-for names (as on the gateway).
+  const clients = clientAddressRule(deps.config.trustedProxies);
+  return (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
     clampDeadlineHeaders(req.headers);
-    const values = createContextValues().set(clientAddressKey, req.socket?.remoteAddress).set(requestIdKey, requestIdOf(req.headers[REQUEST_ID_HEADER]));
+    const client = clients.clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"]);
+    const values = createContextValues().set(clientAddressKey, client).set(requestIdKey, requestIdOf(req.headers[REQUEST_ID_HEADER]));
     if (!fast(req, res, values, (body) => viaConnect(req, res, values, body))) viaConnect(req, res, values);
   };
+}
+
+export async function startGrpcServer(deps: ServerDeps, services: Services, host: string, port: number): Promise<GrpcServer> {
+  const handler = callHandler(deps, services);
   const { idleTimeoutMs, requestTimeoutMs, maxConcurrentStreams, maxHeaderListSize } = deps.config.grpc;
   const server = http2.createServer({ settings: { maxConcurrentStreams, maxHeaderListSize } }, handler);
   const sessions = new Set<http2.ServerHttp2Session>();

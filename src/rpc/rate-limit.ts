@@ -22,7 +22,7 @@ import { codeOf, toConnectError } from "./errors.js";
 /** The RPC services of the public API (the groups /v1 serves over REST). */
 export const API_RATE_LIMITED_SERVICES: ReadonlySet<string> = new Set([LogService.typeName, NoteService.typeName, RunService.typeName]);
 
-/** The caller's network address, set by each server (Fastify's `req.ip`, the HTTP/2 socket's peer). */
+/** The caller's network address, set by each server by one rule (client-address.ts: the peer, or the client a trusted proxy forwards). */
 export const clientAddressKey = createContextKey<string | undefined>(undefined, { description: "client address" });
 
 /**

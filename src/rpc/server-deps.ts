@@ -7,6 +7,6 @@ import type { AuthFailureThrottle } from "./auth-throttle.js";
 export interface ServerDeps extends Deps {
   /** Serving status reported by grpc.health.v1 on both servers. */
   health: HealthStatus;
-  /** Failed authentications per client address, in this process (the limit before authentication). */
+  /** Failed authentications per client address (the limit before authentication): counted in this process, shared through the database. */
   authFailures: AuthFailureThrottle;
 }

@@ -1,4 +1,5 @@
-// Fixed-window rate limits counted in MongoDB, so every instance shares one exact count.
+// Fixed-window rate limits counted in MongoDB, so every instance shares one exact count; and
+// counts that processes add up by themselves and share now and then (failed authentications).
 import type { Database } from "./connection.js";
 import { groupedIncrement } from "./group-commit.js";
 
@@ -17,6 +18,13 @@ export const RATE_WINDOW_MS = 60_000;
 export interface RateLimitStore {
   /** Counts one request against `bucket` (for example `webhook:<id>`) and decides it. */
   hit(bucket: string, limit: number, now?: number): Promise<RateDecision>;
+  /**
+   * Adds each bucket's `n` to its count in the window that starts at `windowStart` (one `$inc`
+   * upsert per bucket with n > 0, all in one unordered bulk write; n = 0 only reads), then reads
+   * the counts those buckets hold (one find): what every process added so far. The documents are
+   * `hit`'s, so the same TTL index removes them once their window has ended.
+   */
+  share(windowStart: number, increments: ReadonlyMap<string, number>): Promise<Map<string, number>>;
 }
 
 export function rateLimitStore(d: Database): RateLimitStore {
@@ -39,5 +47,19 @@ export function rateLimitStore(d: Database): RateLimitStore {
         retryAfter: allowed ? 0 : Math.max(1, Math.ceil((windowEnd - now) / 1000)),
       };
     },
+    share: (windowStart, increments) => shareCounts(d, windowStart, increments),
   };
+}
+
+async function shareCounts(d: Database, windowStart: number, increments: ReadonlyMap<string, number>): Promise<Map<string, number>> {
+  const idOf = (bucket: string) => `${bucket}:${windowStart}`;
+  const expiresAt = new Date(windowStart + RATE_WINDOW_MS);
+  const writes = [...increments]
+    .filter(([, n]) => n > 0)
+    .map(([bucket, n]) => ({ updateOne: { filter: { _id: idOf(bucket) }, update: { $inc: { count: n }, $setOnInsert: { expiresAt } }, upsert: true } }));
+  if (writes.length > 0) await d.rateLimits.bulkWrite(writes, { ordered: false });
+  const ids = [...increments.keys()].map(idOf);
+  const docs = await d.rateLimits.find({ _id: { $in: ids } }, { projection: { count: 1 } }).toArray();
+  const counts = new Map(docs.map((doc) => [doc._id, doc.count]));
+  return new Map([...increments.keys()].map((bucket) => [bucket, counts.get(idOf(bucket)) ?? 0]));
 }

@@ -115,6 +115,12 @@ export interface AppTokenDoc extends TokenDocBase {
 }
 export interface ApiTokenDoc extends TokenDocBase {
   projectId: string;
+  /**
+   * Whether it was generated in an SSO session (the creator's token was an SSO token). Absent on
+   * tokens made before runhook recorded it, which count as not: a project that requires SSO
+   * refuses them (domain/auth/access.ts, assertApiTokenMayAct).
+   */
+  sso?: boolean;
 }
 /** An organization API token: reads its organization's own admin log (stream `m:org:<organizationId>`) over /v1, nothing else. */
 export interface OrgApiTokenDoc extends TokenDocBase {

@@ -63,11 +63,12 @@ export async function grpcUnary<I extends DescMessage, O extends DescMessage>(
   output: O,
   req: unknown,
   token?: string,
-  opts: { deadlineMs?: number } = {},
+  opts: { deadlineMs?: number; metadata?: Record<string, string> } = {},
 ): Promise<GrpcResult<MessageShape<O>>> {
   const client = new grpc.Client(addr, grpc.credentials.createInsecure());
   const md = new grpc.Metadata();
   if (token) md.set("authorization", `Bearer ${token}`);
+  for (const [k, v] of Object.entries(opts.metadata ?? {})) md.set(k, v);
   const callOptions: grpc.CallOptions = opts.deadlineMs ? { deadline: Date.now() + opts.deadlineMs } : {};
   try {
     return await new Promise((resolve) =>

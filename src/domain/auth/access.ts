@@ -41,8 +41,16 @@ export async function assertMayTrigger(
   return r.role;
 }
 
-/** Throws PERMISSION_DENIED unless a project API token's creator is still an admin of its project. */
-export async function assertApiTokenCreatorIsAdmin(dir: DirectoryReads, p: ApiPrincipal): Promise<void> {
+/**
+ * Throws PERMISSION_DENIED unless a project API token may still act for its project: when the
+ * project requires SSO, the token was generated in an SSO session (so switching requires_sso on
+ * stops the tokens made before without one, and switching it off lets them work again); and its
+ * creator is still an admin of the project. Every path that accepts API tokens calls this one
+ * rule: the logs and notes (apiScope) and following runs (assertMayFollowRun).
+ */
+export async function assertApiTokenMayAct(dir: DirectoryReads, p: ApiPrincipal): Promise<void> {
+  if (p.project.requiresSso && p.token.sso !== true)
+    throw fail.denied("the project requires SSO and this API token was not generated in an SSO session: generate a new one while logged in with SSO");
   if ((await dir.roles.get(p.project._id, p.user._id)) !== "admin") throw fail.denied("the token's creator is no longer an admin of the project");
 }
 
@@ -59,13 +67,13 @@ export function assertNotOrgApiToken<P extends AnyPrincipal>(p: P): asserts p is
 
 /**
  * Throws PERMISSION_DENIED unless the principal may follow (or cancel) the run: a project API
- * token of the run's project whose creator is still its admin, or an application token of a
- * user who may trigger its workflow.
+ * token of the run's project that may still act for it (assertApiTokenMayAct), or an
+ * application token of a user who may trigger its workflow.
  */
 export async function assertMayFollowRun(dir: DirectoryReads, p: AppPrincipal | ApiPrincipal, run: RunDoc): Promise<void> {
   if (p.kind === "api") {
     if (p.project._id !== run.projectId) throw fail.denied("the API token belongs to another project");
-    await assertApiTokenCreatorIsAdmin(dir, p);
+    await assertApiTokenMayAct(dir, p);
     return;
   }
   const [project, rendering, workflow] = await Promise.all([
@@ -132,6 +140,23 @@ export function assertMayIssueTokensForOthers(actor: UserDoc): void {
 export function assertMayIssueSsoToken(caller: AppPrincipal, ownerId: string): void {
   assertSsoSession(caller.token, "an SSO token");
   if (ownerId !== caller.user._id) throw fail.denied("an SSO token can only be created for oneself");
+}
+
+/**
+ * When an SSO token made by an SSO session expires: never after the session's own token, or one
+ * SSO login could be stretched forever (each token making a longer-lived one) and would never
+ * have to be repeated. A fresh login (IssueSsoToken) is what starts a new lifetime. The default
+ * lifetime is cut to the session's; a longer one asked for is FAILED_PRECONDITION.
+ */
+export function ssoTokenExpiry(session: AppTokenDoc, asked: { ms: number; isDefault: boolean }, now: Date): Date {
+  const until = session.expiresAt.getTime();
+  const wanted = now.getTime() + asked.ms;
+  if (wanted <= until) return new Date(wanted);
+  if (asked.isDefault) return new Date(until);
+  const left = Math.max(0, Math.floor((until - now.getTime()) / 1000));
+  throw fail.precondition(
+    `ttl_seconds: an SSO token may not outlive the SSO token that makes it, which expires at ${session.expiresAt.toISOString()}: ask for at most ${left} seconds, or 0 for as long as it (log in with SSO again for a longer one)`,
+  );
 }
 
 /** API tokens of a project that requires SSO are made only in an SSO session. */

@@ -4,7 +4,7 @@
 import type { DirectoryReads } from "../../store/directory-cache.js";
 import type { EnvironmentDoc } from "../../store/types.js";
 import { fail } from "../errors.js";
-import { assertApiTokenCreatorIsAdmin, assertNotOrgApiToken, assertOrgApiTokenCreatorIsAdmin } from "./access.js";
+import { assertApiTokenMayAct, assertNotOrgApiToken, assertOrgApiTokenCreatorIsAdmin } from "./access.js";
 import { authenticateAny, authenticateApi, authenticateOrg, bearer, ORG_API_TOKEN_PREFIX, type ApiPrincipal, type OrgPrincipal } from "./tokens.js";
 
 export interface ApiScope extends ApiPrincipal {
@@ -20,9 +20,10 @@ async function projectApiPrincipal(dir: DirectoryReads, authorizationHeader: str
 /**
  * Authenticates the project API token (401), then checks that `projectName` is the
  * token's project (403 otherwise — also for a name that exists nowhere, so a token
- * cannot probe other projects' names), that the token's creator is still an admin of it
- * (403), and resolves `environmentName` when given (404 when unknown). An organization API
- * token is refused (403): it reads its organization's admin log only.
+ * cannot probe other projects' names), that the token may still act for it (403: its creator
+ * is still an admin of it; in a project that requires SSO, it comes from an SSO session), and
+ * resolves `environmentName` when given (404 when unknown). An organization API token is
+ * refused (403): it reads its organization's admin log only.
  */
 export async function apiScope(
   dir: DirectoryReads,
@@ -36,7 +37,7 @@ export async function apiScope(
   const needEnv = environmentName !== undefined;
   if (needEnv && !environmentName) throw fail.invalid("environment name is required");
   const [, environment] = await Promise.all([
-    assertApiTokenCreatorIsAdmin(dir, principal),
+    assertApiTokenMayAct(dir, principal),
     needEnv ? dir.environments.byName(principal.project._id, environmentName!) : Promise.resolve(null),
   ]);
   if (needEnv && !environment) throw fail.notFound(`unknown environment "${environmentName}"`);

@@ -136,6 +136,7 @@ export function apiTokenToProto(t: T.ApiTokenDoc, user: { _id: string; email: st
     expiresAt: timestampFromDate(t.expiresAt),
     revokedAt: t.revokedAt ? timestampFromDate(t.revokedAt) : undefined,
     createdAt: timestampFromDate(t.createdAt),
+    sso: t.sso === true,
   };
 }
 

@@ -4,7 +4,15 @@ import { API_TOKEN_PREFIX, APP_TOKEN_PREFIX, newToken, ORG_API_TOKEN_PREFIX } fr
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
-import { assertMayIssueApiToken, assertMayIssueSsoToken, assertMayIssueTokensForOthers, assertOrgAdmin, mayRevokeAppToken } from "../../domain/auth/access.js";
+import {
+  assertMayIssueApiToken,
+  assertMayIssueSsoToken,
+  assertMayIssueTokensForOthers,
+  assertOrgAdmin,
+  mayRevokeAppToken,
+  ssoTokenExpiry,
+} from "../../domain/auth/access.js";
+import type { AppPrincipal } from "../../domain/auth/tokens.js";
 import { adminLog, adminLogAboutUser, caller, inProject, required, requireOperator, userInOrg, type AdminImpl } from "./common.js";
 import { apiTokenToProto, appTokenToProto, orgApiTokenToProto } from "./convert.js";
 
@@ -17,11 +25,11 @@ export const DEFAULT_TOKEN_TTL_MS = 90 * DAY_MS;
 export async function issueAppToken(
   deps: Deps,
   user: T.UserDoc,
-  opts: { name: string; ttlMs: number; sso: boolean },
+  opts: { name: string; ttlMs: number; sso: boolean; now?: Date },
 ): Promise<{ doc: T.AppTokenDoc; plaintext: string }> {
   const id = randomUUID();
   const t = newToken(APP_TOKEN_PREFIX, id);
-  const now = new Date();
+  const now = opts.now ?? new Date();
   const doc: T.AppTokenDoc = {
     _id: id,
     hash: t.hash,
@@ -40,6 +48,16 @@ function ttlMs(seconds: number): number {
   if (seconds === 0) return DEFAULT_TOKEN_TTL_MS;
   if (seconds < MIN_TTL_S || seconds > MAX_TTL_S) throw fail.invalid(`ttl_seconds: must be 0 (90 days) or ${MIN_TTL_S} to ${MAX_TTL_S} seconds`);
   return seconds * 1000;
+}
+
+/**
+ * The lifetime of a new application token: as asked (ttlMs), except that an SSO token an SSO
+ * session makes never outlives the session's own token (ssoTokenExpiry).
+ */
+function appTokenTtlMs(caller: AppPrincipal, sso: boolean, seconds: number, now: Date): number {
+  const ms = ttlMs(seconds);
+  if (!sso) return ms;
+  return ssoTokenExpiry(caller.token, { ms, isDefault: seconds === 0 }, now).getTime() - now.getTime();
 }
 
 function tokenName(name: string, fallback: string): string {
@@ -96,7 +114,9 @@ function appTokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToken" |
       }
       if (req.sso) assertMayIssueSsoToken(p, owner._id);
       const name = tokenName(req.name, "token");
-      const { doc, plaintext } = await issueAppToken(deps, owner, { name, ttlMs: ttlMs(req.ttlSeconds), sso: req.sso });
+      const now = new Date();
+      const ttl = appTokenTtlMs(p, req.sso, req.ttlSeconds, now);
+      const { doc, plaintext } = await issueAppToken(deps, owner, { name, ttlMs: ttl, sso: req.sso, now });
       await adminLogAboutUser(deps, p.user, owner, "token.created", `token/${doc._id}`, {
         userId: owner._id,
         email: owner.email,
@@ -148,7 +168,8 @@ function apiTokenMethods(deps: Deps): Pick<AdminImpl, "createApiToken" | "revoke
       const project = await inProject(dir, p, req.projectId, "admin");
       assertMayIssueApiToken(p, project);
       const { fields, plaintext } = newApiToken(API_TOKEN_PREFIX, p.user, req, "api token");
-      const doc: T.ApiTokenDoc = { ...fields, projectId: project._id };
+      // Recorded, so that a project that comes to require SSO refuses the tokens made without it.
+      const doc: T.ApiTokenDoc = { ...fields, projectId: project._id, sso: p.token.sso };
       await dir.apiTokens.insert(doc);
       await adminLog(
         deps,
