@@ -24,6 +24,7 @@ import { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
 import { acceptRawBodies } from "./body.js";
 import { HEALTHZ, READYZ } from "./routes.js";
 import { registerDocsRoutes } from "./docs.js";
+import { registerConsoleSession } from "./console.js";
 import { openApiDocument } from "./openapi.js";
 
 /**
@@ -154,6 +155,8 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
     return sendError(reply, refusal ?? fail.notFound(`no route for ${req.method} ${redactUrl(req.url)}`));
   });
 
+  // Console sign-in, and its cookie on the console's Connect calls (a hook on every route, before Connect's).
+  registerConsoleSession(app, deps);
   // Connect's plugin replaces the JSON body parser, so it lives in its own scope.
   await app.register(async (scope) => {
     await scope.register(fastifyConnectPlugin, {

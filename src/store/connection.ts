@@ -22,6 +22,7 @@ const COLLECTIONS = {
   appTokens: "app_tokens",
   apiTokens: "api_tokens",
   orgApiTokens: "org_api_tokens",
+  consoleSessions: "console_sessions",
   runs: "runs",
   activityLogs: "activity_logs",
   adminLogs: "admin_logs",
@@ -46,6 +47,7 @@ interface Documents {
   appTokens: T.AppTokenDoc;
   apiTokens: T.ApiTokenDoc;
   orgApiTokens: T.OrgApiTokenDoc;
+  consoleSessions: T.ConsoleSessionDoc;
   runs: T.RunDoc;
   activityLogs: T.ActivityLogDoc;
   adminLogs: T.AdminLogDoc;

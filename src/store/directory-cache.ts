@@ -23,6 +23,7 @@ export interface DirectoryReads {
   appTokens: { get(id: string): Promise<T.AppTokenDoc | null> };
   apiTokens: { get(id: string): Promise<T.ApiTokenDoc | null> };
   orgApiTokens: { get(id: string): Promise<T.OrgApiTokenDoc | null> };
+  consoleSessions: { get(id: string): Promise<T.ConsoleSessionDoc | null> };
   users: { get(id: string): Promise<T.UserDoc | null> };
   projects: { get(id: string): Promise<T.ProjectDoc | null> };
   renderings: { get(id: string): Promise<T.RenderingDoc | null> };
@@ -231,6 +232,8 @@ export function directoryCache(dir: OwnerReads, version: DirectoryVersion): Dire
         appTokens: { get: through("appToken", dir.appTokens.get) },
         apiTokens: { get: through("apiToken", dir.apiTokens.get) },
         orgApiTokens: { get: through("orgApiToken", dir.orgApiTokens.get) },
+        // Read each time: a sign-out holds from the very next call, with no version raised.
+        consoleSessions: { get: dir.consoleSessions.get },
         users: { get: through("user", dir.users.get) },
         projects: { get: through("project", dir.projects.get) },
         renderings: { get: through("rendering", dir.renderings.get) },

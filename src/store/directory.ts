@@ -44,7 +44,8 @@ type Kind =
   | "workflows"
   | "appTokens"
   | "apiTokens"
-  | "orgApiTokens";
+  | "orgApiTokens"
+  | "consoleSessions";
 type DocOf<K extends Kind> = Database[K] extends Collection<infer D> ? D : never;
 
 /** What every kind has: a lookup by `_id`, and an insert (that a unique index may refuse: isDuplicateKey). */
@@ -231,6 +232,11 @@ export function directoryStore(d: Database) {
     appTokens: appTokensStore(d, v),
     apiTokens: apiTokensStore(d, v),
     orgApiTokens: orgApiTokensStore(d, v),
+    // Console sessions are never cached (directory-cache.ts), so signing out needs no version raise.
+    consoleSessions: {
+      ...documents(d, "consoleSessions"),
+      remove: async (id: string) => void (await d.consoleSessions.deleteOne({ _id: id })),
+    },
   };
   const cache = directoryCache(store, v);
   return {

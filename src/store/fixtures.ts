@@ -40,6 +40,7 @@ function readViews(d: Database): Views {
     "appTokens",
     "apiTokens",
     "orgApiTokens",
+    "consoleSessions",
     "runs",
     "activityLogs",
     "adminLogs",

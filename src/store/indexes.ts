@@ -25,6 +25,8 @@ export function ttlIndexes(retention: Retention = DEFAULT_RETENTION): TtlIndex[]
   return [
     // Rate-limit windows, once they have ended.
     { collection: "rateLimits", field: "expiresAt", expireAfterSeconds: 0 },
+    // Console sessions (looked up by `_id` only), once they have expired.
+    { collection: "consoleSessions", field: "expiresAt", expireAfterSeconds: 0 },
     // Idempotency keys of trigger calls (looked up by `_id` only), once their time is up.
     { collection: "idempotencyKeys", field: "expiresAt", expireAfterSeconds: 0 },
     // Finished runs (their lease and step results with them). An ongoing run's finishedAt is

@@ -127,6 +127,21 @@ export interface OrgApiTokenDoc extends TokenDocBase {
   organizationId: string;
 }
 
+/**
+ * A console sign-in: the browser holds its secret in an HttpOnly cookie, and each call acts as
+ * the application token it was opened with, for as long as that token is usable (a revoked
+ * token ends its sessions) and at most until `expiresAt`.
+ */
+export interface ConsoleSessionDoc {
+  _id: string;
+  /** sha256 of the cookie's value, hex. The value itself is never stored. */
+  hash: string;
+  tokenId: string;
+  userId: string;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
 export type RunState = "QUEUED" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
 export const ONGOING_STATES: RunState[] = ["QUEUED", "RUNNING"];
 export type StepState = "PENDING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";

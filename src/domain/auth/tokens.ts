@@ -1,16 +1,18 @@
 // Bearer tokens: generated once, stored only as a sha256 hash, found by the id they carry.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { DirectoryReads } from "../../store/directory-cache.js";
-import type { ApiTokenDoc, AppTokenDoc, OrgApiTokenDoc, ProjectDoc, UserDoc } from "../../store/types.js";
+import type { ApiTokenDoc, AppTokenDoc, ConsoleSessionDoc, OrgApiTokenDoc, ProjectDoc, UserDoc } from "../../store/types.js";
 import { fail } from "../errors.js";
 
 export const APP_TOKEN_PREFIX = "rh_app_";
 export const API_TOKEN_PREFIX = "rh_api_";
 export const ORG_API_TOKEN_PREFIX = "rh_org_";
-// `rh_app_<token id, 32 hex>_<secret, 43 base64url>` (rh_api_ and rh_org_ alike): the id lets
-// a token be found by its _id without an extra index on the hash; only the hash of the whole
-// plaintext is stored and compared.
-const TOKEN_SHAPE = /^rh_(app|api|org)_([0-9a-f]{32})_[A-Za-z0-9_-]{43}$/;
+/** A console session's cookie value (console-sessions.ts): never shown, never in a header the browser sends. */
+export const CONSOLE_SESSION_PREFIX = "rh_ses_";
+// `rh_app_<token id, 32 hex>_<secret, 43 base64url>` (rh_api_, rh_org_ and rh_ses_ alike): the
+// id lets a token be found by its _id without an extra index on the hash; only the hash of the
+// whole plaintext is stored and compared.
+const TOKEN_SHAPE = /^rh_(app|api|org|ses)_([0-9a-f]{32})_[A-Za-z0-9_-]{43}$/;
 
 /** A new token for the document `id` (a UUID): its plaintext (shown once) and hash (stored). */
 export function newToken(prefix: string, id: string): { plaintext: string; hash: string } {
@@ -42,10 +44,11 @@ function sameHash(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-type StoredToken = { hash: string; revokedAt: Date | null; expiresAt: Date };
+/** What a bearer secret is checked against (a console session has no revocation of its own: it is removed). */
+type StoredToken = { hash: string; revokedAt?: Date | null; expiresAt: Date };
 
 function usable(doc: StoredToken, hash: string, now: Date): boolean {
-  return sameHash(doc.hash, hash) && doc.revokedAt === null && doc.expiresAt.getTime() > now.getTime();
+  return sameHash(doc.hash, hash) && !doc.revokedAt && doc.expiresAt.getTime() > now.getTime();
 }
 
 /** The token a `Bearer` header carries, as `find` reads it by its id, if well-formed, known, unrevoked and unexpired; else unauthenticated. */
@@ -85,9 +88,27 @@ export interface OrgPrincipal {
 
 export type AnyPrincipal = AppPrincipal | ApiPrincipal | OrgPrincipal;
 
-/** The application token's principal, read fresh on every call (revocation is immediate). */
+/** The console session a `Bearer` header carries: known, its secret matching, unexpired; else unauthenticated. */
+export function consoleSession(dir: DirectoryReads, header: string | null | undefined, now = new Date()): Promise<ConsoleSessionDoc> {
+  return usableToken(header, CONSOLE_SESSION_PREFIX, (id) => dir.consoleSessions.get(id), now);
+}
+
+/** The application token a console session acts as: the session usable, and its token too. */
+async function consoleSessionToken(dir: DirectoryReads, header: string | null | undefined, now: Date): Promise<AppTokenDoc> {
+  const session = await consoleSession(dir, header, now);
+  const token = await dir.appTokens.get(session.tokenId);
+  if (!token || token.revokedAt !== null || token.expiresAt.getTime() <= now.getTime()) throw fail.unauthenticated();
+  return token;
+}
+
+/**
+ * The application token's principal, read fresh on every call (revocation is immediate); a
+ * console session stands for the token it was opened with (revoking the token ends it).
+ */
 export async function authenticateApp(dir: DirectoryReads, header: string | null | undefined, now = new Date()): Promise<AppPrincipal> {
-  const token = await usableToken(header, APP_TOKEN_PREFIX, (id) => dir.appTokens.get(id), now);
+  const token = bearer(header)?.startsWith(CONSOLE_SESSION_PREFIX)
+    ? await consoleSessionToken(dir, header, now)
+    : await usableToken(header, APP_TOKEN_PREFIX, (id) => dir.appTokens.get(id), now);
   const user = await dir.users.get(token.userId);
   if (!user) throw fail.unauthenticated();
   return { kind: "app", token, user };

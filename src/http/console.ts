@@ -1,0 +1,89 @@
+// Signing in to the console: the user gives their own application token once (POST
+// /console/session) and the browser gets a session cookie — HttpOnly (no script reads it),
+// SameSite=Strict, Secure behind HTTPS, expiring, stored hashed (domain/auth/console-sessions.ts).
+// The console's Connect calls carry the cookie instead of an Authorization header; the cookie
+// stands for one only on Connect's paths and only from the console's own origin (a browser
+// always sends Origin with Connect's POSTs, which are never "simple" requests), so another site
+// cannot make a signed-in browser call runhook. Failed sign-ins count toward the limit on failed
+// authentications like any 401.
+import { Code } from "@connectrpc/connect";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { newConsoleSession } from "../domain/auth/console-sessions.js";
+import { APP_TOKEN_PREFIX, authenticateApp, consoleSession, type AppPrincipal } from "../domain/auth/tokens.js";
+import { fail } from "../domain/errors.js";
+import { codeOf } from "../rpc/errors.js";
+import type { ServerDeps } from "../rpc/server-deps.js";
+
+export const CONSOLE_SESSION_ROUTE = "/console/session";
+export const CONSOLE_COOKIE = "rh_console";
+/** Connect's and gRPC-Web's paths: `/<package>.<Service>/<Method>`. */
+const CONNECT_PATH = /^\/runhook\.v1\.[A-Za-z]+\//;
+
+/** The value of cookie `name` in a Cookie header. */
+function cookieValue(header: string | undefined, name: string): string | undefined {
+  for (const part of header?.split(";") ?? []) {
+    const eq = part.indexOf("=");
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+/** Whether the request comes from a page of this server: its Origin is the public base URL's, or the request's own. */
+function fromOwnOrigin(req: FastifyRequest, publicBaseUrl: string): boolean {
+  const origin = req.headers.origin;
+  return typeof origin === "string" && (origin === new URL(publicBaseUrl).origin || origin === `${req.protocol}://${req.host}`);
+}
+
+function sessionCookie(value: string, maxAgeS: number, secure: boolean): string {
+  return `${CONSOLE_COOKIE}=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAgeS}${secure ? "; Secure" : ""}`;
+}
+
+/** The principal of an application token given to sign in (a session's own value is not one); a 401 counts as a failed authentication. */
+async function signingIn(deps: ServerDeps, req: FastifyRequest): Promise<AppPrincipal> {
+  const standing = deps.authFailures.check(req.clientAddress);
+  if (!standing.allowed) {
+    deps.metrics.rateLimitRefusals.inc({ bucket: "auth" });
+    throw fail.throttled(standing.retryAfter, `too many failed authentications from this address; retry after ${standing.retryAfter} s`);
+  }
+  const token = (req.body as { token?: unknown } | undefined)?.token;
+  if (typeof token !== "string" || token === "") throw fail.invalid("token is required: your application token");
+  try {
+    if (!token.startsWith(APP_TOKEN_PREFIX)) throw fail.unauthenticated("sign in with your application token");
+    return await authenticateApp(deps.store.directory.view(), `Bearer ${token}`);
+  } catch (err) {
+    if (codeOf(err) === Code.Unauthenticated) deps.authFailures.fail(req.clientAddress);
+    throw err;
+  }
+}
+
+export function registerConsoleSession(app: FastifyInstance, deps: ServerDeps): void {
+  const secure = (req: FastifyRequest) => deps.config.publicBaseUrl.startsWith("https:") || req.protocol === "https";
+  // Before Connect's plugin reads the request: the cookie, from the console's origin, stands for the token.
+  app.addHook("onRequest", async (req) => {
+    if (req.headers.authorization !== undefined || !CONNECT_PATH.test(req.url)) return;
+    const secret = cookieValue(req.headers.cookie, CONSOLE_COOKIE);
+    if (secret && fromOwnOrigin(req, deps.config.publicBaseUrl)) req.raw.headers.authorization = `Bearer ${secret}`;
+  });
+
+  app.post(CONSOLE_SESSION_ROUTE, async (req, reply) => {
+    if (!fromOwnOrigin(req, deps.config.publicBaseUrl)) throw fail.denied("sign in from the console's own page");
+    const principal = await signingIn(deps, req);
+    const { doc, secret } = newConsoleSession(principal);
+    await deps.store.directory.consoleSessions.insert(doc);
+    const maxAgeS = Math.floor((doc.expiresAt.getTime() - Date.now()) / 1000);
+    reply.header("set-cookie", sessionCookie(secret, maxAgeS, secure(req))).header("cache-control", "no-store");
+    const { user } = principal;
+    return reply.code(201).send({ user: { id: user._id, email: user.email, name: user.name }, expiresAt: doc.expiresAt.toISOString() });
+  });
+
+  app.delete(CONSOLE_SESSION_ROUTE, async (req, reply) => {
+    if (!fromOwnOrigin(req, deps.config.publicBaseUrl)) throw fail.denied("sign out from the console's own page");
+    const secret = cookieValue(req.headers.cookie, CONSOLE_COOKIE);
+    const session = secret ? await consoleSession(deps.store.directory.view(), `Bearer ${secret}`).catch(() => null) : null;
+    if (session) await deps.store.directory.consoleSessions.remove(session._id);
+    return reply
+      .header("set-cookie", sessionCookie("", 0, secure(req)))
+      .code(204)
+      .send();
+  });
+}

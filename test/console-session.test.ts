@@ -1,0 +1,100 @@
+// Console sign-in: an application token buys a session cookie (HttpOnly, SameSite=Strict,
+// expiring, stored hashed); the console's Connect calls carry the cookie, which stands for the
+// token only from the server's own origin; revoking the token or signing out ends the session;
+// failed sign-ins count toward the limit on failed authentications. Real server and database.
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { CONSOLE_SESSION_MAX_MS } from "../src/domain/auth/console-sessions.js";
+import { hashToken } from "../src/domain/auth/tokens.js";
+import { storeFixtures } from "../src/store/index.js";
+import { addAppToken, createWorld, type World } from "../fixtures/world.js";
+import { startServer, type TestServer } from "./helpers/server.js";
+import { adminClient } from "./helpers/webhook.js";
+
+let server: TestServer;
+let w: World;
+let origin: string;
+
+beforeAll(async () => {
+  server = await startServer({ env: { RUNHOOK_AUTH_FAILURE_LIMIT: "5" } });
+  w = await createWorld(server);
+  origin = new URL(server.baseUrl).origin;
+});
+afterAll(async () => server?.stop());
+
+const signIn = (token: string, from: string | null = origin) =>
+  fetch(`${server.baseUrl}/console/session`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...(from ? { origin: from } : {}) },
+    body: JSON.stringify({ token }),
+  });
+
+/** The session cookie's value from a sign-in answer. */
+const cookieOf = (res: Response) => /rh_console=([^;]*)/.exec(res.headers.get("set-cookie") ?? "")?.[1] ?? "";
+
+/** A Connect call of the console (GetWorkflow, as JSON) with the cookie, from `from`: its status. */
+const consoleCall = async (cookie: string, from: string | null = origin) =>
+  (
+    await fetch(`${server.baseUrl}/runhook.v1.AdminService/GetWorkflow`, {
+      method: "POST",
+      headers: { "content-type": "application/json", cookie: `other=1; rh_console=${cookie}`, ...(from ? { origin: from } : {}) },
+      body: JSON.stringify({ workflowId: w.workflowId }),
+    })
+  ).status;
+
+it("signs in with an application token: a session cookie that only the server's own pages can use", async () => {
+  const res = await signIn(w.adminToken);
+  expect(res.status).toBe(201);
+  expect(await res.json()).toMatchObject({ user: { id: w.admin._id, email: w.admin.email }, expiresAt: expect.any(String) });
+  const setCookie = res.headers.get("set-cookie")!;
+  expect(setCookie).toMatch(/^rh_console=rh_ses_[0-9a-f]{32}_[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=\d+$/);
+  expect(Number(/Max-Age=(\d+)/.exec(setCookie)![1])).toBeLessThanOrEqual(CONSOLE_SESSION_MAX_MS / 1000);
+  expect(res.headers.get("cache-control")).toBe("no-store");
+  const cookie = cookieOf(res);
+  // Stored as its hash only.
+  const hex = /^rh_ses_([0-9a-f]{32})_/.exec(cookie)![1]!;
+  const id = [hex.slice(0, 8), hex.slice(8, 12), hex.slice(12, 16), hex.slice(16, 20), hex.slice(20)].join("-");
+  const stored = await storeFixtures(server.deps.store).consoleSessions.findOne({ _id: id });
+  expect(stored).toMatchObject({ hash: hashToken(cookie), tokenId: expect.any(String), userId: w.admin._id });
+  expect(JSON.stringify(stored)).not.toContain(cookie.slice(40));
+
+  expect(await consoleCall(cookie)).toBe(200);
+  // Another site's page, or no Origin at all: the cookie stands for nothing.
+  expect(await consoleCall(cookie, "https://evil.example")).toBe(401);
+  expect(await consoleCall(cookie, null)).toBe(401);
+  // A sign-in from another site is refused before the token is looked at.
+  expect((await signIn(w.adminToken, "https://evil.example")).status).toBe(403);
+});
+
+it("ends with a sign-out, and with a revoke of its token", async () => {
+  const cookie = cookieOf(await signIn(w.adminToken));
+  expect(await consoleCall(cookie)).toBe(200);
+  const out = await fetch(`${server.baseUrl}/console/session`, { method: "DELETE", headers: { origin, cookie: `rh_console=${cookie}` } });
+  expect(out.status).toBe(204);
+  expect(out.headers.get("set-cookie")).toMatch(/^rh_console=; .*Max-Age=0/);
+  expect(await consoleCall(cookie)).toBe(401);
+
+  const token = await addAppToken(server, w.admin._id);
+  const second = cookieOf(await signIn(token.plaintext));
+  expect(await consoleCall(second)).toBe(200);
+  await adminClient(server.baseUrl, w.ownerToken).revokeApplicationToken({ tokenId: token.id });
+  expect(await consoleCall(second)).toBe(401);
+});
+
+it("refuses a session's own value, and counts failed sign-ins toward the limit on failed authentications", async () => {
+  const cookie = cookieOf(await signIn(w.userToken));
+  expect((await signIn(cookie)).status).toBe(401);
+  const from = `10.9.${Math.floor(Math.random() * 250)}.1`;
+  const statuses: number[] = [];
+  for (let i = 0; i < 7; i++) {
+    const res = await fetch(`${server.baseUrl}/console/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin, "x-forwarded-for": from },
+      body: JSON.stringify({ token: `rh_app_${randomUUID().replace(/-/g, "")}_${"A".repeat(43)}` }),
+    });
+    statuses.push(res.status);
+  }
+  // Without a trusted proxy the forwarded address is ignored: these count by the test's own address.
+  expect(statuses.filter((s) => s === 401).length).toBeLessThanOrEqual(5);
+  expect(statuses.at(-1)).toBe(429);
+});
