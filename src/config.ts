@@ -47,6 +47,8 @@ export interface Config {
   projectOngoingRunsLimit: number;
   /** Serves the API reference page GET /docs (Swagger UI over /openapi.json). */
   docs: boolean;
+  /** Serves the browser console at /console (built at the first start: RUNHOOK_CONSOLE). */
+  console: boolean;
   /** How long a trigger call's idempotency key is remembered (RUNHOOK_IDEMPOTENCY_TTL_HOURS). */
   idempotencyTtlMs: number;
   /** Failed authentications (401s) a client address may make per minute before all its calls get 429. */
@@ -326,6 +328,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     projectOngoingRunsLimit: int(env, "RUNHOOK_PROJECT_ONGOING_RUNS_LIMIT", 10_000, 1, 100_000_000),
     docs: bool(env, "RUNHOOK_DOCS", true),
+    console: bool(env, "RUNHOOK_CONSOLE", true),
     idempotencyTtlMs: idempotencyTtlMs(env),
     authFailureLimitPerMinute: int(env, "RUNHOOK_AUTH_FAILURE_LIMIT", 100, 1, 1_000_000),
     trustedProxies: trustedProxies(env),

@@ -59,6 +59,10 @@ it("signs in with an application token: a session cookie that only the server's 
   expect(JSON.stringify(stored)).not.toContain(cookie.slice(40));
 
   expect(await consoleCall(cookie)).toBe(200);
+  // The page asks who is signed in (it cannot read the cookie): the user, or nobody.
+  const who = (c: string) => fetch(`${server.baseUrl}/console/session`, { headers: { cookie: `rh_console=${c}` } }).then((r) => r.json());
+  expect(await who(cookie)).toMatchObject({ user: { id: w.admin._id, email: w.admin.email } });
+  expect(await who(`${cookie.slice(0, -1)}x`)).toEqual({});
   // Another site's page, or no Origin at all: the cookie stands for nothing.
   expect(await consoleCall(cookie, "https://evil.example")).toBe(401);
   expect(await consoleCall(cookie, null)).toBe(401);

@@ -30,6 +30,8 @@ Start a run (202), then again within 5 s (409):
   curl -i -X POST '${out.webhookUrl}' -H 'Authorization: Bearer ${out.userToken}' -H 'Content-Type: application/json' -d '{"record_id":"${first}"}'
   curl -i -X POST '${out.webhookUrl}' -H 'Authorization: Bearer ${out.userToken}' -H 'Content-Type: application/json' -d '{"record_id":"${first}"}'
 
+In a browser: ${out.baseUrl}/console (sign in with the application token above; paste a runId to watch its steps)
+
 Follow a run (<runId> from the 202): answers once the run is finished, or after 60 s at most:
   curl -s '${out.baseUrl}/v1/runs/<runId>?wait=60s' -H 'Authorization: Bearer ${out.userToken}'
 

@@ -24,7 +24,8 @@ import { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
 import { acceptRawBodies } from "./body.js";
 import { HEALTHZ, READYZ } from "./routes.js";
 import { registerDocsRoutes } from "./docs.js";
-import { registerConsoleSession } from "./console.js";
+import { registerConsolePages, registerConsoleSession } from "./console.js";
+import { consoleAssets } from "./console-assets.js";
 import { openApiDocument } from "./openapi.js";
 
 /**
@@ -174,5 +175,6 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
     await registerV1Routes(scope, deps, caller, services);
   });
   if (deps.config.docs) await registerDocsRoutes(app, openApiDocument(deps.config), deps.config.publicBaseUrl);
+  if (deps.config.console) registerConsolePages(app, await consoleAssets(deps.config.cacheDir, (m) => deps.logger.info(m)));
   return app;
 }

@@ -7,14 +7,22 @@
 // cannot make a signed-in browser call runhook. Failed sign-ins count toward the limit on failed
 // authentications like any 401.
 import { Code } from "@connectrpc/connect";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { ConsoleAssets } from "./console-assets.js";
 import { newConsoleSession } from "../domain/auth/console-sessions.js";
 import { APP_TOKEN_PREFIX, authenticateApp, consoleSession, type AppPrincipal } from "../domain/auth/tokens.js";
 import { fail } from "../domain/errors.js";
 import { codeOf } from "../rpc/errors.js";
 import type { ServerDeps } from "../rpc/server-deps.js";
 
+export const CONSOLE_ROUTE = "/console";
 export const CONSOLE_SESSION_ROUTE = "/console/session";
+/**
+ * The console's pages: only its own script and style, no inline script, nothing from elsewhere,
+ * never framed. (Styles set by script through the CSSOM, as the timeline's bars are, are allowed.)
+ */
+const CONSOLE_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 export const CONSOLE_COOKIE = "rh_console";
 /** Connect's and gRPC-Web's paths: `/<package>.<Service>/<Method>`. */
 const CONNECT_PATH = /^\/runhook\.v1\.[A-Za-z]+\//;
@@ -76,6 +84,22 @@ export function registerConsoleSession(app: FastifyInstance, deps: ServerDeps): 
     return reply.code(201).send({ user: { id: user._id, email: user.email, name: user.name }, expiresAt: doc.expiresAt.toISOString() });
   });
 
+  // Who is signed in (the page cannot read its HttpOnly cookie): `{}` when nobody is (no error to log on every visit).
+  app.get(CONSOLE_SESSION_ROUTE, async (req, reply) => {
+    reply.header("cache-control", "no-store");
+    const secret = cookieValue(req.headers.cookie, CONSOLE_COOKIE);
+    if (!secret) return {};
+    const view = deps.store.directory.view();
+    try {
+      const session = await consoleSession(view, `Bearer ${secret}`);
+      const { user } = await authenticateApp(view, `Bearer ${secret}`);
+      return { user: { id: user._id, email: user.email, name: user.name }, expiresAt: session.expiresAt.toISOString() };
+    } catch (err) {
+      if (codeOf(err) === Code.Unauthenticated) return {};
+      throw err;
+    }
+  });
+
   app.delete(CONSOLE_SESSION_ROUTE, async (req, reply) => {
     if (!fromOwnOrigin(req, deps.config.publicBaseUrl)) throw fail.denied("sign out from the console's own page");
     const secret = cookieValue(req.headers.cookie, CONSOLE_COOKIE);
@@ -85,5 +109,28 @@ export function registerConsoleSession(app: FastifyInstance, deps: ServerDeps): 
       .header("set-cookie", sessionCookie("", 0, secure(req)))
       .code(204)
       .send();
+  });
+}
+
+/** The console's page and its two files, with the headers that keep them to themselves. */
+export function registerConsolePages(app: FastifyInstance, assets: ConsoleAssets): void {
+  const send = (req: FastifyRequest, reply: FastifyReply, name: string) => {
+    const file = assets.files.get(name)!;
+    reply
+      .header("content-security-policy", CONSOLE_CSP)
+      .header("x-content-type-options", "nosniff")
+      .header("referrer-policy", "no-referrer")
+      .header("x-frame-options", "DENY")
+      .header("cache-control", "no-cache")
+      .header("etag", file.etag)
+      .type(file.type);
+    if (req.headers["if-none-match"] === file.etag) return reply.code(304).send();
+    return reply.send(file.body);
+  };
+  app.get(CONSOLE_ROUTE, (req, reply) => send(req, reply, "index.html"));
+  app.get(`${CONSOLE_ROUTE}/assets/:name`, (req, reply) => {
+    const { name } = req.params as { name: string };
+    if (name === "index.html" || !assets.files.has(name)) throw fail.notFound(`no console file ${name}`);
+    return send(req, reply, name);
   });
 }

@@ -1,0 +1,48 @@
+// How the console talks to runhook: the same services gRPC and /v1 users have, over Connect from
+// the browser. The session cookie (HttpOnly: this code never sees it) rides on every call; the
+// server accepts it from this origin only. Sign-in and sign-out are the only other requests.
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-web";
+import { RunService } from "../../gen/runhook/v1/run_pb.js";
+
+const transport = createConnectTransport({ baseUrl: location.origin, useBinaryFormat: true });
+
+export const runs = createClient(RunService, transport);
+
+export interface SignedIn {
+  user: { id: string; email: string; name: string };
+  expiresAt: string;
+}
+
+const SESSION = "/console/session";
+
+async function session(init: RequestInit): Promise<Response> {
+  return fetch(SESSION, { ...init, credentials: "same-origin", headers: init.body ? { "content-type": "application/json" } : {} });
+}
+
+/** Who is signed in, or null (no session, or it ended). */
+export async function currentSession(): Promise<SignedIn | null> {
+  const res = await session({ method: "GET" });
+  if (!res.ok) throw new Error(`could not ask who is signed in (${res.status})`);
+  const body = (await res.json()) as Partial<SignedIn>;
+  return body.user ? (body as SignedIn) : null;
+}
+
+/** Signs in with an application token; the error message of a refusal is the server's. */
+export async function signIn(token: string): Promise<SignedIn> {
+  const res = await session({ method: "POST", body: JSON.stringify({ token }) });
+  const body = (await res.json().catch(() => ({}))) as SignedIn & { error?: string };
+  if (!res.ok) throw new Error(body.error ?? `sign-in failed (${res.status})`);
+  return body;
+}
+
+export async function signOut(): Promise<void> {
+  const res = await session({ method: "DELETE" });
+  if (!res.ok) throw new Error(`sign-out failed (${res.status})`);
+}
+
+/** A call's error as a sentence, and whether it means the session is over. */
+export function describe(err: unknown): { message: string; signedOut: boolean } {
+  const e = ConnectError.from(err);
+  return { message: e.rawMessage || e.message, signedOut: e.code === Code.Unauthenticated };
+}
