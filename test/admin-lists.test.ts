@@ -1,14 +1,17 @@
 // AdminService reads: Get and List of every resource, each scoped as its changes are, paged
-// (AIP-158) with page tokens bound to the caller and the query; WhoAmI; and when tokens were
-// last used. On the real server and database.
+// (AIP-158) with page tokens bound to the caller and the query; WhoAmI; when tokens were last
+// used; and `runhook admin … list|get|whoami`. On the real server and database.
 import { toJsonString } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ApiTokenSchema, ApplicationTokenSchema } from "../gen/runhook/v1/admin_pb.js";
-import { describe, expect, it } from "vitest";
+import type { ChildProcess } from "node:child_process";
+import { afterAll, describe, expect, it } from "vitest";
 import { addUser, createWorld, type World } from "../fixtures/world.js";
 import { storeFixtures, type CommandStartedEvent } from "../src/store/index.js";
 import { apiClient } from "./helpers/api.js";
-import { serverForFile } from "./helpers/server.js";
+import { table } from "../src/cli/admin-reads.js";
+import { spawnCli } from "./helpers/cli.js";
+import { ROOT, serverForFile } from "./helpers/server.js";
 import { adminClient, sleep } from "./helpers/webhook.js";
 
 const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false", RUNHOOK_ADMIN_RATE_LIMIT: "100000", RUNHOOK_ADMIN_ORG_RATE_LIMIT: "100000" } });
@@ -346,5 +349,73 @@ describe("last used", () => {
     const orgUsed = async () => (await owner.getOrganizationApiToken({ tokenId: org.token!.id })).token!.lastUsedAt !== undefined;
     for (let i = 0; i < 200 && !((await apiUsed()) && (await orgUsed())); i++) await sleep(25);
     expect([await apiUsed(), await orgUsed()]).toEqual([true, true]);
+  });
+});
+
+describe("runhook admin list|get|whoami (CLI)", () => {
+  const children = new Set<ChildProcess>();
+  afterAll(() => {
+    for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
+  });
+  const run = (args: string[], token: string) =>
+    spawnCli(["admin", ...args], {
+      env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("RUNHOOK_"))), RUNHOOK_URL: server.baseUrl, RUNHOOK_TOKEN: token },
+      cwd: ROOT,
+      timeoutMs: 30_000,
+      children,
+    }).exited;
+  const lines = (stdout: string) =>
+    stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, any>);
+
+  it("prints NDJSON when piped: every page of a list, one resource of a get, the caller of whoami", async () => {
+    const w = await createWorld(server);
+    const w2 = await createWorld(server, { organizationOf: w });
+    const projects = await run(["projects", "list", "--page-size", "1"], w.ownerToken);
+    expect([projects.code, projects.stderr]).toEqual([0, ""]);
+    expect(
+      lines(projects.stdout)
+        .map((p) => p.id)
+        .sort(),
+    ).toEqual([w.projectId, w2.projectId].sort());
+
+    const env = await run(["environments", "get", "--environment", w.environmentId], w.adminToken);
+    expect(lines(env.stdout)).toEqual([{ id: w.environmentId, projectId: w.projectId, name: w.environmentName, dataDatabase: w.dataDatabase }]);
+
+    const workflows = await run(["workflows", "list", "--rendering", w.renderingId], w.userToken);
+    expect(lines(workflows.stdout)).toEqual([expect.objectContaining({ id: w.workflowId, webhook: expect.objectContaining({ enabled: true, url: "" }) })]);
+
+    const me = await run(["whoami"], w.adminToken);
+    const [who] = lines(me.stdout);
+    expect(who).toMatchObject({
+      user: { id: w.admin._id },
+      organization: { id: w.orgId },
+      roles: [{ projectId: w.projectId, role: "admin" }],
+      token: { sso: false },
+    });
+    expect(me.stdout).not.toMatch(/rh_app_/);
+
+    const tokens = await run(["api-tokens", "list", "--project", w.projectId], w.adminToken);
+    expect(lines(tokens.stdout).map((t) => t.user.email)).toEqual([w.admin.email]);
+
+    const usage = await run(["environments", "list"], w.adminToken);
+    expect([usage.code, usage.stdout]).toEqual([2, ""]);
+    expect(usage.stderr).toMatch(/--project is required/);
+    const denied = await run(["users", "list"], w.userToken);
+    expect(denied.code).toBe(1);
+    expect(denied.stderr).toMatch(/permission_denied/);
+  });
+
+  it("prints a table on a terminal: a header and aligned columns, what a tenant wrote escaped", () => {
+    const out = table(
+      [
+        { id: "a", name: "first", memberIds: ["u1", "u2"] },
+        { id: "bb", name: "\u001b[31mred", memberIds: [] },
+      ],
+      ["id", "name", "memberIds"],
+    );
+    expect(out).toBe("ID  NAME           MEMBERIDS\na   first          u1,u2\nbb  \\u001b[31mred  -\n");
   });
 });
