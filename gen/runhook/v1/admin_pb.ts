@@ -3827,7 +3827,7 @@ export const AdminService: GenService<{
   },
   /**
    * GetUser returns a user of the caller's organization (organization admins;
-   * anyone for themselves).
+   * WhoAmI describes the caller).
    *
    * @generated from rpc runhook.v1.AdminService.GetUser
    */
