@@ -124,6 +124,30 @@ it("every query the store made in a workload is an index scan", async () => {
     expect((await api.post(`${notes}/${note.body.id}/messages`, { content: "<p>again</p>" })).status).toBe(201);
     expect((await api.patch(`${notes}/${note.body.id}`, { archived: true })).status).toBe(200);
     expect((await api.del(`${notes}/${note.body.id}`)).status).toBe(204);
+    // The AdminService lists, each on its first page and the next (a page of one).
+    const owner = adminClient(server.baseUrl, w.ownerToken);
+    const member = adminClient(server.baseUrl, w.adminToken);
+    const lists: [string, (pageToken: string) => Promise<{ nextPageToken: string }>][] = [
+      ["users", (pageToken) => owner.listUsers({ pageSize: 1, pageToken })],
+      ["projects", (pageToken) => owner.listProjects({ pageSize: 1, pageToken })],
+      ["projects of a member", (pageToken) => member.listProjects({ pageSize: 1, pageToken })],
+      ["environments", (pageToken) => owner.listEnvironments({ projectId: w.projectId, pageSize: 1, pageToken })],
+      ["teams", (pageToken) => owner.listTeams({ projectId: w.projectId, pageSize: 1, pageToken })],
+      ["team members", (pageToken) => owner.listTeamMembers({ teamId: w.teamId, pageSize: 1, pageToken })],
+      ["renderings", (pageToken) => owner.listRenderings({ projectId: w.projectId, pageSize: 1, pageToken })],
+      ["renderings of an environment", (pageToken) => owner.listRenderings({ projectId: w.projectId, environmentId: w.environmentId, pageToken })],
+      ["collections", (pageToken) => owner.listCollections({ environmentId: w.environmentId, pageSize: 1, pageToken })],
+      ["permissions", (pageToken) => owner.listCollectionPermissions({ renderingId: w.renderingId, pageSize: 1, pageToken })],
+      ["workflows", (pageToken) => owner.listWorkflows({ renderingId: w.renderingId, pageSize: 1, pageToken })],
+      ["application tokens", (pageToken) => owner.listApplicationTokens({ pageSize: 1, pageToken })],
+      ["API tokens", (pageToken) => owner.listApiTokens({ projectId: w.projectId, pageSize: 1, pageToken })],
+      ["organization API tokens", (pageToken) => owner.listOrganizationApiTokens({ pageSize: 1, pageToken })],
+    ];
+    for (const [, list] of lists) {
+      const first = await list("");
+      if (first.nextPageToken) await list(first.nextPageToken);
+    }
+    await owner.whoAmI({});
     // A sweep that finds something to remove: a month and a day from now, the runs have expired.
     await sweepExpired(server.deps.store, undefined, new Date(Date.now() + 31 * 86_400_000));
     await server.deps.store.runs.queueStats();
@@ -170,6 +194,18 @@ it("every query the store made in a workload is an index scan", async () => {
     "find <records>",
     "update rate_limits",
     "find rate_limits",
+    "find users",
+    "find projects",
+    "find project_roles",
+    "find environments",
+    "find teams",
+    "find renderings",
+    "find collections",
+    "find permissions",
+    "find workflows",
+    "find app_tokens",
+    "find api_tokens",
+    "find org_api_tokens",
   ]) {
     expect(
       keys.some((k) => k.startsWith(expected)),

@@ -5,6 +5,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import { DEFAULT_BASE_URL, parse, terminalSafe, UsageError, type Parsed } from "./common.js";
+import { ndjson, READ_COMMANDS, READ_USAGE, table, whoamiText, type Output } from "./admin-reads.js";
 
 export const ADMIN_USAGE = `
   admin <group> <action> [--flag value …]   administration over AdminService (prints JSON)
@@ -35,7 +36,7 @@ export const ADMIN_USAGE = `
     admin api-tokens revoke --token ID
     admin org-api-tokens create [--name NAME] [--ttl SECONDS]   (organization admins: reads the organization's admin log)
     admin org-api-tokens revoke --token ID
-      steps JSON: [{"load_record":{}},{"wait":{"seconds":5}},{"update_record":{"set":{"status":"done"}}},
+${READ_USAGE}      steps JSON: [{"load_record":{}},{"wait":{"seconds":5}},{"update_record":{"set":{"status":"done"}}},
                    {"add_note":{"content":"<p>hi</p>"}}]   (or [{"type":"wait","seconds":5}, …])
 `;
 
@@ -94,6 +95,8 @@ interface Command {
   switches?: string[];
   build: (f: Flags) => JsonObject;
   bootstrap?: true;
+  /** A read: how its answer is printed (admin-reads.ts); the others print their answer as JSON. */
+  output?: Output;
 }
 
 const COMMANDS: Record<string, Command> = {
@@ -215,6 +218,7 @@ const COMMANDS: Record<string, Command> = {
     build: (f) => ({ name: str(f, "name") ?? "", ttlSeconds: num(f, "ttl") ?? 0 }),
   },
   "org-api-tokens revoke": { rpc: "revokeOrganizationApiToken", flags: ["token"], build: (f) => ({ tokenId: req(f, "token") }) },
+  ...(READ_COMMANDS as Record<string, Command>),
 };
 
 /** The subcommand named by the leading words (`group action`, or one word), and the arguments after them. */
@@ -264,19 +268,48 @@ export async function runAdminCommand(args: string[], env: NodeJS.ProcessEnv = p
   }
   const client = createClient(AdminService, createConnectTransport({ baseUrl: env.RUNHOOK_URL || DEFAULT_BASE_URL, httpVersion: "1.1" }));
   try {
-    const call = client[method.localName as keyof typeof client] as unknown as (r: unknown, o: unknown) => Promise<never>;
-    const res = await call(request, { headers: { authorization: `Bearer ${secret}` } });
+    const fn = client[method.localName as keyof typeof client] as unknown as (r: unknown, o: unknown) => Promise<never>;
+    const call = async (r: unknown) =>
+      toJson(method.output, await fn(r, { headers: { authorization: `Bearer ${secret}` } }), { alwaysEmitImplicit: true }) as JsonObject;
+    if (spec.output) {
+      await printRead(spec.output, request as { pageToken?: string }, call);
+      return 0;
+    }
+    const res = await call(request);
     // Pretty JSON: its only raw line breaks are its own; each line is escaped.
-    process.stdout.write(
-      `${JSON.stringify(toJson(method.output, res, { alwaysEmitImplicit: true }), null, 2)
-        .split("\n")
-        .map(terminalSafe)
-        .join("\n")}\n`,
-    );
+    process.stdout.write(`${JSON.stringify(res, null, 2).split("\n").map(terminalSafe).join("\n")}\n`);
     return 0;
   } catch (err) {
     const ce = ConnectError.from(err);
     process.stderr.write(`runhook admin ${command}: ${terminalSafe(ce.message)}\n`);
     return 1;
   }
+}
+
+/**
+ * A read's answer: on a terminal a table (a list once all its pages are in); piped, NDJSON, one
+ * object a line (a list's items as each page arrives). A list follows next_page_token to the end.
+ */
+async function printRead(output: Output, request: { pageToken?: string }, call: (r: unknown) => Promise<JsonObject>): Promise<void> {
+  const tty = process.stdout.isTTY === true;
+  if (output.kind === "whoami") {
+    const res = await call(request);
+    process.stdout.write(tty ? whoamiText(res) : ndjson(res));
+    return;
+  }
+  if (output.kind === "get") {
+    const item = (await call(request))[output.field] as JsonObject;
+    process.stdout.write(tty ? table([item], output.columns) : ndjson(item));
+    return;
+  }
+  const all: JsonObject[] = [];
+  for (;;) {
+    const res = await call(request);
+    const items = (res[output.field] ?? []) as JsonObject[];
+    if (tty) all.push(...items);
+    else for (const item of items) process.stdout.write(ndjson(item));
+    if (!res.nextPageToken) break;
+    request.pageToken = res.nextPageToken as string;
+  }
+  if (tty) process.stdout.write(table(all, output.columns));
 }

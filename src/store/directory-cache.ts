@@ -14,6 +14,7 @@ import { BSON } from "mongodb";
 import { batched, ok } from "../lib/batch.js";
 import { compareStamps, type DirectoryVersion, type Stamp } from "./directory-version.js";
 import { STORE_BATCHING } from "./group-commit.js";
+import type { TokenUseRecorder } from "./last-used.js";
 import type { Role } from "./types.js";
 import type * as T from "./types.js";
 
@@ -31,6 +32,8 @@ export interface DirectoryReads {
   roles: { get(projectId: string, userId: string): Promise<Role | null> };
   teams: { memberIds(id: string): Promise<string[] | null> };
   permissions: { get(renderingId: string, collectionId: string): Promise<T.PermissionDoc | null> };
+  /** Records that a token authenticated a call (a write, never awaited: last-used.ts); absent where nothing records it. */
+  tokenUsed?: TokenUseRecorder;
 }
 
 /**
@@ -241,6 +244,7 @@ export function directoryCache(dir: OwnerReads, version: DirectoryVersion): Dire
         roles: { get: through("role", dir.roles.get) },
         teams: { memberIds: through("teamMembers", dir.teams.memberIds) },
         permissions: { get: through("permission", dir.permissions.get) },
+        tokenUsed: dir.tokenUsed,
       };
     },
   };

@@ -11,6 +11,7 @@ import type { Database } from "./connection.js";
 import { directoryCache } from "./directory-cache.js";
 import { directoryVersion, type DirectoryVersion } from "./directory-version.js";
 import { isDuplicateKey } from "./errors.js";
+import { tokenUseRecorder, type TokenKind } from "./last-used.js";
 import type * as T from "./types.js";
 
 /** A user's role on a project is stored under this _id, so reading it is one _id lookup. */
@@ -58,6 +59,28 @@ function documents<K extends Kind>(d: Database, kind: K) {
   };
 }
 
+/**
+ * One page of a list: the documents of `kind` whose `field` is `value`, by `_id`, after `after`
+ * (exclusive; undefined for the first page). Each list has its index `{field: 1, _id: 1}` in
+ * indexes.ts: equality on the first key, a range on the second, which also gives the order.
+ */
+function pageOf<K extends Kind>(d: Database, kind: K, field: string, value: string, after: string | undefined, limit: number): Promise<DocOf<K>[]> {
+  const coll = d[kind] as unknown as Collection<DocOf<K>>;
+  const filter = { [field]: value, ...(after === undefined ? {} : { _id: { $gt: after } }) } as Filter<DocOf<K>>;
+  return coll.find(filter, { sort: { _id: 1 }, limit }).toArray() as Promise<DocOf<K>[]>;
+}
+
+/** Documents of `kind` by their ids (an `_id` lookup), in the order of their ids. */
+async function byIds<K extends Kind>(d: Database, kind: K, ids: string[]): Promise<DocOf<K>[]> {
+  if (ids.length === 0) return [];
+  const coll = d[kind] as unknown as Collection<DocOf<K>>;
+  const docs = (await coll.find({ _id: { $in: ids } } as Filter<DocOf<K>>).toArray()) as unknown as (DocOf<K> & { _id: string })[];
+  return docs.sort((a, b) => (a._id < b._id ? -1 : a._id > b._id ? 1 : 0));
+}
+
+/** The collection of each kind of token. */
+const TOKEN_KINDS = { app: "appTokens", api: "apiTokens", org: "orgApiTokens" } as const satisfies Record<TokenKind, Kind>;
+
 function organizationsStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "organizations"),
@@ -73,6 +96,9 @@ function projectsStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "projects"),
     byName: (organizationId: string, name: string) => d.projects.findOne({ organizationId, name }),
+    /** A page of the organization's projects, by id. */
+    list: (organizationId: string, after: string | undefined, limit: number) => pageOf(d, "projects", "organizationId", organizationId, after, limit),
+    byIds: (ids: string[]) => byIds(d, "projects", ids),
     /** The project after the change, or null when it is gone. */
     setRequiresSso: (organizationId: string, id: string, requiresSso: boolean) =>
       v.change(organizationId, () => d.projects.findOneAndUpdate({ _id: id }, { $set: { requiresSso } }, { returnDocument: "after" })),
@@ -101,6 +127,11 @@ function rolesStore(d: Database, v: DirectoryVersion) {
       v.change(organizationId, () => setRole(d, projectId, userId, role)),
     remove: (organizationId: string, projectId: string, userId: string) =>
       v.change(organizationId, async () => void (await d.projectRoles.deleteOne({ _id: projectRoleId(projectId, userId) }))),
+    /** A page of the user's roles, by project id (after `afterProjectId`). */
+    ofUser: (userId: string, afterProjectId: string | undefined, limit: number) =>
+      d.projectRoles
+        .find({ userId, ...(afterProjectId === undefined ? {} : { projectId: { $gt: afterProjectId } }) }, { sort: { projectId: 1 }, limit })
+        .toArray(),
     /** The ids of the projects the user has a role on. */
     projectsOf: async (userId: string): Promise<string[]> =>
       (await d.projectRoles.find({ userId }, { projection: { projectId: 1 } }).toArray()).map((r) => r.projectId),
@@ -111,6 +142,8 @@ function teamsStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "teams"),
     byName: (projectId: string, name: string) => d.teams.findOne({ projectId, name }),
+    /** A page of the project's teams, by id. */
+    list: (projectId: string, after: string | undefined, limit: number) => pageOf(d, "teams", "projectId", projectId, after, limit),
     async memberIds(id: string): Promise<string[] | null> {
       return (await d.teams.findOne({ _id: id }, { projection: { memberIds: 1 } }))?.memberIds ?? null;
     },
@@ -125,6 +158,9 @@ function teamsStore(d: Database, v: DirectoryVersion) {
 function permissionsStore(d: Database, v: DirectoryVersion) {
   return {
     get: (renderingId: string, collectionId: string) => d.permissions.findOne({ _id: permissionId(renderingId, collectionId) }),
+    /** A page of the rendering's permissions, by id (so by collection id). */
+    ofRendering: (renderingId: string, after: string | undefined, limit: number) =>
+      d.permissions.find({ renderingId, ...(after === undefined ? {} : { _id: { $gt: after } }) }, { sort: { _id: 1 }, limit }).toArray(),
     /** Stores the rendering's permission on the collection, replacing the one before. */
     put: (organizationId: string, doc: T.PermissionDoc): Promise<void> =>
       v.change(organizationId, async () => {
@@ -140,6 +176,8 @@ function workflowsStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "workflows"),
     byName: (renderingId: string, name: string) => d.workflows.findOne({ renderingId, name }),
+    /** A page of the rendering's workflows, by id. */
+    ofRendering: (renderingId: string, after: string | undefined, limit: number) => pageOf(d, "workflows", "renderingId", renderingId, after, limit),
     /** Only the versions: what a running step needs to know whether its version is still active. */
     versions: async (id: string) => (await d.workflows.findOne({ _id: id }, { projection: { versions: 1 } }))?.versions ?? null,
     /**
@@ -178,6 +216,8 @@ function workflowsStore(d: Database, v: DirectoryVersion) {
 function appTokensStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "appTokens"),
+    /** A page of the user's application tokens, by id. */
+    ofUser: (userId: string, after: string | undefined, limit: number) => pageOf(d, "appTokens", "userId", userId, after, limit),
     byHash: (hash: string) => d.appTokens.findOne({ hash }),
     /** Revokes the token unless it already is; whether this call revoked it. */
     revoke: (organizationId: string, id: string, at: Date) =>
@@ -188,6 +228,8 @@ function appTokensStore(d: Database, v: DirectoryVersion) {
 function apiTokensStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "apiTokens"),
+    /** A page of the project's API tokens, by id. */
+    ofProject: (projectId: string, after: string | undefined, limit: number) => pageOf(d, "apiTokens", "projectId", projectId, after, limit),
     /** Revokes the token unless it already is; whether this call revoked it. */
     revoke: (organizationId: string, id: string, at: Date) =>
       v.change(organizationId, async () => (await d.apiTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1),
@@ -197,6 +239,9 @@ function apiTokensStore(d: Database, v: DirectoryVersion) {
 function orgApiTokensStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "orgApiTokens"),
+    /** A page of the organization's API tokens, by id. */
+    ofOrganization: (organizationId: string, after: string | undefined, limit: number) =>
+      pageOf(d, "orgApiTokens", "organizationId", organizationId, after, limit),
     /** Revokes the token unless it already is; whether this call revoked it. */
     revoke: (organizationId: string, id: string, at: Date) =>
       v.change(organizationId, async () => (await d.orgApiTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1),
@@ -211,21 +256,32 @@ export function directoryStore(d: Database) {
       ...documents(d, "users"),
       /** E-mail addresses are unique per organization, so a lookup names the organization. */
       byEmail: (organizationId: string, email: string) => d.users.findOne({ organizationId, email }),
+      /** A page of the organization's users, by id. */
+      list: (organizationId: string, after: string | undefined, limit: number) => pageOf(d, "users", "organizationId", organizationId, after, limit),
+      byIds: (ids: string[]) => byIds(d, "users", ids),
     },
     projects: projectsStore(d, v),
     roles: rolesStore(d, v),
     environments: {
       ...documents(d, "environments"),
       byName: (projectId: string, name: string) => d.environments.findOne({ projectId, name }),
+      /** A page of the project's environments, by id. */
+      list: (projectId: string, after: string | undefined, limit: number) => pageOf(d, "environments", "projectId", projectId, after, limit),
     },
     teams: teamsStore(d, v),
     renderings: {
       ...documents(d, "renderings"),
       of: (teamId: string, environmentId: string) => d.renderings.findOne({ teamId, environmentId }),
+      /** A page of the project's renderings, by id. */
+      ofProject: (projectId: string, after: string | undefined, limit: number) => pageOf(d, "renderings", "projectId", projectId, after, limit),
+      /** A page of the environment's renderings, by id. */
+      ofEnvironment: (environmentId: string, after: string | undefined, limit: number) => pageOf(d, "renderings", "environmentId", environmentId, after, limit),
     },
     collections: {
       ...documents(d, "collections"),
       byName: (environmentId: string, name: string) => d.collections.findOne({ environmentId, name }),
+      /** A page of the environment's collections, by id. */
+      list: (environmentId: string, after: string | undefined, limit: number) => pageOf(d, "collections", "environmentId", environmentId, after, limit),
     },
     permissions: permissionsStore(d, v),
     workflows: workflowsStore(d, v),
@@ -237,6 +293,11 @@ export function directoryStore(d: Database) {
       ...documents(d, "consoleSessions"),
       remove: async (id: string) => void (await d.consoleSessions.deleteOne({ _id: id })),
     },
+    /** Records that a token authenticated a call (last-used.ts): at most one write a minute per token, never awaited. */
+    tokenUsed: tokenUseRecorder((kind, id, at) => {
+      const coll = d[TOKEN_KINDS[kind]] as unknown as Collection<T.TokenDocBase>;
+      return coll.updateOne({ _id: id }, { $max: { lastUsedAt: at } });
+    }),
   };
   const cache = directoryCache(store, v);
   return {

@@ -38,22 +38,17 @@ export function ttlIndexes(retention: Retention = DEFAULT_RETENTION): TtlIndex[]
   ];
 }
 
-export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_RETENTION): Promise<void> {
-  const ttl = ttlIndexes(retention);
-  await Promise.all(ttl.map((t) => changeExpiry(d, t)));
-  // Before e-mail addresses were unique per organization they were unique everywhere: that index goes.
-  await d.users.dropIndex("email_1").catch((err: { code?: number }) => {
-    if (err.code !== 26 && err.code !== 27) throw err; // NamespaceNotFound, IndexNotFound: nothing to drop
-  });
-  await Promise.all([
-    ...ttl.map((t) => d[t.collection].createIndex({ [t.field]: 1 }, { expireAfterSeconds: t.expireAfterSeconds })),
+/** The directory's indexes: its unique names, and the lookups and lists of the AdminService and the rules. */
+function directoryIndexes(d: Database): Promise<string>[] {
+  return [
     d.organizations.createIndex({ name: 1 }, { unique: true }),
     // An address is unique within its organization only (another organization learns nothing).
     d.users.createIndex({ organizationId: 1, email: 1 }, { unique: true }),
     d.projects.createIndex({ organizationId: 1, name: 1 }, { unique: true }),
     d.projectRoles.createIndex({ projectId: 1, userId: 1 }, { unique: true }),
-    // The projects of a user: where entries about the user's tokens and account are logged.
-    d.projectRoles.createIndex({ userId: 1 }),
+    // The projects of a user: where entries about the user's tokens and account are logged,
+    // WhoAmI, and ListProjects of a user who is no organization admin (by project id).
+    d.projectRoles.createIndex({ userId: 1, projectId: 1 }),
     d.environments.createIndex({ projectId: 1, name: 1 }, { unique: true }),
     // No two environments (of one tenant or two) ever share a data database.
     d.environments.createIndex({ dataDatabase: 1 }, { unique: true }),
@@ -62,10 +57,36 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     d.collections.createIndex({ environmentId: 1, name: 1 }, { unique: true }),
     d.workflows.createIndex({ renderingId: 1, name: 1 }),
     d.appTokens.createIndex({ hash: 1 }, { unique: true }),
-    // A user's own application tokens (account settings).
-    d.appTokens.createIndex({ userId: 1 }),
+    // A user's own application tokens (account settings, ListApplicationTokens).
+    d.appTokens.createIndex({ userId: 1, _id: 1 }),
     d.apiTokens.createIndex({ hash: 1 }, { unique: true }),
     d.orgApiTokens.createIndex({ hash: 1 }, { unique: true }),
+    // The AdminService lists: a parent's documents page by id (store/directory.ts pageOf).
+    d.users.createIndex({ organizationId: 1, _id: 1 }),
+    d.projects.createIndex({ organizationId: 1, _id: 1 }),
+    d.environments.createIndex({ projectId: 1, _id: 1 }),
+    d.teams.createIndex({ projectId: 1, _id: 1 }),
+    d.renderings.createIndex({ projectId: 1, _id: 1 }),
+    d.renderings.createIndex({ environmentId: 1, _id: 1 }),
+    d.collections.createIndex({ environmentId: 1, _id: 1 }),
+    d.permissions.createIndex({ renderingId: 1, _id: 1 }),
+    d.workflows.createIndex({ renderingId: 1, _id: 1 }),
+    d.apiTokens.createIndex({ projectId: 1, _id: 1 }),
+    d.orgApiTokens.createIndex({ organizationId: 1, _id: 1 }),
+  ];
+}
+
+export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_RETENTION): Promise<void> {
+  const ttl = ttlIndexes(retention);
+  await Promise.all(ttl.map((t) => changeExpiry(d, t)));
+  // Before e-mail addresses were unique per organization they were unique everywhere: that index goes.
+  await dropIfThere(d.users, "email_1");
+  // A user's roles and application tokens were indexed by user alone; the lists page by (user, id): those serve both.
+  await dropIfThere(d.projectRoles, "userId_1");
+  await dropIfThere(d.appTokens, "userId_1");
+  await Promise.all([
+    ...ttl.map((t) => d[t.collection].createIndex({ [t.field]: 1 }, { expireAfterSeconds: t.expireAfterSeconds })),
+    ...directoryIndexes(d),
     // One ongoing run per (workflow, record): activeKey is `${workflowId}|${recordId}` while
     // the run is ongoing and the run's own id once it is finished. The 409 answer finds the
     // ongoing run by it.
@@ -112,6 +133,13 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     const environment = await d.environments.findOne({ _id: c.environmentId }, { projection: { dataDatabase: 1 } });
     if (environment) await ensureRecordIndex(d, environment.dataDatabase, c.name, c.primaryKey);
   }
+}
+
+/** Drops an index that is no longer declared, when it is there. */
+async function dropIfThere(coll: { dropIndex(name: string): Promise<unknown> }, name: string): Promise<void> {
+  await coll.dropIndex(name).catch((err: { code?: number }) => {
+    if (err.code !== 26 && err.code !== 27) throw err; // NamespaceNotFound, IndexNotFound: nothing to drop
+  });
 }
 
 /**

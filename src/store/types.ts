@@ -109,6 +109,8 @@ export interface TokenDocBase {
   expiresAt: Date;
   revokedAt: Date | null;
   createdAt: Date;
+  /** When it last authenticated a call, to the minute (last-used.ts); absent until then. */
+  lastUsedAt?: Date;
 }
 export interface AppTokenDoc extends TokenDocBase {
   sso: boolean;

@@ -120,15 +120,40 @@ export function assertSsoSession(token: AppTokenDoc, what: string): void {
   if (!token.sso) throw fail.denied(`${what} needs a token generated in an SSO session`);
 }
 
+/** What a call needs on a project: a role at least this one (`user`: any role). */
+export type ProjectNeed = Role;
+
+const NEEDED: Record<ProjectNeed, string> = {
+  admin: "needs the admin role on the project",
+  editor: "needs the editor or admin role on the project",
+  user: "needs a role on the project",
+};
+
 /**
  * Throws PERMISSION_DENIED unless `user` holds at least `need` on `project`: the admin role,
- * or for `editor` the editor role too; organization admins hold everything.
+ * for `editor` the editor role too, for `user` any role; organization admins hold everything.
  */
-export async function assertProjectRole(dir: DirectoryReads, user: UserDoc, project: ProjectDoc, need: "admin" | "editor"): Promise<void> {
-  if (user.organizationAdmin) return;
+export async function assertProjectRole(dir: DirectoryReads, user: UserDoc, project: ProjectDoc, need: ProjectNeed): Promise<void> {
+  if (!(await holdsProjectRole(dir, user, project, need))) throw fail.denied(NEEDED[need]);
+}
+
+/** Whether `user` holds at least `need` on `project` (the rule of assertProjectRole). */
+export async function holdsProjectRole(dir: DirectoryReads, user: UserDoc, project: ProjectDoc, need: ProjectNeed): Promise<boolean> {
+  if (user.organizationAdmin) return true;
   const role = await dir.roles.get(project._id, user._id);
-  if (role === "admin" || (need === "editor" && role === "editor")) return;
-  throw fail.denied(need === "admin" ? "needs the admin role on the project" : "needs the editor or admin role on the project");
+  return role === "admin" || (need !== "admin" && role === "editor") || (need === "user" && role === "user");
+}
+
+/**
+ * What `user` may do with the workflows of `rendering`: `change` them — editors and admins of
+ * the project and organization admins, who also copy the webhook URL (a credential) — or
+ * `read` them without the URL: the users who may act in the rendering (renderingDenial).
+ * PERMISSION_DENIED for anyone else.
+ */
+export async function workflowAccess(dir: DirectoryReads, user: UserDoc, project: ProjectDoc, rendering: RenderingDoc): Promise<"change" | "read"> {
+  if (await holdsProjectRole(dir, user, project, "editor")) return "change";
+  if ((await renderingDenial(dir, user, project, rendering)).reason !== null) throw fail.denied(NEEDED.editor);
+  return "read";
 }
 
 /** Throws PERMISSION_DENIED unless `actor` may create application tokens for other users: organization admins only. */
@@ -164,7 +189,10 @@ export function assertMayIssueApiToken(caller: AppPrincipal, project: ProjectDoc
   if (project.requiresSso) assertSsoSession(caller.token, "an API token of a project that requires SSO");
 }
 
-/** Whether `actor` may revoke an application token of `owner`: its own, or, for an organization admin, any of the organization's. */
+/**
+ * Whether `actor` may revoke (and so see) an application token of `owner`: its own, or, for an
+ * organization admin, any of the organization's.
+ */
 export function mayRevokeAppToken(actor: UserDoc, owner: UserDoc): boolean {
   return owner._id === actor._id || (actor.organizationAdmin && owner.organizationId === actor.organizationId);
 }

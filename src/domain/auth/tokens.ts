@@ -111,6 +111,7 @@ export async function authenticateApp(dir: DirectoryReads, header: string | null
     : await usableToken(header, APP_TOKEN_PREFIX, (id) => dir.appTokens.get(id), now);
   const user = await dir.users.get(token.userId);
   if (!user) throw fail.unauthenticated();
+  dir.tokenUsed?.("app", token._id);
   return { kind: "app", token, user };
 }
 
@@ -119,6 +120,7 @@ export async function authenticateApi(dir: DirectoryReads, header: string | null
   const token = await usableToken(header, API_TOKEN_PREFIX, (id) => dir.apiTokens.get(id), now);
   const [user, project] = await Promise.all([dir.users.get(token.userId), dir.projects.get(token.projectId)]);
   if (!user || !project) throw fail.unauthenticated();
+  dir.tokenUsed?.("api", token._id);
   return { kind: "api", token, user, project };
 }
 
@@ -127,6 +129,7 @@ export async function authenticateOrg(dir: DirectoryReads, header: string | null
   const token = await usableToken(header, ORG_API_TOKEN_PREFIX, (id) => dir.orgApiTokens.get(id), now);
   const user = await dir.users.get(token.userId);
   if (!user) throw fail.unauthenticated();
+  dir.tokenUsed?.("org", token._id);
   return { kind: "org", token, user };
 }
 

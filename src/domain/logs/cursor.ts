@@ -105,3 +105,35 @@ export function cursorCodec(config: Pick<Config, "signingKeys" | "signingKeyId">
     },
   };
 }
+
+/** The same format with a string position: lists ordered by a key (an id) rather than a sequence number. */
+export interface KeyCursorCodec {
+  encode(key: string, hash: string): string;
+  /** The key carried by `cursor`; INVALID_ARGUMENT as CursorCodec.decode. */
+  decode(cursor: string, hash: string): string;
+}
+
+export function keyCursorCodec(config: Pick<Config, "signingKeys" | "signingKeyId">): KeyCursorCodec {
+  // A key rides in the hash's place of a numeric cursor (position 0): one MAC, one validation.
+  const codec = cursorCodec(config);
+  const KEY_CHARS = 200;
+  return {
+    encode: (key, hash) => codec.encode(0, `${hash}.${Buffer.from(key).toString("base64url")}`),
+    decode(cursor, hash) {
+      const bad = () => fail.invalid("page token is malformed or was not issued by this server");
+      if (cursor.length > MAX_CURSOR_CHARS || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw bad();
+      let bound: unknown;
+      try {
+        bound = JSON.parse(Buffer.from(cursor, "base64url").subarray(MAC_BYTES).toString("utf8")).h;
+      } catch {
+        throw bad();
+      }
+      if (typeof bound !== "string") throw bad();
+      codec.decode(cursor, bound); // the MAC: a forged or edited token is refused
+      if (!bound.startsWith(`${hash}.`)) throw fail.invalid("page token was issued for another query or caller; start again without one");
+      const key = Buffer.from(bound.slice(hash.length + 1), "base64url").toString("utf8");
+      if (key.length === 0 || key.length > KEY_CHARS) throw bad();
+      return key;
+    },
+  };
+}

@@ -5,8 +5,9 @@ import { permissionId } from "../../store/index.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
-import { adminLog, caller, environmentOf, insertUnique, renderingWithCollection, validRoles, type AdminImpl } from "./common.js";
+import { adminLog, caller, environmentOf, insertUnique, projectOf, reader, renderingWithCollection, required, validRoles, type AdminImpl } from "./common.js";
 import { collectionToProto, isFieldName, permissionToProto } from "./convert.js";
+import { byId, pageOf } from "./paging.js";
 
 const COLLECTION_NAME = /^[A-Za-z0-9_-]{1,100}$/;
 
@@ -29,7 +30,53 @@ function scopeOf(given: Record<string, unknown>): Record<string, unknown> {
   return scope;
 }
 
-export function collectionMethods(deps: Deps): Pick<AdminImpl, "createCollection" | "setCollectionPermission"> {
+export function collectionMethods(deps: Deps): Pick<AdminImpl, "createCollection" | "setCollectionPermission"> & ReturnType<typeof collectionReads> {
+  return { ...collectionChanges(deps), ...collectionReads(deps) };
+}
+
+/** Collections: editors and admins (CreateWorkflow names one); permissions: admins (who set them). */
+function collectionReads(deps: Deps): Pick<AdminImpl, "listCollections" | "getCollection" | "listCollectionPermissions" | "getCollectionPermission"> {
+  const dir = deps.store.directory;
+  const { immutable } = deps.store;
+  return {
+    async listCollections(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const environment = await immutable.environment(required(req.environmentId, "environment_id"));
+      await projectOf(view, p, environment?.projectId, "editor", `environment "${req.environmentId}"`);
+      const page = pageOf(deps, p, { list: "collections", environmentId: environment!._id }, req);
+      const { items, nextPageToken } = page.cut(await dir.collections.list(environment!._id, page.after, page.read), byId);
+      return { collections: items.map(collectionToProto), nextPageToken };
+    },
+
+    async getCollection(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const collection = await immutable.collection(required(req.collectionId, "collection_id"));
+      const environment = collection && (await immutable.environment(collection.environmentId));
+      await projectOf(view, p, environment?.projectId, "editor", `collection "${req.collectionId}"`);
+      return { collection: collectionToProto(collection!) };
+    },
+
+    async listCollectionPermissions(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const rendering = await immutable.rendering(required(req.renderingId, "rendering_id"));
+      await projectOf(view, p, rendering?.projectId, "admin", `rendering "${req.renderingId}"`);
+      const page = pageOf(deps, p, { list: "permissions", renderingId: rendering!._id }, req);
+      const { items, nextPageToken } = page.cut(await dir.permissions.ofRendering(rendering!._id, page.after, page.read), byId);
+      return { collectionPermissions: items.map(permissionToProto), nextPageToken };
+    },
+
+    async getCollectionPermission(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const rendering = await immutable.rendering(required(req.renderingId, "rendering_id"));
+      await projectOf(view, p, rendering?.projectId, "admin", `rendering "${req.renderingId}"`);
+      const permission = await dir.permissions.get(rendering!._id, required(req.collectionId, "collection_id"));
+      if (!permission) throw fail.notFound(`the rendering has no permission on collection "${req.collectionId}"`);
+      return { permission: permissionToProto(permission) };
+    },
+  };
+}
+
+function collectionChanges(deps: Deps): Pick<AdminImpl, "createCollection" | "setCollectionPermission"> {
   const dir = deps.store.directory;
   return {
     async createCollection(req, ctx) {

@@ -4,12 +4,13 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { AdminService } from "../../../gen/runhook/v1/admin_pb.js";
 import { isRole, type Role } from "../../domain/auth/roles.js";
 import { assertOperator, authenticateApp, type AppPrincipal } from "../../domain/auth/tokens.js";
-import { assertProjectRole } from "../../domain/auth/access.js";
+import { assertProjectRole, workflowAccess, type ProjectNeed } from "../../domain/auth/access.js";
+import type { DirectoryReads } from "../../store/directory-cache.js";
 import { isDuplicateKey } from "../../store/index.js";
 import type { DirectoryStore } from "../../store/directory.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
-import { authorization } from "../context.js";
+import { authorization, directoryOf } from "../context.js";
 import { fail } from "../../domain/errors.js";
 
 export type AdminImpl = ServiceImpl<typeof AdminService>;
@@ -17,7 +18,7 @@ export type AdminImpl = ServiceImpl<typeof AdminService>;
 export const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}$/;
 
 /** The caller: every method but bootstrap needs an application token. */
-export function caller(dir: DirectoryStore, ctx: HandlerContext): Promise<AppPrincipal> {
+export function caller(dir: DirectoryReads, ctx: HandlerContext): Promise<AppPrincipal> {
   return authenticateApp(dir, authorization(ctx));
 }
 
@@ -94,14 +95,26 @@ export async function adminLogAboutUser(
 }
 
 /** The project, when the caller has at least `need` on it (organization admins have everything). */
-export async function inProject(dir: DirectoryStore, p: AppPrincipal, projectId: string, need: "admin" | "editor"): Promise<T.ProjectDoc> {
+export async function inProject(dir: DirectoryReads, p: AppPrincipal, projectId: string, need: ProjectNeed): Promise<T.ProjectDoc> {
   const project = await dir.projects.get(required(projectId, "project_id"));
   if (!project || project.organizationId !== p.user.organizationId) throw fail.notFound(`project "${projectId}" not found`);
   await assertProjectRole(dir, p.user, project, need);
   return project;
 }
 
-export async function userInOrg(dir: DirectoryStore, p: AppPrincipal, userId: string): Promise<T.UserDoc> {
+/**
+ * The project of a document the caller asks for (`what`, e.g. `team "…"`), when the caller holds
+ * `need` on it. A document of another organization, or of none, is `what` not found, naming
+ * nothing of the other organization.
+ */
+export async function projectOf(dir: DirectoryReads, p: AppPrincipal, projectId: string | undefined, need: ProjectNeed, what: string): Promise<T.ProjectDoc> {
+  const project = projectId === undefined ? null : await dir.projects.get(projectId);
+  if (!project || project.organizationId !== p.user.organizationId) throw fail.notFound(`${what} not found`);
+  await assertProjectRole(dir, p.user, project, need);
+  return project;
+}
+
+export async function userInOrg(dir: DirectoryReads, p: AppPrincipal, userId: string): Promise<T.UserDoc> {
   const user = await dir.users.get(required(userId, "user_id"));
   if (!user || user.organizationId !== p.user.organizationId) throw fail.notFound(`user "${userId}" not found`);
   return user;
@@ -144,4 +157,34 @@ export async function workflowOf(dir: DirectoryStore, p: AppPrincipal, workflowI
   const project = await inProject(dir, p, workflow.projectId, "editor");
   const environment = await dir.environments.get(workflow.environmentId);
   return { workflow, project, environment: environment?.name ?? null };
+}
+
+/**
+ * A call that reads: its caller and its view of the directory (directoryOf), through which
+ * every lookup that decides its access goes.
+ */
+export async function reader(deps: Deps, ctx: HandlerContext): Promise<{ view: DirectoryReads; p: AppPrincipal }> {
+  const view = directoryOf(deps, ctx.values);
+  return { view, p: await caller(view, ctx) };
+}
+
+/** A rendering the caller may read the workflows of, with what it may do with them (workflowAccess). */
+export async function renderingForWorkflows(deps: Deps, view: DirectoryReads, p: AppPrincipal, renderingId: string) {
+  const rendering = await deps.store.immutable.rendering(required(renderingId, "rendering_id"));
+  return workflowsOf(view, p, rendering, `rendering "${renderingId}" not found`);
+}
+
+/** A workflow the caller may read, with what it may do with it (workflowAccess). */
+export async function workflowForReading(deps: Deps, view: DirectoryReads, p: AppPrincipal, workflowId: string) {
+  const workflow = await view.workflows.get(required(workflowId, "workflow_id"));
+  const rendering = workflow && (await deps.store.immutable.rendering(workflow.renderingId));
+  const { access } = await workflowsOf(view, p, rendering, `workflow "${workflowId}" not found`);
+  return { workflow: workflow!, access };
+}
+
+/** The rendering's project and the caller's access to its workflows; another organization's (or none) is not found. */
+async function workflowsOf(view: DirectoryReads, p: AppPrincipal, rendering: T.RenderingDoc | null, notFound: string) {
+  const project = rendering && (await view.projects.get(rendering.projectId));
+  if (!rendering || !project || project.organizationId !== p.user.organizationId) throw fail.notFound(notFound);
+  return { rendering, project, access: await workflowAccess(view, p.user, project, rendering) };
 }

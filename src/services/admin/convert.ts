@@ -92,8 +92,10 @@ export function stepToProto(s: T.StepDoc): MessageInitShape<typeof StepSchema> {
   }
 }
 
-export function webhookToProto(config: Config, w: T.WorkflowDoc): MessageInitShape<typeof WebhookSchema> {
-  const key = w.webhook.everEnabled ? signWebhookKey(config, { workflowId: w._id, renderingId: w.renderingId, generation: w.webhook.generation }) : "";
+/** The webhook; its URL (a credential) only `withUrl`: for those who may copy it (workflowAccess). */
+export function webhookToProto(config: Config, w: T.WorkflowDoc, withUrl = true): MessageInitShape<typeof WebhookSchema> {
+  const key =
+    withUrl && w.webhook.everEnabled ? signWebhookKey(config, { workflowId: w._id, renderingId: w.renderingId, generation: w.webhook.generation }) : "";
   return {
     enabled: w.webhook.enabled,
     url: key ? webhookUrl(config, key) : "",
@@ -102,15 +104,23 @@ export function webhookToProto(config: Config, w: T.WorkflowDoc): MessageInitSha
   };
 }
 
-export function workflowToProto(config: Config, w: T.WorkflowDoc): MessageInitShape<typeof WorkflowSchema> {
+export const versionToProto = (v: T.WorkflowVersionDoc) => ({
+  version: v.version,
+  active: v.active,
+  steps: v.steps.map(stepToProto),
+  publishedAt: timestampFromDate(v.publishedAt),
+});
+
+/** The workflow; its webhook's URL only `withUrl` (webhookToProto). */
+export function workflowToProto(config: Config, w: T.WorkflowDoc, withUrl = true): MessageInitShape<typeof WorkflowSchema> {
   return {
     id: w._id,
     renderingId: w.renderingId,
     collectionId: w.collectionId,
     name: w.name,
     triggerRoles: w.triggerRoles,
-    versions: w.versions.map((v) => ({ version: v.version, active: v.active, steps: v.steps.map(stepToProto), publishedAt: timestampFromDate(v.publishedAt) })),
-    webhook: webhookToProto(config, w),
+    versions: w.versions.map(versionToProto),
+    webhook: webhookToProto(config, w, withUrl),
   };
 }
 
@@ -127,6 +137,8 @@ export const permissionToProto = (p: T.PermissionDoc) => ({
   scope: p.scope as JsonObject,
 });
 
+const lastUsed = (t: T.TokenDocBase) => (t.lastUsedAt ? timestampFromDate(t.lastUsedAt) : undefined);
+
 export function apiTokenToProto(t: T.ApiTokenDoc, user: { _id: string; email: string }) {
   return {
     id: t._id,
@@ -137,6 +149,7 @@ export function apiTokenToProto(t: T.ApiTokenDoc, user: { _id: string; email: st
     revokedAt: t.revokedAt ? timestampFromDate(t.revokedAt) : undefined,
     createdAt: timestampFromDate(t.createdAt),
     sso: t.sso === true,
+    lastUsedAt: lastUsed(t),
   };
 }
 
@@ -149,6 +162,7 @@ export function orgApiTokenToProto(t: T.OrgApiTokenDoc, user: { _id: string; ema
     expiresAt: timestampFromDate(t.expiresAt),
     revokedAt: t.revokedAt ? timestampFromDate(t.revokedAt) : undefined,
     createdAt: timestampFromDate(t.createdAt),
+    lastUsedAt: lastUsed(t),
   };
 }
 
@@ -156,7 +170,7 @@ export function userToProto(u: T.UserDoc) {
   return { id: u._id, organizationId: u.organizationId, email: u.email, name: u.name, organizationAdmin: u.organizationAdmin };
 }
 
-export function appTokenToProto(t: T.AppTokenDoc, user: T.UserDoc) {
+export function appTokenToProto(t: T.AppTokenDoc, user: { _id: string; email: string }) {
   return {
     id: t._id,
     user: { id: user._id, email: user.email },
@@ -165,5 +179,6 @@ export function appTokenToProto(t: T.AppTokenDoc, user: T.UserDoc) {
     sso: t.sso,
     revokedAt: t.revokedAt ? timestampFromDate(t.revokedAt) : undefined,
     createdAt: timestampFromDate(t.createdAt),
+    lastUsedAt: lastUsed(t),
   };
 }

@@ -6,7 +6,7 @@ import type { AdminImpl } from "./common.js";
 import { organizationMethods } from "./organizations.js";
 import { projectMethods } from "./projects.js";
 import { teamMethods } from "./teams.js";
-import { tokenMethods } from "./tokens.js";
+import { tokenMethods, tokenReads } from "./tokens.js";
 import { userMethods } from "./users.js";
 import { webhookMethods } from "./webhooks.js";
 import { workflowMethods } from "./workflows.js";
@@ -21,5 +21,6 @@ export function createAdminService(deps: Deps): AdminImpl {
     ...workflowMethods(deps),
     ...webhookMethods(deps),
     ...tokenMethods(deps),
+    ...tokenReads(deps),
   };
 }

@@ -5,14 +5,65 @@ import { isDuplicateKey } from "../../store/index.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
 import { assertOrgAdmin, assertSsoSession } from "../../domain/auth/access.js";
-import { adminLog, caller, inProject, insertUnique, userInOrg, type AdminImpl } from "./common.js";
+import { adminLog, caller, inProject, insertUnique, projectOf, reader, required, userInOrg, type AdminImpl } from "./common.js";
 import { environmentToProto, projectToProto } from "./convert.js";
+import { byId, pageOf } from "./paging.js";
 import { DATA_DATABASE_NAME, isReservedDatabase } from "../../config.js";
 import type { ProjectDoc } from "../../store/types.js";
+import type { AppPrincipal } from "../../domain/auth/tokens.js";
 
 const PROJECT_NAME = /^[A-Za-z0-9._-]{1,100}$/;
 
-export function projectMethods(deps: Deps): Pick<AdminImpl, "createProject" | "updateProject" | "createEnvironment" | "setProjectRole"> {
+/** A page of the projects the caller sees: an organization admin's, all of the organization's; anyone else's, those it has a role on. */
+async function visibleProjects(deps: Deps, p: AppPrincipal, after: string | undefined, read: number): Promise<ProjectDoc[]> {
+  const dir = deps.store.directory;
+  if (p.user.organizationAdmin) return dir.projects.list(p.user.organizationId, after, read);
+  const roles = await dir.roles.ofUser(p.user._id, after, read);
+  const projects = new Map((await dir.projects.byIds(roles.map((r) => r.projectId))).map((project) => [project._id, project]));
+  // Every key stays, even of a project removed since, so that the page's last key is the roles'.
+  return roles.map((r) => projects.get(r.projectId) ?? { _id: r.projectId, organizationId: "", name: "", requiresSso: false, createdAt: new Date(0) });
+}
+
+export function projectMethods(
+  deps: Deps,
+): Pick<AdminImpl, "createProject" | "updateProject" | "createEnvironment" | "setProjectRole"> & ReturnType<typeof projectReads> {
+  return { ...projectChanges(deps), ...projectReads(deps) };
+}
+
+/** Projects: those the caller has a role on (organization admins: all); environments: project admins, who make them. */
+function projectReads(deps: Deps): Pick<AdminImpl, "listProjects" | "getProject" | "listEnvironments" | "getEnvironment"> {
+  const dir = deps.store.directory;
+  return {
+    async listProjects(req, ctx) {
+      const { p } = await reader(deps, ctx);
+      const page = pageOf(deps, p, { list: "projects" }, req);
+      const { items, nextPageToken } = page.cut(await visibleProjects(deps, p, page.after, page.read), byId);
+      return { projects: items.filter((project) => project.organizationId === p.user.organizationId).map(projectToProto), nextPageToken };
+    },
+
+    async getProject(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      return { project: projectToProto(await inProject(view, p, req.projectId, "user")) };
+    },
+
+    async listEnvironments(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const project = await inProject(view, p, req.projectId, "admin");
+      const page = pageOf(deps, p, { list: "environments", projectId: project._id }, req);
+      const { items, nextPageToken } = page.cut(await dir.environments.list(project._id, page.after, page.read), byId);
+      return { environments: items.map(environmentToProto), nextPageToken };
+    },
+
+    async getEnvironment(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const environment = await deps.store.immutable.environment(required(req.environmentId, "environment_id"));
+      await projectOf(view, p, environment?.projectId, "admin", `environment "${req.environmentId}"`);
+      return { environment: environmentToProto(environment!) };
+    },
+  };
+}
+
+function projectChanges(deps: Deps): Pick<AdminImpl, "createProject" | "updateProject" | "createEnvironment" | "setProjectRole"> {
   const dir = deps.store.directory;
   return {
     async createProject(req, ctx) {
@@ -69,7 +120,7 @@ export function projectMethods(deps: Deps): Pick<AdminImpl, "createProject" | "u
         { name: req.name, dataDatabase },
         { projectId: project._id, environment: req.name },
       );
-      return { environment: environmentToProto(environment) };
+      return { environment: environmentToProto(environment!) };
     },
 
     async setProjectRole(req, ctx) {

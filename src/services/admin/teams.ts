@@ -2,10 +2,68 @@
 import { randomUUID } from "node:crypto";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
-import { adminLog, caller, inProject, insertUnique, required, teamOf, userInOrg, type AdminImpl } from "./common.js";
-import { renderingToProto, teamToProto } from "./convert.js";
+import { adminLog, caller, inProject, insertUnique, projectOf, reader, required, teamOf, userInOrg, type AdminImpl } from "./common.js";
+import { renderingToProto, teamToProto, userToProto } from "./convert.js";
+import { byId, pageOf } from "./paging.js";
 
-export function teamMethods(deps: Deps): Pick<AdminImpl, "createTeam" | "setTeamMember" | "createRendering"> {
+export function teamMethods(deps: Deps): Pick<AdminImpl, "createTeam" | "setTeamMember" | "createRendering"> & ReturnType<typeof teamReads> {
+  return { ...teamChanges(deps), ...teamReads(deps) };
+}
+
+/** Teams and their members: project admins (who make them); renderings: editors too (CreateWorkflow names one). */
+function teamReads(deps: Deps): Pick<AdminImpl, "listTeams" | "getTeam" | "listTeamMembers" | "listRenderings" | "getRendering"> {
+  const dir = deps.store.directory;
+  return {
+    async listTeams(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const project = await inProject(view, p, req.projectId, "admin");
+      const page = pageOf(deps, p, { list: "teams", projectId: project._id }, req);
+      const { items, nextPageToken } = page.cut(await dir.teams.list(project._id, page.after, page.read), byId);
+      return { teams: items.map(teamToProto), nextPageToken };
+    },
+
+    async getTeam(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const team = await dir.teams.get(required(req.teamId, "team_id"));
+      await projectOf(view, p, team?.projectId, "admin", `team "${req.teamId}"`);
+      return { team: teamToProto(team!) };
+    },
+
+    async listTeamMembers(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const team = await dir.teams.get(required(req.teamId, "team_id"));
+      await projectOf(view, p, team?.projectId, "admin", `team "${req.teamId}"`);
+      const page = pageOf(deps, p, { list: "teamMembers", teamId: team!._id }, req);
+      const ids = [...team!.memberIds].sort().filter((id) => page.after === undefined || id > page.after);
+      const { items, nextPageToken } = page.cut(ids.slice(0, page.read), (id) => id);
+      return { users: (await dir.users.byIds(items)).map(userToProto), nextPageToken };
+    },
+
+    async listRenderings(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const project = await inProject(view, p, req.projectId, "editor");
+      if (req.environmentId) {
+        const environment = await deps.store.immutable.environment(req.environmentId);
+        if (environment?.projectId !== project._id) throw fail.notFound(`environment "${req.environmentId}" not found in the project`);
+      }
+      const page = pageOf(deps, p, { list: "renderings", projectId: project._id, environmentId: req.environmentId }, req);
+      const docs = req.environmentId
+        ? await dir.renderings.ofEnvironment(req.environmentId, page.after, page.read)
+        : await dir.renderings.ofProject(project._id, page.after, page.read);
+      const { items, nextPageToken } = page.cut(docs, byId);
+      return { renderings: items.map(renderingToProto), nextPageToken };
+    },
+
+    async getRendering(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const rendering = await deps.store.immutable.rendering(required(req.renderingId, "rendering_id"));
+      await projectOf(view, p, rendering?.projectId, "editor", `rendering "${req.renderingId}"`);
+      return { rendering: renderingToProto(rendering!) };
+    },
+  };
+}
+
+function teamChanges(deps: Deps): Pick<AdminImpl, "createTeam" | "setTeamMember" | "createRendering"> {
   const dir = deps.store.directory;
   return {
     async createTeam(req, ctx) {

@@ -13,8 +13,9 @@ import {
   ssoTokenExpiry,
 } from "../../domain/auth/access.js";
 import type { AppPrincipal } from "../../domain/auth/tokens.js";
-import { adminLog, adminLogAboutUser, caller, inProject, required, requireOperator, userInOrg, type AdminImpl } from "./common.js";
+import { adminLog, adminLogAboutUser, caller, inProject, projectOf, reader, required, requireOperator, userInOrg, type AdminImpl } from "./common.js";
 import { apiTokenToProto, appTokenToProto, orgApiTokenToProto } from "./convert.js";
+import { byId, pageOf } from "./paging.js";
 
 const DAY_MS = 86_400_000;
 const MIN_TTL_S = 60;
@@ -100,6 +101,78 @@ export function tokenMethods(
   | "revokeOrganizationApiToken"
 > {
   return { ...appTokenMethods(deps), ...apiTokenMethods(deps), ...orgApiTokenMethods(deps) };
+}
+
+/** The creators of `tokens`, as their messages name them (one read of the users). */
+async function creatorsOf(deps: Deps, tokens: T.TokenDocBase[]) {
+  const users = new Map((await deps.store.directory.users.byIds([...new Set(tokens.map((t) => t.userId))])).map((u) => [u._id, u]));
+  return (t: T.TokenDocBase) => users.get(t.userId) ?? { _id: t.userId, email: "" };
+}
+
+/**
+ * Reading tokens (never their secret or hash): as revoking them. A user's application tokens by
+ * that user, or any user's of the organization by an organization admin (mayRevokeAppToken); a
+ * project's API tokens by its admins; the organization's API tokens by organization admins.
+ */
+export function tokenReads(
+  deps: Deps,
+): Pick<
+  AdminImpl,
+  "listApplicationTokens" | "getApplicationToken" | "listApiTokens" | "getApiToken" | "listOrganizationApiTokens" | "getOrganizationApiToken"
+> {
+  const dir = deps.store.directory;
+  return {
+    async listApplicationTokens(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const owner = req.userId && req.userId !== p.user._id ? await userInOrg(view, p, req.userId) : p.user;
+      if (!mayRevokeAppToken(p.user, owner)) throw fail.denied("only organization admins see other users' tokens");
+      const page = pageOf(deps, p, { list: "applicationTokens", userId: owner._id }, req);
+      const { items, nextPageToken } = page.cut(await dir.appTokens.ofUser(owner._id, page.after, page.read), byId);
+      return { applicationTokens: items.map((t) => appTokenToProto(t, owner)), nextPageToken };
+    },
+
+    async getApplicationToken(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const token = await dir.appTokens.get(required(req.tokenId, "token_id"));
+      const owner = token ? await view.users.get(token.userId) : null;
+      // Tokens the caller may not see are not found, like unknown ones.
+      if (!token || !owner || !mayRevokeAppToken(p.user, owner)) throw fail.notFound(`token "${req.tokenId}" not found`);
+      return { token: appTokenToProto(token, owner) };
+    },
+
+    async listApiTokens(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const project = await inProject(view, p, req.projectId, "admin");
+      const page = pageOf(deps, p, { list: "apiTokens", projectId: project._id }, req);
+      const { items, nextPageToken } = page.cut(await dir.apiTokens.ofProject(project._id, page.after, page.read), byId);
+      const creator = await creatorsOf(deps, items);
+      return { apiTokens: items.map((t) => apiTokenToProto(t, creator(t))), nextPageToken };
+    },
+
+    async getApiToken(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const token = await dir.apiTokens.get(required(req.tokenId, "token_id"));
+      await projectOf(view, p, token?.projectId, "admin", `API token "${req.tokenId}"`);
+      return { token: apiTokenToProto(token!, (await creatorsOf(deps, [token!]))(token!)) };
+    },
+
+    async listOrganizationApiTokens(req, ctx) {
+      const { p } = await reader(deps, ctx);
+      assertOrgAdmin(p.user);
+      const page = pageOf(deps, p, { list: "organizationApiTokens" }, req);
+      const { items, nextPageToken } = page.cut(await dir.orgApiTokens.ofOrganization(p.user.organizationId, page.after, page.read), byId);
+      const creator = await creatorsOf(deps, items);
+      return { organizationApiTokens: items.map((t) => orgApiTokenToProto(t, creator(t))), nextPageToken };
+    },
+
+    async getOrganizationApiToken(req, ctx) {
+      const { p } = await reader(deps, ctx);
+      const token = await dir.orgApiTokens.get(required(req.tokenId, "token_id"));
+      if (!token || token.organizationId !== p.user.organizationId) throw fail.notFound(`organization API token "${req.tokenId}" not found`);
+      assertOrgAdmin(p.user);
+      return { token: orgApiTokenToProto(token, (await creatorsOf(deps, [token]))(token)) };
+    },
+  };
 }
 
 function appTokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToken" | "issueSsoToken" | "revokeApplicationToken"> {

@@ -3,12 +3,29 @@ import { randomUUID } from "node:crypto";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
 import { assertOrgAdmin } from "../../domain/auth/access.js";
-import { adminLogAboutUser, caller, EMAIL, insertUnique, type AdminImpl } from "./common.js";
+import { adminLogAboutUser, caller, EMAIL, insertUnique, reader, userInOrg, type AdminImpl } from "./common.js";
 import { userToProto } from "./convert.js";
+import { byId, pageOf } from "./paging.js";
 
-export function userMethods(deps: Deps): Pick<AdminImpl, "createUser"> {
+export function userMethods(deps: Deps): Pick<AdminImpl, "createUser" | "listUsers" | "getUser"> {
   const dir = deps.store.directory;
   return {
+    // Organization admins, who create them.
+    async listUsers(req, ctx) {
+      const { p } = await reader(deps, ctx);
+      assertOrgAdmin(p.user);
+      const page = pageOf(deps, p, { list: "users" }, req);
+      const { items, nextPageToken } = page.cut(await dir.users.list(p.user.organizationId, page.after, page.read), byId);
+      return { users: items.map(userToProto), nextPageToken };
+    },
+
+    async getUser(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const user = await userInOrg(view, p, req.userId);
+      assertOrgAdmin(p.user);
+      return { user: userToProto(user) };
+    },
+
     async createUser(req, ctx) {
       const p = await caller(dir, ctx);
       assertOrgAdmin(p.user);

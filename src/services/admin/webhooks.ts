@@ -3,7 +3,7 @@ import type { HandlerContext } from "@connectrpc/connect";
 import type { WebhookChange } from "../../store/directory.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
-import { adminLog, caller, workflowOf, type AdminImpl } from "./common.js";
+import { adminLog, caller, reader, workflowForReading, workflowOf, type AdminImpl } from "./common.js";
 import { webhookToProto } from "./convert.js";
 
 /** The admin log's action for each change. */
@@ -22,9 +22,16 @@ async function changeWebhook(deps: Deps, workflowId: string, ctx: HandlerContext
   return { webhook: webhookToProto(deps.config, after) };
 }
 
-export function webhookMethods(deps: Deps): Pick<AdminImpl, "enableWebhook" | "disableWebhook" | "regenerateWebhook" | "setWebhookRateLimit"> {
+export function webhookMethods(deps: Deps): Pick<AdminImpl, "enableWebhook" | "disableWebhook" | "regenerateWebhook" | "setWebhookRateLimit" | "getWebhook"> {
   const dir = deps.store.directory;
   return {
+    // The URL, a credential, only for those who may copy it (workflowAccess).
+    async getWebhook(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const { workflow, access } = await workflowForReading(deps, view, p, req.workflowId);
+      return { webhook: webhookToProto(deps.config, workflow, access === "change") };
+    },
+
     enableWebhook: (req, ctx) => changeWebhook(deps, req.workflowId, ctx, "enable"),
     disableWebhook: (req, ctx) => changeWebhook(deps, req.workflowId, ctx, "disable"),
     regenerateWebhook: (req, ctx) => changeWebhook(deps, req.workflowId, ctx, "regenerate"),

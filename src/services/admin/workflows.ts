@@ -5,8 +5,19 @@ import type { DirectoryStore } from "../../store/directory.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
-import { adminLog, caller, renderingWithCollection, validRoles, workflowOf, type AdminImpl } from "./common.js";
-import { MAX_KEPT_VERSIONS, stepsFromProto, workflowToProto } from "./convert.js";
+import {
+  adminLog,
+  caller,
+  reader,
+  renderingForWorkflows,
+  renderingWithCollection,
+  validRoles,
+  workflowForReading,
+  workflowOf,
+  type AdminImpl,
+} from "./common.js";
+import { MAX_KEPT_VERSIONS, stepsFromProto, versionToProto, workflowToProto } from "./convert.js";
+import { byId, pageOf } from "./paging.js";
 
 /** Appends a version numbered after the last; returns the workflow after it, or null when it is gone. */
 async function pushVersion(dir: DirectoryStore, organizationId: string, workflow: T.WorkflowDoc, steps: T.StepDoc[], triggerRoles: Role[] | undefined) {
@@ -26,7 +37,41 @@ async function pushVersion(dir: DirectoryStore, organizationId: string, workflow
   }
 }
 
-export function workflowMethods(deps: Deps): Pick<AdminImpl, "createWorkflow" | "publishWorkflow" | "deactivateWorkflowVersion" | "getWorkflow"> {
+export function workflowMethods(
+  deps: Deps,
+): Pick<AdminImpl, "createWorkflow" | "publishWorkflow" | "deactivateWorkflowVersion" | "getWorkflow"> & ReturnType<typeof workflowReads> {
+  return { ...workflowChanges(deps), ...workflowReads(deps) };
+}
+
+/**
+ * A rendering's workflows and a workflow's versions: for those who change them, and without the
+ * webhook URL for the users who may act in the rendering (workflowAccess).
+ */
+function workflowReads(deps: Deps): Pick<AdminImpl, "listWorkflows" | "listWorkflowVersions"> {
+  const { config } = deps;
+  const dir = deps.store.directory;
+  return {
+    async listWorkflows(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const { rendering, access } = await renderingForWorkflows(deps, view, p, req.renderingId);
+      const page = pageOf(deps, p, { list: "workflows", renderingId: rendering._id }, req);
+      const { items, nextPageToken } = page.cut(await dir.workflows.ofRendering(rendering._id, page.after, page.read), byId);
+      return { workflows: items.map((w) => workflowToProto(config, w, access === "change")), nextPageToken };
+    },
+
+    async listWorkflowVersions(req, ctx) {
+      const { view, p } = await reader(deps, ctx);
+      const { workflow } = await workflowForReading(deps, view, p, req.workflowId);
+      const page = pageOf(deps, p, { list: "workflowVersions", workflowId: workflow._id }, req);
+      const after = page.after === undefined ? 0 : Number(page.after);
+      const versions = [...workflow.versions].sort((a, b) => a.version - b.version).filter((v) => v.version > after);
+      const { items, nextPageToken } = page.cut(versions.slice(0, page.read), (v) => String(v.version));
+      return { workflowVersions: items.map(versionToProto), nextPageToken };
+    },
+  };
+}
+
+function workflowChanges(deps: Deps): Pick<AdminImpl, "createWorkflow" | "publishWorkflow" | "deactivateWorkflowVersion" | "getWorkflow"> {
   const { config } = deps;
   const dir = deps.store.directory;
   return {
