@@ -36,13 +36,44 @@ export function ttlIndexes(retention: Retention = DEFAULT_RETENTION): TtlIndex[]
   ];
 }
 
+/** The indexes of `runs`. */
+function runIndexes(d: Database): Promise<string>[] {
+  return [
+    // One ongoing run per (workflow, record): activeKey is `${workflowId}|${recordId}` while
+    // the run is ongoing and the run's own id once it is finished. The 409 answer finds the
+    // ongoing run by it.
+    d.runs.createIndex({ activeKey: 1 }, { unique: true }),
+    // Claiming: RUNNING runs whose lease expired, parked runs that are due, then QUEUED runs
+    // organization by organization and project by project (round-robin), oldest first (runs
+    // stored without an organization: by project). The ongoing-run quota counts a project's.
+    // Queue metrics: the oldest QUEUED run.
+    d.runs.createIndex({ state: 1, "lease.expiresAt": 1 }),
+    d.runs.createIndex({ state: 1, waitUntil: 1 }),
+    d.runs.createIndex({ state: 1, organizationId: 1, projectId: 1, createdAt: 1 }),
+    d.runs.createIndex({ state: 1, projectId: 1, createdAt: 1 }),
+    d.runs.createIndex({ state: 1, createdAt: 1 }),
+    // The run search (store/run-search.ts): an environment's runs in the list order
+    // (createdAt, _id), and the same under each filter, so that the index order serves the
+    // sort of every page. A finish range walks its own index and sorts the page.
+    d.runs.createIndex({ environmentId: 1, createdAt: 1, _id: 1 }),
+    d.runs.createIndex({ environmentId: 1, workflowId: 1, createdAt: 1, _id: 1 }),
+    d.runs.createIndex({ environmentId: 1, collection: 1, recordId: 1, createdAt: 1, _id: 1 }),
+    d.runs.createIndex({ environmentId: 1, state: 1, createdAt: 1, _id: 1 }),
+    d.runs.createIndex({ environmentId: 1, via: 1, createdAt: 1, _id: 1 }),
+    d.runs.createIndex({ environmentId: 1, userId: 1, createdAt: 1, _id: 1 }),
+    d.runs.createIndex({ environmentId: 1, finishedAt: 1, createdAt: 1, _id: 1 }),
+  ];
+}
+
 export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_RETENTION): Promise<void> {
   const ttl = ttlIndexes(retention);
   await Promise.all(ttl.map((t) => changeExpiry(d, t)));
   // Before e-mail addresses were unique per organization they were unique everywhere: that index goes.
-  await d.users.dropIndex("email_1").catch((err: { code?: number }) => {
+  // The runs of a workflow across environments: the run search reads them within one environment.
+  const gone = (err: { code?: number }) => {
     if (err.code !== 26 && err.code !== 27) throw err; // NamespaceNotFound, IndexNotFound: nothing to drop
-  });
+  };
+  await Promise.all([d.users.dropIndex("email_1").catch(gone), d.runs.dropIndex("workflowId_1_createdAt_1").catch(gone)]);
   await Promise.all([
     ...ttl.map((t) => d[t.collection].createIndex({ [t.field]: 1 }, { expireAfterSeconds: t.expireAfterSeconds })),
     d.organizations.createIndex({ name: 1 }, { unique: true }),
@@ -64,21 +95,7 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     d.appTokens.createIndex({ userId: 1 }),
     d.apiTokens.createIndex({ hash: 1 }, { unique: true }),
     d.orgApiTokens.createIndex({ hash: 1 }, { unique: true }),
-    // One ongoing run per (workflow, record): activeKey is `${workflowId}|${recordId}` while
-    // the run is ongoing and the run's own id once it is finished. The 409 answer finds the
-    // ongoing run by it.
-    d.runs.createIndex({ activeKey: 1 }, { unique: true }),
-    // Claiming: RUNNING runs whose lease expired, parked runs that are due, then QUEUED runs
-    // organization by organization and project by project (round-robin), oldest first (runs
-    // stored without an organization: by project). The ongoing-run quota counts a project's.
-    // Queue metrics: the oldest QUEUED run.
-    d.runs.createIndex({ state: 1, "lease.expiresAt": 1 }),
-    d.runs.createIndex({ state: 1, waitUntil: 1 }),
-    d.runs.createIndex({ state: 1, organizationId: 1, projectId: 1, createdAt: 1 }),
-    d.runs.createIndex({ state: 1, projectId: 1, createdAt: 1 }),
-    d.runs.createIndex({ state: 1, createdAt: 1 }),
-    // The runs of a workflow, by age (the run search).
-    d.runs.createIndex({ workflowId: 1, createdAt: 1 }),
+    ...runIndexes(d),
     // Logs: unfiltered pages are `_id` (stream key) lookups and ranges; filtered pages, time
     // ranges and the export are scope + filter + the list order `seq`.
     d.activityLogs.createIndex({ environmentId: 1, seq: 1 }),
