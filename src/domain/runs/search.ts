@@ -34,7 +34,7 @@ export interface RunPage {
 
 /** The states asked for, each checked; one filter may list several. */
 function statesOf(raw: string[]): RunState[] {
-  const states = raw.map((s) => s.trim().toUpperCase()).filter((s) => s !== "");
+  const states = raw.filter((s) => s !== "");
   for (const s of states) if (!RUN_STATES.includes(s as RunState)) throw fail.invalid(`state must be one of ${RUN_STATES.join(", ")}, got "${s}"`);
   return [...new Set(states as RunState[])].sort();
 }
