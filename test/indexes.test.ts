@@ -1,5 +1,6 @@
 // Every query runhook makes is served by an index: a workload of the public API (webhook calls
-// and their runs, a conflict, an idempotent repeat, run reads, log pages with each filter,
+// and their runs, a conflict, an idempotent repeat, run reads, the run search with each filter,
+// log pages with each filter,
 // notes, a retention sweep, a failed authentication whose count is shared) is run while the
 // driver's commands are recorded, and each distinct query among them is explained by the
 // server: the plan must be an index scan, never a collection scan. On the embedded server the
@@ -78,6 +79,28 @@ it("every query the store made in a workload is an index scan", async () => {
     await waitForRun(server.deps.store, second.body.runId!);
     const api = apiClient(server.baseUrl, w.apiToken);
     expect((await api.get(`/v1/runs/${first.body.runId}`)).status).toBe(200);
+    // The run search: every filter alone, several states, both orders, the time ranges, a next page.
+    const runs = `/v1/project/${w.projectName}/environment/${w.environmentName}/runs`;
+    const hourAgo = new Date(Date.now() - 3_600_000).toISOString();
+    for (const params of [
+      {},
+      { order: "asc" },
+      { workflowId: w.workflowId },
+      { collection: w.collection },
+      { collection: w.collection, recordId: "r1" },
+      { state: "SUCCEEDED" },
+      { state: "FAILED,SUCCEEDED,QUEUED" },
+      { via: "webhook" },
+      { userId: w.user._id },
+      { from: hourAgo, to: new Date(Date.now() + 60_000).toISOString() },
+      { finishedFrom: hourAgo },
+      { state: "FAILED", finishedFrom: hourAgo, finishedTo: new Date(Date.now() + 60_000).toISOString() },
+      { workflowId: w.workflowId, collection: w.collection, recordId: "r1", state: "SUCCEEDED", via: "webhook", userId: w.user._id, from: hourAgo },
+    ]) {
+      const page = await api.get(runs + qs({ ...params, limit: 1 }));
+      expect(page.status, JSON.stringify(page.body)).toBe(200);
+      if (page.body.nextCursor) expect((await api.get(runs + qs({ ...params, limit: 1, cursor: page.body.nextCursor }))).status).toBe(200);
+    }
     const logs = `/v1/project/${w.projectName}/environment/${w.environmentName}/activity-logs`;
     for (const params of [
       {},

@@ -4,7 +4,9 @@
 // another tenant's, and the measured environment's own stream) — it measures webhook accepts
 // at 16 and 64 callers, the pick-up delay of runs triggered one at a time, how long a burst of
 // 500 runs takes to finish, log pages (unfiltered, by action, record, user, a time range, the
-// admin log), the NDJSON export's rate, GET run and WatchRun's first message. At the largest
+// admin log), the NDJSON export's rate, GET run and WatchRun's first message, and run search
+// pages (ListRuns over REST: unfiltered, by workflow, record, state, user, the failed runs of
+// the last hour, a second page). At the largest
 // size, also a retention sweep of 100,000 expired runs under concurrent writes (the longest a
 // write waited), the file's size, the database's restart time and the Java process's RSS.
 import { randomUUID } from "node:crypto";
@@ -38,6 +40,8 @@ export interface SizeFigures {
   logPagesP50Ms: Record<string, number | null>;
   exportPerSec: number | null;
   getRunP50Ms: number | null;
+  /** p50 and p99 of each run search page (limit 100). */
+  runPagesMs: Record<string, { p50Ms: number | null; p99Ms: number | null }>;
   watchFirstP50Ms: number | null;
   javaRssMb: number | null;
 }
@@ -197,6 +201,35 @@ async function p50Of(n: number, fn: () => Promise<void>): Promise<number | null>
   return summarize(times).p50Ms;
 }
 
+/** p50 and p99 of `n` sequential calls. */
+async function percentilesOf(n: number, fn: () => Promise<void>): Promise<{ p50Ms: number | null; p99Ms: number | null }> {
+  const times: number[] = [];
+  for (let i = 0; i < n; i++) times.push(await timed(fn));
+  const s = summarize(times);
+  return { p50Ms: s.p50Ms, p99Ms: s.p99Ms };
+}
+
+/** Run search pages of the measured environment (most of its stored runs SUCCEEDED, the accepted ones FAILED). */
+async function runPages(api: (path: string) => Promise<string>, w: BenchWorld, n: number) {
+  const path = `/v1/project/${encodeURIComponent(w.projectName)}/environment/${encodeURIComponent(w.environmentName)}/runs`;
+  const q = (p: Record<string, string>) => `${path}?${new URLSearchParams({ limit: "100", ...p })}`;
+  const hourAgo = new Date(Date.now() - 3_600_000).toISOString();
+  const first = JSON.parse(await api(q({}))) as { nextCursor?: string };
+  const queries: Record<string, string> = {
+    newestFirst: q({}),
+    secondPage: q({ cursor: first.nextCursor ?? "" }),
+    oldestFirst: q({ order: "asc" }),
+    byWorkflow: q({ workflowId: w.workflowId }),
+    byRecord: q({ collection: w.collection, recordId: "r7" }),
+    failedLastHour: q({ state: "FAILED", finishedFrom: hourAgo }),
+    failedOrCancelled: q({ state: "FAILED,CANCELLED" }),
+    byUser: q({ userId: w.user._id }),
+  };
+  const out: SizeFigures["runPagesMs"] = {};
+  for (const [name, query] of Object.entries(queries)) out[name] = await percentilesOf(n, async () => void (await api(query)));
+  return out;
+}
+
 /** Waits until every run of `ids` finished; the time the last one finished. */
 async function lastFinish(store: Store, ids: string[], timeoutMs: number): Promise<number | null> {
   const end = Date.now() + timeoutMs;
@@ -294,6 +327,7 @@ async function measure(ctx: BenchContext, store: Store, server: Proc, w: BenchWo
   const exportPerSec = round((exported / (performance.now() - te)) * 1000, 0);
 
   const getRunP50Ms = await p50Of(n, async () => void (await api(`/v1/runs/${burst[0]}`)));
+  const runPagesMs = await runPages(api, w, n);
   const runs = createClient(RunService, createConnectTransport({ baseUrl: server.baseUrl!, httpVersion: "1.1" }));
   const watchFirstP50Ms = await p50Of(n, async () => {
     const stream = runs.watchRun({ runId: burst[1]! }, { headers: { authorization: `Bearer ${w.apiToken}` } });
@@ -310,6 +344,7 @@ async function measure(ctx: BenchContext, store: Store, server: Proc, w: BenchWo
     logPagesP50Ms,
     exportPerSec,
     getRunP50Ms,
+    runPagesMs,
     watchFirstP50Ms,
     javaRssMb: ctx.javaPid ? rssMb(ctx.javaPid) : null,
   };
@@ -473,6 +508,7 @@ export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; comm
   const sizes = r.sizes;
   const row = (name: string, f: (s: SizeFigures) => string) => `| ${name} | ${sizes.map(f).join(" | ")} |`;
   const pageNames = Object.keys(sizes[0]?.logPagesP50Ms ?? {});
+  const runPageNames = Object.keys(sizes[0]?.runPagesMs ?? {});
   const verdict = (ok: boolean | null) => (ok === null ? "–" : ok ? "met" : "missed");
   const x = r.ratios;
   return [
@@ -493,6 +529,7 @@ export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; comm
     ...pageNames.map((p) => row(`log page: ${p} (ms)`, (s) => v(s.logPagesP50Ms[p]))),
     row("NDJSON export (entries/s)", (s) => v(s.exportPerSec)),
     row("GET run (ms)", (s) => v(s.getRunP50Ms)),
+    ...runPageNames.map((p) => row(`run search: ${p} p50 / p99 (ms)`, (s) => `${v(s.runPagesMs[p]?.p50Ms)} / ${v(s.runPagesMs[p]?.p99Ms)}`)),
     row("WatchRun first message (ms)", (s) => v(s.watchFirstP50Ms)),
     row("Java RSS (MB)", (s) => v(s.javaRssMb)),
     "",

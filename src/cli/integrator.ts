@@ -1,7 +1,8 @@
-// The integrator commands: `trigger`, `runs watch`, `logs tail`. They call the public REST API
+// The integrator commands: `trigger`, `runs watch`, `runs list`, `logs tail`. They call the public REST API
 // with fetch, like any integrator; loaded without the server's modules (no database, no
 // configuration), so they start fast and touch nothing on disk but an explicit --cursor-file.
 import { EXIT } from "./common.js";
+import { LIST_USAGE, runList } from "./list.js";
 import { runTail, TAIL_USAGE } from "./tail.js";
 import { runTrigger } from "./trigger.js";
 import { runWatch, WATCH_USAGE } from "./watch.js";
@@ -12,15 +13,23 @@ export const INTEGRATOR_USAGE = `
   For integrators (public REST API; env RUNHOOK_URL, RUNHOOK_TOKEN; --help on each):
     trigger <webhook-url> <record-id> [--json]   start a run on a record, print its runId
     runs watch <runId>                           follow a run's steps until it finishes
+    runs list --project P --environment E        search runs (--state FAILED --since 1h …):
+                                                 a table, or NDJSON when piped
     logs tail --project P --environment E        print activity (or --admin: admin) log entries
               [--cursor-file F] [filters]        as NDJSON, forever, resuming from F
 `;
 
-const RUNS_USAGE = `usage: runhook runs watch <runId> [--base-url URL] [--token TOKEN]   (runhook runs watch --help)`;
+const RUNS_USAGE = `usage: runhook runs watch <runId> [--base-url URL] [--token TOKEN]   (runhook runs watch --help)
+       runhook runs list --project P --environment E [filters]   (runhook runs list --help)`;
 const LOGS_USAGE = `usage: runhook logs tail --project P (--environment E | --admin) [filters] [--cursor-file F]   (runhook logs tail --help)`;
 
-function group(name: string, usage: string, sub: string | undefined, action: string, run: () => Promise<number>, full: string): Promise<number> {
-  if (sub === action) return run();
+/** A command group: `actions` by name, each with its runner and full usage. */
+function group(name: string, usage: string, sub: string | undefined, actions: Record<string, [() => Promise<number>, string]>): Promise<number> {
+  const action = sub !== undefined && Object.hasOwn(actions, sub) ? actions[sub] : undefined;
+  if (action) return action[0]();
+  const full = Object.values(actions)
+    .map(([, text]) => text)
+    .join("\n\n");
   if (sub === undefined || sub === "--help" || sub === "-h" || sub === "help") {
     process.stdout.write(`${sub ? full : usage}\n`);
     return Promise.resolve(sub ? EXIT.OK : EXIT.USAGE);
@@ -35,9 +44,9 @@ export function runIntegratorCommand(command: string, args: string[]): Promise<n
     case "trigger":
       return runTrigger(args);
     case "runs":
-      return group("runs", RUNS_USAGE, sub, "watch", () => runWatch(rest), WATCH_USAGE);
+      return group("runs", RUNS_USAGE, sub, { watch: [() => runWatch(rest), WATCH_USAGE], list: [() => runList(rest), LIST_USAGE] });
     case "logs":
-      return group("logs", LOGS_USAGE, sub, "tail", () => runTail(rest), TAIL_USAGE);
+      return group("logs", LOGS_USAGE, sub, { tail: [() => runTail(rest), TAIL_USAGE] });
     default:
       throw new Error(`not an integrator command: ${command}`);
   }

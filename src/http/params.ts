@@ -74,7 +74,7 @@ export const TIME_SCHEMA: Schema = {
   ],
 };
 
-function timeParam(query: QueryReader, name: string): Timestamp | undefined {
+export function timeParam(query: QueryReader, name: string): Timestamp | undefined {
   const v = query(name);
   if (v === undefined || v === "") return undefined;
   const d = parseRfc3339(v);
@@ -101,6 +101,11 @@ export function listOptions(query: QueryReader) {
 /** String filters by name, "" when absent. */
 export function stringFilters<K extends string>(query: QueryReader, names: readonly K[]): Record<K, string> {
   return Object.fromEntries(names.map((k) => [k, query(k) ?? ""])) as Record<K, string>;
+}
+
+/** A comma-separated list (`state=FAILED,CANCELLED`); [] when absent or empty. */
+export function listParam(query: QueryReader, name: string): string[] {
+  return (query(name) ?? "").split(",").filter((v) => v !== "");
 }
 
 export function boolParam(query: QueryReader, name: string): boolean | undefined {

@@ -6,7 +6,7 @@
 import type { DescMessage, DescMethodServerStreaming, DescMethodUnary, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 import { ActivityLogEntrySchema, AdminLogEntrySchema, LogService } from "../../gen/runhook/v1/log_pb.js";
 import { ListNotesResponseSchema, NoteMessageSchema, NoteSchema, NoteService } from "../../gen/runhook/v1/note_pb.js";
-import { RunSchema, RunService } from "../../gen/runhook/v1/run_pb.js";
+import { ListRunsResponseSchema, RunSchema, RunService } from "../../gen/runhook/v1/run_pb.js";
 import { TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
 import { MAX_IDEMPOTENCY_KEY_LENGTH } from "../domain/idempotency.js";
 import { DEFAULT_LIMIT, MAX_LIMIT } from "../domain/logs/cursor.js";
@@ -16,7 +16,19 @@ import { MAX_NOTE_TITLE_CHARS } from "../domain/notes/threads.js";
 import { MAX_NOTE_CONTENT_BYTES } from "../domain/notes/sanitize.js";
 import { MAX_RECORD_ID_CHARS } from "../domain/runs/records.js";
 import { errorAnswer, errorResponses, json, jsonBody, pathParam, ref, type Schema, type SchemaBuilder } from "./openapi-schemas.js";
-import { boolField, boolParam, listOptions, runWait, stringField, stringFilters, TIME_SCHEMA, WAIT_SCHEMA, type QueryReader } from "./params.js";
+import {
+  boolField,
+  boolParam,
+  listOptions,
+  listParam,
+  runWait,
+  stringField,
+  stringFilters,
+  TIME_SCHEMA,
+  timeParam,
+  WAIT_SCHEMA,
+  type QueryReader,
+} from "./params.js";
 
 /** The media type of the log exports: one ProtoJSON entry per line. */
 export const NDJSON = "application/x-ndjson";
@@ -294,7 +306,50 @@ const RUN_GET_DESCRIPTION =
   "Without `wait` the run is answered at once. With `wait` and no `version` (or `version=0`) the answer comes once the run is finished (SUCCEEDED, FAILED or CANCELLED) or the wait is over, whichever is first. " +
   "With `wait` and `version` it comes as soon as the run's version differs from it, the run is finished, or the wait is over (then with the same version). A finished run is always answered at once.";
 
+// The run search takes the list parameters, newest first by default; from/to are on creation.
+const RUN_LIST_QUERY: QueryParam[] = [
+  ...LIST_QUERY.filter((q) => q.name === "limit" || q.name === "cursor"),
+  {
+    name: "order",
+    description: "desc (default, newest first) or asc; empty: desc. The order is (creation time, id)",
+    schema: { type: "string", enum: ["asc", "desc", ""], default: "desc" },
+  },
+  { name: "from", description: "Only runs created at or after this RFC 3339 time; empty: no bound", schema: TIME_SCHEMA },
+  { name: "to", description: "Only runs created before this RFC 3339 time; empty: no bound", schema: TIME_SCHEMA },
+  { name: "workflowId", description: "Only runs of this workflow" },
+  { name: "collection", description: "Only runs on this collection" },
+  { name: "recordId", description: "Only runs on this packed record id (needs collection)" },
+  {
+    name: "state",
+    description: "Only runs in these states, comma-separated: QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED",
+    schema: { type: "string", pattern: "^((QUEUED|RUNNING|SUCCEEDED|FAILED|CANCELLED)(,(QUEUED|RUNNING|SUCCEEDED|FAILED|CANCELLED))*)?$" },
+  },
+  { name: "via", description: "Only runs started this way: webhook or grpc", schema: { type: "string", enum: ["webhook", "grpc", ""] } },
+  { name: "userId", description: "Only runs acting as this user (a token that sees only its user's runs may name only itself)" },
+  { name: "finishedFrom", description: "Only runs finished at or after this RFC 3339 time; empty: no bound", schema: TIME_SCHEMA },
+  { name: "finishedTo", description: "Only runs finished before this RFC 3339 time; empty: no bound", schema: TIME_SCHEMA },
+];
+
+const RUN_LIST_DESCRIPTION =
+  "Token: a project API token of the project (every run), or an application token of a user with a role on the project: a project admin (or an organization admin) sees every run, another role only the runs it triggered (userId naming someone else is a 403). " +
+  "Newest first by default, in the stable order (creation time, id); each run as GET /v1/runs/{runId} answers it. Filters combine; a cursor is bound to the environment, filters, order and time ranges it was issued with (otherwise a 400).";
+
 const RUN_ROUTES = [
+  route(`GET ${ENV}/runs`, RunService.method.listRuns, {
+    query: RUN_LIST_QUERY,
+    request: ({ params, query }) => ({
+      ...scopeOf(params),
+      options: listOptions(query),
+      filter: {
+        ...stringFilters(query, ["workflowId", "collection", "recordId", "via", "userId"]),
+        states: listParam(query, "state"),
+        finishedFrom: timeParam(query, "finishedFrom"),
+        finishedTo: timeParam(query, "finishedTo"),
+      },
+    }),
+    response: { message: ListRunsResponseSchema, of: (out) => out },
+    doc: { tag: "Runs", summary: "Search the runs of an environment", description: RUN_LIST_DESCRIPTION, answer: "A page of runs" },
+  }),
   route("GET /v1/runs/{runId}", RunService.method.getRun, {
     query: [
       {

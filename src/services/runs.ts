@@ -2,9 +2,14 @@
 //
 // Access: an application token of a user allowed to trigger the run's
 // workflow (assertMayTrigger), or a project API token of the run's project. CancelRun
-// takes application tokens only; an organization API token is refused (403).
+// takes application tokens only; an organization API token is refused (403). ListRuns
+// searches an environment's runs under the rule of domain/auth/run-scope.ts.
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { CancelRunRequest, GetRunRequest, RunService, WatchRunRequest } from "../../gen/runhook/v1/run_pb.js";
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import type { CancelRunRequest, GetRunRequest, ListRunsRequest, RunService, WatchRunRequest } from "../../gen/runhook/v1/run_pb.js";
+import { runListScope, runUserFilter } from "../domain/auth/run-scope.js";
+import { cursorCodec, paging, type CursorCodec } from "../domain/logs/cursor.js";
+import { readRunPage, runSelection } from "../domain/runs/search.js";
 import { assertMayFollowRun, assertNotOrgApiToken } from "../domain/auth/access.js";
 import { authenticateAny, type ApiPrincipal, type AppPrincipal } from "../domain/auth/tokens.js";
 import type { Deps } from "../deps.js";
@@ -142,12 +147,44 @@ async function cancelRun(deps: Deps, machine: RunStateMachine, req: CancelRunReq
   throw fail.aborted("the run kept changing; try again");
 }
 
+function timeOf(ts: Timestamp | undefined, name: string): Date | undefined {
+  if (!ts) return undefined;
+  const d = timestampDate(ts);
+  if (Number.isNaN(d.getTime())) throw fail.invalid(`${name} is not a valid time`);
+  return d;
+}
+
+async function listRuns(deps: Deps, codec: CursorCodec, req: ListRunsRequest, ctx: HandlerContext) {
+  const p = paging(req.options, { defaultOrder: "desc" });
+  const byName = (organizationId: string, name: string) => deps.store.directory.projects.byName(organizationId, name);
+  const scope = await runListScope(directoryOf(deps, ctx.values), byName, authorization(ctx), req.projectName, req.environmentName);
+  const f = req.filter;
+  const selection = runSelection(
+    scope.environment._id,
+    {
+      workflowId: f?.workflowId ?? "",
+      collection: f?.collection ?? "",
+      recordId: f?.recordId ?? "",
+      states: f?.states ?? [],
+      via: f?.via ?? "",
+      userId: runUserFilter(scope, f?.userId ?? ""),
+      finishedFrom: timeOf(f?.finishedFrom, "finished_from"),
+      finishedTo: timeOf(f?.finishedTo, "finished_to"),
+    },
+    p,
+  );
+  const page = await readRunPage(deps.store, codec, selection, p);
+  return { runs: page.runs.map(runMessage), hasMore: page.hasMore, nextCursor: page.nextCursor };
+}
+
 export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {
+  const codec = cursorCodec(deps.config);
   const watcher = new RunWatcher(deps);
   const machine = runStateMachine(deps.store, runMetrics(deps.metrics));
   return {
     getRun: (req, ctx) => getRun(deps, watcher, req, ctx),
     watchRun: (req, ctx) => watchRun(deps, watcher, req, ctx),
     cancelRun: (req, ctx) => cancelRun(deps, machine, req, ctx),
+    listRuns: (req, ctx) => listRuns(deps, codec, req, ctx),
   };
 }

@@ -38,6 +38,35 @@ export function ttlIndexes(retention: Retention = DEFAULT_RETENTION): TtlIndex[]
   ];
 }
 
+/** The indexes of `runs`. */
+function runIndexes(d: Database): Promise<string>[] {
+  return [
+    // One ongoing run per (workflow, record): activeKey is `${workflowId}|${recordId}` while
+    // the run is ongoing and the run's own id once it is finished. The 409 answer finds the
+    // ongoing run by it.
+    d.runs.createIndex({ activeKey: 1 }, { unique: true }),
+    // Claiming: RUNNING runs whose lease expired, parked runs that are due, then QUEUED runs
+    // organization by organization and project by project (round-robin), oldest first (runs
+    // stored without an organization: by project). The ongoing-run quota counts a project's.
+    // Queue metrics: the oldest QUEUED run.
+    d.runs.createIndex({ state: 1, "lease.expiresAt": 1 }),
+    d.runs.createIndex({ state: 1, waitUntil: 1 }),
+    d.runs.createIndex({ state: 1, organizationId: 1, projectId: 1, createdAt: 1 }),
+    d.runs.createIndex({ state: 1, projectId: 1, createdAt: 1 }),
+    d.runs.createIndex({ state: 1, createdAt: 1 }),
+    // The run search (store/run-search.ts): an environment's runs in the list order
+    // (createdAt, _id), and the same under each filter, so that the index order serves the
+    // sort of every page. A finish range walks its own index and sorts the page.
+    d.runs.createIndex({ environmentId: 1, createdAt: 1, _id: 1 }),
+    d.runs.createIndex({ environmentId: 1, workflowId: 1, createdAt: 1, _id: 1 }),
+    d.runs.createIndex({ environmentId: 1, collection: 1, recordId: 1, createdAt: 1, _id: 1 }),
+    d.runs.createIndex({ environmentId: 1, state: 1, createdAt: 1, _id: 1 }),
+    d.runs.createIndex({ environmentId: 1, via: 1, createdAt: 1, _id: 1 }),
+    d.runs.createIndex({ environmentId: 1, userId: 1, createdAt: 1, _id: 1 }),
+    d.runs.createIndex({ environmentId: 1, finishedAt: 1, createdAt: 1, _id: 1 }),
+  ];
+}
+
 /** The directory's indexes: its unique names, and the lookups and lists of the AdminService and the rules. */
 function directoryIndexes(d: Database): Promise<string>[] {
   return [
@@ -84,24 +113,12 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
   // A user's roles and application tokens were indexed by user alone; the lists page by (user, id): those serve both.
   await dropIfThere(d.projectRoles, "userId_1");
   await dropIfThere(d.appTokens, "userId_1");
+  // The runs of a workflow across environments: the run search reads them within one environment.
+  await dropIfThere(d.runs, "workflowId_1_createdAt_1");
   await Promise.all([
     ...ttl.map((t) => d[t.collection].createIndex({ [t.field]: 1 }, { expireAfterSeconds: t.expireAfterSeconds })),
     ...directoryIndexes(d),
-    // One ongoing run per (workflow, record): activeKey is `${workflowId}|${recordId}` while
-    // the run is ongoing and the run's own id once it is finished. The 409 answer finds the
-    // ongoing run by it.
-    d.runs.createIndex({ activeKey: 1 }, { unique: true }),
-    // Claiming: RUNNING runs whose lease expired, parked runs that are due, then QUEUED runs
-    // organization by organization and project by project (round-robin), oldest first (runs
-    // stored without an organization: by project). The ongoing-run quota counts a project's.
-    // Queue metrics: the oldest QUEUED run.
-    d.runs.createIndex({ state: 1, "lease.expiresAt": 1 }),
-    d.runs.createIndex({ state: 1, waitUntil: 1 }),
-    d.runs.createIndex({ state: 1, organizationId: 1, projectId: 1, createdAt: 1 }),
-    d.runs.createIndex({ state: 1, projectId: 1, createdAt: 1 }),
-    d.runs.createIndex({ state: 1, createdAt: 1 }),
-    // The runs of a workflow, by age (the run search).
-    d.runs.createIndex({ workflowId: 1, createdAt: 1 }),
+    ...runIndexes(d),
     // Logs: unfiltered pages are `_id` (stream key) lookups and ranges; filtered pages, time
     // ranges and the export are scope + filter + the list order `seq`.
     d.activityLogs.createIndex({ environmentId: 1, seq: 1 }),

@@ -4,6 +4,7 @@ import type { Database } from "./connection.js";
 import { sharedByKey } from "../lib/batch.js";
 import { groupedInsert, STORE_BATCHING } from "./group-commit.js";
 import { isDuplicateKey } from "./errors.js";
+import { runSearch, type RunSearch } from "./run-search.js";
 import { ONGOING_STATES, type RunDoc, type RunState, type StepResultDoc } from "./types.js";
 
 export interface Lease {
@@ -111,6 +112,8 @@ export interface RunStore extends RunChanges {
   ongoingAtLeast(projectId: string, limit: number): Promise<boolean>;
   /** How many runs are QUEUED, and when the oldest of them was created (for metrics). */
   queueStats(): Promise<{ depth: number; oldest: Date | null }>;
+  /** At most `limit` runs of a selection after `after` (none: from the first), in the order (createdAt, _id) `order`. */
+  search: RunSearch;
 }
 
 /** The organization and project conditions of a fair claim: not busy, and (`after`) after the round-robin's place. */
@@ -320,6 +323,7 @@ export function runStore(d: Database): RunStore {
     get: (id) => d.runs.findOne({ _id: id }),
     getMany: (ids) => d.runs.find({ _id: { $in: ids } }).toArray(),
     claimNext: claims(d),
+    search: runSearch(d),
     ongoingAtLeast: ongoing.atLeast,
     async queueStats() {
       const [depth, oldest] = await Promise.all([

@@ -1,4 +1,4 @@
-// Interop: generated Go, Python and Java gRPC clients against a live runhook server.
+// Interop: generated Go, Python, Java and TypeScript gRPC clients against a live runhook server.
 //
 // 1. scripts/generate-clients.sh generates the Go and Python client code
 //    (pinned protoc-gen-go / protoc-gen-go-grpc / grpcio-tools, cached under
@@ -10,10 +10,16 @@
 //    (run with the venv interpreter the script made) each trigger a run, check
 //    the ALREADY_EXISTS answer with `runhook-ongoing-run-id`, follow the run to
 //    SUCCEEDED (the demo workflow waits 5 s), list its activity logs with the
-//    project API token and create a note. Each prints one JSON line.
+//    project API token, create a note and find the run again with
+//    RunService.ListRuns (its workflow on the record, SUCCEEDED, with the
+//    application token). Each prints one JSON line.
 //    The Java client (java -jar) triggers a run, checks the error code and the
-//    x-request-id trailer of two errors, follows the run with WatchRun and pages
-//    its activity log one entry at a time.
+//    x-request-id trailer of two errors, follows the run with WatchRun, pages
+//    its activity log one entry at a time, and pages ListRuns one run at a
+//    time (project API token) until it finds the run.
+//    The TypeScript client (test/interop/typescript, Connect over native gRPC
+//    with the protobuf-es code of gen/) triggers a run, follows it with
+//    WatchRun and finds it with ListRuns; it needs only node.
 //
 // Each language is skipped, with the reason in the test name, when its
 // toolchain (`go`, `python3`, `java` and `mvn`) is not on PATH.
@@ -66,6 +72,7 @@ interface InteropResult {
   activityLogs: number;
   triggeredLogId: string;
   noteId: string;
+  listedRunId: string;
 }
 
 function onPath(cmd: string): boolean {
@@ -138,6 +145,8 @@ interface JavaResult {
   activityLogPages: number;
   activityLogActions: string[];
   triggeredLogId: string;
+  listedRunId: string;
+  listedRunPages: number;
 }
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -149,11 +158,13 @@ function expectSuccess(r: InteropResult, client: string) {
   expect(r.activityLogs).toBeGreaterThanOrEqual(1);
   expect(r.triggeredLogId).not.toBe("");
   expect(r.noteId).not.toBe("");
+  // The run is found again by the run search.
+  expect(r.listedRunId).toBe(r.runId);
   // The demo workflow waits 5 s.
   expect(r.runSeconds).toBeGreaterThanOrEqual(4.5);
 }
 
-describe.skipIf(langs.length === 0)("interop: generated gRPC clients (Go, Python, Java)", () => {
+describe.skipIf(langs.length === 0)("interop: generated gRPC clients (Go, Python, Java, TypeScript)", () => {
   beforeAll(async () => {
     // 1. Generate the clients (first run builds plugins and a venv: minutes at most).
     await execFileAsync("bash", [path.join(ROOT, "scripts/generate-clients.sh"), ...langs], {
@@ -227,8 +238,23 @@ describe.skipIf(langs.length === 0)("interop: generated gRPC clients (Go, Python
       expect(r.activityLogActions[0]).toBe("workflow.run.triggered");
       expect(r.activityLogActions).toContain("workflow.run.succeeded");
       expect(r.triggeredLogId).not.toBe("");
+      expect(r.listedRunId).toBe(r.runId);
+      expect(r.listedRunPages).toBeGreaterThanOrEqual(1);
     },
   );
+
+  it("TypeScript client (Connect, native gRPC)", { timeout: 120_000 }, async () => {
+    // After the Go client's run on this record has finished (the tests of a file run one by one).
+    const r = await runClient<{ client: string; ok: boolean; runId: string; finalState: string; listedRunId: string; runSeconds: number }>(
+      process.execPath,
+      ["--import", "tsx", path.join(ROOT, "test/interop/typescript/client.ts")],
+      seed.recordIds[0]!,
+    );
+    expect(r).toMatchObject({ client: "typescript", ok: true, finalState: "SUCCEEDED" });
+    expect(r.runId).toMatch(UUID_V4);
+    expect(r.listedRunId).toBe(r.runId);
+    expect(r.runSeconds).toBeGreaterThanOrEqual(4.5);
+  });
 });
 
 if (langs.length === 0) {

@@ -8,13 +8,15 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { UserRef } from "./common_pb.js";
 import { file_runhook_v1_common } from "./common_pb.js";
+import type { ListOptions } from "./log_pb.js";
+import { file_runhook_v1_log } from "./log_pb.js";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file runhook/v1/run.proto.
  */
 export const file_runhook_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChRydW5ob29rL3YxL3J1bi5wcm90bxIKcnVuaG9vay52MSLGBAoDUnVuEgoKAmlkGAEgASgJEhMKC3dvcmtmbG93X2lkGAIgASgJEhgKEHdvcmtmbG93X3ZlcnNpb24YAyABKA0SFAoMcmVuZGVyaW5nX2lkGAQgASgJEhIKCnByb2plY3RfaWQYBSABKAkSFgoOZW52aXJvbm1lbnRfaWQYBiABKAkSEgoKY29sbGVjdGlvbhgHIAEoCRIRCglyZWNvcmRfaWQYCCABKAkSIQoEdXNlchgJIAEoCzITLnJ1bmhvb2sudjEuVXNlclJlZhILCgN2aWEYCiABKAkSDQoFc3RhdGUYCyABKAkSJQoFc3RlcHMYDCADKAsyFi5ydW5ob29rLnYxLlN0ZXBSZXN1bHQSDQoFZXJyb3IYDSABKAkSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YEiABKAQSEgoKcmVxdWVzdF9pZBgTIAEoCRIuCgp3YWl0X3VudGlsGBQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCgh0b2tlbl9pZBgVIAEoCSLRAQoKU3RlcFJlc3VsdBINCgVpbmRleBgBIAEoDRIMCgR0eXBlGAIgASgJEg0KBXN0YXRlGAMgASgJEi4KCnN0YXJ0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVlcnJvchgGIAEoCRInCgZvdXRwdXQYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IkwKDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhQKDHdhaXRfc2Vjb25kcxgCIAEoDRIVCg1rbm93bl92ZXJzaW9uGAMgASgEIi4KDkdldFJ1blJlc3BvbnNlEhwKA3J1bhgBIAEoCzIPLnJ1bmhvb2sudjEuUnVuIiEKD1dhdGNoUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiMAoQV2F0Y2hSdW5SZXNwb25zZRIcCgNydW4YASABKAsyDy5ydW5ob29rLnYxLlJ1biIiChBDYW5jZWxSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIxChFDYW5jZWxSdW5SZXNwb25zZRIcCgNydW4YASABKAsyDy5ydW5ob29rLnYxLlJ1bjLmAQoKUnVuU2VydmljZRJBCgZHZXRSdW4SGS5ydW5ob29rLnYxLkdldFJ1blJlcXVlc3QaGi5ydW5ob29rLnYxLkdldFJ1blJlc3BvbnNlIgASSQoIV2F0Y2hSdW4SGy5ydW5ob29rLnYxLldhdGNoUnVuUmVxdWVzdBocLnJ1bmhvb2sudjEuV2F0Y2hSdW5SZXNwb25zZSIAMAESSgoJQ2FuY2VsUnVuEhwucnVuaG9vay52MS5DYW5jZWxSdW5SZXF1ZXN0Gh0ucnVuaG9vay52MS5DYW5jZWxSdW5SZXNwb25zZSIAYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_runhook_v1_common]);
+  fileDesc("ChRydW5ob29rL3YxL3J1bi5wcm90bxIKcnVuaG9vay52MSLGBAoDUnVuEgoKAmlkGAEgASgJEhMKC3dvcmtmbG93X2lkGAIgASgJEhgKEHdvcmtmbG93X3ZlcnNpb24YAyABKA0SFAoMcmVuZGVyaW5nX2lkGAQgASgJEhIKCnByb2plY3RfaWQYBSABKAkSFgoOZW52aXJvbm1lbnRfaWQYBiABKAkSEgoKY29sbGVjdGlvbhgHIAEoCRIRCglyZWNvcmRfaWQYCCABKAkSIQoEdXNlchgJIAEoCzITLnJ1bmhvb2sudjEuVXNlclJlZhILCgN2aWEYCiABKAkSDQoFc3RhdGUYCyABKAkSJQoFc3RlcHMYDCADKAsyFi5ydW5ob29rLnYxLlN0ZXBSZXN1bHQSDQoFZXJyb3IYDSABKAkSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YEiABKAQSEgoKcmVxdWVzdF9pZBgTIAEoCRIuCgp3YWl0X3VudGlsGBQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCgh0b2tlbl9pZBgVIAEoCSLRAQoKU3RlcFJlc3VsdBINCgVpbmRleBgBIAEoDRIMCgR0eXBlGAIgASgJEg0KBXN0YXRlGAMgASgJEi4KCnN0YXJ0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVlcnJvchgGIAEoCRInCgZvdXRwdXQYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IkwKDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhQKDHdhaXRfc2Vjb25kcxgCIAEoDRIVCg1rbm93bl92ZXJzaW9uGAMgASgEIi4KDkdldFJ1blJlc3BvbnNlEhwKA3J1bhgBIAEoCzIPLnJ1bmhvb2sudjEuUnVuIiEKD1dhdGNoUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiMAoQV2F0Y2hSdW5SZXNwb25zZRIcCgNydW4YASABKAsyDy5ydW5ob29rLnYxLlJ1biIiChBDYW5jZWxSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIxChFDYW5jZWxSdW5SZXNwb25zZRIcCgNydW4YASABKAsyDy5ydW5ob29rLnYxLlJ1biLZAQoJUnVuRmlsdGVyEhMKC3dvcmtmbG93X2lkGAEgASgJEhIKCmNvbGxlY3Rpb24YAiABKAkSEQoJcmVjb3JkX2lkGAMgASgJEg4KBnN0YXRlcxgEIAMoCRILCgN2aWEYBSABKAkSDwoHdXNlcl9pZBgGIAEoCRIxCg1maW5pc2hlZF9mcm9tGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF90bxgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAikgEKD0xpc3RSdW5zUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkSGAoQZW52aXJvbm1lbnRfbmFtZRgCIAEoCRIoCgdvcHRpb25zGAMgASgLMhcucnVuaG9vay52MS5MaXN0T3B0aW9ucxIlCgZmaWx0ZXIYBCABKAsyFS5ydW5ob29rLnYxLlJ1bkZpbHRlciJtChBMaXN0UnVuc1Jlc3BvbnNlEh0KBHJ1bnMYASADKAsyDy5ydW5ob29rLnYxLlJ1bhIQCghoYXNfbW9yZRgCIAEoCBIYCgtuZXh0X2N1cnNvchgDIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvcjKvAgoKUnVuU2VydmljZRJBCgZHZXRSdW4SGS5ydW5ob29rLnYxLkdldFJ1blJlcXVlc3QaGi5ydW5ob29rLnYxLkdldFJ1blJlc3BvbnNlIgASSQoIV2F0Y2hSdW4SGy5ydW5ob29rLnYxLldhdGNoUnVuUmVxdWVzdBocLnJ1bmhvb2sudjEuV2F0Y2hSdW5SZXNwb25zZSIAMAESSgoJQ2FuY2VsUnVuEhwucnVuaG9vay52MS5DYW5jZWxSdW5SZXF1ZXN0Gh0ucnVuaG9vay52MS5DYW5jZWxSdW5SZXNwb25zZSIAEkcKCExpc3RSdW5zEhsucnVuaG9vay52MS5MaXN0UnVuc1JlcXVlc3QaHC5ydW5ob29rLnYxLkxpc3RSdW5zUmVzcG9uc2UiAGIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_runhook_v1_common, file_runhook_v1_log]);
 
 /**
  * Run is one execution of a workflow version on one record.
@@ -387,6 +389,156 @@ export const CancelRunResponseSchema: GenMessage<CancelRunResponse> = /*@__PURE_
   messageDesc(file_runhook_v1_run, 7);
 
 /**
+ * RunFilter narrows a run search. Empty fields do not filter; set fields all apply.
+ *
+ * @generated from message runhook.v1.RunFilter
+ */
+export type RunFilter = Message<"runhook.v1.RunFilter"> & {
+  /**
+   * Only runs of this workflow id.
+   *
+   * @generated from field: string workflow_id = 1;
+   */
+  workflowId: string;
+
+  /**
+   * Only runs on this collection.
+   *
+   * @generated from field: string collection = 2;
+   */
+  collection: string;
+
+  /**
+   * Only runs on this packed record id (needs `collection`).
+   *
+   * @generated from field: string record_id = 3;
+   */
+  recordId: string;
+
+  /**
+   * Only runs in one of these states (QUEUED, RUNNING, SUCCEEDED, FAILED,
+   * CANCELLED).
+   *
+   * @generated from field: repeated string states = 4;
+   */
+  states: string[];
+
+  /**
+   * Only runs started this way: `webhook` or `grpc`.
+   *
+   * @generated from field: string via = 5;
+   */
+  via: string;
+
+  /**
+   * Only runs acting as this user id.
+   *
+   * @generated from field: string user_id = 6;
+   */
+  userId: string;
+
+  /**
+   * Only runs finished at or after this time (REST: `finishedFrom`).
+   *
+   * @generated from field: google.protobuf.Timestamp finished_from = 7;
+   */
+  finishedFrom?: Timestamp | undefined;
+
+  /**
+   * Only runs finished before this time (REST: `finishedTo`).
+   *
+   * @generated from field: google.protobuf.Timestamp finished_to = 8;
+   */
+  finishedTo?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.RunFilter.
+ * Use `create(RunFilterSchema)` to create a new message.
+ */
+export const RunFilterSchema: GenMessage<RunFilter> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 8);
+
+/**
+ * ListRunsRequest selects runs of one environment.
+ *
+ * @generated from message runhook.v1.ListRunsRequest
+ */
+export type ListRunsRequest = Message<"runhook.v1.ListRunsRequest"> & {
+  /**
+   * Project name.
+   *
+   * @generated from field: string project_name = 1;
+   */
+  projectName: string;
+
+  /**
+   * Environment name.
+   *
+   * @generated from field: string environment_name = 2;
+   */
+  environmentName: string;
+
+  /**
+   * Paging: `limit`, `cursor`, `order` (`desc` by default here, newest
+   * first), and `from_time`/`to_time` on the runs' creation time.
+   *
+   * @generated from field: runhook.v1.ListOptions options = 3;
+   */
+  options?: ListOptions | undefined;
+
+  /**
+   * Filters.
+   *
+   * @generated from field: runhook.v1.RunFilter filter = 4;
+   */
+  filter?: RunFilter | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.ListRunsRequest.
+ * Use `create(ListRunsRequestSchema)` to create a new message.
+ */
+export const ListRunsRequestSchema: GenMessage<ListRunsRequest> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 9);
+
+/**
+ * ListRunsResponse is one page of runs.
+ *
+ * @generated from message runhook.v1.ListRunsResponse
+ */
+export type ListRunsResponse = Message<"runhook.v1.ListRunsResponse"> & {
+  /**
+   * The runs, each as GetRun answers it.
+   *
+   * @generated from field: repeated runhook.v1.Run runs = 1;
+   */
+  runs: Run[];
+
+  /**
+   * Whether more runs match now.
+   *
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+
+  /**
+   * Cursor for the next page. Always set with order `asc`; unset on the last
+   * `desc` page.
+   *
+   * @generated from field: optional string next_cursor = 3;
+   */
+  nextCursor?: string | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.ListRunsResponse.
+ * Use `create(ListRunsResponseSchema)` to create a new message.
+ */
+export const ListRunsResponseSchema: GenMessage<ListRunsResponse> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 10);
+
+/**
  * RunService follows and cancels runs.
  *
  * Authentication: an application token of a user allowed to trigger the
@@ -432,6 +584,22 @@ export const RunService: GenService<{
     methodKind: "unary";
     input: typeof CancelRunRequestSchema;
     output: typeof CancelRunResponseSchema;
+  },
+  /**
+   * ListRuns searches the runs of an environment, newest first by default
+   * (order `desc`; `asc` oldest first), in the stable order (created_at, id).
+   * Tokens: a project API token of the project (every run), or an application
+   * token of a user with a role on the project: a project (or organization)
+   * admin sees every run, any other role only the runs it triggered (a
+   * `user_id` naming someone else is PERMISSION_DENIED). INVALID_ARGUMENT
+   * for a bad filter or a cursor of another query.
+   *
+   * @generated from rpc runhook.v1.RunService.ListRuns
+   */
+  listRuns: {
+    methodKind: "unary";
+    input: typeof ListRunsRequestSchema;
+    output: typeof ListRunsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_runhook_v1_run, 0);

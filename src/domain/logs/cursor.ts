@@ -3,7 +3,8 @@
 //
 // A cursor is opaque base64url: a 16-byte HMAC followed by a small JSON payload
 // `{v, k, p, h}` — format version, signing key id, position (the sequence number of
-// the last entry considered) and a hash of everything the cursor is bound to (list,
+// the last entry considered, or for keyset lists such as runs the last item's sort key as a
+// string) and a hash of everything the cursor is bound to (list,
 // scope, filters, order, from/to). The HMAC uses a key derived from the server's
 // signing key, so a cursor cannot be forged or edited; a cursor used with other
 // filters than it was issued with is INVALID_ARGUMENT.
@@ -44,11 +45,11 @@ function toDate(ts: Timestamp | undefined, name: string): Date | undefined {
   return d;
 }
 
-/** Validates ListOptions (the same rules for gRPC and REST callers). */
-export function paging(o: ListOptionsLike | undefined, opts: { ignoreLimit?: boolean } = {}): Paging {
+/** Validates ListOptions (the same rules for gRPC and REST callers); `defaultOrder` when none is given (asc unless said). */
+export function paging(o: ListOptionsLike | undefined, opts: { ignoreLimit?: boolean; defaultOrder?: Order } = {}): Paging {
   const limit = opts.ignoreLimit ? MAX_LIMIT : o?.limit || DEFAULT_LIMIT;
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw fail.invalid(`limit must be between 1 and ${MAX_LIMIT}`);
-  const order = o?.order || "asc";
+  const order = o?.order || opts.defaultOrder || "asc";
   if (order !== "asc" && order !== "desc") throw fail.invalid(`order must be "asc" or "desc"`);
   const from = toDate(o?.fromTime, "from");
   const to = toDate(o?.toTime, "to");
@@ -69,6 +70,10 @@ export interface CursorCodec {
   encode(pos: number, hash: string): string;
   /** The position carried by `cursor`; INVALID_ARGUMENT when forged, malformed or bound to other filters. */
   decode(cursor: string, hash: string): number;
+  /** A cursor at a sort key (keyset paging), signed and bound like any other. */
+  encodeKey(key: string, hash: string): string;
+  /** The sort key carried by `cursor`; INVALID_ARGUMENT as `decode` (a numeric cursor is malformed here, and the other way round). */
+  decodeKey(cursor: string, hash: string): string;
 }
 
 function derive(secret: Buffer): Buffer {
@@ -80,28 +85,40 @@ export function cursorCodec(config: Pick<Config, "signingKeys" | "signingKeyId">
   for (const [kid, secret] of config.signingKeys) keys.set(kid, derive(secret));
   const kid = config.signingKeyId;
   const mac = (key: Buffer, payload: Buffer) => createHmac("sha256", key).update(payload).digest().subarray(0, MAC_BYTES);
+  const encode = (pos: number | string, hash: string) => {
+    const payload = Buffer.from(JSON.stringify({ v: 1, k: kid, p: pos, h: hash }));
+    return Buffer.concat([mac(keys.get(kid)!, payload), payload]).toString("base64url");
+  };
+  const bad = () => fail.invalid("cursor is malformed or was not issued by this server");
+  /** The verified position (a number or a key) of a cursor bound to `hash`. */
+  const open = (cursor: string, hash: string): unknown => {
+    if (cursor.length > MAX_CURSOR_CHARS || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw bad();
+    const raw = Buffer.from(cursor, "base64url");
+    if (raw.length <= MAC_BYTES) throw bad();
+    const payload = raw.subarray(MAC_BYTES);
+    let p: { v?: unknown; k?: unknown; p?: unknown; h?: unknown };
+    try {
+      p = JSON.parse(payload.toString("utf8")) as typeof p;
+    } catch {
+      throw bad();
+    }
+    const key = typeof p.k === "string" ? keys.get(p.k) : undefined;
+    if (!key || p.v !== 1 || !timingSafeEqual(mac(key, payload), raw.subarray(0, MAC_BYTES))) throw bad();
+    if (p.h !== hash) throw fail.invalid("cursor was issued for other filters, order or time range; start again without a cursor");
+    return p.p;
+  };
   return {
-    encode(pos, hash) {
-      const payload = Buffer.from(JSON.stringify({ v: 1, k: kid, p: pos, h: hash }));
-      return Buffer.concat([mac(keys.get(kid)!, payload), payload]).toString("base64url");
-    },
+    encode,
     decode(cursor, hash) {
-      const bad = () => fail.invalid("cursor is malformed or was not issued by this server");
-      if (cursor.length > MAX_CURSOR_CHARS || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw bad();
-      const raw = Buffer.from(cursor, "base64url");
-      if (raw.length <= MAC_BYTES) throw bad();
-      const payload = raw.subarray(MAC_BYTES);
-      let p: { v?: unknown; k?: unknown; p?: unknown; h?: unknown };
-      try {
-        p = JSON.parse(payload.toString("utf8")) as typeof p;
-      } catch {
-        throw bad();
-      }
-      const key = typeof p.k === "string" ? keys.get(p.k) : undefined;
-      if (!key || p.v !== 1 || !timingSafeEqual(mac(key, payload), raw.subarray(0, MAC_BYTES))) throw bad();
-      if (typeof p.p !== "number" || !Number.isSafeInteger(p.p) || p.p < 0) throw bad();
-      if (p.h !== hash) throw fail.invalid("cursor was issued for other filters, order or time range; start again without a cursor");
-      return p.p;
+      const pos = open(cursor, hash);
+      if (typeof pos !== "number" || !Number.isSafeInteger(pos) || pos < 0) throw bad();
+      return pos;
+    },
+    encodeKey: encode,
+    decodeKey(cursor, hash) {
+      const key = open(cursor, hash);
+      if (typeof key !== "string") throw bad();
+      return key;
     },
   };
 }

@@ -1,9 +1,11 @@
 // Run documents: a new run's shape, and the run state helpers shared by the service and the
 // executors (the API's view of a run is built by services/runs.ts).
 import { randomUUID } from "node:crypto";
-import type { RunDoc, RunState, StepDoc } from "../../store/types.js";
+import { ONGOING_STATES, type RunDoc, type RunState, type StepDoc } from "../../store/types.js";
 
 export const FINISHED_STATES: RunState[] = ["SUCCEEDED", "FAILED", "CANCELLED"];
+/** Every state of a run, in the order of its life. */
+export const RUN_STATES: RunState[] = [...ONGOING_STATES, ...FINISHED_STATES];
 
 export function isFinished(state: RunState): boolean {
   return FINISHED_STATES.includes(state);

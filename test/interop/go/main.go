@@ -11,6 +11,9 @@
 //     the project API token -> an entry with action workflow.run.triggered
 //  5. NoteService.CreateNote(scope, collection, record_id, "<p>hi</p>")
 //     with the project API token -> a note id
+//  6. RunService.ListRuns(project, environment, filter workflow_id +
+//     collection + record_id + states SUCCEEDED) with the application token
+//     (a user sees its own runs) -> the run triggered in step 1
 //
 // Configuration (environment): RUNHOOK_GRPC_ADDR (host:port),
 // RUNHOOK_WEBHOOK_URL, RUNHOOK_USER_TOKEN (application token),
@@ -63,6 +66,7 @@ type result struct {
 	ActivityLogs     int     `json:"activityLogs"`
 	TriggeredLogID   string  `json:"triggeredLogId"`
 	NoteID           string  `json:"noteId"`
+	ListedRunID      string  `json:"listedRunId"`
 }
 
 type stepError struct {
@@ -232,6 +236,32 @@ func run(cfg config) (*result, error) {
 		return nil, fail("CreateNote", "empty note id")
 	}
 	res.NoteID = nr.GetNote().GetId()
+
+	// 6. Find the run again among the runs of its workflow on the record.
+	ctx, cancel = context.WithTimeout(withToken(bg, cfg.userToken), callTimeout)
+	lr, err := runs.ListRuns(ctx, &runhookv1.ListRunsRequest{
+		ProjectName:     cfg.project,
+		EnvironmentName: cfg.environment,
+		Options:         &runhookv1.ListOptions{Limit: 10},
+		Filter: &runhookv1.RunFilter{
+			WorkflowId: final.GetWorkflowId(),
+			Collection: cfg.collection,
+			RecordId:   cfg.recordID,
+			States:     []string{"SUCCEEDED"},
+		},
+	})
+	cancel()
+	if err != nil {
+		return nil, fail("ListRuns", "%v", err)
+	}
+	for _, r := range lr.GetRuns() {
+		if r.GetId() == res.RunID && r.GetState() == "SUCCEEDED" {
+			res.ListedRunID = r.GetId()
+		}
+	}
+	if res.ListedRunID == "" {
+		return nil, fail("ListRuns", "run %s not among the %d runs listed", res.RunID, len(lr.GetRuns()))
+	}
 	res.OK = true
 	return res, nil
 }

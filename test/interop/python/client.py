@@ -13,6 +13,9 @@ Over native gRPC (HTTP/2, plaintext) it does, as an external consumer would:
     project API token -> an entry with action workflow.run.triggered
  5. NoteService.CreateNote(scope, collection, record_id, "<p>hi</p>") with the
     project API token -> a note id
+ 6. RunService.ListRuns(project, environment, filter workflow_id + collection +
+    record_id + states SUCCEEDED) with the application token (a user sees its
+    own runs) -> the run triggered in step 1
 
 Configuration (environment): RUNHOOK_GRPC_ADDR (host:port), RUNHOOK_WEBHOOK_URL,
 RUNHOOK_USER_TOKEN (application token), RUNHOOK_API_TOKEN (project API token),
@@ -223,6 +226,29 @@ def run(cfg):
         if not nr.note.id:
             raise StepError("CreateNote", "empty note id")
         res["noteId"] = nr.note.id
+
+        # 6. Find the run again among the runs of its workflow on the record.
+        try:
+            listed = runs.ListRuns(
+                run_pb2.ListRunsRequest(
+                    project_name=cfg["RUNHOOK_PROJECT"],
+                    environment_name=cfg["RUNHOOK_ENVIRONMENT"],
+                    options=log_pb2.ListOptions(limit=10),
+                    filter=run_pb2.RunFilter(
+                        workflow_id=final.workflow_id,
+                        collection=cfg["RUNHOOK_COLLECTION"],
+                        record_id=cfg["RUNHOOK_RECORD_ID"],
+                        states=["SUCCEEDED"],
+                    ),
+                ),
+                metadata=user,
+                timeout=CALL_TIMEOUT,
+            )
+        except grpc.RpcError as exc:
+            raise StepError("ListRuns", rpc_error(exc))
+        if not any(r.id == res["runId"] and r.state == "SUCCEEDED" for r in listed.runs):
+            raise StepError("ListRuns", "run %s not among the %d runs listed" % (res["runId"], len(listed.runs)))
+        res["listedRunId"] = res["runId"]
     res["ok"] = True
     return res
 

@@ -9,9 +9,12 @@
 //  4. RunService.WatchRun until the run is finished; it must be SUCCEEDED
 //  5. LogService.ListActivityLogs of the run with the project API token, one entry a page,
 //     following next_cursor until workflow.run.triggered and workflow.run.succeeded were seen
+//  6. RunService.ListRuns of the run's workflow on the record with the project API token, one run
+//     a page (newest first), following next_cursor until the run is found
 //
 // Configuration (environment): RUNHOOK_GRPC_ADDR (host:port), RUNHOOK_WEBHOOK_URL,
-// RUNHOOK_USER_TOKEN, RUNHOOK_API_TOKEN, RUNHOOK_PROJECT, RUNHOOK_ENVIRONMENT, RUNHOOK_RECORD_ID.
+// RUNHOOK_USER_TOKEN, RUNHOOK_API_TOKEN, RUNHOOK_PROJECT, RUNHOOK_ENVIRONMENT, RUNHOOK_COLLECTION,
+// RUNHOOK_RECORD_ID.
 // On success it prints one JSON line and exits 0; otherwise "interop(java): FAIL <step>: <reason>"
 // on stderr and exit code 1 (2 for a configuration error).
 package runhook.interop;
@@ -37,7 +40,10 @@ import runhook.v1.Log.ListActivityLogsRequest;
 import runhook.v1.Log.ListActivityLogsResponse;
 import runhook.v1.Log.ListOptions;
 import runhook.v1.LogServiceGrpc;
+import runhook.v1.RunOuterClass.ListRunsRequest;
+import runhook.v1.RunOuterClass.ListRunsResponse;
 import runhook.v1.RunOuterClass.Run;
+import runhook.v1.RunOuterClass.RunFilter;
 import runhook.v1.RunOuterClass.WatchRunRequest;
 import runhook.v1.RunOuterClass.WatchRunResponse;
 import runhook.v1.RunServiceGrpc;
@@ -120,6 +126,7 @@ public final class Client {
     if (!finished.getState().equals("SUCCEEDED")) throw new StepFailure("run", "run " + runId + " finished " + finished.getState() + ": " + finished.getError());
 
     pageActivityLogs(channel, runId);
+    findRun(channel, finished);
     result.put("ok", true);
     return toJson(result);
   }
@@ -220,6 +227,37 @@ public final class Client {
     result.put("activityLogs", actions.size());
     result.put("activityLogPages", pages);
     result.put("activityLogActions", actions);
+  }
+
+  /** Pages the runs of the run's workflow on its record, one a page, until the run is found. */
+  private void findRun(ManagedChannel channel, Run run) throws StepFailure {
+    RunServiceGrpc.RunServiceBlockingStub runs = RunServiceGrpc.newBlockingStub(channel);
+    String cursor = "";
+    for (int pages = 1; pages <= 50; pages++) {
+      ListRunsRequest req = ListRunsRequest.newBuilder()
+          .setProjectName(env.get("RUNHOOK_PROJECT"))
+          .setEnvironmentName(env.get("RUNHOOK_ENVIRONMENT"))
+          .setOptions(ListOptions.newBuilder().setLimit(1).setCursor(cursor))
+          .setFilter(RunFilter.newBuilder().setWorkflowId(run.getWorkflowId()).setCollection(run.getCollection()).setRecordId(run.getRecordId()))
+          .build();
+      ListRunsResponse page;
+      try {
+        page = with(runs, env.get("RUNHOOK_API_TOKEN"), null).listRuns(req);
+      } catch (StatusRuntimeException e) {
+        throw new StepFailure("ListRuns", e.getStatus().toString());
+      }
+      for (Run listed : page.getRunsList()) {
+        if (listed.getId().equals(run.getId())) {
+          if (!listed.getState().equals(run.getState())) throw new StepFailure("ListRuns", "listed as " + listed.getState());
+          result.put("listedRunId", listed.getId());
+          result.put("listedRunPages", pages);
+          return;
+        }
+      }
+      if (!page.getHasMore()) break;
+      cursor = page.getNextCursor();
+    }
+    throw new StepFailure("ListRuns", "run " + run.getId() + " not listed");
   }
 
   private static void sleepQuietly(long ms) {

@@ -1,0 +1,106 @@
+// The run search: its filters checked, its cursor (the last run's creation time and id, in the
+// one cursor format of every list, bound to the caller's environment, the filters, the order
+// and the time ranges), and one page read by keyset. A run inserted while a caller pages
+// sorts by its own creation time, so it never shifts the runs of pages not yet read: every
+// run present when the search started appears exactly once.
+import type { Store } from "../../store/index.js";
+import type { RunKey, RunSelection } from "../../store/run-search.js";
+import type { RunDoc, RunState } from "../../store/types.js";
+import { fail } from "../errors.js";
+import { isUuid } from "../ids.js";
+import { bindingHash, type CursorCodec, type Paging } from "../logs/cursor.js";
+import { RUN_STATES } from "./model.js";
+
+/** How a run can have been started (RunDoc.via). */
+export const RUN_VIAS = ["webhook", "grpc"] as const;
+
+export interface RunFilterInput {
+  workflowId: string;
+  collection: string;
+  recordId: string;
+  states: string[];
+  via: string;
+  /** Already forced to the caller when it sees only its own runs (auth/run-scope.ts). */
+  userId: string;
+  finishedFrom: Date | undefined;
+  finishedTo: Date | undefined;
+}
+
+export interface RunPage {
+  runs: RunDoc[];
+  hasMore: boolean;
+  nextCursor: string | undefined;
+}
+
+/** The states asked for, each checked; one filter may list several. */
+function statesOf(raw: string[]): RunState[] {
+  const states = raw.filter((s) => s !== "");
+  for (const s of states) if (!RUN_STATES.includes(s as RunState)) throw fail.invalid(`state must be one of ${RUN_STATES.join(", ")}, got "${s}"`);
+  return [...new Set(states as RunState[])].sort();
+}
+
+/** The store's selection for a checked filter. */
+export function runSelection(environmentId: string, f: RunFilterInput, p: Paging): RunSelection {
+  if (f.recordId && !f.collection) throw fail.invalid("recordId needs collection (a record id is unique within its collection)");
+  if (f.via && !(RUN_VIAS as readonly string[]).includes(f.via)) throw fail.invalid(`via must be one of ${RUN_VIAS.join(", ")}, got "${f.via}"`);
+  if (f.finishedFrom && f.finishedTo && f.finishedFrom.getTime() > f.finishedTo.getTime()) throw fail.invalid("finishedFrom must not be after finishedTo");
+  const states = statesOf(f.states);
+  return {
+    environmentId,
+    ...(f.workflowId ? { workflowId: f.workflowId } : {}),
+    ...(f.collection ? { collection: f.collection } : {}),
+    ...(f.recordId ? { recordId: f.recordId } : {}),
+    ...(states.length ? { states } : {}),
+    ...(f.via ? { via: f.via } : {}),
+    ...(f.userId ? { userId: f.userId } : {}),
+    createdFrom: p.from,
+    createdTo: p.to,
+    finishedFrom: f.finishedFrom,
+    finishedTo: f.finishedTo,
+  };
+}
+
+function bindingOf(s: RunSelection, p: Paging): string {
+  return bindingHash({
+    list: "runs",
+    scope: s.environmentId,
+    order: p.order,
+    from: s.createdFrom?.toISOString(),
+    to: s.createdTo?.toISOString(),
+    workflowId: s.workflowId,
+    collection: s.collection,
+    recordId: s.recordId,
+    states: s.states?.join(","),
+    via: s.via,
+    userId: s.userId,
+    finishedFrom: s.finishedFrom?.toISOString(),
+    finishedTo: s.finishedTo?.toISOString(),
+  });
+}
+
+// A key is `<creation time in ms>|<run id>`; "" is the start (an ascending cursor before any run).
+const keyOf = (r: Pick<RunDoc, "createdAt" | "_id">) => `${r.createdAt.getTime()}|${r._id}`;
+
+function parseKey(key: string): RunKey | undefined {
+  if (key === "") return undefined;
+  const [ms, id] = key.split("|");
+  if (!ms || !/^\d{1,15}$/.test(ms) || !id || !isUuid(id)) throw fail.invalid("cursor is malformed or was not issued by this server");
+  return { createdAt: new Date(Number(ms)), id };
+}
+
+/**
+ * One page of runs. Ascending answers a cursor always (where a later call continues, as the
+ * other lists do); descending only while more remain.
+ */
+export async function readRunPage(store: Store, codec: CursorCodec, s: RunSelection, p: Paging): Promise<RunPage> {
+  const hash = bindingOf(s, p);
+  const key = p.cursor ? codec.decodeKey(p.cursor, hash) : "";
+  const after = parseKey(key);
+  const docs = await store.runs.search(s, after, p.order === "asc" ? 1 : -1, p.limit + 1);
+  const hasMore = docs.length > p.limit;
+  const runs = hasMore ? docs.slice(0, p.limit) : docs;
+  const last = runs[runs.length - 1];
+  const nextKey = last ? keyOf(last) : key;
+  const nextCursor = hasMore || p.order === "asc" ? codec.encodeKey(nextKey, hash) : undefined;
+  return { runs, hasMore, nextCursor };
+}
