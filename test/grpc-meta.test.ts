@@ -210,8 +210,8 @@ describe("grpc.reflection ServerReflection", () => {
   }
 
   it("serves transitive dependencies including well-known types", async () => {
-    // A second server whose reflection covers RunService (imports common.proto,
-    // google/protobuf/struct.proto and google/protobuf/timestamp.proto).
+    // A second server whose reflection covers RunService (imports common.proto, log.proto — its
+    // list options —, google/protobuf/struct.proto and google/protobuf/timestamp.proto).
     const h = connectNodeAdapter({ routes: (router) => void registerReflection(router, [RunService]) });
     const s2 = http2.createServer(h).listen(0, "127.0.0.1");
     await once(s2, "listening");
@@ -225,7 +225,13 @@ describe("grpc.reflection ServerReflection", () => {
         const names = fileNames(r);
         expect(names[0]).toBe("runhook/v1/run.proto");
         expect(new Set(names)).toEqual(
-          new Set(["runhook/v1/run.proto", "runhook/v1/common.proto", "google/protobuf/struct.proto", "google/protobuf/timestamp.proto"]),
+          new Set([
+            "runhook/v1/run.proto",
+            "runhook/v1/common.proto",
+            "runhook/v1/log.proto",
+            "google/protobuf/struct.proto",
+            "google/protobuf/timestamp.proto",
+          ]),
         );
       }
       c.close();

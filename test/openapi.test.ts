@@ -65,6 +65,8 @@ it("documents exactly the routes Fastify serves (Connect RPC paths aside)", () =
     .filter((r) => !/ \/(runhook\.v1|grpc\.)/.test(r))
     // The reference page's assets (and its copy of this document at /docs/json) are not API.
     .filter((r) => !r.startsWith("GET /docs/"))
+    // Nor are the console's page, files and sign-in (a browser's, behind its own origin).
+    .filter((r) => !/ \/console(\/|$)/.test(r))
     .map((r) => r.replace(/:([A-Za-z]+)/g, "{$1}"))
     // The webhook route is a wildcard (the key is opaque); OpenAPI names it {key}.
     .map((r) => r.replace(/^POST \/hooks\/\*$/, "POST /hooks/{key}"));

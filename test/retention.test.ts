@@ -128,6 +128,7 @@ describe("retention", () => {
     };
     expect(await ttlOf()).toEqual({
       "rateLimits.expiresAt": [0],
+      "consoleSessions.expiresAt": [0],
       "idempotencyKeys.expiresAt": [0],
       "runs.finishedAt": [30 * 86_400],
       "activityLogs.timestamp": [400 * 86_400],
@@ -137,6 +138,7 @@ describe("retention", () => {
     await ensureIndexes(server.deps.store, { runDays: 7, logDays: 90 });
     expect(await ttlOf()).toEqual({
       "rateLimits.expiresAt": [0],
+      "consoleSessions.expiresAt": [0],
       "idempotencyKeys.expiresAt": [0],
       "runs.finishedAt": [7 * 86_400],
       "activityLogs.timestamp": [90 * 86_400],

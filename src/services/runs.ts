@@ -156,8 +156,7 @@ function timeOf(ts: Timestamp | undefined, name: string): Date | undefined {
 
 async function listRuns(deps: Deps, codec: CursorCodec, req: ListRunsRequest, ctx: HandlerContext) {
   const p = paging(req.options, { defaultOrder: "desc" });
-  const byName = (organizationId: string, name: string) => deps.store.directory.projects.byName(organizationId, name);
-  const scope = await runListScope(directoryOf(deps, ctx.values), byName, authorization(ctx), req.projectName, req.environmentName);
+  const scope = await runListScope(directoryOf(deps, ctx.values), authorization(ctx), req.projectName, req.environmentName);
   const f = req.filter;
   const selection = runSelection(
     scope.environment._id,

@@ -26,7 +26,7 @@ export interface DirectoryReads {
   orgApiTokens: { get(id: string): Promise<T.OrgApiTokenDoc | null> };
   consoleSessions: { get(id: string): Promise<T.ConsoleSessionDoc | null> };
   users: { get(id: string): Promise<T.UserDoc | null> };
-  projects: { get(id: string): Promise<T.ProjectDoc | null> };
+  projects: { get(id: string): Promise<T.ProjectDoc | null>; byName(organizationId: string, name: string): Promise<T.ProjectDoc | null> };
   renderings: { get(id: string): Promise<T.RenderingDoc | null> };
   environments: { byName(projectId: string, name: string): Promise<T.EnvironmentDoc | null> };
   roles: { get(projectId: string, userId: string): Promise<Role | null> };
@@ -140,6 +140,8 @@ function ownerReads(dir: OwnerReads, known: (key: string, find: () => Promise<st
     orgApiToken: (id: string) => known(`orgApiToken\u0000${id}`, async () => (await dir.orgApiTokens.get(id))?.organizationId ?? null),
     user: ofUser,
     project: ofProject,
+    // Named within an organization: the lookup's first argument is the organization.
+    projectByName: async (organizationId: string) => organizationId,
     rendering: ofRendering,
     environmentByName: ofProject,
     role: ofProject,
@@ -238,7 +240,7 @@ export function directoryCache(dir: OwnerReads, version: DirectoryVersion): Dire
         // Read each time: a sign-out holds from the very next call, with no version raised.
         consoleSessions: { get: dir.consoleSessions.get },
         users: { get: through("user", dir.users.get) },
-        projects: { get: through("project", dir.projects.get) },
+        projects: { get: through("project", dir.projects.get), byName: through("projectByName", dir.projects.byName) },
         renderings: { get: through("rendering", dir.renderings.get) },
         environments: { byName: through("environmentByName", dir.environments.byName) },
         roles: { get: through("role", dir.roles.get) },

@@ -58,6 +58,8 @@ function runIndexes(d: Database): Promise<string>[] {
     // (createdAt, _id), and the same under each filter, so that the index order serves the
     // sort of every page. A finish range walks its own index and sorts the page.
     d.runs.createIndex({ environmentId: 1, createdAt: 1, _id: 1 }),
+    // The runs of a workflow, by age, whatever the environment (operators' and the tests' look-ups).
+    d.runs.createIndex({ workflowId: 1, createdAt: 1 }),
     d.runs.createIndex({ environmentId: 1, workflowId: 1, createdAt: 1, _id: 1 }),
     d.runs.createIndex({ environmentId: 1, collection: 1, recordId: 1, createdAt: 1, _id: 1 }),
     d.runs.createIndex({ environmentId: 1, state: 1, createdAt: 1, _id: 1 }),
@@ -113,8 +115,6 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
   // A user's roles and application tokens were indexed by user alone; the lists page by (user, id): those serve both.
   await dropIfThere(d.projectRoles, "userId_1");
   await dropIfThere(d.appTokens, "userId_1");
-  // The runs of a workflow across environments: the run search reads them within one environment.
-  await dropIfThere(d.runs, "workflowId_1_createdAt_1");
   await Promise.all([
     ...ttl.map((t) => d[t.collection].createIndex({ [t.field]: 1 }, { expireAfterSeconds: t.expireAfterSeconds })),
     ...directoryIndexes(d),

@@ -10,9 +10,7 @@
 import type { DirectoryReads } from "../../store/directory-cache.js";
 import type { EnvironmentDoc, ProjectDoc } from "../../store/types.js";
 import { fail } from "../errors.js";
-import { assertNotOrgApiToken } from "./access.js";
 import { apiScope } from "./api-scope.js";
-import { authenticateAny, type AppPrincipal } from "./tokens.js";
 
 export interface RunListScope {
   project: ProjectDoc;
@@ -21,36 +19,17 @@ export interface RunListScope {
   onlyUserId?: string;
 }
 
-/** A project of an organization by name (not among the cached directory reads). */
-export type ProjectByName = (organizationId: string, name: string) => Promise<ProjectDoc | null>;
-
-async function appTokenScope(dir: DirectoryReads, p: AppPrincipal, byName: ProjectByName, projectName: string, environmentName: string): Promise<RunListScope> {
-  const project = await byName(p.user.organizationId, projectName);
-  if (!project) throw fail.denied("the token's user has no role on this project");
-  const role = await dir.roles.get(project._id, p.user._id);
-  if (!role && !p.user.organizationAdmin) throw fail.denied("the token's user has no role on this project");
-  if (project.requiresSso && !p.token.sso) throw fail.denied("the project requires a token generated in an SSO session");
-  const environment = await dir.environments.byName(project._id, environmentName);
-  if (!environment) throw fail.notFound(`unknown environment "${environmentName}"`);
-  const seesAll = role === "admin" || p.user.organizationAdmin;
-  return { project, environment, ...(seesAll ? {} : { onlyUserId: p.user._id }) };
-}
-
 /** Authenticates the caller of a run search and says which runs of the environment it sees. */
 export async function runListScope(
   dir: DirectoryReads,
-  byName: ProjectByName,
   authorizationHeader: string | null | undefined,
   projectName: string,
   environmentName: string,
 ): Promise<RunListScope> {
   if (!projectName) throw fail.invalid("project name is required");
   if (!environmentName) throw fail.invalid("environment name is required");
-  const principal = await authenticateAny(dir, authorizationHeader);
-  assertNotOrgApiToken(principal);
-  if (principal.kind === "app") return appTokenScope(dir, principal, byName, projectName, environmentName);
-  const scope = await apiScope(dir, authorizationHeader, projectName, environmentName);
-  return { project: scope.project, environment: scope.environment! };
+  const scope = await apiScope(dir, authorizationHeader, projectName, environmentName, { members: true, applicationTokens: true });
+  return { project: scope.project, environment: scope.environment!, ...(scope.standing === "member" ? { onlyUserId: scope.user._id } : {}) };
 }
 
 /** The user filter a search runs with: the one asked for, forced to the caller when it sees only its own runs. */
