@@ -1,6 +1,7 @@
 package runhook.embedded;
 
 import de.bwaldvogel.mongo.backend.KeyValue;
+import java.util.Collections;
 import java.util.Iterator;
 import java.util.Map;
 import java.util.NavigableMap;
@@ -26,9 +27,14 @@ final class MemoryIndexEntries implements IndexEntries {
     return map.remove(key);
   }
 
+  /** The entries from low to high; none when low is above high (a range such as {$gte: b, $lt: a}, which MongoDB answers with nothing). */
+  private NavigableMap<KeyValue, Object> between(KeyValue low, KeyValue high) {
+    return IndexOrder.INSTANCE.compare(low, high) > 0 ? Collections.emptyNavigableMap() : map.subMap(low, true, high, true);
+  }
+
   @Override
   public Iterator<Map.Entry<KeyValue, Object>> range(KeyValue low, KeyValue high, boolean descending) {
-    NavigableMap<KeyValue, Object> sub = map.subMap(low, true, high, true);
+    NavigableMap<KeyValue, Object> sub = between(low, high);
     return (descending ? sub.descendingMap() : sub).entrySet().iterator();
   }
 
@@ -39,7 +45,7 @@ final class MemoryIndexEntries implements IndexEntries {
   public long count(KeyValue low, KeyValue high, long cap) {
     cap = Math.min(cap, COUNT_LIMIT);
     long n = 0;
-    for (Iterator<?> it = map.subMap(low, true, high, true).keySet().iterator(); it.hasNext() && n < cap; it.next()) n++;
+    for (Iterator<?> it = between(low, high).keySet().iterator(); it.hasNext() && n < cap; it.next()) n++;
     return n;
   }
 

@@ -109,6 +109,10 @@ class IndexedQueriesTest {
         new Q(Filters.in("tags", "t1", "t3"), new Document("_id", -1), 0, 5),
         new Q(new Document(), new Document("_id", -1), 0, 5),
         new Q(Filters.and(Filters.gt("_id", "d01000"), Filters.lt("_id", "d01500")), new Document("_id", 1), 0, 20),
+        // Ranges that hold nothing (a lower bound above the upper one): no answer, no error.
+        new Q(Filters.and(Filters.eq("env", "e2"), Filters.gte("seq", 500), Filters.lt("seq", 400)), new Document("seq", 1), 0, 0),
+        new Q(Filters.and(Filters.gte("_id", "d01500"), Filters.lt("_id", "d01000")), new Document("_id", -1), 0, 0),
+        new Q(Filters.and(Filters.eq("state", "QUEUED"), Filters.gte("ts", new Date(T0.getTime() + 9)), Filters.lt("ts", T0)), null, 0, 0),
         new Q(Filters.and(Filters.eq("env", "e1"), Filters.gte("seq", 5.0)), new Document("seq", 1), 0, 0),
         new Q(new Document("$and", List.of(new Document("env", "e4"), new Document("seq", new Document("$lt", 50)))), new Document("seq", 1), 0, 0),
         new Q(Filters.in("seq", List.of()), null, 0, 0),
