@@ -5,6 +5,10 @@ import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import type { WhoAmIResponse } from "../../gen/runhook/v1/admin_pb.js";
 import { admin, currentSession, describe, signIn, signOut, type SignedIn } from "./api.js";
+import { AccountPage } from "./pages/account.js";
+import { ApiAccessPage } from "./pages/api-access.js";
+import { LogsPage } from "./pages/logs.js";
+import { NotesPage } from "./pages/notes.js";
 import { ProjectPage } from "./pages/project.js";
 import { ProjectsPage } from "./pages/projects.js";
 import { RenderingPage } from "./pages/rendering.js";
@@ -46,14 +50,19 @@ function SignIn({ onSignedIn, notice }: { onSignedIn: (s: SignedIn) => void; not
 function pageOf({ parts }: Route) {
   const [a, b, c, d, e, f] = parts;
   if (parts.length === 0) return <ProjectsPage />;
+  if (a === "account" && parts.length === 1) return <AccountPage />;
   if (a === "runs" && b && parts.length === 2) return <RunPage key={b} runId={b} />;
   if (a === "p" && b) {
     if (parts.length === 2) return <ProjectPage key={b} projectId={b} />;
+    if (c === "api-access" && parts.length === 3) return <ApiAccessPage key={b} projectId={b} />;
+    if (c === "admin-log" && parts.length === 3) return <LogsPage key={`${b}/admin`} kind="admin" projectId={b} />;
     if (c === "r" && d && parts.length === 4) return <RenderingPage key={d} projectId={b} renderingId={d} />;
     if (c === "r" && d && e === "w" && f && parts.length === 6) return <WorkflowPage key={f} projectId={b} renderingId={d} workflowId={f} />;
     if (c === "env" && d && parts.length === 5) {
       const key = `${b}/${d}/${e}`;
       if (e === "runs") return <RunsPage key={key} projectId={b} environment={d} />;
+      if (e === "activity") return <LogsPage key={key} kind="activity" projectId={b} environment={d} />;
+      if (e === "notes") return <NotesPage key={key} projectId={b} environment={d} />;
     }
   }
   return (
