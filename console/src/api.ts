@@ -3,11 +3,17 @@
 // server accepts it from this origin only. Sign-in and sign-out are the only other requests.
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
+import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
+import { LogService } from "../../gen/runhook/v1/log_pb.js";
+import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
 
 const transport = createConnectTransport({ baseUrl: location.origin, useBinaryFormat: true });
 
+export const admin = createClient(AdminService, transport);
 export const runs = createClient(RunService, transport);
+export const logs = createClient(LogService, transport);
+export const notes = createClient(NoteService, transport);
 
 export interface SignedIn {
   user: { id: string; email: string; name: string };
@@ -42,7 +48,10 @@ export async function signOut(): Promise<void> {
 }
 
 /** A call's error as a sentence, and whether it means the session is over. */
-export function describe(err: unknown): { message: string; signedOut: boolean } {
+export function describe(err: unknown): { message: string; signedOut: boolean; code: Code | null } {
+  if (!(err instanceof ConnectError) && err instanceof Error) return { message: err.message, signedOut: false, code: null };
   const e = ConnectError.from(err);
-  return { message: e.rawMessage || e.message, signedOut: e.code === Code.Unauthenticated };
+  return { message: e.rawMessage || e.message, signedOut: e.code === Code.Unauthenticated, code: e.code };
 }
+
+export { Code };

@@ -1,14 +1,19 @@
 // A run's page: its steps on a timeline (durations to scale, waits drawn as waits, a failed
 // step's error), followed live through WatchRun, and a cancel button while it is ongoing.
 import { useEffect, useState } from "preact/hooks";
-import type { Run, StepResult } from "../../gen/runhook/v1/run_pb.js";
-import { describe, runs } from "./api.js";
-import { clock, dateOf, duration } from "./time.js";
+import type { Run, StepResult } from "../../../gen/runhook/v1/run_pb.js";
+import { runs } from "../api.js";
+import { href } from "../route.js";
+import { useFail } from "../session.js";
+import { clock, dateOf, duration } from "../time.js";
+import { Confirm } from "../ui.js";
+import { Crumbs } from "./common.js";
 
 const FINISHED = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
 /** Follows the run through WatchRun (which ends once it is finished); its latest state, or the error. */
-function useWatchedRun(runId: string, onSignedOut: () => void) {
+function useWatchedRun(runId: string) {
+  const fail = useFail();
   const [run, setRun] = useState<Run | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
@@ -18,9 +23,7 @@ function useWatchedRun(runId: string, onSignedOut: () => void) {
         for await (const res of runs.watchRun({ runId }, { signal: stop.signal })) if (res.run) setRun(res.run);
       } catch (err) {
         if (stop.signal.aborted) return;
-        const { message, signedOut } = describe(err);
-        if (signedOut) onSignedOut();
-        setError(message);
+        setError(fail(err));
       }
     })();
     return () => stop.abort();
@@ -54,8 +57,9 @@ function StepRow({ step, from, to, now }: { step: StepResult; from: number; to: 
   );
 }
 
-export function RunPage({ runId, onSignedOut }: { runId: string; onSignedOut: () => void }) {
-  const { run, setRun, error, setError } = useWatchedRun(runId, onSignedOut);
+export function RunPage({ runId }: { runId: string }) {
+  const fail = useFail();
+  const { run, setRun, error, setError } = useWatchedRun(runId);
   const [now, setNow] = useState(Date.now());
   const ongoing = run !== null && !FINISHED.has(run.state);
   useEffect(() => {
@@ -66,16 +70,16 @@ export function RunPage({ runId, onSignedOut }: { runId: string; onSignedOut: ()
   if (!run) return <p class={error ? "error" : "muted"}>{error ?? "Loading the run…"}</p>;
   const [from, to] = span(run, now);
   const cancel = async () => {
-    if (!confirm("Cancel this run? Its current step is stopped and the run ends CANCELLED.")) return;
     try {
       const res = await runs.cancelRun({ runId });
       if (res.run) setRun(res.run);
     } catch (err) {
-      setError(describe(err).message);
+      setError(fail(err));
     }
   };
   return (
     <section class="run">
+      <Crumbs trail={[["Run", null]]} />
       <h1>
         Run <code>{run.id}</code> <span class={`state ${run.state.toLowerCase()}`}>{run.state}</span>
       </h1>
@@ -86,7 +90,10 @@ export function RunPage({ runId, onSignedOut }: { runId: string; onSignedOut: ()
         </dd>
         <dt>Workflow</dt>
         <dd>
-          <code>{run.workflowId}</code> v{run.workflowVersion}
+          <a href={href(["p", run.projectId, "r", run.renderingId, "w", run.workflowId])}>
+            <code>{run.workflowId}</code>
+          </a>{" "}
+          v{run.workflowVersion}
         </dd>
         <dt>As</dt>
         <dd>
@@ -111,9 +118,13 @@ export function RunPage({ runId, onSignedOut }: { runId: string; onSignedOut: ()
         ))}
       </ol>
       {ongoing && (
-        <button type="button" class="danger" onClick={cancel}>
-          Cancel run
-        </button>
+        <Confirm
+          label="Cancel run"
+          question="Cancel this run? Its current step is stopped and the run ends CANCELLED."
+          confirm="Cancel the run"
+          danger
+          onConfirm={cancel}
+        />
       )}
     </section>
   );

@@ -1,0 +1,315 @@
+// The activity log of an environment and the admin log of a project (project admins): the list
+// with its filters, newest first with "more" pages; a live tail that polls the ascending cursor
+// (with order asc the server always returns one: every new entry arrives once, in order); and
+// the NDJSON export, streamed by ExportActivityLogs / ExportAdminLogs into a file download.
+import { type JsonObject, type MessageInitShape, toJson } from "@bufbuild/protobuf";
+import { type Timestamp, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { useEffect, useRef, useState } from "preact/hooks";
+import {
+  type ActivityLogEntry,
+  ActivityLogEntrySchema,
+  type AdminLogEntry,
+  AdminLogEntrySchema,
+  type ListOptionsSchema,
+} from "../../../gen/runhook/v1/log_pb.js";
+import { logs } from "../api.js";
+import { go, href, useRoute } from "../route.js";
+import { isAdmin, useFail, useMe } from "../session.js";
+import { ErrorText, Field, Loading, More, When } from "../ui.js";
+import { Crumbs, Page, useProject } from "./common.js";
+
+type Kind = "activity" | "admin";
+const PAGE = 50;
+const TAIL_MS = 2000;
+
+interface Row {
+  id: string;
+  timestamp: Timestamp | undefined;
+  action: string;
+  who: string;
+  via?: string;
+  record?: string;
+  runId?: string;
+  target?: string;
+  environment?: string;
+  details: JsonObject | undefined;
+}
+
+const FIELDS: Record<Kind, [string, string][]> = {
+  activity: [
+    ["userEmail", "User e-mail"],
+    ["action", "Action"],
+    ["collection", "Collection"],
+    ["recordId", "Record id"],
+    ["runId", "Run id"],
+  ],
+  admin: [
+    ["userEmail", "Actor e-mail"],
+    ["action", "Action"],
+  ],
+};
+
+function activityRow(e: ActivityLogEntry): Row {
+  return {
+    id: e.id,
+    timestamp: e.timestamp,
+    action: e.action,
+    who: e.user?.email ?? "",
+    via: e.via,
+    record: e.collection ? `${e.collection} / ${e.recordId ?? ""}` : undefined,
+    runId: e.runId,
+    details: e.details,
+  };
+}
+
+function adminRow(e: AdminLogEntry): Row {
+  return { id: e.id, timestamp: e.timestamp, action: e.action, who: e.actor?.email ?? "", target: e.target, environment: e.environment, details: e.details };
+}
+
+interface Query {
+  project: string;
+  environment?: string;
+  filter: Record<string, string>;
+  from: string;
+  to: string;
+}
+
+const at = (local: string) => (local ? timestampFromDate(new Date(local)) : undefined);
+
+/** One page of either log, as rows. */
+async function page(
+  kind: Kind,
+  q: Query,
+  options: MessageInitShape<typeof ListOptionsSchema>,
+): Promise<{ rows: Row[]; hasMore: boolean; nextCursor?: string }> {
+  if (kind === "activity") {
+    const res = await logs.listActivityLogs({ projectName: q.project, environmentName: q.environment, options, filter: q.filter });
+    return { rows: res.activityLogs.map(activityRow), hasMore: res.hasMore, nextCursor: res.nextCursor };
+  }
+  const res = await logs.listAdminLogs({ projectName: q.project, options, filter: q.filter });
+  return { rows: res.adminLogs.map(adminRow), hasMore: res.hasMore, nextCursor: res.nextCursor };
+}
+
+/** Every matching entry as NDJSON (the ProtoJSON of each, one a line), streamed by the export RPC. */
+async function exportNdjson(kind: Kind, q: Query): Promise<{ blob: Blob; count: number }> {
+  const options = { order: "asc", fromTime: at(q.from), toTime: at(q.to) };
+  const lines: string[] = [];
+  if (kind === "activity") {
+    for await (const { entry } of logs.exportActivityLogs({ projectName: q.project, environmentName: q.environment, options, filter: q.filter }))
+      if (entry) lines.push(JSON.stringify(toJson(ActivityLogEntrySchema, entry)));
+  } else {
+    for await (const { entry } of logs.exportAdminLogs({ projectName: q.project, options, filter: q.filter }))
+      if (entry) lines.push(JSON.stringify(toJson(AdminLogEntrySchema, entry)));
+  }
+  return {
+    blob: new Blob(
+      lines.map((l) => `${l}\n`),
+      { type: "application/x-ndjson" },
+    ),
+    count: lines.length,
+  };
+}
+
+function download(blob: Blob, name: string) {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+export function LogsPage({ kind, projectId, environment }: { kind: Kind; projectId: string; environment?: string }) {
+  const me = useMe();
+  const fail = useFail();
+  const project = useProject(projectId);
+  const route = useRoute();
+  const query = route.query.toString();
+  const allowed = isAdmin(me, projectId);
+  const name = allowed ? project.data?.name : undefined;
+  const filter = Object.fromEntries(FIELDS[kind].map(([k]) => [k, route.query.get(k) ?? ""]));
+  const q: Query | null = name ? { project: name, environment, filter, from: route.query.get("from") ?? "", to: route.query.get("to") ?? "" } : null;
+  const [rows, setRows] = useState<Row[] | null>(null);
+  const [cursor, setCursor] = useState<string | undefined>(undefined);
+  const [error, setError] = useState<string | null>(null);
+  const [following, setFollowing] = useState(true);
+  const [exported, setExported] = useState<string | null>(null);
+  const loadedAt = useRef(new Date());
+  const title = kind === "activity" ? `Activity log of ${environment}` : "Admin log";
+  const path = kind === "activity" ? ["p", projectId, "env", environment!, "activity"] : ["p", projectId, "admin-log"];
+
+  useEffect(() => {
+    if (!q) return;
+    let stopped = false;
+    setRows(null);
+    loadedAt.current = new Date();
+    page(kind, q, { limit: PAGE, order: "desc", fromTime: at(q.from), toTime: at(q.to) }).then(
+      (res) => {
+        if (stopped) return;
+        setRows(res.rows);
+        setCursor(res.nextCursor);
+      },
+      (err) => !stopped && setError(fail(err)),
+    );
+    return () => {
+      stopped = true;
+    };
+  }, [name, query]);
+
+  // The tail: ascending from when the list was loaded (or the filter's start, if later), by the
+  // cursor the server always returns with `asc`; what it brings goes on top.
+  const tailing = following && rows !== null && !q?.to;
+  useEffect(() => {
+    if (!tailing || !q) return;
+    let stopped = false;
+    let tailCursor = "";
+    const from = q.from && new Date(q.from) > loadedAt.current ? at(q.from) : timestampFromDate(loadedAt.current);
+    let timer: ReturnType<typeof setTimeout>;
+    const poll = async () => {
+      if (document.visibilityState === "visible") {
+        try {
+          for (let more = true; more && !stopped; ) {
+            const res = await page(kind, q, { limit: 1000, order: "asc", cursor: tailCursor, fromTime: from });
+            if (stopped) return;
+            tailCursor = res.nextCursor ?? tailCursor;
+            more = res.hasMore;
+            if (res.rows.length) setRows((shown) => [...res.rows.reverse().filter((r) => !shown?.some((s) => s.id === r.id)), ...(shown ?? [])]);
+          }
+        } catch (err) {
+          if (!stopped) setError(fail(err));
+        }
+      }
+      if (!stopped) timer = setTimeout(poll, TAIL_MS);
+    };
+    void poll();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, [tailing, name, query]);
+
+  const more = async () => {
+    if (!q || !cursor) return;
+    try {
+      const res = await page(kind, q, { limit: PAGE, order: "desc", cursor, fromTime: at(q.from), toTime: at(q.to) });
+      setRows((shown) => [...(shown ?? []), ...res.rows]);
+      setCursor(res.nextCursor);
+    } catch (err) {
+      setError(fail(err));
+    }
+  };
+
+  const doExport = async () => {
+    if (!q) return;
+    setExported("Exporting…");
+    try {
+      const { blob, count } = await exportNdjson(kind, q);
+      const file = `${kind === "activity" ? `activity-${q.project}-${environment}` : `admin-${q.project}`}-${new Date().toISOString().slice(0, 19).replaceAll(":", "")}.ndjson`;
+      download(blob, file);
+      setExported(`Exported ${count} ${count === 1 ? "entry" : "entries"} to ${file}.`);
+    } catch (err) {
+      setExported(null);
+      setError(fail(err));
+    }
+  };
+
+  const crumbs = <Crumbs project={project.data} trail={[[kind === "activity" ? `${environment}: activity log` : "admin log", null]]} />;
+  if (!allowed)
+    return (
+      <Page title={title} crumbs={crumbs}>
+        <p class="error">Only the project's admins read its logs.</p>
+      </Page>
+    );
+  return (
+    <Page title={title} crumbs={crumbs}>
+      <ErrorText error={project.error} />
+      <LogFilters key={query} kind={kind} initial={Object.fromEntries(route.query)} onApply={(f) => go(path, f)} />
+      <div class="toolbar">
+        <label class="check">
+          <input type="checkbox" name="follow" checked={following} onChange={(e) => setFollowing(e.currentTarget.checked)} disabled={!!q?.to} />
+          Follow new entries (live)
+        </label>
+        <button type="button" class="secondary export" onClick={doExport}>
+          Export NDJSON
+        </button>
+        <span class="muted" role="status">
+          {exported}
+        </span>
+      </div>
+      <ErrorText error={error} />
+      {rows === null && !error && <Loading what="the log" />}
+      {rows?.length === 0 && <p class="muted">No entry matches.</p>}
+      {rows && rows.length > 0 && <LogTable kind={kind} rows={rows} />}
+      <More show={!!cursor} onMore={more} />
+    </Page>
+  );
+}
+
+function LogTable({ kind, rows }: { kind: Kind; rows: Row[] }) {
+  return (
+    <table class={`list log ${kind}`}>
+      <thead>
+        <tr>
+          <th scope="col">When</th>
+          <th scope="col">Action</th>
+          <th scope="col">{kind === "activity" ? "User, via" : "Actor"}</th>
+          <th scope="col">{kind === "activity" ? "Record, run" : "Target"}</th>
+          <th scope="col">Details</th>
+        </tr>
+      </thead>
+      <tbody>
+        {rows.map((r) => (
+          <tr key={r.id} data-entry={r.id} data-action={r.action}>
+            <td>
+              <When at={r.timestamp} />
+            </td>
+            <td>
+              <code>{r.action}</code>
+            </td>
+            <td>
+              {r.who}
+              {r.via && `, ${r.via}`}
+            </td>
+            <td>
+              {r.record}
+              {r.runId && (
+                <>
+                  {r.record && " "}
+                  <a href={href(["runs", r.runId])}>run</a>
+                </>
+              )}
+              {r.target && <code>{r.target}</code>}
+              {r.environment && ` (${r.environment})`}
+            </td>
+            <td>
+              <code class="details">{r.details && Object.keys(r.details).length ? JSON.stringify(r.details) : ""}</code>
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function LogFilters({ kind, initial, onApply }: { kind: Kind; initial: Record<string, string>; onApply: (f: Record<string, string>) => void }) {
+  const [f, setF] = useState(initial);
+  const field = (k: string, label: string, type: "text" | "datetime-local" = "text") => (
+    <Field key={k} name={k} label={label} type={type} value={f[k] ?? ""} onValue={(v) => setF({ ...f, [k]: v })} />
+  );
+  return (
+    <form
+      class="filters"
+      onSubmit={(e) => {
+        e.preventDefault();
+        onApply(f);
+      }}
+    >
+      {FIELDS[kind].map(([k, label]) => field(k, label))}
+      {field("from", "From", "datetime-local")}
+      {field("to", "Before", "datetime-local")}
+      <button type="submit">Search</button>
+    </form>
+  );
+}

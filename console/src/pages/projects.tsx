@@ -1,0 +1,56 @@
+// The first page: the projects the user has a role on (an organization admin: all of them), and
+// a run opened by its id.
+import { useState } from "preact/hooks";
+import { admin } from "../api.js";
+import { go, href } from "../route.js";
+import { roleOn, useLoad, useMe } from "../session.js";
+import { ErrorText, Loading } from "../ui.js";
+import { Page } from "./common.js";
+
+export function ProjectsPage() {
+  const me = useMe();
+  const projects = useLoad(async (signal) => (await admin.listProjects({ pageSize: 1000 }, { signal })).projects, []);
+  const [runId, setRunId] = useState("");
+  return (
+    <Page title="Projects">
+      <ErrorText error={projects.error} />
+      {!projects.data && !projects.error && <Loading what="the projects" />}
+      {projects.data?.length === 0 && <p class="muted">You have no role on any project yet: an admin of your organization gives you one.</p>}
+      {projects.data && projects.data.length > 0 && (
+        <table class="list projects">
+          <thead>
+            <tr>
+              <th scope="col">Project</th>
+              <th scope="col">Your role</th>
+              <th scope="col">SSO</th>
+            </tr>
+          </thead>
+          <tbody>
+            {projects.data.map((p) => (
+              <tr key={p.id}>
+                <td>
+                  <a href={href(["p", p.id])}>{p.name}</a>
+                </td>
+                <td>{roleOn(me, p.id) ?? "–"}</td>
+                <td>{p.requiresSso ? "required" : "no"}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <form
+        class="open-run inline"
+        onSubmit={(e) => {
+          e.preventDefault();
+          go(["runs", runId.trim()]);
+        }}
+      >
+        <label>
+          Open a run by id
+          <input name="runId" value={runId} onInput={(e) => setRunId(e.currentTarget.value)} placeholder="the runId a webhook call answered" />
+        </label>
+        <button type="submit">Open</button>
+      </form>
+    </Page>
+  );
+}

@@ -1,0 +1,158 @@
+// The few components every page shares: messages, a confirmation, a copy button, a secret shown
+// once, "more" for paged lists, and times.
+import type { ComponentChildren } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { dateOf } from "./time.js";
+
+export function ErrorText({ error }: { error: string | null | undefined }) {
+  return error ? (
+    <p class="error" role="alert">
+      {error}
+    </p>
+  ) : null;
+}
+
+export function Loading({ what }: { what: string }) {
+  return <p class="muted">Loading {what}…</p>;
+}
+
+/** A date and time as the reader's locale writes it, with the exact instant in a tooltip. */
+export function When({ at, none = "–" }: { at: Timestamp | undefined; none?: string }) {
+  const d = dateOf(at);
+  if (!d) return <span class="muted">{none}</span>;
+  return (
+    <time dateTime={d.toISOString()} title={d.toISOString()}>
+      {d.toLocaleString(undefined, { hour12: false })}
+    </time>
+  );
+}
+
+/** A button that asks before it acts: the question and its consequence stay on the page until answered. */
+export function Confirm(props: {
+  label: string;
+  question: string;
+  confirm: string;
+  danger?: boolean;
+  disabled?: boolean;
+  onConfirm: () => Promise<void> | void;
+}) {
+  const [asking, setAsking] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const keep = useRef<HTMLButtonElement>(null);
+  // The question takes the focus, on its safe answer: Enter does not act by accident.
+  useEffect(() => {
+    if (asking) keep.current?.focus();
+  }, [asking]);
+  if (!asking)
+    return (
+      <button type="button" class={props.danger ? "danger" : "secondary"} disabled={props.disabled} onClick={() => setAsking(true)}>
+        {props.label}
+      </button>
+    );
+  const yes = async () => {
+    setBusy(true);
+    try {
+      await props.onConfirm();
+    } finally {
+      setBusy(false);
+      setAsking(false);
+    }
+  };
+  return (
+    <div class="confirm" role="alertdialog" aria-label={props.label}>
+      <p>{props.question}</p>
+      <button type="button" class={props.danger ? "danger" : ""} disabled={busy} onClick={yes}>
+        {props.confirm}
+      </button>
+      <button type="button" class="secondary" onClick={() => setAsking(false)} ref={keep}>
+        Keep as is
+      </button>
+    </div>
+  );
+}
+
+/** Copies `text` to the clipboard; says whether it did. */
+export function CopyButton({ text, label = "Copy" }: { text: string; label?: string }) {
+  const [said, setSaid] = useState<string | null>(null);
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+      setSaid("Copied");
+    } catch {
+      setSaid("Could not copy: select the text and copy it");
+    }
+  };
+  return (
+    <>
+      <button type="button" class="secondary copy" onClick={copy}>
+        {label}
+      </button>
+      <span class="muted" role="status">
+        {said}
+      </span>
+    </>
+  );
+}
+
+/** A secret shown once, right after it was made, with a copy button. */
+export function OnceSecret({ secret, onDone }: { secret: string; onDone: () => void }) {
+  return (
+    <div class="secret" role="status">
+      <p>
+        <strong>Copy this token now:</strong> runhook keeps only its hash and will not show it again.
+      </p>
+      <code class="secret-value">{secret}</code> <CopyButton text={secret} />
+      <p>
+        <button type="button" class="secondary" onClick={onDone}>
+          I have copied it
+        </button>
+      </p>
+    </div>
+  );
+}
+
+export function More({ show, onMore, busy }: { show: boolean; onMore: () => void; busy?: boolean }) {
+  return show ? (
+    <button type="button" class="secondary more" onClick={onMore} disabled={busy}>
+      More
+    </button>
+  ) : null;
+}
+
+export function Section({ title, children, actions }: { title: string; children: ComponentChildren; actions?: ComponentChildren }) {
+  return (
+    <section>
+      <div class="section-head">
+        <h2>{title}</h2>
+        {actions}
+      </div>
+      {children}
+    </section>
+  );
+}
+
+/** A labelled text (or date and time) input. */
+export function Field(props: {
+  name: string;
+  label: string;
+  value: string;
+  onValue: (v: string) => void;
+  type?: "text" | "datetime-local";
+  placeholder?: string;
+}) {
+  const id = `field-${props.name}`;
+  const common = {
+    id,
+    name: props.name,
+    value: props.value,
+    placeholder: props.placeholder,
+    onInput: (e: { currentTarget: HTMLInputElement }) => props.onValue(e.currentTarget.value),
+  };
+  return (
+    <label for={id}>
+      {props.label}
+      {props.type === "datetime-local" ? <input type="datetime-local" {...common} /> : <input type="text" {...common} />}
+    </label>
+  );
+}
