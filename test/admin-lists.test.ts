@@ -79,17 +79,22 @@ describe("scope: a user sees what its roles let it see, nothing of another organ
     expect(perms.map((p) => p.collectionId)).toEqual([w.collectionId]);
     expect((await admin.getCollectionPermission({ renderingId: w.renderingId, collectionId: w.collectionId })).permission!.readRoles).toContain("user");
 
+    // Every role sees the environments (where its runs are searched); the data database only admins.
+    expect((await admin.listEnvironments({ projectId: w.projectId })).environments[0]!.dataDatabase).not.toBe("");
+    const user = client(w.userToken);
+    for (const c of [editor.c, user]) {
+      const [listed] = (await c.listEnvironments({ projectId: w.projectId })).environments;
+      expect(listed).toMatchObject({ id: w.environmentId, name: w.environmentName, dataDatabase: "" });
+      expect((await c.getEnvironment({ environmentId: w.environmentId })).environment).toMatchObject({ name: w.environmentName, dataDatabase: "" });
+    }
+    expect(await code((await member(other, "user")).c.listEnvironments({ projectId: w.projectId }))).toBe(Code.NotFound);
     // An editor changes workflows only; a user (even in the team) none of these.
-    expect(await code(editor.c.listEnvironments({ projectId: w.projectId }))).toBe(Code.PermissionDenied);
     expect(await code(editor.c.listTeams({ projectId: w.projectId }))).toBe(Code.PermissionDenied);
     expect(await code(editor.c.listCollectionPermissions({ renderingId: w.renderingId }))).toBe(Code.PermissionDenied);
-    const user = client(w.userToken);
     for (const call of [
-      () => user.listEnvironments({ projectId: w.projectId }),
       () => user.listTeams({ projectId: w.projectId }),
       () => user.listRenderings({ projectId: w.projectId }),
       () => user.listCollections({ environmentId: w.environmentId }),
-      () => user.getEnvironment({ environmentId: w.environmentId }),
     ])
       expect(await code(call())).toBe(Code.PermissionDenied);
 

@@ -196,10 +196,11 @@ it("a user who is not an admin sees their runs and the workflow's state, but no 
   const { page, done } = await signedIn(w.userToken, w.user.email);
   await page.getByRole("link", { name: w.projectName }).click();
   await page.getByText("Your role: user").waitFor();
-  for (const hidden of ["Environments", "Renderings", "Project settings"]) expect(await page.getByRole("heading", { name: hidden }).count()).toBe(0);
-  // Their own runs of an environment, by its name.
-  await page.locator("input[name=environment]").fill(w.environmentName);
-  await page.getByRole("button", { name: "Show runs" }).click();
+  for (const hidden of ["Renderings", "Project settings"]) expect(await page.getByRole("heading", { name: hidden }).count()).toBe(0);
+  // The environments, with their own runs only: no logs, no notes.
+  await page.getByRole("heading", { name: "Environments" }).waitFor();
+  for (const hidden of ["Activity log", "Notes"]) expect(await page.getByRole("link", { name: hidden }).count()).toBe(0);
+  await page.getByRole("link", { name: "Your runs" }).click();
   await page.locator(`tr[data-run="${hook.body.runId}"]`).waitFor(LONG);
   // From the run to its workflow: state and rate limit, no URL, no buttons that change it.
   await page.locator(`tr[data-run="${hook.body.runId}"] a`).click();

@@ -1,9 +1,8 @@
-// A project: its environments (project admins list them) with their runs, logs and notes; its
-// renderings (editors and admins), each leading to its workflows; the admin's settings. A user
-// with the `user` role lists neither: they open an environment's runs by its name.
-import { useState } from "preact/hooks";
+// A project: its environments with their runs (every role; a user who is not an admin sees its
+// own runs), logs and notes (admins); its renderings (editors and admins), each leading to its
+// workflows; the admin's settings.
 import { admin } from "../api.js";
-import { go, href } from "../route.js";
+import { href } from "../route.js";
 import { isAdmin, mayChangeWorkflows, roleOn, useLoad, useMe } from "../session.js";
 import { ErrorText, Loading, Section } from "../ui.js";
 import { Crumbs, Page, useProject } from "./common.js";
@@ -13,10 +12,7 @@ export function ProjectPage({ projectId }: { projectId: string }) {
   const project = useProject(projectId);
   const adminHere = isAdmin(me, projectId);
   const editorHere = mayChangeWorkflows(me, projectId);
-  const environments = useLoad(
-    async (signal) => (adminHere ? (await admin.listEnvironments({ projectId, pageSize: 1000 }, { signal })).environments : []),
-    [projectId, adminHere],
-  );
+  const environments = useLoad(async (signal) => (await admin.listEnvironments({ projectId, pageSize: 1000 }, { signal })).environments, [projectId]);
   const teams = useLoad(async (signal) => (adminHere ? (await admin.listTeams({ projectId, pageSize: 1000 }, { signal })).teams : []), [projectId, adminHere]);
   const renderings = useLoad(
     async (signal) => (editorHere ? (await admin.listRenderings({ projectId, pageSize: 1000 }, { signal })).renderings : []),
@@ -29,31 +25,32 @@ export function ProjectPage({ projectId }: { projectId: string }) {
     <Page title={p ? `Project ${p.name}` : "Project"} crumbs={<Crumbs project={p} />}>
       <ErrorText error={project.error} />
       <p class="muted">Your role: {roleOn(me, projectId) ?? "none"}</p>
-      {adminHere && (
-        <Section title="Environments">
-          <ErrorText error={environments.error} />
-          {!environments.data && !environments.error && <Loading what="the environments" />}
-          <table class="list environments">
-            <tbody>
-              {(environments.data ?? []).map((e) => (
-                <tr key={e.id}>
-                  <th scope="row">{e.name}</th>
-                  <td>
-                    <a href={href(["p", projectId, "env", e.name, "runs"])}>Runs</a>
-                  </td>
-                  <td>
-                    <a href={href(["p", projectId, "env", e.name, "activity"])}>Activity log</a>
-                  </td>
-                  <td>
-                    <a href={href(["p", projectId, "env", e.name, "notes"])}>Notes</a>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </Section>
-      )}
-      {!adminHere && <OpenEnvironment projectId={projectId} />}
+      <Section title="Environments">
+        <ErrorText error={environments.error} />
+        {!environments.data && !environments.error && <Loading what="the environments" />}
+        <table class="list environments">
+          <tbody>
+            {(environments.data ?? []).map((e) => (
+              <tr key={e.id}>
+                <th scope="row">{e.name}</th>
+                <td>
+                  <a href={href(["p", projectId, "env", e.name, "runs"])}>{adminHere ? "Runs" : "Your runs"}</a>
+                </td>
+                {adminHere && (
+                  <>
+                    <td>
+                      <a href={href(["p", projectId, "env", e.name, "activity"])}>Activity log</a>
+                    </td>
+                    <td>
+                      <a href={href(["p", projectId, "env", e.name, "notes"])}>Notes</a>
+                    </td>
+                  </>
+                )}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </Section>
       {editorHere && (
         <Section title="Renderings">
           <p class="muted">A rendering is one team's configuration in one environment; its workflows and their webhooks are there.</p>
@@ -93,25 +90,5 @@ export function ProjectPage({ projectId }: { projectId: string }) {
         </Section>
       )}
     </Page>
-  );
-}
-
-/** For those who may not list the environments: the runs of one named environment (their own runs). */
-function OpenEnvironment({ projectId }: { projectId: string }) {
-  const [name, setName] = useState("");
-  return (
-    <form
-      class="inline"
-      onSubmit={(e) => {
-        e.preventDefault();
-        if (name.trim()) go(["p", projectId, "env", name.trim(), "runs"]);
-      }}
-    >
-      <label>
-        Your runs in the environment
-        <input name="environment" value={name} onInput={(e) => setName(e.currentTarget.value)} placeholder="e.g. production" />
-      </label>
-      <button type="submit">Show runs</button>
-    </form>
   );
 }

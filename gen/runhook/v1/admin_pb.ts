@@ -3858,7 +3858,8 @@ export const AdminService: GenService<{
     output: typeof GetProjectResponseSchema;
   },
   /**
-   * ListEnvironments lists a project's environments (project admins, as CreateEnvironment).
+   * ListEnvironments lists a project's environments (any role on the project;
+   * `data_database` is empty unless the caller is an admin of it).
    *
    * @generated from rpc runhook.v1.AdminService.ListEnvironments
    */
@@ -3868,7 +3869,7 @@ export const AdminService: GenService<{
     output: typeof ListEnvironmentsResponseSchema;
   },
   /**
-   * GetEnvironment returns an environment (project admins).
+   * GetEnvironment returns an environment (as ListEnvironments shows it).
    *
    * @generated from rpc runhook.v1.AdminService.GetEnvironment
    */

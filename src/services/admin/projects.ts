@@ -4,12 +4,12 @@ import { isRole } from "../../domain/auth/roles.js";
 import { isDuplicateKey } from "../../store/index.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
-import { assertOrgAdmin, assertSsoSession } from "../../domain/auth/access.js";
+import { assertOrgAdmin, assertSsoSession, holdsProjectRole } from "../../domain/auth/access.js";
 import { adminLog, caller, inProject, insertUnique, projectOf, reader, required, userInOrg, type AdminImpl } from "./common.js";
 import { environmentToProto, projectToProto } from "./convert.js";
 import { byId, pageOf } from "./paging.js";
 import { DATA_DATABASE_NAME, isReservedDatabase } from "../../config.js";
-import type { ProjectDoc } from "../../store/types.js";
+import type { EnvironmentDoc, ProjectDoc } from "../../store/types.js";
 import type { AppPrincipal } from "../../domain/auth/tokens.js";
 
 const PROJECT_NAME = /^[A-Za-z0-9._-]{1,100}$/;
@@ -31,6 +31,9 @@ export function projectMethods(
 }
 
 /** Projects: those the caller has a role on (organization admins: all); environments: project admins, who make them. */
+/** An environment as the caller sees it: its data database only for the project's admins. */
+const environmentShown = (admin: boolean) => (e: EnvironmentDoc) => ({ ...environmentToProto(e), dataDatabase: admin ? e.dataDatabase : "" });
+
 function projectReads(deps: Deps): Pick<AdminImpl, "listProjects" | "getProject" | "listEnvironments" | "getEnvironment"> {
   const dir = deps.store.directory;
   return {
@@ -46,19 +49,22 @@ function projectReads(deps: Deps): Pick<AdminImpl, "listProjects" | "getProject"
       return { project: projectToProto(await inProject(view, p, req.projectId, "user")) };
     },
 
+    // Any role on the project sees its environments (their names are where its runs are
+    // searched); which database holds the records, only its admins.
     async listEnvironments(req, ctx) {
       const { view, p } = await reader(deps, ctx);
-      const project = await inProject(view, p, req.projectId, "admin");
+      const project = await inProject(view, p, req.projectId, "user");
+      const shown = environmentShown(await holdsProjectRole(view, p.user, project, "admin"));
       const page = pageOf(deps, p, { list: "environments", projectId: project._id }, req);
       const { items, nextPageToken } = page.cut(await dir.environments.list(project._id, page.after, page.read), byId);
-      return { environments: items.map(environmentToProto), nextPageToken };
+      return { environments: items.map(shown), nextPageToken };
     },
 
     async getEnvironment(req, ctx) {
       const { view, p } = await reader(deps, ctx);
       const environment = await deps.store.immutable.environment(required(req.environmentId, "environment_id"));
-      await projectOf(view, p, environment?.projectId, "admin", `environment "${req.environmentId}"`);
-      return { environment: environmentToProto(environment!) };
+      const project = await projectOf(view, p, environment?.projectId, "user", `environment "${req.environmentId}"`);
+      return { environment: environmentShown(await holdsProjectRole(view, p.user, project, "admin"))(environment!) };
     },
   };
 }
