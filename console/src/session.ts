@@ -3,7 +3,7 @@
 import { createContext } from "preact";
 import { useCallback, useContext, useEffect, useRef, useState } from "preact/hooks";
 import type { WhoAmIResponse } from "../../gen/runhook/v1/admin_pb.js";
-import { describe } from "./api.js";
+import { Code, describe } from "./api.js";
 
 export type Role = "admin" | "editor" | "user";
 
@@ -44,9 +44,17 @@ export function useFail(): (err: unknown) => string {
   );
 }
 
+/** Whether a failed call means "not there for you": not found, or refused. */
+export function isMissing(err: unknown): boolean {
+  const { code } = describe(err);
+  return code === Code.NotFound || code === Code.PermissionDenied;
+}
+
 export interface Loaded<T> {
   data: T | undefined;
   error: string | null;
+  /** The server answered that it does not exist or is not the caller's (NotFound, PermissionDenied). */
+  missing: boolean;
   reload: () => void;
   set: (value: T) => void;
 }
@@ -56,12 +64,14 @@ export function useLoad<T>(load: (signal: AbortSignal) => Promise<T>, deps: unkn
   const fail = useFail();
   const [data, setData] = useState<T | undefined>(undefined);
   const [error, setError] = useState<string | null>(null);
+  const [missing, setMissing] = useState(false);
   const [round, setRound] = useState(0);
   const key = JSON.stringify(deps);
   const lastKey = useRef(key);
   useEffect(() => {
     const stop = new AbortController();
     setError(null);
+    setMissing(false);
     // Another thing to load (not a reload of the same): what was shown is not it.
     if (lastKey.current !== key) {
       lastKey.current = key;
@@ -69,9 +79,13 @@ export function useLoad<T>(load: (signal: AbortSignal) => Promise<T>, deps: unkn
     }
     load(stop.signal).then(
       (value) => !stop.signal.aborted && setData(value),
-      (err) => !stop.signal.aborted && setError(fail(err)),
+      (err) => {
+        if (stop.signal.aborted) return;
+        setMissing(isMissing(err));
+        setError(fail(err));
+      },
     );
     return () => stop.abort();
   }, [key, round]);
-  return { data, error, reload: () => setRound((n) => n + 1), set: setData };
+  return { data, error, missing, reload: () => setRound((n) => n + 1), set: setData };
 }

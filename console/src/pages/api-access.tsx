@@ -4,7 +4,7 @@ import { useState } from "preact/hooks";
 import { admin } from "../api.js";
 import { isAdmin, useFail, useLoad, useMe } from "../session.js";
 import { Confirm, ErrorText, Field, Loading, OnceSecret, Section } from "../ui.js";
-import { Crumbs, Page, useProject } from "./common.js";
+import { Crumbs, NotFound, Page, useProject } from "./common.js";
 import { TokenTable } from "./tokens.js";
 
 export function ApiAccessPage({ projectId }: { projectId: string }) {
@@ -21,6 +21,7 @@ export function ApiAccessPage({ projectId }: { projectId: string }) {
   const [secret, setSecret] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
   const crumbs = <Crumbs project={project.data} trail={[["API access", null]]} />;
+  if (project.missing) return <NotFound what="project" />;
   if (!allowed)
     return (
       <Page title="API access" crumbs={crumbs}>

@@ -36,3 +36,20 @@ export function Page({ title, children, crumbs }: { title: ComponentChildren; ch
     </section>
   );
 }
+
+/**
+ * What a page shows when what its address names does not exist or is not the reader's (the
+ * server answered NotFound or PermissionDenied): the same words either way, and nothing of the
+ * address (a typed id is not echoed).
+ */
+export function NotFound({ what }: { what: string }) {
+  return (
+    <section class="page not-found">
+      <Crumbs trail={[["Not found", null]]} />
+      <h1>Not found</h1>
+      <p class="error" role="alert">
+        No such {what} for you: it does not exist, or your account has no access to it. <a href={href([])}>Back to your projects</a>
+      </p>
+    </section>
+  );
+}

@@ -16,7 +16,7 @@ import { logs } from "../api.js";
 import { go, href, useRoute } from "../route.js";
 import { isAdmin, useFail, useMe } from "../session.js";
 import { ErrorText, Field, Loading, More, When } from "../ui.js";
-import { Crumbs, Page, useProject } from "./common.js";
+import { Crumbs, NotFound, Page, useProject } from "./common.js";
 
 type Kind = "activity" | "admin";
 const PAGE = 50;
@@ -216,6 +216,7 @@ export function LogsPage({ kind, projectId, environment }: { kind: Kind; project
   };
 
   const crumbs = <Crumbs project={project.data} trail={[[kind === "activity" ? `${environment}: activity log` : "admin log", null]]} />;
+  if (project.missing) return <NotFound what="project" />;
   if (!allowed)
     return (
       <Page title={title} crumbs={crumbs}>

@@ -7,7 +7,7 @@ import { notes } from "../api.js";
 import { go, useRoute } from "../route.js";
 import { isAdmin, useFail, useMe } from "../session.js";
 import { Confirm, ErrorText, Field, Loading, More, When } from "../ui.js";
-import { Crumbs, Page, useProject } from "./common.js";
+import { Crumbs, NotFound, Page, useProject } from "./common.js";
 
 const PAGE = 20;
 
@@ -64,6 +64,7 @@ export function NotesPage({ projectId, environment }: { projectId: string; envir
   }, [name, query, round]);
 
   const crumbs = <Crumbs project={project.data} trail={[[`${environment}: notes`, null]]} />;
+  if (project.missing) return <NotFound what="project" />;
   if (!allowed)
     return (
       <Page title="Notes" crumbs={crumbs}>

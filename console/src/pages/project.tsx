@@ -5,7 +5,7 @@ import { admin } from "../api.js";
 import { href } from "../route.js";
 import { isAdmin, mayChangeWorkflows, roleOn, useLoad, useMe } from "../session.js";
 import { ErrorText, Loading, Section } from "../ui.js";
-import { Crumbs, Page, useProject } from "./common.js";
+import { Crumbs, NotFound, Page, useProject } from "./common.js";
 
 export function ProjectPage({ projectId }: { projectId: string }) {
   const me = useMe();
@@ -18,6 +18,7 @@ export function ProjectPage({ projectId }: { projectId: string }) {
     async (signal) => (editorHere ? (await admin.listRenderings({ projectId, pageSize: 1000 }, { signal })).renderings : []),
     [projectId, editorHere],
   );
+  if (project.missing) return <NotFound what="project" />;
   const p = project.data;
   const envName = new Map((environments.data ?? []).map((e) => [e.id, e.name]));
   const teamName = new Map((teams.data ?? []).map((t) => [t.id, t.name]));

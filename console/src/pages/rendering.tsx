@@ -4,11 +4,13 @@ import { admin } from "../api.js";
 import { href } from "../route.js";
 import { useLoad } from "../session.js";
 import { ErrorText, Loading } from "../ui.js";
-import { Crumbs, Page, useProject } from "./common.js";
+import { Crumbs, NotFound, Page, useProject } from "./common.js";
 
 export function RenderingPage({ projectId, renderingId }: { projectId: string; renderingId: string }) {
   const project = useProject(projectId);
   const workflows = useLoad(async (signal) => (await admin.listWorkflows({ renderingId, pageSize: 1000 }, { signal })).workflows, [renderingId]);
+  if (project.missing) return <NotFound what="project" />;
+  if (workflows.missing) return <NotFound what="rendering" />;
   return (
     <Page title="Workflows" crumbs={<Crumbs project={project.data} trail={[["Workflows", null]]} />}>
       <ErrorText error={workflows.error} />

@@ -4,10 +4,10 @@ import { useEffect, useState } from "preact/hooks";
 import type { Run, StepResult } from "../../../gen/runhook/v1/run_pb.js";
 import { runs } from "../api.js";
 import { href } from "../route.js";
-import { useFail } from "../session.js";
+import { isMissing, useFail } from "../session.js";
 import { clock, dateOf, duration } from "../time.js";
 import { Confirm } from "../ui.js";
-import { Crumbs } from "./common.js";
+import { Crumbs, NotFound } from "./common.js";
 
 const FINISHED = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
@@ -16,6 +16,7 @@ function useWatchedRun(runId: string) {
   const fail = useFail();
   const [run, setRun] = useState<Run | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const [missing, setMissing] = useState(false);
   useEffect(() => {
     const stop = new AbortController();
     (async () => {
@@ -23,12 +24,13 @@ function useWatchedRun(runId: string) {
         for await (const res of runs.watchRun({ runId }, { signal: stop.signal })) if (res.run) setRun(res.run);
       } catch (err) {
         if (stop.signal.aborted) return;
+        setMissing(isMissing(err));
         setError(fail(err));
       }
     })();
     return () => stop.abort();
   }, [runId]);
-  return { run, setRun, error, setError };
+  return { run, setRun, error, setError, missing };
 }
 
 /** The span the timeline draws: from the run's creation to its end (or now). */
@@ -59,7 +61,7 @@ function StepRow({ step, from, to, now }: { step: StepResult; from: number; to: 
 
 export function RunPage({ runId }: { runId: string }) {
   const fail = useFail();
-  const { run, setRun, error, setError } = useWatchedRun(runId);
+  const { run, setRun, error, setError, missing } = useWatchedRun(runId);
   const [now, setNow] = useState(Date.now());
   const ongoing = run !== null && !FINISHED.has(run.state);
   useEffect(() => {
@@ -67,6 +69,7 @@ export function RunPage({ runId }: { runId: string }) {
     const t = setInterval(() => setNow(Date.now()), 250);
     return () => clearInterval(t);
   }, [ongoing]);
+  if (!run && missing) return <NotFound what="run" />;
   if (!run) return <p class={error ? "error" : "muted"}>{error ?? "Loading the run…"}</p>;
   const [from, to] = span(run, now);
   const cancel = async () => {

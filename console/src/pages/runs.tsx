@@ -11,7 +11,7 @@ import { go, href, useRoute } from "../route.js";
 import { useFail } from "../session.js";
 import { dateOf, duration } from "../time.js";
 import { ErrorText, Field, Loading, More, When } from "../ui.js";
-import { Crumbs, Page, useProject } from "./common.js";
+import { Crumbs, NotFound, Page, useProject } from "./common.js";
 
 const STATES = ["QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"];
 const PAGE = 50;
@@ -115,6 +115,7 @@ export function RunsPage({ projectId, environment }: { projectId: string; enviro
     }
   };
 
+  if (project.missing) return <NotFound what="project" />;
   return (
     <Page title={`Runs in ${environment}`} crumbs={<Crumbs project={project.data} trail={[[`${environment}: runs`, null]]} />}>
       <ErrorText error={project.error} />

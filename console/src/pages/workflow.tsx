@@ -5,11 +5,12 @@
 import { useState } from "preact/hooks";
 import type { Webhook, Workflow, WorkflowVersion } from "../../../gen/runhook/v1/admin_pb.js";
 import type { Step } from "../../../gen/runhook/v1/common_pb.js";
-import { admin } from "../api.js";
+import { ConnectError } from "@connectrpc/connect";
+import { admin, Code } from "../api.js";
 import { href } from "../route.js";
 import { isAdmin, mayChangeWorkflows, useFail, useLoad, useMe } from "../session.js";
 import { Confirm, CopyButton, ErrorText, Loading, Section, When } from "../ui.js";
-import { Crumbs, Page, useProject } from "./common.js";
+import { Crumbs, NotFound, Page, useProject } from "./common.js";
 
 interface Props {
   projectId: string;
@@ -24,7 +25,7 @@ export function WorkflowPage({ projectId, renderingId, workflowId }: Props) {
     async (signal): Promise<Workflow> => {
       const { workflows } = await admin.listWorkflows({ renderingId, pageSize: 1000 }, { signal });
       const found = workflows.find((w) => w.id === workflowId);
-      if (!found) throw new Error("This workflow is not in this rendering.");
+      if (!found) throw new ConnectError("This workflow is not in this rendering.", Code.NotFound);
       return found;
     },
     [renderingId, workflowId],
@@ -38,6 +39,8 @@ export function WorkflowPage({ projectId, renderingId, workflowId }: Props) {
     },
     [projectId, renderingId],
   );
+  if (project.missing) return <NotFound what="project" />;
+  if (workflow.missing) return <NotFound what="workflow" />;
   const w = workflow.data;
   return (
     <Page

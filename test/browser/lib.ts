@@ -1,0 +1,89 @@
+// What the console's newer browser scenarios share: Debian's chromium launched headless, a test
+// server on a free loopback port, and a browser context signed in to the console that records
+// every request and every error the page logs, checked when the context is done.
+import { existsSync } from "node:fs";
+import { createServer } from "node:net";
+import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page } from "playwright-core";
+import { expect } from "vitest";
+import { startServer, type TestServer } from "../helpers/server.js";
+
+export const CHROMIUM = "/usr/bin/chromium";
+const ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+export const LONG = { timeout: 20_000 };
+
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+/** A test server whose public base URL is its own loopback address (the console's origin). */
+export async function consoleServer(): Promise<TestServer> {
+  const port = await freePort();
+  return startServer({ env: { PORT: String(port), PUBLIC_BASE_URL: `http://127.0.0.1:${port}` } });
+}
+
+export async function launch(): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium; .ci/run does)`);
+  return chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+}
+
+export interface Session {
+  page: Page;
+  context: BrowserContext;
+  /** Closes the browser context and checks that nothing left the machine and nothing was logged as an error. */
+  done(): Promise<void>;
+}
+
+export interface SessionOptions extends BrowserContextOptions {
+  /** Console errors this scenario expects (each matched in full); any other fails it. */
+  allowErrors?: RegExp;
+}
+
+/** A fresh browser context on the console's sign-in page. */
+export async function openConsole(browser: Browser, server: TestServer, opts: SessionOptions = {}): Promise<Session> {
+  const { allowErrors, ...contextOptions } = opts;
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, ...contextOptions });
+  const requests: string[] = [];
+  const problems: string[] = [];
+  context.on("request", (r) => requests.push(r.url()));
+  const page = await context.newPage();
+  page.on("console", (m) => m.type() === "error" && !allowErrors?.test(m.text()) && problems.push(`console: ${m.text()}`));
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  expect((await page.goto(`${server.baseUrl}/console`))?.status()).toBe(200);
+  await page.locator("form.sign-in").waitFor(LONG);
+  return {
+    page,
+    context,
+    async done() {
+      await context.close();
+      expect(requests.filter((u) => !u.startsWith(server.baseUrl) && !u.startsWith(`blob:${server.baseUrl}`))).toEqual([]);
+      expect(problems).toEqual([]);
+    },
+  };
+}
+
+/** Signs in on the sign-in page with `token`; waits for `email` in the header. */
+export async function signIn(page: Page, token: string, email: string): Promise<void> {
+  await page.locator("input[name=token]").fill(token);
+  await page.locator("form.sign-in button[type=submit]").click();
+  await page.locator("header .who").waitFor(LONG);
+  expect(await page.locator("header .who").textContent()).toBe(email);
+}
+
+/** A fresh browser context signed in to the console with `token`. */
+export async function signedIn(browser: Browser, server: TestServer, token: string, email: string, opts: SessionOptions = {}): Promise<Session> {
+  const session = await openConsole(browser, server, opts);
+  await signIn(session.page, token, email);
+  return session;
+}
