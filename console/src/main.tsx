@@ -66,9 +66,12 @@ function pageOf({ parts }: Route) {
     }
   }
   return (
-    <p class="error" role="alert">
-      No such page. <a href={href([])}>Back to the projects</a>
-    </p>
+    <section class="page">
+      <h1>No such page</h1>
+      <p class="error" role="alert">
+        No such page. <a href={href([])}>Back to the projects</a>
+      </p>
+    </section>
   );
 }
 
@@ -92,18 +95,25 @@ function App() {
       else setError(d.message);
     });
   }, [session]);
-  if (session === undefined) return <p class="muted">Loading…</p>;
+  if (session === undefined)
+    return (
+      <main>
+        <p class="muted">Loading…</p>
+      </main>
+    );
   if (session === null)
     return (
-      <SignIn
-        notice={notice}
-        onSignedIn={(s) => {
-          setNotice(null);
-          setSession(s);
-        }}
-      />
+      <main>
+        <SignIn
+          notice={notice}
+          onSignedIn={(s) => {
+            setNotice(null);
+            setSession(s);
+          }}
+        />
+      </main>
     );
-  if (!who) return error ? <ErrorText error={error} /> : <p class="muted">Loading…</p>;
+  if (!who) return <main>{error ? <ErrorText error={error} /> : <p class="muted">Loading…</p>}</main>;
   return (
     <MeContext.Provider value={{ who, signedOut: () => ended("Your session has ended: sign in again.") }}>
       <header>
@@ -126,7 +136,7 @@ function App() {
           Sign out
         </button>
       </header>
-      {pageOf(route)}
+      <main>{pageOf(route)}</main>
     </MeContext.Provider>
   );
 }

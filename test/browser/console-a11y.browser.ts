@@ -1,0 +1,112 @@
+// The console's accessibility, in a real browser: axe-core (node_modules/axe-core) checks every
+// page — sign-in, projects, project, rendering, workflow with its trigger settings (and a
+// confirmation open), runs, run, activity log, admin log, notes, account, API access — and finds
+// no serious or critical violation. The page's CSP refuses injected scripts, so this browser
+// context alone bypasses it (`bypassCSP`) to load axe; the other scenarios keep the CSP.
+import { createRequire } from "node:module";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { createWorld, type World } from "../../fixtures/world.js";
+import type { TestServer } from "../helpers/server.js";
+import { postHook } from "../helpers/webhook.js";
+import { LONG, consoleServer, launch, openConsole, signIn } from "./lib.js";
+
+const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
+
+let server: TestServer;
+let browser: Browser;
+let w: World;
+let runId: string;
+
+beforeAll(async () => {
+  server = await consoleServer();
+  w = await createWorld(server, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "done" } }] });
+  const hook = await postHook(`${server.baseUrl}${w.hookPath}`, w.userToken, { record_id: "r1" });
+  expect(hook.status).toBe(202);
+  runId = hook.body.runId!;
+  browser = await launch();
+});
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+interface Violation {
+  id: string;
+  impact: string | null;
+  help: string;
+  nodes: { target: string[]; failureSummary?: string }[];
+}
+
+/** axe's violations on the page as it is (axe injected once per document). */
+async function violations(page: Page): Promise<Violation[]> {
+  if (!(await page.evaluate(() => "axe" in window))) await page.addScriptTag({ path: AXE });
+  return page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run: (ctx: Document) => Promise<{ violations: Violation[] }> } }).axe;
+    const { violations } = await axe.run(document);
+    return violations.map((v) => ({
+      id: v.id,
+      impact: v.impact,
+      help: v.help,
+      nodes: v.nodes.map((n) => ({ target: n.target, failureSummary: n.failureSummary })),
+    }));
+  });
+}
+
+/** Violations as lines a reader can act on: impact, rule, where, why, and on which pages (the same node on several pages once). */
+function readable(found: [string, Violation][]): string[] {
+  const lines = new Map<string, string[]>();
+  for (const [where, v] of found)
+    for (const n of v.nodes) {
+      const line = `${v.impact} ${v.id} (${v.help}) at ${n.target.join(" ")}${n.failureSummary ? ` — ${n.failureSummary.replaceAll(/\s+/g, " ")}` : ""}`;
+      lines.set(line, [...(lines.get(line) ?? []), where]);
+    }
+  return [...lines].map(([line, pages]) => `${line} [on: ${pages.join(", ")}]`);
+}
+
+it("every page of the console has no serious or critical accessibility violation (axe-core)", { timeout: 180_000 }, async () => {
+  // A project that is not found: its refused call is logged by chromium, as it is meant to be.
+  const { page, done } = await openConsole(browser, server, {
+    bypassCSP: true,
+    allowErrors: /^Failed to load resource: the server responded with a status of 404 \(Not Found\)$/,
+  });
+  const found: [string, Violation][] = [];
+  const check = async (where: string) => {
+    for (const v of await violations(page)) found.push([where, v]);
+  };
+  const visit = async (route: string, ready: string, where: string) => {
+    await page.goto(`${server.baseUrl}/console#${route}`);
+    await page.locator(ready).first().waitFor(LONG);
+    await check(where);
+  };
+
+  await check("sign-in");
+  await signIn(page, w.adminToken, w.admin.email);
+  await page.locator("table.projects").waitFor(LONG);
+  await check("projects");
+  const env = w.environmentName;
+  await visit(`/p/${w.projectId}`, "table.renderings tbody tr", "project");
+  await visit(`/p/${w.projectId}/r/${w.renderingId}`, "table.workflows tbody tr", "rendering");
+  await visit(`/p/${w.projectId}/r/${w.renderingId}/w/${w.workflowId}`, ".version.active", "workflow (trigger settings)");
+  await page.getByRole("button", { name: "Disable" }).click();
+  await page.getByRole("alertdialog").waitFor();
+  await check("workflow (a confirmation open)");
+  await visit(`/p/${w.projectId}/env/${env}/runs`, `tr[data-run="${runId}"]`, "runs");
+  await visit(`/runs/${runId}`, ".run h1 .state.succeeded", "run");
+  await visit(`/p/${w.projectId}/env/${env}/activity`, "table.log tbody tr", "activity log");
+  await visit(`/p/${w.projectId}/admin-log`, "table.log tbody tr", "admin log");
+  await visit(`/p/${w.projectId}/env/${env}/notes`, "text=No note matches.", "notes");
+  await page.getByRole("button", { name: "New note" }).click();
+  await check("notes (a new note's form)");
+  await visit("/account", "table.tokens", "account");
+  await visit(`/p/${w.projectId}/api-access`, "table.tokens", "API access");
+  await visit(`/p/${w.projectId}/nothing-here`, "text=No such page.", "no such page");
+  await visit("/p/00000000-0000-4000-8000-000000000000", "text=No such project for you", "a project not found");
+
+  const isSerious = ([, v]: [string, Violation]) => v.impact === "serious" || v.impact === "critical";
+  const minor = readable(found.filter((f) => !isSerious(f)));
+  if (minor.length) console.log(`moderate and minor (not failing):\n${minor.join("\n")}`);
+  const serious = readable(found.filter(isSerious));
+  expect(serious, `serious or critical violations:\n${serious.join("\n")}`).toEqual([]);
+  await done();
+});
