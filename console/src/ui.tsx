@@ -40,13 +40,18 @@ export function Confirm(props: {
   const [asking, setAsking] = useState(false);
   const [busy, setBusy] = useState(false);
   const keep = useRef<HTMLButtonElement>(null);
-  // The question takes the focus, on its safe answer: Enter does not act by accident.
+  const ask = useRef<HTMLButtonElement>(null);
+  const wasAsking = useRef(false);
+  // The question takes the focus, on its safe answer: Enter does not act by accident. Once
+  // answered, the focus goes back to the button that asked (when it is still there).
   useEffect(() => {
     if (asking) keep.current?.focus();
+    else if (wasAsking.current) ask.current?.focus();
+    wasAsking.current = asking;
   }, [asking]);
   if (!asking)
     return (
-      <button type="button" class={props.danger ? "danger" : "secondary"} disabled={props.disabled} onClick={() => setAsking(true)}>
+      <button type="button" ref={ask} class={props.danger ? "danger" : "secondary"} disabled={props.disabled} onClick={() => setAsking(true)}>
         {props.label}
       </button>
     );

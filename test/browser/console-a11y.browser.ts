@@ -2,14 +2,17 @@
 // page — sign-in, projects, project, rendering, workflow with its trigger settings (and a
 // confirmation open), runs, run, activity log, admin log, notes, account, API access — and finds
 // no serious or critical violation. The page's CSP refuses injected scripts, so this browser
-// context alone bypasses it (`bypassCSP`) to load axe; the other scenarios keep the CSP.
+// context alone bypasses it (`bypassCSP`) to load axe; the other scenarios keep the CSP. And the
+// trigger settings with the keyboard alone: copy the URL, disable (through the confirmation,
+// whose safe answer has the focus first) and enable the webhook, set the rate limit; the focus
+// is always visible and lands where the next step is.
 import { createRequire } from "node:module";
-import type { Browser, Page } from "playwright-core";
+import type { Browser, Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createWorld, type World } from "../../fixtures/world.js";
 import type { TestServer } from "../helpers/server.js";
-import { postHook } from "../helpers/webhook.js";
-import { LONG, consoleServer, launch, openConsole, signIn } from "./lib.js";
+import { adminClient, postHook } from "../helpers/webhook.js";
+import { LONG, consoleServer, launch, openConsole, signIn, signedIn } from "./lib.js";
 
 const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
 
@@ -108,5 +111,91 @@ it("every page of the console has no serious or critical accessibility violation
   if (minor.length) console.log(`moderate and minor (not failing):\n${minor.join("\n")}`);
   const serious = readable(found.filter(isSerious));
   expect(serious, `serious or critical violations:\n${serious.join("\n")}`).toEqual([]);
+  await done();
+});
+
+/** Presses Tab (or Shift+Tab) until `target` has the focus; how many presses it took. */
+async function tabTo(page: Page, target: Locator, back = false): Promise<number> {
+  for (let presses = 1; presses <= 40; presses++) {
+    await page.keyboard.press(back ? "Shift+Tab" : "Tab");
+    if (await isFocused(target)) return presses;
+  }
+  throw new Error(`${target} cannot be reached with ${back ? "Shift+Tab" : "Tab"}`);
+}
+
+const isFocused = (target: Locator) => target.evaluate((el) => el === document.activeElement);
+
+/** `target` has the focus (once the page has moved it), and shows it: :focus-visible, with an outline drawn. */
+async function expectVisibleFocus(target: Locator) {
+  await expect.poll(() => isFocused(target), LONG).toBe(true);
+  expect(await target.evaluate((el) => el.matches(":focus-visible") && getComputedStyle(el).outlineStyle !== "none")).toBe(true);
+}
+
+it("an admin copies the webhook URL, disables and enables the webhook and sets its rate limit with the keyboard alone", { timeout: 120_000 }, async () => {
+  const a = adminClient(server.baseUrl, w.adminToken);
+  const url = (await a.getWebhook({ workflowId: w.workflowId })).webhook!.url;
+  const { page, context, done } = await signedIn(browser, server, w.adminToken, w.admin.email);
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.baseUrl });
+  // The address typed, then no click: Tab, Shift+Tab, Enter, Space and typing only.
+  await page.goto(`${server.baseUrl}/console#/p/${w.projectId}/r/${w.renderingId}/w/${w.workflowId}`);
+  await page.locator(".version.active").waitFor(LONG);
+
+  // Copy the URL.
+  const copy = page.getByRole("button", { name: "Copy URL" });
+  await tabTo(page, copy);
+  await expectVisibleFocus(copy);
+  await page.keyboard.press("Enter");
+  await page.getByText("Copied").waitFor(LONG);
+  expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(url);
+
+  // Disable, through its confirmation: the safe answer has the focus first.
+  const disable = page.getByRole("button", { name: "Disable", exact: true });
+  await tabTo(page, disable);
+  await expectVisibleFocus(disable);
+  await page.keyboard.press("Enter");
+  const keep = page.getByRole("alertdialog").getByRole("button", { name: "Keep as is" });
+  await expectVisibleFocus(keep);
+  // Keeping it as is changes nothing and gives the focus back to Disable.
+  await page.keyboard.press("Space");
+  await expectVisibleFocus(disable);
+  expect((await a.getWebhook({ workflowId: w.workflowId })).webhook?.enabled).toBe(true);
+  await page.keyboard.press("Enter");
+  await expectVisibleFocus(keep);
+  const yes = page.getByRole("button", { name: "Disable the webhook" });
+  await tabTo(page, yes, true);
+  await expectVisibleFocus(yes);
+  await page.keyboard.press("Space");
+  await page.getByText("The webhook is disabled.").waitFor(LONG);
+  expect((await a.getWebhook({ workflowId: w.workflowId })).webhook?.enabled).toBe(false);
+  expect((await postHook(url, w.userToken, { record_id: "r2" })).status).toBe(404);
+
+  // Enable: the focus is already on it, where Disable was.
+  const enable = page.getByRole("button", { name: "Enable", exact: true });
+  await expectVisibleFocus(enable);
+  await page.keyboard.press("Enter");
+  await page.getByText("The webhook is enabled.").waitFor(LONG);
+  expect((await a.getWebhook({ workflowId: w.workflowId })).webhook?.enabled).toBe(true);
+  await expectVisibleFocus(disable);
+  expect((await postHook(url, w.userToken, { record_id: "r2" })).status).toBe(202);
+
+  // The rate limit: its field, typed, then Enter submits.
+  const limit = page.getByRole("spinbutton", { name: "Requests per minute" });
+  await tabTo(page, limit);
+  await expectVisibleFocus(limit);
+  await page.keyboard.press("Control+A");
+  await page.keyboard.type("240");
+  await page.keyboard.press("Enter");
+  await page.getByText("The rate limit is 240 per minute.").waitFor(LONG);
+  expect((await a.getWebhook({ workflowId: w.workflowId })).webhook?.rateLimitPerMinute).toBe(240);
+  // The focus stays in the field; its button is the next stop.
+  await expectVisibleFocus(limit);
+  const set = page.getByRole("button", { name: "Set rate limit" });
+  await page.keyboard.press("Control+A");
+  await page.keyboard.type("300");
+  expect(await tabTo(page, set)).toBe(1);
+  await expectVisibleFocus(set);
+  await page.keyboard.press("Space");
+  await page.getByText("The rate limit is 300 per minute.").waitFor(LONG);
+  expect((await a.getWebhook({ workflowId: w.workflowId })).webhook?.rateLimitPerMinute).toBe(300);
   await done();
 });

@@ -2,7 +2,7 @@
 // the rate limit) and its versions with their steps. Editors and admins change the trigger and
 // copy the URL; the users who may act in the rendering see its state only (the server gives
 // them no URL).
-import { useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import type { Webhook, Workflow, WorkflowVersion } from "../../../gen/runhook/v1/admin_pb.js";
 import type { Step } from "../../../gen/runhook/v1/common_pb.js";
 import { ConnectError } from "@connectrpc/connect";
@@ -76,11 +76,19 @@ function TriggerSettings({ workflowId, mayChange }: { workflowId: string; mayCha
   const hook = useLoad(async (signal) => (await admin.getWebhook({ workflowId }, { signal })).webhook!, [workflowId]);
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
-  const change = async (what: string, call: () => Promise<{ webhook?: Webhook }>) => {
+  // Enable and Disable replace each other: the focus moves to the one now shown.
+  const toggle = useRef<HTMLDivElement>(null);
+  const toggled = useRef(false);
+  useEffect(() => {
+    if (toggled.current) toggle.current?.querySelector("button")?.focus();
+    toggled.current = false;
+  }, [hook.data?.enabled]);
+  const change = async (what: string, call: () => Promise<{ webhook?: Webhook }>, refocus = false) => {
     setError(null);
     setNotice(null);
     try {
       const { webhook } = await call();
+      toggled.current = refocus;
       if (webhook) hook.set(webhook);
       setNotice(what);
     } catch (err) {
@@ -115,19 +123,21 @@ function TriggerSettings({ workflowId, mayChange }: { workflowId: string; mayCha
           </p>
           {mayChange && (
             <div class="actions">
-              {h.enabled ? (
-                <Confirm
-                  label="Disable"
-                  question="Disable the webhook? Calls answer 404 until it is enabled again; the URL stays the same."
-                  confirm="Disable the webhook"
-                  danger
-                  onConfirm={() => change("The webhook is disabled.", () => admin.disableWebhook({ workflowId }))}
-                />
-              ) : (
-                <button type="button" class="enable" onClick={() => change("The webhook is enabled.", () => admin.enableWebhook({ workflowId }))}>
-                  Enable
-                </button>
-              )}
+              <div class="toggle" ref={toggle}>
+                {h.enabled ? (
+                  <Confirm
+                    label="Disable"
+                    question="Disable the webhook? Calls answer 404 until it is enabled again; the URL stays the same."
+                    confirm="Disable the webhook"
+                    danger
+                    onConfirm={() => change("The webhook is disabled.", () => admin.disableWebhook({ workflowId }), true)}
+                  />
+                ) : (
+                  <button type="button" class="enable" onClick={() => change("The webhook is enabled.", () => admin.enableWebhook({ workflowId }), true)}>
+                    Enable
+                  </button>
+                )}
+              </div>
               <Confirm
                 label="Regenerate URL"
                 question="Regenerate the webhook URL? The current URL stops working at once (calls to it answer 400): every integration that uses it needs the new one."
