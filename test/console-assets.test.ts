@@ -36,6 +36,10 @@ it("serves its page and files with a strict CSP, and nothing else under /console
 
   const script = await fetch(`${server.baseUrl}/console/assets/app.js`);
   expect([script.status, script.headers.get("content-type")]).toEqual([200, "text/javascript; charset=utf-8"]);
+  // Sent gzipped to a client that accepts it (fetch does, and unzips), as is to one that does not.
+  expect(script.headers.get("content-encoding")).toBe("gzip");
+  const plain = await server.gateway.inject({ method: "GET", url: "/console/assets/app.js" });
+  expect([plain.headers["content-encoding"], plain.body]).toEqual([undefined, await script.text()]);
   const etag = script.headers.get("etag")!;
   expect((await fetch(`${server.baseUrl}/console/assets/app.js`, { headers: { "if-none-match": etag } })).status).toBe(304);
   for (const name of ["index.html", "../package.json", "nope.js"]) expect((await fetch(`${server.baseUrl}/console/assets/${name}`)).status).toBe(404);

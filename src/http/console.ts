@@ -123,9 +123,11 @@ export function registerConsolePages(app: FastifyInstance, assets: ConsoleAssets
       .header("x-frame-options", "DENY")
       .header("cache-control", "no-cache")
       .header("etag", file.etag)
+      .header("vary", "accept-encoding")
       .type(file.type);
     if (req.headers["if-none-match"] === file.etag) return reply.code(304).send();
-    return reply.send(file.body);
+    if (!/\bgzip\b/.test(String(req.headers["accept-encoding"] ?? ""))) return reply.send(file.body);
+    return reply.header("content-encoding", "gzip").send(file.gzipped);
   };
   app.get(CONSOLE_ROUTE, (req, reply) => send(req, reply, "index.html"));
   app.get(`${CONSOLE_ROUTE}/assets/:name`, (req, reply) => {

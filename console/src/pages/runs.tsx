@@ -3,6 +3,7 @@
 // at once when it becomes visible), new runs on top and changed ones updated in place. Admins
 // see every run of the environment, others their own.
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ListRunsRequestSchema, Run } from "../../../gen/runhook/v1/run_pb.js";
@@ -86,8 +87,15 @@ export function RunsPage({ projectId, environment }: { projectId: string; enviro
           setCursor(res.nextCursor);
         } else setShown((s) => merge(s ?? [], res.runs));
       } catch (err) {
-        if (!stopped) setError(fail(err));
+        if (stopped) return;
+        setError(fail(err));
+        // A refused search (a bad filter, access gone) is not asked again every two seconds.
+        if (ConnectError.from(err).code !== Code.Unavailable) stopPolling();
       }
+    };
+    const stopPolling = () => {
+      clearInterval(timer);
+      document.removeEventListener("visibilitychange", poll);
     };
     setShown(null);
     void first(true);
@@ -96,8 +104,7 @@ export function RunsPage({ projectId, environment }: { projectId: string; enviro
     document.addEventListener("visibilitychange", poll);
     return () => {
       stopped = true;
-      clearInterval(timer);
-      document.removeEventListener("visibilitychange", poll);
+      stopPolling();
     };
   }, [name, environment, query]);
 
