@@ -5,48 +5,28 @@
 // not an admin does not see. In every scenario no request leaves the machine and the page logs
 // no error (a CSP violation is one). Webhook calls are made outside the browser.
 import { mkdirSync, readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { createWorld, type World } from "../../fixtures/world.js";
-import { startServer, type TestServer } from "../helpers/server.js";
+import type { TestServer } from "../helpers/server.js";
+import { consoleServer, launch, LONG, signedIn as signedInTo, type Session } from "./lib.js";
 import { adminClient, postHook } from "../helpers/webhook.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 const SHOTS = join(tmpdir(), "runhook-browser");
-const LONG = { timeout: 20_000 };
 
 let server: TestServer;
 let browser: Browser;
 let w: World;
 
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
-
 beforeAll(async () => {
-  const port = await freePort();
-  server = await startServer({ env: { PORT: String(port), PUBLIC_BASE_URL: `http://127.0.0.1:${port}` } });
+  server = await consoleServer();
   w = await createWorld(server, { steps: [{ type: "load_record" }, { type: "wait", seconds: 2 }, { type: "update_record", set: { status: "done" } }] });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+  browser = await launch();
   mkdirSync(SHOTS, { recursive: true });
 });
 afterAll(async () => {
@@ -54,37 +34,11 @@ afterAll(async () => {
   await server?.stop();
 });
 
-interface Session {
-  page: Page;
-  context: BrowserContext;
-  /** Closes the browser context and checks that nothing left the machine and nothing was logged as an error. */
-  done(): Promise<void>;
-}
-
-/** A fresh browser signed in to the console with `token`. */
+/** A fresh browser signed in to the console with `token`, which may download and use the clipboard. */
 async function signedIn(token: string, email: string): Promise<Session> {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
-  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.baseUrl });
-  const requests: string[] = [];
-  const problems: string[] = [];
-  context.on("request", (r) => requests.push(r.url()));
-  const page = await context.newPage();
-  page.on("console", (m) => m.type() === "error" && problems.push(`console: ${m.text()}`));
-  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-  expect((await page.goto(`${server.baseUrl}/console`))?.status()).toBe(200);
-  await page.locator("input[name=token]").fill(token);
-  await page.locator("form.sign-in button[type=submit]").click();
-  await page.locator("header .who").waitFor();
-  expect(await page.locator("header .who").textContent()).toBe(email);
-  return {
-    page,
-    context,
-    async done() {
-      await context.close();
-      expect(requests.filter((u) => !u.startsWith(server.baseUrl) && !u.startsWith(`blob:${server.baseUrl}`))).toEqual([]);
-      expect(problems).toEqual([]);
-    },
-  };
+  const session = await signedInTo(browser, server, token, email, { acceptDownloads: true });
+  await session.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.baseUrl });
+  return session;
 }
 
 const hookUrl = async () => (await adminClient(server.baseUrl, w.adminToken).getWebhook({ workflowId: w.workflowId })).webhook!.url;

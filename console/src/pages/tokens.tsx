@@ -1,9 +1,69 @@
-// A table of tokens (application or project API tokens): name, made, last used, expiry, whether
-// from an SSO session, revoked; the revoke control for those still valid.
+// Tokens as the account and API-access pages show them (application or project API tokens): a
+// table (name, made, last used, expiry, whether from an SSO session, revoked; the revoke control
+// for those still valid), and the form and actions that generate and revoke them.
 import type { ComponentChildren } from "preact";
+import { useState } from "preact/hooks";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { useFail } from "../session.js";
 import { dateOf } from "../time.js";
-import { When } from "../ui.js";
+import { Field, When } from "../ui.js";
+
+/**
+ * Generating and revoking tokens of one kind: `generate` makes one (its secret shown once),
+ * `revoke` runs a revocation; each reloads the list, and an error of either is shown.
+ */
+export function useTokenActions(reload: () => void) {
+  const fail = useFail();
+  const [secret, setSecret] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const run = async (action: () => Promise<void>): Promise<boolean> => {
+    setError(null);
+    try {
+      await action();
+      reload();
+      return true;
+    } catch (err) {
+      setError(fail(err));
+      return false;
+    }
+  };
+  return {
+    error,
+    secret,
+    clearSecret: () => setSecret(null),
+    /** Makes a token (`make`), whose secret is then shown once; whether it was made. */
+    generate: (make: () => Promise<{ plaintext: string }>) => run(async () => setSecret((await make()).plaintext)),
+    revoke: (drop: () => Promise<unknown>) => void run(async () => void (await drop())),
+  };
+}
+
+/** A new token's name and lifetime (days); the name is cleared once the token is made. */
+export function NewTokenForm({
+  placeholder,
+  button,
+  onSubmit,
+}: {
+  placeholder: string;
+  button: string;
+  onSubmit: (name: string, ttlSeconds: number) => Promise<boolean>;
+}) {
+  const [name, setName] = useState("");
+  const [days, setDays] = useState("90");
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    if (await onSubmit(name.trim(), Math.round(Number(days) * 86400))) setName("");
+  };
+  return (
+    <form class="inline new-token" onSubmit={submit}>
+      <Field name="tokenName" label="Name of a new token" value={name} onValue={setName} placeholder={placeholder} />
+      <label>
+        Valid for (days)
+        <input name="days" type="number" min={1} max={365} required value={days} onInput={(e) => setDays(e.currentTarget.value)} />
+      </label>
+      <button type="submit">{button}</button>
+    </form>
+  );
+}
 
 interface Token {
   id: string;
