@@ -1,7 +1,7 @@
 // `runhook admin <group> list|get` and `admin whoami`: the AdminService reads, printed as a table
 // on a terminal and as NDJSON (one JSON object a line) when stdout is piped, so that scripts read
 // them with `jq` and people with their eyes. A list follows every page.
-import { UsageError, terminalSafe } from "./common.js";
+import { alignedRows, UsageError, terminalSafe } from "./common.js";
 
 type Flags = Record<string, string | boolean | undefined>;
 type JsonObject = Record<string, unknown>;
@@ -122,9 +122,7 @@ function cell(item: JsonObject, path: string): string {
 
 /** Rows under their column names, each column as wide as its widest cell. */
 export function table(items: JsonObject[], columns: string[]): string {
-  const rows = [columns.map((c) => c.toUpperCase()), ...items.map((item) => columns.map((c) => cell(item, c)))];
-  const widths = columns.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return `${rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  ")).join("\n")}\n`;
+  return `${alignedRows([columns.map((c) => c.toUpperCase()), ...items.map((item) => columns.map((c) => cell(item, c)))])}\n`;
 }
 
 /** One line of NDJSON, escaped for a terminal like everything runhook prints. */

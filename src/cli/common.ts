@@ -255,3 +255,16 @@ export function report(err: unknown, prefix: string, usage: string): number {
   process.stderr.write(`${prefix}: ${err instanceof Error ? err.message : String(err)}\n`);
   return EXIT.ERROR;
 }
+
+/** Rows of cells as text columns, each as wide as its widest cell (the last one unpadded); one line a row. */
+export function alignedRows(rows: string[][]): string {
+  const widths = (rows[0] ?? []).map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows
+    .map((r) =>
+      r
+        .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!)))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
+}

@@ -3,6 +3,7 @@
 // that `| jq` gets every field GET /v1/runs/{runId} answers. Pages are followed until --limit
 // runs are printed or none are left.
 import {
+  alignedRows,
   CliError,
   EXIT,
   EXIT_CODES_HELP,
@@ -174,16 +175,7 @@ const COLUMNS: [string, (r: RunRow) => string][] = [
 
 /** The runs as an aligned table (strings already terminal-safe). */
 export function table(runs: RunRow[]): string {
-  const cells = [COLUMNS.map(([h]) => h), ...runs.map((r) => COLUMNS.map(([, f]) => f(r)))];
-  const widths = COLUMNS.map((_, i) => Math.max(...cells.map((row) => row[i]!.length)));
-  return cells
-    .map((row) =>
-      row
-        .map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i]!)))
-        .join("  ")
-        .trimEnd(),
-    )
-    .join("\n");
+  return alignedRows([COLUMNS.map(([h]) => h), ...runs.map((r) => COLUMNS.map(([, f]) => f(r)))]);
 }
 
 /** Every page, up to the plan's limit; the runs as answered. */
