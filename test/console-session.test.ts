@@ -62,7 +62,6 @@ it("signs in with an application token: a session cookie that only the server's 
   // The page asks who is signed in (it cannot read the cookie): the user, or nobody.
   const who = (c: string) => fetch(`${server.baseUrl}/console/session`, { headers: { cookie: `rh_console=${c}` } }).then((r) => r.json());
   expect(await who(cookie)).toMatchObject({ user: { id: w.admin._id, email: w.admin.email } });
-  expect(await who(`${cookie.slice(0, -1)}x`)).toEqual({});
   // Another site's page, or no Origin at all: the cookie stands for nothing.
   expect(await consoleCall(cookie, "https://evil.example")).toBe(401);
   expect(await consoleCall(cookie, null)).toBe(401);
@@ -101,4 +100,34 @@ it("refuses a session's own value, and counts failed sign-ins toward the limit o
   // Without a trusted proxy the forwarded address is ignored: these count by the test's own address.
   expect(statuses.filter((s) => s === 401).length).toBeLessThanOrEqual(5);
   expect(statuses.at(-1)).toBe(429);
+});
+
+it("counts a cookie that names no session as a failed authentication: guessing sessions is limited like guessing tokens", async () => {
+  const limited = await startServer({ env: { RUNHOOK_AUTH_FAILURE_LIMIT: "3" } });
+  try {
+    const lw = await createWorld(limited);
+    const who = (cookie: string) => fetch(`${limited.baseUrl}/console/session`, { headers: { cookie: `rh_console=${cookie}` } }).then((r) => r.json());
+    // A real session's cookie, altered: nobody (a failed authentication of this address).
+    const real = /rh_console=([^;]*)/.exec(
+      (
+        await fetch(`${limited.baseUrl}/console/session`, {
+          method: "POST",
+          headers: { "content-type": "application/json", origin: new URL(limited.baseUrl).origin },
+          body: JSON.stringify({ token: lw.adminToken }),
+        })
+      ).headers.get("set-cookie")!,
+    )![1]!;
+    expect(await who(real)).toMatchObject({ user: { id: lw.admin._id } });
+    expect(await who(`${real.slice(0, -1)}${real.endsWith("x") ? "y" : "x"}`)).toEqual({});
+    for (let i = 0; i < 2; i++) expect(await who(`rh_ses_${randomUUID().replace(/-/g, "")}_${"A".repeat(43)}`)).toEqual({});
+    // The address is now over its limit: a sign-in with a good token is refused before it is looked at.
+    const res = await fetch(`${limited.baseUrl}/console/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: new URL(limited.baseUrl).origin },
+      body: JSON.stringify({ token: lw.userToken }),
+    });
+    expect(res.status).toBe(429);
+  } finally {
+    await limited.stop();
+  }
 });

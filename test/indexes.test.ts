@@ -12,6 +12,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { storeFixtures, sweepExpired, type CommandStartedEvent, type StoreFixtures } from "../src/store/index.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { DATA_QUERY_TIME_LIMIT_MS } from "../src/store/records.js";
+import { RUN_SEARCH_TIME_LIMIT_MS } from "../src/store/run-search.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, postHook, sleep } from "./helpers/webhook.js";
 import { waitForRun } from "./helpers/runs.js";
@@ -188,6 +189,15 @@ it("every query the store made in a workload is an index scan", async () => {
   const recordQueries = recorded.filter((e) => e.databaseName !== server.deps.store.databaseName && ["find", "update"].includes(e.commandName));
   expect(recordQueries.length).toBeGreaterThanOrEqual(2);
   expect(recordQueries.filter((e) => (e.command as { maxTimeMS?: number }).maxTimeMS !== DATA_QUERY_TIME_LIMIT_MS).map((e) => e.commandName)).toEqual([]);
+  // So does every query of the run search (a wide finish range would otherwise read a whole environment).
+  const searches = recorded.filter(
+    (e) =>
+      e.commandName === "find" &&
+      (e.command as { find?: string; filter?: { environmentId?: unknown } }).find === "runs" &&
+      (e.command as { filter?: { environmentId?: unknown } }).filter?.environmentId !== undefined,
+  );
+  expect(searches.length).toBeGreaterThan(5);
+  expect(searches.filter((e) => (e.command as { maxTimeMS?: number }).maxTimeMS !== RUN_SEARCH_TIME_LIMIT_MS).length).toBe(0);
 
   const explained = new Map<string, string[]>();
   for (const e of recorded) {

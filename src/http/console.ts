@@ -85,18 +85,23 @@ export function registerConsoleSession(app: FastifyInstance, deps: ServerDeps): 
   });
 
   // Who is signed in (the page cannot read its HttpOnly cookie): `{}` when nobody is (no error to log on every visit).
+  // A cookie that names no session counts as a failed authentication, as any bad token does: guessing
+  // here costs a read of the database each time, so it is limited like guessing anywhere else.
   app.get(CONSOLE_SESSION_ROUTE, async (req, reply) => {
     reply.header("cache-control", "no-store");
     const secret = cookieValue(req.headers.cookie, CONSOLE_COOKIE);
     if (!secret) return {};
+    const standing = deps.authFailures.check(req.clientAddress);
+    if (!standing.allowed) return {};
     const view = deps.store.directory.view();
     try {
       const session = await consoleSession(view, `Bearer ${secret}`);
       const { user } = await authenticateApp(view, `Bearer ${secret}`);
       return { user: { id: user._id, email: user.email, name: user.name }, expiresAt: session.expiresAt.toISOString() };
     } catch (err) {
-      if (codeOf(err) === Code.Unauthenticated) return {};
-      throw err;
+      if (codeOf(err) !== Code.Unauthenticated) throw err;
+      deps.authFailures.fail(req.clientAddress);
+      return {};
     }
   });
 

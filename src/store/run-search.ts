@@ -30,6 +30,12 @@ export interface RunKey {
   id: string;
 }
 
+/**
+ * The longest a page's query may take: a finish range is served by its own index and sorted, so
+ * a wide one over a large environment would read all of it (the caller is told to narrow it).
+ */
+export const RUN_SEARCH_TIME_LIMIT_MS = 5000;
+
 export type RunSearch = (s: RunSelection, after: RunKey | undefined, order: 1 | -1, limit: number) => Promise<RunDoc[]>;
 
 /** The equality filters and the finish range of a selection, for one state (or none). */
@@ -61,7 +67,7 @@ async function pageOf(d: Database, base: Record<string, unknown>, s: RunSelectio
   const later = order === 1 ? "$gt" : "$lt";
   const find = (f: Record<string, unknown>, n: number) =>
     d.runs
-      .find(f as Filter<RunDoc>, { sort })
+      .find(f as Filter<RunDoc>, { sort, maxTimeMS: RUN_SEARCH_TIME_LIMIT_MS })
       .limit(n)
       .toArray();
   const range: Record<string, unknown> = {};

@@ -3,7 +3,7 @@
 // and the time ranges), and one page read by keyset. A run inserted while a caller pages
 // sorts by its own creation time, so it never shifts the runs of pages not yet read: every
 // run present when the search started appears exactly once.
-import type { Store } from "../../store/index.js";
+import { isTimeLimitExceeded, type Store } from "../../store/index.js";
 import type { RunKey, RunSelection } from "../../store/run-search.js";
 import type { RunDoc, RunState } from "../../store/types.js";
 import { fail } from "../errors.js";
@@ -96,7 +96,10 @@ export async function readRunPage(store: Store, codec: CursorCodec, s: RunSelect
   const hash = bindingOf(s, p);
   const key = p.cursor ? codec.decodeKey(p.cursor, hash) : "";
   const after = parseKey(key);
-  const docs = await store.runs.search(s, after, p.order === "asc" ? 1 : -1, p.limit + 1);
+  const docs = await store.runs.search(s, after, p.order === "asc" ? 1 : -1, p.limit + 1).catch((err: unknown) => {
+    if (isTimeLimitExceeded(err)) throw fail.invalid("the run search took too long: narrow the finished time range or add a filter");
+    throw err;
+  });
   const hasMore = docs.length > p.limit;
   const runs = hasMore ? docs.slice(0, p.limit) : docs;
   const last = runs[runs.length - 1];
