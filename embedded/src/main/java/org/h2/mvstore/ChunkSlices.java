@@ -1,0 +1,150 @@
+package org.h2.mvstore;
+
+import java.lang.reflect.Field;
+
+/**
+ * Empties sparse chunks of an MVStore a slice at a time: each step rewrites the live pages of
+ * the sparsest old chunk, up to a number of bytes, and the next step goes on where it stopped,
+ * so a chunk of any size is emptied (and its space reused) in steps of bounded cost. H2's own
+ * MVStore.compact rewrites whole chunks only, and never a chunk whose live pages exceed the
+ * step's write limit: under bulk writes, whose chunks are tens of MB, the file grew to ten
+ * times its live data. It does what H2's FileStore.rewriteChunks does for a set of chunks
+ * (leaves first, then the inner pages their rewrites left), with MVMap.rewritePage and the
+ * chunks' tables of contents, which H2 keeps to its package: hence this package. Written
+ * against H2 2.3.232; runhook.embedded.ChunkSlicesTest checks it. Called only from the thread
+ * that commits (the group commit), between commits.
+ */
+public final class ChunkSlices {
+  private static final Field LAYOUT;
+
+  static {
+    try {
+      LAYOUT = FileStore.class.getDeclaredField("layout");
+      LAYOUT.setAccessible(true);
+    } catch (ReflectiveOperationException e) {
+      throw new ExceptionInInitializerError(e);
+    }
+  }
+
+  private final MVStore store;
+  /** The chunk being emptied (-1: none), its table of contents, the pass (0: leaves, 1: all) and the next page. */
+  private int chunkId = -1;
+  private long[] toc;
+  private int pass;
+  private int nextPage;
+  /**
+   * Chunks walked to their end, by the store's version then: skipped until no version in use
+   * is that old, since a page rewritten is counted dead only then (walked again before, every
+   * page would be read for nothing). A chunk walked WALKS_MAX times still live holds pages no
+   * rewrite moves (a closed map's): left alone.
+   */
+  private final java.util.Map<Integer, long[]> walked = new java.util.HashMap<>();
+  private static final int WALKS_MAX = 3;
+
+  /**
+   * A chunk younger than coldMs is left alone: its pages are the ones being written (a counter,
+   * the runs of the last minutes), whose next writes empty it for free.
+   */
+  private final long coldMs;
+
+  public ChunkSlices(MVStore store, long coldMs) {
+    this.store = store;
+    this.coldMs = coldMs;
+  }
+
+  /**
+   * Rewrites live pages of chunks whose live share is below targetFillRate (%), sparsest
+   * first, until about maxBytes were rewritten. Returns the bytes rewritten (0: nothing to do).
+   */
+  public long step(int targetFillRate, long maxBytes) {
+    FileStore<?> fileStore = store.getFileStore();
+    if (fileStore == null || fileStore.getChunksFillRate() >= targetFillRate) return 0;
+    MVStore.TxCounter version = store.registerVersionUsage();
+    try {
+      long done = 0;
+      while (done < maxBytes) {
+        Chunk<?> chunk = chunkId < 0 ? null : fileStore.getChunks().get(chunkId);
+        if (chunk == null || !chunk.isLive() || pass > 1) {
+          if (chunkId >= 0 && pass > 1) {
+            long[] walk = walked.computeIfAbsent(chunkId, id -> new long[2]);
+            walk[0] = store.getCurrentVersion();
+            walk[1]++;
+          }
+          chunkId = -1;
+          chunk = sparsest(fileStore, targetFillRate);
+          if (chunk == null) break;
+          start(chunk, fileStore);
+        }
+        done += rewrite(chunk, maxBytes - done);
+      }
+      return done;
+    } finally {
+      store.deregisterVersionUsage(version);
+    }
+  }
+
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  private void start(Chunk chunk, FileStore fileStore) {
+    chunkId = chunk.id;
+    toc = chunk.tocPos == 0 ? new long[0] : chunk.readToC(fileStore);
+    pass = 0;
+    nextPage = 0;
+  }
+
+  /** Rewrites live pages of `chunk` from where the last call stopped, about `budget` bytes. */
+  private long rewrite(Chunk<?> chunk, long budget) {
+    long done = 0;
+    MVMap<String, String> layout = layout();
+    MVMap<String, String> meta = store.getMetaMap();
+    while (done < budget && pass <= 1) {
+      if (nextPage >= toc.length) {
+        pass++;
+        nextPage = 0;
+        continue;
+      }
+      int pageNo = nextPage++;
+      if (chunk.occupancy != null && chunk.occupancy.get(pageNo)) continue; // dead already
+      long element = toc[pageNo];
+      if (pass == 0 && !DataUtils.isLeafPosition(element)) continue;
+      int mapId = DataUtils.getPageMapId(element);
+      MVMap<?, ?> map = mapId == layout.getId() ? layout : mapId == meta.getId() ? meta : store.getMap(mapId);
+      if (map == null || map.isClosed()) continue;
+      if (map.rewritePage(DataUtils.composePagePos(chunk.id, element))) {
+        done += DataUtils.getPageMaxLength(element);
+        if (map == meta) store.markMetaChanged();
+      }
+    }
+    return done;
+  }
+
+  /** The cold rewritable chunk with the smallest live share below targetFillRate (the oldest among equals), or null. */
+  private Chunk<?> sparsest(FileStore<?> fileStore, int targetFillRate) {
+    long now = store.getTimeAbsolute() - fileStore.getCreationTime();
+    int retention = fileStore.getRetentionTime();
+    long newest = store.getCurrentVersion() - 1;
+    long oldestInUse = store.getOldestVersionToKeep();
+    walked.keySet().retainAll(fileStore.getChunks().keySet());
+    Chunk<?> best = null;
+    long bestShare = Long.MAX_VALUE;
+    for (Chunk<?> c : fileStore.getChunks().values()) {
+      long[] walk = walked.get(c.id);
+      if (walk != null && (walk[0] >= oldestInUse || walk[1] >= WALKS_MAX)) continue;
+      if (!c.isRewritable() || c.version >= newest || c.time + Math.max(retention, coldMs) > now || c.maxLen <= 0) continue;
+      long share = c.maxLenLive * 1000 / c.maxLen;
+      if (share < targetFillRate * 10L && (share < bestShare || share == bestShare && best != null && c.version < best.version)) {
+        best = c;
+        bestShare = share;
+      }
+    }
+    return best;
+  }
+
+  @SuppressWarnings("unchecked")
+  private MVMap<String, String> layout() {
+    try {
+      return (MVMap<String, String>) LAYOUT.get(store.getFileStore());
+    } catch (IllegalAccessException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+}
