@@ -127,6 +127,10 @@ it("counts a cookie that names no session as a failed authentication: guessing s
       body: JSON.stringify({ token: lw.userToken }),
     });
     expect(res.status).toBe(429);
+    // Asking who is signed in, even with the real cookie, says why instead of looking signed out.
+    const asked = await fetch(`${limited.baseUrl}/console/session`, { headers: { cookie: `rh_console=${real}` } });
+    expect(asked.status).toBe(429);
+    expect(((await asked.json()) as { error?: string }).error).toMatch(/too many failed authentications/);
   } finally {
     await limited.stop();
   }

@@ -29,8 +29,8 @@ async function session(init: RequestInit): Promise<Response> {
 /** Who is signed in, or null (no session, or it ended). */
 export async function currentSession(): Promise<SignedIn | null> {
   const res = await session({ method: "GET" });
-  if (!res.ok) throw new Error(`could not ask who is signed in (${res.status})`);
-  const body = (await res.json()) as Partial<SignedIn>;
+  const body = (await res.json().catch(() => ({}))) as Partial<SignedIn> & { error?: string };
+  if (!res.ok) throw new Error(body.error ?? `could not ask who is signed in (${res.status})`);
   return body.user ? (body as SignedIn) : null;
 }
 

@@ -12,6 +12,7 @@ import type { ConsoleAssets } from "./console-assets.js";
 import { newConsoleSession } from "../domain/auth/console-sessions.js";
 import { APP_TOKEN_PREFIX, authenticateApp, consoleSession, type AppPrincipal } from "../domain/auth/tokens.js";
 import { fail } from "../domain/errors.js";
+import { authThrottled } from "../rpc/auth-throttle.js";
 import { codeOf } from "../rpc/errors.js";
 import type { ServerDeps } from "../rpc/server-deps.js";
 
@@ -46,13 +47,17 @@ function sessionCookie(value: string, maxAgeS: number, secure: boolean): string 
   return `${CONSOLE_COOKIE}=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAgeS}${secure ? "; Secure" : ""}`;
 }
 
+/** 429 when the caller's address is over its limit of failed authentications (before any secret is looked at). */
+function refuseIfThrottled(deps: ServerDeps, req: FastifyRequest): void {
+  const standing = deps.authFailures.check(req.clientAddress);
+  if (standing.allowed) return;
+  deps.metrics.rateLimitRefusals.inc({ bucket: "auth" });
+  throw authThrottled(standing);
+}
+
 /** The principal of an application token given to sign in (a session's own value is not one); a 401 counts as a failed authentication. */
 async function signingIn(deps: ServerDeps, req: FastifyRequest): Promise<AppPrincipal> {
-  const standing = deps.authFailures.check(req.clientAddress);
-  if (!standing.allowed) {
-    deps.metrics.rateLimitRefusals.inc({ bucket: "auth" });
-    throw fail.throttled(standing.retryAfter, `too many failed authentications from this address; retry after ${standing.retryAfter} s`);
-  }
+  refuseIfThrottled(deps, req);
   const token = (req.body as { token?: unknown } | undefined)?.token;
   if (typeof token !== "string" || token === "") throw fail.invalid("token is required: your application token");
   try {
@@ -91,8 +96,7 @@ export function registerConsoleSession(app: FastifyInstance, deps: ServerDeps): 
     reply.header("cache-control", "no-store");
     const secret = cookieValue(req.headers.cookie, CONSOLE_COOKIE);
     if (!secret) return {};
-    const standing = deps.authFailures.check(req.clientAddress);
-    if (!standing.allowed) return {};
+    refuseIfThrottled(deps, req);
     const view = deps.store.directory.view();
     try {
       const session = await consoleSession(view, `Bearer ${secret}`);

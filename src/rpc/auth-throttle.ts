@@ -209,7 +209,7 @@ export class AuthFailureThrottle {
 }
 
 /** The 429 of an address over the limit. */
-function authThrottled(d: RateDecision): DomainError {
+export function authThrottled(d: RateDecision): DomainError {
   return fail.throttled(d.retryAfter, `too many failed authentications from this address; retry after ${d.retryAfter} s`);
 }
 
