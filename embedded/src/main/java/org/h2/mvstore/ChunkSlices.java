@@ -54,15 +54,18 @@ public final class ChunkSlices {
 
   /**
    * Rewrites live pages of chunks whose live share is below targetFillRate (%), sparsest
-   * first, until about maxBytes were rewritten. Returns the bytes rewritten (0: nothing to do).
+   * first, until about maxBytes of pages were read (rewritten or found moved already: either
+   * way read from the file, so the step's cost is bounded by maxBytes). Returns the bytes
+   * rewritten (0: nothing was).
    */
   public long step(int targetFillRate, long maxBytes) {
     FileStore<?> fileStore = store.getFileStore();
     if (fileStore == null || fileStore.getChunksFillRate() >= targetFillRate) return 0;
     MVStore.TxCounter version = store.registerVersionUsage();
     try {
-      long done = 0;
-      while (done < maxBytes) {
+      long read = 0;
+      rewritten = 0;
+      while (read < maxBytes) {
         Chunk<?> chunk = chunkId < 0 ? null : fileStore.getChunks().get(chunkId);
         if (chunk == null || !chunk.isLive() || pass > 1) {
           if (chunkId >= 0 && pass > 1) {
@@ -74,10 +77,11 @@ public final class ChunkSlices {
           chunk = sparsest(fileStore, targetFillRate);
           if (chunk == null) break;
           start(chunk, fileStore);
+          read += toc.length * 8L;
         }
-        done += rewrite(chunk, maxBytes - done);
+        read += rewrite(chunk, maxBytes - read);
       }
-      return done;
+      return rewritten;
     } finally {
       store.deregisterVersionUsage(version);
     }
@@ -91,12 +95,18 @@ public final class ChunkSlices {
     nextPage = 0;
   }
 
-  /** Rewrites live pages of `chunk` from where the last call stopped, about `budget` bytes. */
+  /** Bytes rewritten by the current step. */
+  private long rewritten;
+
+  /**
+   * Rewrites live pages of `chunk` from where the last call stopped, until about `budget` bytes
+   * of pages were read; returns the bytes read (adding those rewritten to `rewritten`).
+   */
   private long rewrite(Chunk<?> chunk, long budget) {
-    long done = 0;
+    long read = 0;
     MVMap<String, String> layout = layout();
     MVMap<String, String> meta = store.getMetaMap();
-    while (done < budget && pass <= 1) {
+    while (read < budget && pass <= 1) {
       if (nextPage >= toc.length) {
         pass++;
         nextPage = 0;
@@ -109,12 +119,14 @@ public final class ChunkSlices {
       int mapId = DataUtils.getPageMapId(element);
       MVMap<?, ?> map = mapId == layout.getId() ? layout : mapId == meta.getId() ? meta : store.getMap(mapId);
       if (map == null || map.isClosed()) continue;
+      int length = DataUtils.getPageMaxLength(element);
+      read += length;
       if (map.rewritePage(DataUtils.composePagePos(chunk.id, element))) {
-        done += DataUtils.getPageMaxLength(element);
+        rewritten += length;
         if (map == meta) store.markMetaChanged();
       }
     }
-    return done;
+    return read;
   }
 
   /** The cold rewritable chunk with the smallest live share below targetFillRate (the oldest among equals), or null. */
