@@ -1,11 +1,17 @@
 package runhook.embedded;
 
+import de.bwaldvogel.mongo.MongoCollection;
 import de.bwaldvogel.mongo.MongoDatabase;
+import de.bwaldvogel.mongo.exception.MongoServerException;
 import de.bwaldvogel.mongo.backend.h2.H2Backend;
 import de.bwaldvogel.mongo.bson.Document;
 import io.netty.channel.Channel;
 import java.util.List;
+import java.util.Locale;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Lock;
+import java.util.function.Supplier;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.MVStore;
 import org.h2.mvstore.MVStoreTool;
@@ -118,19 +124,74 @@ final class FastH2Backend extends H2Backend {
     MVStore.TxCounter version = getMvStore().registerVersionUsage();
     try {
       if (isRead(command, query)) return super.handleCommand(channel, databaseName, command, query);
-      Document reply;
-      groupCommit.writes.readLock().lock();
-      try {
-        reply = super.handleCommand(channel, databaseName, command, query);
-      } finally {
-        groupCommit.writes.readLock().unlock();
+      MongoCollection<?> collection = null;
+      if (!databaseName.equals("admin")) {
+        MongoDatabase database = resolveDatabase(databaseName);
+        ReadAhead.before(database, command, query);
+        collection = collectionWritten(database, command, query);
       }
+      Document reply = underCommitLock(collection, () -> super.handleCommand(channel, databaseName, command, query));
       DurableReplies.of(channel).holdNextReply(groupCommit);
       return reply;
     } finally {
       getMvStore().deregisterVersionUsage(version);
     }
   }
+
+  /** Writes to the one collection their command names. */
+  private static final Set<String> COLLECTION_WRITES = Set.of("insert", "update", "delete", "findandmodify");
+
+  /** The existing collection a write changes, if it changes one only. */
+  private static MongoCollection<?> collectionWritten(MongoDatabase database, String command, Document query) {
+    if (!COLLECTION_WRITES.contains(command.toLowerCase(Locale.ROOT)) || !(query.get(command) instanceof String name)) return null;
+    try {
+      return database.resolveCollection(name, false);
+    } catch (RuntimeException e) {
+      return null; // an invalid name: the command answers why
+    }
+  }
+
+  /**
+   * Runs a write under the shared side of the commit lock. A write to one collection takes
+   * that collection's lock first: a write waiting for its collection (behind a long read of
+   * it, or a sweep's delete) then waits without the commit lock, so commits, and every write
+   * to another collection, go on. Taken the other way round (inside the command, as
+   * mongo-java-server does), one slow read of `runs` held up every commit and so every write.
+   * The commit lock is only tried for a while under the collection's lock: a command that holds
+   * the commit lock and waits for this collection (an index build) gets it in between.
+   */
+  private Document underCommitLock(MongoCollection<?> collection, Supplier<Document> write) {
+    Lock shared = groupCommit.writes.readLock();
+    if (collection == null) {
+      shared.lock();
+      try {
+        return write.get();
+      } finally {
+        shared.unlock();
+      }
+    }
+    try {
+      for (;;) {
+        synchronized (collection) {
+          if (shared.tryLock(COLLECTION_FIRST_WAIT_MS, TimeUnit.MILLISECONDS)) {
+            try {
+              return write.get();
+            } finally {
+              shared.unlock();
+            }
+          }
+        }
+        // A commit is due and waits for a write that waits for this collection: let both by.
+        shared.lock();
+        shared.unlock();
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new MongoServerException("interrupted while waiting to write");
+    }
+  }
+
+  private static final long COLLECTION_FIRST_WAIT_MS = 20;
 
   private static final Set<String> READS = Set.of("find", "getmore", "count", "distinct", "listcollections", "listindexes",
       "listdatabases", "hello", "ismaster", "ping", "buildinfo", "killcursors", "endsessions", "serverstatus", "dbstats",

@@ -4,6 +4,7 @@ import de.bwaldvogel.mongo.MongoCollection;
 import de.bwaldvogel.mongo.backend.CollectionOptions;
 import de.bwaldvogel.mongo.backend.CursorRegistry;
 import de.bwaldvogel.mongo.backend.DatabaseResolver;
+import de.bwaldvogel.mongo.backend.DefaultQueryMatcher;
 import de.bwaldvogel.mongo.backend.Index;
 import de.bwaldvogel.mongo.backend.IndexKey;
 import de.bwaldvogel.mongo.backend.h2.H2Collection;
@@ -69,29 +70,74 @@ final class FastH2Database extends H2Database {
     return answer != null ? answer : super.handleCommand(channel, command, query, resolver, oplog);
   }
 
+  /**
+   * Reads what `query` matches in `collectionName` ahead of a write ({@link ReadAhead}); returns
+   * how many documents it read.
+   */
+  int readAhead(Object collectionName, Object query, int limit, int max) {
+    if (!(collectionName instanceof String name) || !(query instanceof Document q)) return 0;
+    return resolveCollection(name, false) instanceof Collection collection ? collection.readAhead(q, limit, max) : 0;
+  }
+
   @Override
   protected MongoCollection<Object> openOrCreateCollection(String collectionName, CollectionOptions options) {
     String fullName = getFullCollectionNamespace(collectionName);
     MVMap<Object, Document> dataMap = store().openMap("databases." + fullName, builder());
     MVMap<String, Object> metaMap = store().openMap("meta." + fullName);
-    return new H2Collection(this, collectionName, options, dataMap, metaMap, cursorRegistry) {
-      @Override
-      protected QueryResult queryDocuments(Document query, Document orderBy, int skip, int limit, int batchSize, Document fieldSelector) {
-        IndexWalk<Object> walk = IndexedQueries.candidates(this, getIndexes(), query, orderBy, skip, limit, this::getDocument);
-        if (walk == null) return super.queryDocuments(query, orderBy, skip, limit, batchSize, fieldSelector);
-        if (IndexedQueries.streams(walk, batchSize, fieldSelector)) return StreamingCursor.firstBatch(walk, this, cursorRegistry, query, skip, limit, batchSize);
-        return matchDocumentsFromStream(query, walk.stream(), skip, limit, batchSize, walk.plan().sortServed() ? null : deriveComparator(orderBy), fieldSelector);
-      }
+    return new Collection(collectionName, options, dataMap, metaMap);
+  }
 
-      @Override
-      protected QueryResult createQueryResult(List<Document> matched, int batchSize) {
-        return super.createQueryResult(WholeReads.copies(matched), batchSize);
-      }
+  /** H2Collection whose queries use runhook's indexes ({@link IndexedQueries}). */
+  private final class Collection extends H2Collection {
+    Collection(String name, CollectionOptions options, MVMap<Object, Document> dataMap, MVMap<String, Object> metaMap) {
+      super(FastH2Database.this, name, options, dataMap, metaMap, FastH2Database.this.cursorRegistry);
+    }
 
-      @Override
-      public synchronized Document findAndModify(Document query) {
-        return WholeReads.copyValue(super.findAndModify(query));
+    @Override
+    protected QueryResult queryDocuments(Document query, Document orderBy, int skip, int limit, int batchSize, Document fieldSelector) {
+      IndexWalk<Object> walk = IndexedQueries.candidates(this, getIndexes(), query, orderBy, skip, limit, this::getDocument);
+      if (walk == null) return super.queryDocuments(query, orderBy, skip, limit, batchSize, fieldSelector);
+      if (IndexedQueries.streams(walk, batchSize, fieldSelector)) return StreamingCursor.firstBatch(walk, this, cursorRegistry, query, skip, limit, batchSize);
+      return matchDocumentsFromStream(query, walk.stream(), skip, limit, batchSize, walk.plan().sortServed() ? null : deriveComparator(orderBy), fieldSelector);
+    }
+
+    @Override
+    protected QueryResult createQueryResult(List<Document> matched, int batchSize) {
+      return super.createQueryResult(WholeReads.copies(matched), batchSize);
+    }
+
+    @Override
+    public synchronized Document findAndModify(Document query) {
+      return WholeReads.copyValue(super.findAndModify(query));
+    }
+
+    /**
+     * Reads the documents that `query` matches (at most `max`; `limit` as the write's, 0 for
+     * all) and their index entries, without this collection's lock: MVStore maps are safe to
+     * read beside writers; a document another thread updates meanwhile (in place) may give a
+     * wrong key or an exception, which only reads a page for nothing.
+     */
+    int readAhead(Document query, int limit, int max) {
+      List<Index<Object>> indexes = List.copyOf(getIndexes());
+      IndexWalk<Object> walk = IndexedQueries.candidates(this, indexes, query, null, 0, limit, this::getDocument);
+      if (walk == null) return 0; // a scan, or a look-up mongo-java-server's unique index answers
+      DefaultQueryMatcher matcher = new DefaultQueryMatcher();
+      int read = 0;
+      int matched = 0;
+      while (walk.hasNext() && read < max && (limit == 0 || matched < limit)) {
+        Document document = walk.next();
+        read++;
+        if (!matcher.matches(document, query)) continue;
+        matched++;
+        readEntries(indexes, document);
       }
-    };
+      return read;
+    }
+
+    private static void readEntries(List<Index<Object>> indexes, Document document) {
+      for (Index<Object> index : indexes) {
+        if (index instanceof OrderedIndex ordered) ordered.readEntries(document);
+      }
+    }
   }
 }

@@ -1,6 +1,7 @@
 package runhook.embedded;
 
 import de.bwaldvogel.mongo.backend.IndexKey;
+import de.bwaldvogel.mongo.bson.Document;
 import java.util.List;
 
 /** An index the {@link QueryPlanner} can walk: its fields, and its entries in {@link IndexOrder}. */
@@ -19,4 +20,7 @@ interface OrderedIndex {
 
   /** Whether a document may have several entries (an array at an indexed field): then the index order is no sort order. */
   boolean multikey();
+
+  /** Reads a document's entries (and so the pages that hold them), changing nothing. */
+  void readEntries(Document document);
 }

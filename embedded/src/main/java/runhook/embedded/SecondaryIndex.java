@@ -89,6 +89,11 @@ final class SecondaryIndex<P> extends Index<P> implements OrderedIndex {
     }
   }
 
+  @Override
+  public void readEntries(Document document) {
+    for (KeyValue key : entryKeys(document)) entries.get(key);
+  }
+
   /** Not needed to find a document's position: the `_id` index answers that. */
   @Override
   public P getPosition(Document document) {

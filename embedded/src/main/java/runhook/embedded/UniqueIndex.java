@@ -4,6 +4,7 @@ import de.bwaldvogel.mongo.backend.AbstractUniqueIndex;
 import de.bwaldvogel.mongo.backend.IndexKey;
 import de.bwaldvogel.mongo.backend.KeyValue;
 import de.bwaldvogel.mongo.backend.Missing;
+import de.bwaldvogel.mongo.bson.Document;
 import java.util.List;
 import java.util.Map;
 
@@ -39,6 +40,11 @@ final class UniqueIndex<P> extends AbstractUniqueIndex<P> implements OrderedInde
   @Override
   public boolean multikey() {
     return !coversEveryDocument(); // not tracked; `_id` can never hold an array
+  }
+
+  @Override
+  public void readEntries(Document document) {
+    getPosition(document); // a sparse index's missing key: a look-up that finds nothing
   }
 
   @Override

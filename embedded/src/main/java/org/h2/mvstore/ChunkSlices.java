@@ -55,17 +55,19 @@ public final class ChunkSlices {
   /**
    * Rewrites live pages of chunks whose live share is below targetFillRate (%), sparsest
    * first, until about maxBytes of pages were read (rewritten or found moved already: either
-   * way read from the file, so the step's cost is bounded by maxBytes). Returns the bytes
-   * rewritten (0: nothing was).
+   * way read from the file, so the step's cost is bounded by maxBytes) or maxNanos passed
+   * (pages read from the disk, not the OS's cache, take far longer per byte). Returns the
+   * bytes rewritten (0: nothing was).
    */
-  public long step(int targetFillRate, long maxBytes) {
+  public long step(int targetFillRate, long maxBytes, long maxNanos) {
+    deadline = System.nanoTime() + maxNanos;
     FileStore<?> fileStore = store.getFileStore();
     if (fileStore == null || fileStore.getChunksFillRate() >= targetFillRate) return 0;
     MVStore.TxCounter version = store.registerVersionUsage();
     try {
       long read = 0;
       rewritten = 0;
-      while (read < maxBytes) {
+      while (read < maxBytes && System.nanoTime() < deadline) {
         Chunk<?> chunk = chunkId < 0 ? null : fileStore.getChunks().get(chunkId);
         if (chunk == null || !chunk.isLive() || pass > 1) {
           if (chunkId >= 0 && pass > 1) {
@@ -95,8 +97,9 @@ public final class ChunkSlices {
     nextPage = 0;
   }
 
-  /** Bytes rewritten by the current step. */
+  /** Bytes rewritten by the current step, and when it stops. */
   private long rewritten;
+  private long deadline;
 
   /**
    * Rewrites live pages of `chunk` from where the last call stopped, until about `budget` bytes
@@ -106,7 +109,7 @@ public final class ChunkSlices {
     long read = 0;
     MVMap<String, String> layout = layout();
     MVMap<String, String> meta = store.getMetaMap();
-    while (read < budget && pass <= 1) {
+    while (read < budget && pass <= 1 && System.nanoTime() < deadline) {
       if (nextPage >= toc.length) {
         pass++;
         nextPage = 0;
