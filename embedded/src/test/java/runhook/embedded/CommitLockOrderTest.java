@@ -3,14 +3,8 @@ package runhook.embedded;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 
-import com.mongodb.client.MongoClient;
-import com.mongodb.client.MongoClients;
 import com.mongodb.client.MongoDatabase;
 import de.bwaldvogel.mongo.MongoCollection;
-import de.bwaldvogel.mongo.MongoServer;
-import java.net.InetSocketAddress;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -25,35 +19,24 @@ import org.junit.jupiter.api.Test;
  * while it waits, and it is answered once its collection is free.
  */
 class CommitLockOrderTest {
-  private Path dir;
-  private FastH2Backend backend;
-  private MongoServer server;
-  private MongoClient client;
+  private FileServer files;
 
   @BeforeEach
   void start() throws Exception {
-    dir = Files.createTempDirectory("commit-lock-order");
-    backend = FastH2Backend.open(dir.resolve("db.mv").toString());
-    server = new MongoServer(backend);
-    server.bind(new InetSocketAddress("127.0.0.1", 0));
-    client = MongoClients.create("mongodb://127.0.0.1:" + server.getLocalAddress().getPort());
+    files = new FileServer("commit-lock-order");
   }
 
   @AfterEach
   void stop() throws Exception {
-    client.close();
-    server.shutdownNow();
-    try (var files = Files.walk(dir)) {
-      files.sorted((a, b) -> b.compareTo(a)).forEach(p -> p.toFile().delete());
-    }
+    files.close();
   }
 
   @Test
   void aWriteWaitingForItsCollectionHoldsUpNoOtherWrite() throws Exception {
-    MongoDatabase db = client.getDatabase("t");
+    MongoDatabase db = files.client.getDatabase("t");
     db.getCollection("runs").insertOne(new Document("_id", "a"));
     db.getCollection("probe").insertOne(new Document("_id", 0));
-    MongoCollection<?> runs = backend.resolveDatabase("t").resolveCollection("runs", true);
+    MongoCollection<?> runs = files.backend.resolveDatabase("t").resolveCollection("runs", true);
     CountDownLatch held = new CountDownLatch(1);
     CountDownLatch release = new CountDownLatch(1);
     // What a long read of `runs` does: hold its lock (until the test lets go).

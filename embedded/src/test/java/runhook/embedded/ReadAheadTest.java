@@ -4,16 +4,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import com.mongodb.MongoException;
-import com.mongodb.client.MongoClient;
-import com.mongodb.client.MongoClients;
 import com.mongodb.client.MongoCollection;
 import com.mongodb.client.model.Filters;
 import com.mongodb.client.model.Indexes;
 import com.mongodb.client.model.Updates;
-import de.bwaldvogel.mongo.MongoServer;
-import java.net.InetSocketAddress;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import org.bson.Document;
@@ -27,20 +21,13 @@ import org.junit.jupiter.api.Test;
  * writes that follow it answer what they would without it.
  */
 class ReadAheadTest {
-  private Path dir;
-  private FastH2Backend backend;
-  private MongoServer server;
-  private MongoClient client;
+  private FileServer files;
   private MongoCollection<Document> runs;
 
   @BeforeEach
   void start() throws Exception {
-    dir = Files.createTempDirectory("read-ahead");
-    backend = FastH2Backend.open(dir.resolve("db.mv").toString());
-    server = new MongoServer(backend);
-    server.bind(new InetSocketAddress("127.0.0.1", 0));
-    client = MongoClients.create("mongodb://127.0.0.1:" + server.getLocalAddress().getPort());
-    runs = client.getDatabase("t").getCollection("runs");
+    files = new FileServer("read-ahead");
+    runs = files.client.getDatabase("t").getCollection("runs");
     runs.createIndex(Indexes.ascending("finishedAt"));
     runs.createIndex(Indexes.ascending("env", "recordId"));
     List<Document> docs = new ArrayList<>();
@@ -53,15 +40,11 @@ class ReadAheadTest {
   @AfterEach
   void stop() throws Exception {
     ScanGuard.set(false);
-    client.close();
-    server.shutdownNow();
-    try (var files = Files.walk(dir)) {
-      files.sorted((a, b) -> b.compareTo(a)).forEach(p -> p.toFile().delete());
-    }
+    files.close();
   }
 
   private FastH2Database database() {
-    return (FastH2Database) backend.resolveDatabase("t");
+    return (FastH2Database) files.backend.resolveDatabase("t");
   }
 
   @Test
