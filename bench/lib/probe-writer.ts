@@ -1,0 +1,69 @@
+// A writer that inserts one small document at a time and times each insert, on a thread of its
+// own: its figures are the database's waits only, never a pause of the bench's event loop (a
+// collection of the bench's heap, a sweep's batch being prepared). Its thread runs plain
+// JavaScript (a worker does not get the bench's TypeScript loader): "start" begins a period,
+// "stop" answers with the period's latencies (ms), "close" ends it.
+import { Worker } from "node:worker_threads";
+
+interface ProbeData {
+  uri: string;
+  dbName: string;
+  collection: string;
+}
+
+export interface ProbeWriter {
+  /** Starts timing the inserts. */
+  start(): void;
+  /** The latencies (ms) of the inserts since start(). */
+  stop(): Promise<number[]>;
+  close(): Promise<void>;
+}
+
+const WORKER = `
+const { parentPort, workerData } = require("node:worker_threads");
+const { performance } = require("node:perf_hooks");
+const { MongoClient } = require("mongodb");
+const client = new MongoClient(workerData.uri, { maxPoolSize: 1 });
+const probe = client.db(workerData.dbName).collection(workerData.collection);
+let timed = null;
+let closing = false;
+parentPort.on("message", (m) => {
+  if (m === "start") timed = [];
+  if (m === "stop") { parentPort.postMessage(timed || []); timed = null; }
+  if (m === "close") closing = true;
+});
+(async () => {
+  for (let n = 0; !closing; n++) {
+    const t = performance.now();
+    await probe.insertOne({ _id: n });
+    if (timed) timed.push(performance.now() - t);
+  }
+  await client.close();
+  parentPort.postMessage("closed");
+})().catch((err) => { setImmediate(() => { throw err; }); });
+`;
+
+export function probeWriter(data: ProbeData): ProbeWriter {
+  const worker = new Worker(WORKER, { eval: true, workerData: data });
+  const replies: { resolve: (m: unknown) => void; reject: (err: Error) => void }[] = [];
+  let failure: Error | undefined;
+  worker.on("message", (m) => replies.shift()?.resolve(m));
+  worker.on("error", (err) => {
+    failure = err;
+    for (const r of replies.splice(0)) r.reject(err);
+  });
+  const ask = (m: string) =>
+    new Promise<unknown>((resolve, reject) => {
+      if (failure) return reject(failure);
+      replies.push({ resolve, reject });
+      worker.postMessage(m);
+    });
+  return {
+    start: () => worker.postMessage("start"),
+    stop: async () => (await ask("stop")) as number[],
+    close: async () => {
+      await ask("close");
+      await worker.terminate();
+    },
+  };
+}
