@@ -14,8 +14,8 @@ interface ProbeData {
 export interface ProbeWriter {
   /** Starts timing the inserts. */
   start(): void;
-  /** The latencies (ms) of the inserts since start(). */
-  stop(): Promise<number[]>;
+  /** The latencies (ms) of the inserts since start(), and when the longest ended. */
+  stop(): Promise<{ latencies: number[]; longestAt: string | null }>;
   close(): Promise<void>;
 }
 
@@ -26,17 +26,21 @@ const { MongoClient } = require("mongodb");
 const client = new MongoClient(workerData.uri, { maxPoolSize: 1 });
 const probe = client.db(workerData.dbName).collection(workerData.collection);
 let timed = null;
+let longest = 0;
+let longestAt = null;
 let closing = false;
 parentPort.on("message", (m) => {
-  if (m === "start") timed = [];
-  if (m === "stop") { parentPort.postMessage(timed || []); timed = null; }
+  if (m === "start") { timed = []; longest = 0; longestAt = null; }
+  if (m === "stop") { parentPort.postMessage({ latencies: timed || [], longestAt }); timed = null; }
   if (m === "close") closing = true;
 });
 (async () => {
   for (let n = 0; !closing; n++) {
     const t = performance.now();
     await probe.insertOne({ _id: n });
-    if (timed) timed.push(performance.now() - t);
+    const ms = performance.now() - t;
+    if (timed) timed.push(ms);
+    if (timed && ms > longest) { longest = ms; longestAt = new Date().toISOString(); }
   }
   await client.close();
   parentPort.postMessage("closed");
@@ -60,7 +64,7 @@ export function probeWriter(data: ProbeData): ProbeWriter {
     });
   return {
     start: () => worker.postMessage("start"),
-    stop: async () => (await ask("stop")) as number[],
+    stop: async () => (await ask("stop")) as { latencies: number[]; longestAt: string | null },
     close: async () => {
       await ask("close");
       await worker.terminate();

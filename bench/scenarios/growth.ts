@@ -66,6 +66,8 @@ export interface GrowthResult {
     writesDuring: number;
     /** Single writes (an insert of a small document) during the sweep, and the longest in the 3 s before it. */
     maxStallMs: number | null;
+    /** When the longest single write ended (to find it in the server's logs). */
+    maxStallAt: string | null;
     p99Ms: number | null;
     beforeMaxMs: number | null;
     /** Webhook calls (several reads and writes each) during the sweep, and the longest before it. */
@@ -441,7 +443,7 @@ async function sweepUnderWrites(
     );
     const writes = await probe.stop();
     loopDelay.disable();
-    return { writes: latencies(writes), calls: latencies(calls), benchLoopMaxMs: round(loopDelay.max / 1e6) };
+    return { writes: latencies(writes.latencies), longestWriteAt: writes.longestAt, calls: latencies(calls), benchLoopMaxMs: round(loopDelay.max / 1e6) };
   };
   const before = await load(sleep(3000));
   const t0 = performance.now();
@@ -452,7 +454,7 @@ async function sweepUnderWrites(
   await pool.close();
   await probe.close();
   ctx.log(
-    `  sweep: ${removed} runs removed in ${seconds} s; meanwhile ${during.writes.n} single writes (longest ${during.writes.maxMs} ms) and ${during.calls.n} webhook calls (longest ${during.calls.maxMs} ms); the bench's own event loop paused up to ${during.benchLoopMaxMs} ms`,
+    `  sweep: ${removed} runs removed in ${seconds} s; meanwhile ${during.writes.n} single writes (longest ${during.writes.maxMs} ms, ending at ${during.longestWriteAt}) and ${during.calls.n} webhook calls (longest ${during.calls.maxMs} ms); the bench's own event loop paused up to ${during.benchLoopMaxMs} ms`,
   );
   return {
     expired,
@@ -460,6 +462,7 @@ async function sweepUnderWrites(
     seconds,
     writesDuring: during.writes.n,
     maxStallMs: during.writes.maxMs,
+    maxStallAt: during.longestWriteAt,
     p99Ms: during.writes.p99Ms,
     beforeMaxMs: before.writes.maxMs,
     callsDuring: during.calls.n,
