@@ -63,6 +63,11 @@ final class H2IndexEntries implements IndexEntries {
   /** Exact, from the B-tree's counts: the insertion points of the two bounds. */
   @Override
   public long count(KeyValue low, KeyValue high, long cap) {
+    return countExactly(low, high, cap);
+  }
+
+  @Override
+  public long countExactly(KeyValue low, KeyValue high, long cap) {
     long from = -map.getKeyIndex(low) - 1;
     long to = -map.getKeyIndex(high) - 1;
     return Math.min(cap, Math.max(0, to - from));

@@ -24,6 +24,9 @@ interface IndexEntries {
   /** About how many entries lie between two bounds, counting no further than {@code cap}. */
   long count(KeyValue low, KeyValue high, long cap);
 
+  /** Exactly how many entries lie between two bounds, or {@code cap} if at least that many. */
+  long countExactly(KeyValue low, KeyValue high, long cap);
+
   Iterable<Map.Entry<KeyValue, Object>> all();
 
   long size();

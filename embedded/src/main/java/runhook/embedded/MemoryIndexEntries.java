@@ -43,7 +43,11 @@ final class MemoryIndexEntries implements IndexEntries {
 
   @Override
   public long count(KeyValue low, KeyValue high, long cap) {
-    cap = Math.min(cap, COUNT_LIMIT);
+    return countExactly(low, high, Math.min(cap, COUNT_LIMIT));
+  }
+
+  @Override
+  public long countExactly(KeyValue low, KeyValue high, long cap) {
     long n = 0;
     for (Iterator<?> it = between(low, high).keySet().iterator(); it.hasNext() && n < cap; it.next()) n++;
     return n;

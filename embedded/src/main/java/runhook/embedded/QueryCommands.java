@@ -17,7 +17,7 @@ import java.util.stream.StreamSupport;
 /**
  * The database commands that mongo-java-server answers without the indexes, answered with them:
  * an aggregation that begins with {@code $match} reads only what the match's index plan yields
- * (countDocuments is one), and {@code explain} says which index a query uses and how much it
+ * (countDocuments is one; a count its index covers reads no document: {@link CoveredCount}), and {@code explain} says which index a query uses and how much it
  * read, in MongoDB's shape (queryPlanner.winningPlan with COLLSCAN or IXSCAN stages,
  * executionStats with nReturned, totalKeysExamined, totalDocsExamined).
  */
@@ -48,6 +48,8 @@ final class QueryCommands {
     if (collection == null) return null;
     Aggregation rest = Aggregation.fromPipeline(new ArrayList<>(pipeline.subList(1, pipeline.size())), resolver, database, collection, oplog);
     rest.validate(query);
+    CoveredCount.Counted counted = CoveredCount.answer(collection, pipeline);
+    if (counted != null) return cursorResponse(database.getDatabaseName() + "." + collectionName, counted.result());
     Stream<Document> matched = StreamSupport.stream(collection.handleQuery(new QueryParameters(new Document("$query", match), 0, 0)).spliterator(), false);
     return cursorResponse(database.getDatabaseName() + "." + collectionName, rest.runStages(matched));
   }
@@ -66,9 +68,19 @@ final class QueryCommands {
     }
     Query q = queryOf(inner);
     MongoCollection<?> collection = database.resolveCollection(q.collection(), false);
+    List<Document> stages = inner.keySet().iterator().next().equalsIgnoreCase("aggregate") ? pipeline(inner.get("pipeline")) : null;
+    CoveredCount.Counted counted = collection != null && stages != null && !stages.isEmpty() ? CoveredCount.answer(collection, stages) : null;
     IndexedQueries.Execution execution = new IndexedQueries.Execution();
     long returned = 0;
-    if (collection != null) {
+    if (counted != null) {
+      // A covered count: its index's entries, no document (no FETCH stage, as MongoDB's).
+      QueryPlanner.Plan plan = counted.plan();
+      execution.indexName = plan.index().getName();
+      execution.keyPattern = plan.index().getKeys().stream().map(k -> k.getKey()).toList();
+      execution.intervals = plan.intervals().size();
+      execution.keysExamined = counted.entries();
+      returned = counted.result().size();
+    } else if (collection != null) {
       Document selector = new Document("$query", q.filter());
       if (q.sort() != null) selector.put("$orderby", q.sort());
       Iterable<Document> result = IndexedQueries.recording(execution, () -> collection.handleQuery(new QueryParameters(selector, q.skip(), q.limit())));
@@ -82,7 +94,7 @@ final class QueryCommands {
       for (String k : execution.keyPattern) keyPattern.put(k, 1);
       Document ixscan = new Document("stage", "IXSCAN").append("indexName", execution.indexName).append("keyPattern", keyPattern)
           .append("direction", execution.descending ? "backward" : "forward").append("intervals", execution.intervals);
-      winningPlan = new Document("stage", "FETCH").append("inputStage", ixscan);
+      winningPlan = counted != null ? ixscan : new Document("stage", "FETCH").append("inputStage", ixscan);
     } else {
       winningPlan = new Document("stage", collection == null ? "EOF" : "COLLSCAN");
     }

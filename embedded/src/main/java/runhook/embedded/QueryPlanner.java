@@ -221,6 +221,32 @@ final class QueryPlanner {
     return best;
   }
 
+  /**
+   * Whether a plan's intervals hold exactly the documents the query matches, so that counting
+   * the entries in them counts the matches without reading a document: a secondary index where
+   * each document has exactly one entry (not sparse, no arrays), and a query made only of
+   * equalities or `$in` on the fields the intervals pin and a range on the next one, one kind of
+   * condition per field (an equality and a range on the same field are left to the match).
+   */
+  static boolean answersExactly(Plan plan, Document query) {
+    if (!(plan.index() instanceof SecondaryIndex<?>) || plan.race() != null || plan.index().multikey() || !plan.index().coversEveryDocument()) {
+      return false;
+    }
+    boolean[] whole = {true};
+    Map<String, FieldBounds> bounds = bounds(query, whole);
+    if (!whole[0]) return false;
+    List<IndexKey> keys = plan.index().getKeys();
+    for (Map.Entry<String, FieldBounds> e : bounds.entrySet()) {
+      FieldBounds b = e.getValue();
+      if (!b.whole || (b.points != null) == b.hasRange()) return false;
+      int at = -1;
+      for (int i = 0; i < keys.size(); i++) if (keys.get(i).getKey().equals(e.getKey())) at = i;
+      if (at < 0 || at >= plan.boundFields()) return false;
+      if (b.hasRange() && at != plan.boundFields() - 1) return false;
+    }
+    return true;
+  }
+
   /** An index's intervals for a query, and the direction that serves the sort (0: it does not). */
   private record Candidate(OrderedIndex index, List<Interval> intervals, int boundFields, int direction) {
     boolean consumes(Map<String, FieldBounds> bounds) {

@@ -12,6 +12,7 @@ import com.mongodb.client.MongoClient;
 import com.mongodb.client.MongoClients;
 import com.mongodb.client.MongoCollection;
 import com.mongodb.client.MongoDatabase;
+import com.mongodb.client.model.CountOptions;
 import com.mongodb.client.model.Filters;
 import com.mongodb.client.model.Indexes;
 import com.mongodb.client.model.Updates;
@@ -138,6 +139,8 @@ class IndexedQueriesTest {
       }
       assertEquals(ids(expected), ids(actual), "find " + q);
       assertEquals(plain.countDocuments(q.filter()), indexed.countDocuments(q.filter()), "countDocuments " + q.filter());
+      CountOptions page = new CountOptions().skip(q.skip()).limit(q.limit());
+      assertEquals(plain.countDocuments(q.filter(), page), indexed.countDocuments(q.filter(), page), "countDocuments " + q.filter() + " " + page);
     }
   }
 
@@ -247,6 +250,63 @@ class IndexedQueriesTest {
     Document scan = explain(db, "plain", Filters.eq("env", "e2"), null, 0);
     assertEquals("COLLSCAN", indexName(scan));
     assertEquals(1500, docsExamined(scan));
+  }
+
+  /** explain of the aggregation countDocuments sends for `filter`. */
+  private static Document explainCount(MongoDatabase db, String collection, Bson filter) {
+    List<Document> pipeline = List.of(new Document("$match", filter.toBsonDocument()), new Document("$group", new Document("_id", 1).append("n", new Document("$sum", 1))));
+    return db.runCommand(new Document("explain", new Document("aggregate", collection).append("pipeline", pipeline).append("cursor", new Document())));
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"memory", "file"})
+  void aCountItsIndexCoversReadsNoDocument(String backend) throws Exception {
+    MongoDatabase db = start(backend);
+    MongoCollection<Document> indexed = indexed(db);
+    indexed.insertMany(documents());
+    MongoCollection<Document> plain = db.getCollection("plain");
+    plain.insertMany(documents());
+
+    List<Bson> covered = List.of(
+        Filters.and(Filters.eq("env", "e2"), Filters.gt("seq", 100), Filters.lte("seq", 900)),
+        Filters.in("env", "e1", "e3"),
+        Filters.eq("state", null),
+        Filters.and(Filters.eq("state", "QUEUED"), Filters.lt("ts", new Date(T0.getTime() + 500_000))),
+        Filters.gt("mixed", 5),
+        Filters.lt("mixed", "m2"));
+    for (Bson filter : covered) {
+      Document explained = explainCount(db, "indexed", filter);
+      Document plan = explained.get("queryPlanner", Document.class).get("winningPlan", Document.class);
+      assertEquals("IXSCAN", plan.getString("stage"), "covered: " + filter);
+      assertEquals(0L, docsExamined(explained), "covered: " + filter);
+      assertEquals(plain.countDocuments(filter), indexed.countDocuments(filter), "covered: " + filter);
+    }
+    List<Bson> fetched = List.of(
+        Filters.and(Filters.eq("env", "e1"), Filters.ne("state", "RUNNING")), // a condition the intervals do not hold
+        Filters.eq("tags", "t2"), // an index with arrays: a document may have several entries
+        new Document("$and", List.of(new Document("seq", 7), new Document("seq", new Document("$gt", 100)))).append("env", "e2"), // equality and range on one field
+        Filters.and(Filters.eq("env", "e2"), Filters.eq("ts", T0))); // a field the index does not hold
+    for (Bson filter : fetched) {
+      Document explained = explainCount(db, "indexed", filter);
+      assertEquals("FETCH", explained.get("queryPlanner", Document.class).get("winningPlan", Document.class).getString("stage"), "read: " + filter);
+      assertTrue(docsExamined(explained) > 0, "read: " + filter);
+      assertEquals(plain.countDocuments(filter), indexed.countDocuments(filter), "read: " + filter);
+    }
+    // A page of a count (skip and limit) and a count of nothing.
+    Bson env = Filters.eq("env", "e2");
+    assertEquals(300, indexed.countDocuments(env));
+    assertEquals(10, indexed.countDocuments(env, new CountOptions().skip(5).limit(10)));
+    assertEquals(5, indexed.countDocuments(env, new CountOptions().skip(295).limit(10)));
+    assertEquals(0, indexed.countDocuments(env, new CountOptions().skip(300)));
+    assertEquals(0, indexed.countDocuments(Filters.eq("env", "nowhere")));
+    assertEquals(0, indexed.countDocuments(Filters.in("env", List.of())));
+    // Writes are counted at once, and a document that gains an array makes the index's counts read documents.
+    indexed.insertOne(new Document("_id", "new").append("env", "e2").append("seq", 1));
+    assertEquals(301, indexed.countDocuments(env));
+    indexed.updateOne(Filters.eq("_id", "new"), Updates.set("env", List.of("e2", "e7")));
+    assertEquals("FETCH", explainCount(db, "indexed", env).get("queryPlanner", Document.class).get("winningPlan", Document.class).getString("stage"));
+    assertEquals(301, indexed.countDocuments(env));
+    assertEquals(1, indexed.countDocuments(Filters.eq("env", "e7")));
   }
 
   @ParameterizedTest
