@@ -36,12 +36,18 @@ final class FastH2Backend extends H2Backend {
   static FastH2Backend open(String fileName) {
     int commitMs = Integer.getInteger("runhook.h2.commitMs", 0);
     int cacheMb = Integer.getInteger("runhook.h2.cacheMb", 32);
-    rebuildIndexesIfOld(fileName, cacheMb);
     MVStore.Builder builder = new MVStore.Builder().fileName(fileName).cacheSize(cacheMb);
     // Durable: only the group commit stores (no background writer, no store triggered by a
     // writer's unsaved memory), so that every chunk in the file holds whole writes.
     if (commitMs <= 0) builder.autoCommitDisabled().autoCommitBufferSize(0);
+    // Opening reads the store's chunk metadata, which grows with the file: it is opened once,
+    // and again only after a rebuild (which needs H2's auto-commit).
     MVStore store = builder.open();
+    if (FORMAT_WITHOUT_SECONDARY_INDEXES.equals(store.<String, String>openMap(FORMAT_MAP).get("format"))) {
+      store.closeImmediately(); // nothing written
+      rebuildIndexes(fileName, cacheMb);
+      store = builder.open();
+    }
     try {
       if (commitMs > 0) store.setAutoCommitDelay(commitMs);
       // H2 keeps dead chunks 45 s in case the OS has not written the newer ones yet; every
@@ -77,12 +83,10 @@ final class FastH2Backend extends H2Backend {
    * memory), then the file is marked as format 2. A kill during this leaves format 1, and
    * the next start rebuilds again.
    */
-  private static void rebuildIndexesIfOld(String fileName, int cacheMb) {
-    if (!new java.io.File(fileName).exists()) return;
+  private static void rebuildIndexes(String fileName, int cacheMb) {
     MVStore store = new MVStore.Builder().fileName(fileName).cacheSize(cacheMb).open();
     try {
       MVMap<String, String> format = store.openMap(FORMAT_MAP);
-      if (!FORMAT_WITHOUT_SECONDARY_INDEXES.equals(format.get("format"))) return;
       System.out.println("rebuilding the indexes of " + fileName + " (once, for the indexed format " + FORMAT + ")");
       System.out.flush();
       for (String name : store.getMapNames()) {
