@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { MongoClient } from "mongodb";
 import { Pool } from "undici";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
 import { newRunDoc } from "../../src/domain/runs/model.js";
@@ -77,6 +78,8 @@ export interface GrowthResult {
     callBeforeMaxMs: number | null;
     /** The bench's own event loop's longest pause during the sweep (the webhook calls' latencies include it; the single writes' do not). */
     benchLoopMaxMs: number;
+    /** The embedded server's group commit during the sweep: each step's count, total, longest and when (runhookCommitStats). */
+    commitSteps: Record<string, { count: number; totalMs: number; maxMs: number; maxAt: string | null }> | null;
   } | null;
   fileMb: number | null;
   restartSeconds: number | null;
@@ -290,6 +293,9 @@ async function measure(ctx: BenchContext, store: Store, server: Proc, w: BenchWo
     await pool.close();
     return { perSec: s.okPerSec, p50Ms: s.p50Ms, p99Ms: s.p99Ms };
   };
+  // A trial not counted first: on a fresh server the first was always low (144-162/s at c=16
+  // against 241-251/s for the next two), the JIT still compiling the accept path.
+  await accept(16);
   const trials16: Omit<AcceptFigures, "trialsPerSec">[] = [];
   const trials64: Omit<AcceptFigures, "trialsPerSec">[] = [];
   for (let i = 0; i < (quick ? 1 : ACCEPT_TRIALS); i++) {
@@ -398,6 +404,16 @@ function latencies(lat: number[]): { n: number; maxMs: number | null; p99Ms: num
   return { n: lat.length, maxMs: sorted.length ? round(sorted[sorted.length - 1]!) : null, p99Ms: percentile(sorted, 99) };
 }
 
+/** The embedded server's commit steps since the last reset (null where the server has none). */
+async function commitSteps(client: MongoClient, reset: boolean): Promise<NonNullable<GrowthResult["sweep"]>["commitSteps"]> {
+  try {
+    const { ok: _, ...steps } = await client.db("admin").command({ runhookCommitStats: 1, reset });
+    return steps as NonNullable<GrowthResult["sweep"]>["commitSteps"];
+  } catch {
+    return null;
+  }
+}
+
 /**
  * A retention sweep of `expired` runs (another tenant's, finished long ago) while 4 callers
  * trigger runs and one writer inserts a small document at a time: how long a write waited (the
@@ -446,11 +462,15 @@ async function sweepUnderWrites(
     return { writes: latencies(writes.latencies), longestWriteAt: writes.longestAt, calls: latencies(calls), benchLoopMaxMs: round(loopDelay.max / 1e6) };
   };
   const before = await load(sleep(3000));
+  const admin = new MongoClient(uriFor(ctx.uri, dbName), { maxPoolSize: 1 });
+  await commitSteps(admin, true);
   const t0 = performance.now();
   const sweep = sweepExpired(store, undefined, new Date(), (t) => t.collection === "runs");
   const during = await load(sweep);
   const removed = (await sweep).runs ?? 0;
   const seconds = round((performance.now() - t0) / 1000, 1);
+  const steps = await commitSteps(admin, false);
+  await admin.close();
   await pool.close();
   await probe.close();
   ctx.log(
@@ -470,6 +490,7 @@ async function sweepUnderWrites(
     callP99Ms: during.calls.p99Ms,
     callBeforeMaxMs: before.calls.maxMs,
     benchLoopMaxMs: during.benchLoopMaxMs,
+    commitSteps: steps,
   };
 }
 
@@ -585,7 +606,15 @@ export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; comm
     row("file (MB)", (s) => v(s.fileMb)),
     "",
     r.sweep
-      ? `Retention sweep: ${r.sweep.removed.toLocaleString("en-US")} of ${r.sweep.expired.toLocaleString("en-US")} expired runs removed in ${r.sweep.seconds} s while one writer inserted small documents one at a time and 4 callers triggered runs. Single writes: ${r.sweep.writesDuring}, p99 ${v(r.sweep.p99Ms, " ms")}, longest ${v(r.sweep.maxStallMs, " ms")} (longest in the 3 s before the sweep: ${v(r.sweep.beforeMaxMs, " ms")}). Webhook calls: ${r.sweep.callsDuring}, p99 ${v(r.sweep.callP99Ms, " ms")}, longest ${v(r.sweep.callMaxMs, " ms")} (before: ${v(r.sweep.callBeforeMaxMs, " ms")}). The single writes come from a thread of their own; the sweep and the webhook calls share the bench's event loop, which paused up to ${v(r.sweep.benchLoopMaxMs, " ms")} during the sweep.`
+      ? `Retention sweep: ${r.sweep.removed.toLocaleString("en-US")} of ${r.sweep.expired.toLocaleString("en-US")} expired runs removed in ${r.sweep.seconds} s while one writer inserted small documents one at a time and 4 callers triggered runs. Single writes: ${r.sweep.writesDuring}, p99 ${v(r.sweep.p99Ms, " ms")}, longest ${v(r.sweep.maxStallMs, " ms")} (longest in the 3 s before the sweep: ${v(r.sweep.beforeMaxMs, " ms")}). Webhook calls: ${r.sweep.callsDuring}, p99 ${v(r.sweep.callP99Ms, " ms")}, longest ${v(r.sweep.callMaxMs, " ms")} (before: ${v(r.sweep.callBeforeMaxMs, " ms")}). The single writes come from a thread of their own; the sweep and the webhook calls share the bench's event loop, which paused up to ${v(r.sweep.benchLoopMaxMs, " ms")} during the sweep.${
+          r.sweep.commitSteps
+            ? ` The group commit meanwhile (each write waits for one of each step; longest, when it ended): ${Object.entries(r.sweep.commitSteps)
+                .map(
+                  ([name, x]) => `${name} ${round(x.maxMs)} ms at ${x.maxAt?.slice(11, 23) ?? "–"} (${x.count} times, ${round(x.totalMs / 1000, 1)} s in all)`,
+                )
+                .join("; ")}; the longest single write ended at ${r.sweep.maxStallAt?.slice(11, 23) ?? "–"}.`
+            : ""
+        }`
       : "Retention sweep: not measured.",
     `File: ${v(r.fileMb, " MB")}; the database's restart (stopped, started until it answers): ${v(r.restartSeconds, " s")}.`,
     "",

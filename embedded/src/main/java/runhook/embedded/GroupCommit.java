@@ -44,6 +44,7 @@ final class GroupCommit implements Runnable {
   private static final long GATHER_MAX_NS = 5_000_000;
 
   final ReentrantReadWriteLock writes = new ReentrantReadWriteLock();
+  final CommitStats stats = new CommitStats();
   private final MVStore store;
   private final ChunkSlices slices;
   private final Thread thread;
@@ -114,7 +115,9 @@ final class GroupCommit implements Runnable {
           idle = waiting.isEmpty();
         }
         try {
+          long t = System.nanoTime();
           compacted = slices.step(COMPACT_FILL_RATE, idle ? COMPACT_IDLE_SLICE : COMPACT_BUSY_SLICE, idle ? COMPACT_IDLE_NS : COMPACT_BUSY_NS) > 0;
+          stats.record(CommitStats.Step.SLICE, System.nanoTime() - t);
         } catch (RuntimeException e) {
           e.printStackTrace(); // only space reuse; the next commit reports a broken store
         }
@@ -158,13 +161,19 @@ final class GroupCommit implements Runnable {
   private boolean commitAndSync() {
     if (failed) return false;
     try {
+      long t = System.nanoTime();
       writes.writeLock().lock();
+      long locked = System.nanoTime();
+      stats.record(CommitStats.Step.LOCK_WAIT, locked - t);
       try {
         store.commit();
       } finally {
         writes.writeLock().unlock();
       }
+      long committed = System.nanoTime();
+      stats.record(CommitStats.Step.COMMIT, committed - locked);
       store.sync();
+      stats.record(CommitStats.Step.SYNC, System.nanoTime() - committed);
       return true;
     } catch (RuntimeException | Error e) {
       failed = true;

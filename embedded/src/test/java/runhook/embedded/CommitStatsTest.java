@@ -1,0 +1,36 @@
+package runhook.embedded;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.mongodb.client.MongoDatabase;
+import org.bson.Document;
+import org.junit.jupiter.api.Test;
+
+/** runhookCommitStats counts each step of the group commit that acknowledged writes, and resets. */
+class CommitStatsTest {
+  private static Document step(Document stats, String name) {
+    return stats.get(name, Document.class);
+  }
+
+  @Test
+  void eachAcknowledgedWriteIsCountedInTheStepsOfItsCommit() throws Exception {
+    try (FileServer s = new FileServer("commit-stats")) {
+      MongoDatabase admin = s.client.getDatabase("admin");
+      admin.runCommand(new Document(CommitStats.COMMAND, 1).append("reset", true));
+      MongoDatabase db = s.client.getDatabase("t");
+      for (int i = 0; i < 5; i++) db.getCollection("c").insertOne(new Document("_id", i)); // one at a time: one commit each at least
+      Document stats = admin.runCommand(new Document(CommitStats.COMMAND, 1).append("reset", true));
+      for (String name : new String[] {"lockWait", "commit", "sync"}) {
+        long count = ((Number) step(stats, name).get("count")).longValue();
+        assertTrue(count >= 5, name + " counted " + count);
+        assertTrue(((Number) step(stats, name).get("maxMs")).doubleValue() > 0, name);
+        assertTrue(step(stats, name).getString("maxAt").startsWith("20"), name);
+      }
+      Document after = admin.runCommand(new Document(CommitStats.COMMAND, 1));
+      assertEquals(0L, ((Number) step(after, "commit").get("count")).longValue(), "reset");
+      assertNull(step(after, "commit").get("maxAt"));
+    }
+  }
+}
