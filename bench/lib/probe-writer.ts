@@ -1,8 +1,8 @@
 // A writer that inserts one small document at a time and times each insert, on a thread of its
 // own: its figures are the database's waits only, never a pause of the bench's event loop (a
-// collection of the bench's heap, a sweep's batch being prepared). Its thread runs plain
-// JavaScript (a worker does not get the bench's TypeScript loader): "start" begins a period,
+// collection of the bench's heap, a sweep's batch being prepared). "start" begins a period,
 // "stop" answers with the period's latencies (ms), "close" ends it.
+import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 
 interface ProbeData {
@@ -19,12 +19,13 @@ export interface ProbeWriter {
   close(): Promise<void>;
 }
 
+// The thread loads runhook's store (TypeScript, through tsx's CommonJS hook: a worker does not
+// inherit the bench's loader) and writes to a scratch collection through it, as the bench does.
 const WORKER = `
 const { parentPort, workerData } = require("node:worker_threads");
 const { performance } = require("node:perf_hooks");
-const { MongoClient } = require("mongodb");
-const client = new MongoClient(workerData.uri, { maxPoolSize: 1 });
-const probe = client.db(workerData.dbName).collection(workerData.collection);
+require("tsx/cjs/api").register();
+const { openStore, storeFixtures } = require(workerData.storePath);
 let timed = null;
 let longest = 0;
 let longestAt = null;
@@ -35,6 +36,8 @@ parentPort.on("message", (m) => {
   if (m === "close") closing = true;
 });
 (async () => {
+  const store = await openStore(workerData.uri, { dbName: workerData.dbName });
+  const probe = storeFixtures(store).scratch(workerData.collection);
   for (let n = 0; !closing; n++) {
     const t = performance.now();
     await probe.insertOne({ _id: n });
@@ -42,13 +45,14 @@ parentPort.on("message", (m) => {
     if (timed) timed.push(ms);
     if (timed && ms > longest) { longest = ms; longestAt = new Date().toISOString(); }
   }
-  await client.close();
+  await store.close();
   parentPort.postMessage("closed");
 })().catch((err) => { setImmediate(() => { throw err; }); });
 `;
 
 export function probeWriter(data: ProbeData): ProbeWriter {
-  const worker = new Worker(WORKER, { eval: true, workerData: data });
+  const storePath = fileURLToPath(new URL("../../src/store/index.ts", import.meta.url));
+  const worker = new Worker(WORKER, { eval: true, workerData: { ...data, storePath } });
   const replies: { resolve: (m: unknown) => void; reject: (err: Error) => void }[] = [];
   let failure: Error | undefined;
   worker.on("message", (m) => replies.shift()?.resolve(m));

@@ -15,12 +15,11 @@ import { join } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { MongoClient } from "mongodb";
 import { Pool } from "undici";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
 import { newRunDoc } from "../../src/domain/runs/model.js";
 import { startEmbeddedServer } from "../../src/embedded/index.js";
-import { storeFixtures, sweepExpired, type Store } from "../../src/store/index.js";
+import { storeFixtures, sweepExpired, type Store, type StoreFixtures } from "../../src/store/index.js";
 import { activityStream, streamKey } from "../../src/store/logs.js";
 import type { ActivityLogDoc, RunDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, uriFor, type BenchContext, type BenchWorld } from "../lib/context.js";
@@ -405,9 +404,9 @@ function latencies(lat: number[]): { n: number; maxMs: number | null; p99Ms: num
 }
 
 /** The embedded server's commit steps since the last reset (null where the server has none). */
-async function commitSteps(client: MongoClient, reset: boolean): Promise<NonNullable<GrowthResult["sweep"]>["commitSteps"]> {
+async function commitSteps(fx: StoreFixtures, reset: boolean): Promise<NonNullable<GrowthResult["sweep"]>["commitSteps"]> {
   try {
-    const { ok: _, ...steps } = await client.db("admin").command({ runhookCommitStats: 1, reset });
+    const { ok: _, ...steps } = await fx.serverCommand({ runhookCommitStats: 1, reset });
     return steps as NonNullable<GrowthResult["sweep"]>["commitSteps"];
   } catch {
     return null;
@@ -462,15 +461,13 @@ async function sweepUnderWrites(
     return { writes: latencies(writes.latencies), longestWriteAt: writes.longestAt, calls: latencies(calls), benchLoopMaxMs: round(loopDelay.max / 1e6) };
   };
   const before = await load(sleep(3000));
-  const admin = new MongoClient(uriFor(ctx.uri, dbName), { maxPoolSize: 1 });
-  await commitSteps(admin, true);
+  await commitSteps(fx, true);
   const t0 = performance.now();
   const sweep = sweepExpired(store, undefined, new Date(), (t) => t.collection === "runs");
   const during = await load(sweep);
   const removed = (await sweep).runs ?? 0;
   const seconds = round((performance.now() - t0) / 1000, 1);
-  const steps = await commitSteps(admin, false);
-  await admin.close();
+  const steps = await commitSteps(fx, false);
   await pool.close();
   await probe.close();
   ctx.log(
