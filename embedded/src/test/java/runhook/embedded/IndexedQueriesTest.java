@@ -158,6 +158,14 @@ class IndexedQueriesTest {
     return c;
   }
 
+  /** A server whose "indexed" collection (with indexes) and "plain" one (without) hold the same documents. */
+  private MongoDatabase startWithDocuments(String backend) throws Exception {
+    MongoDatabase db = start(backend);
+    indexed(db).insertMany(documents());
+    db.getCollection("plain").insertMany(documents());
+    return db;
+  }
+
   private static Document explain(MongoDatabase db, String collection, Bson filter, Bson sort, int limit) {
     Document find = new Document("find", collection).append("filter", filter.toBsonDocument());
     if (sort != null) find.append("sort", sort);
@@ -210,10 +218,7 @@ class IndexedQueriesTest {
   @ParameterizedTest
   @ValueSource(strings = {"memory", "file"})
   void explainNamesTheIndexAndALimitStopsTheWalk(String backend) throws Exception {
-    MongoDatabase db = start(backend);
-    MongoCollection<Document> indexed = indexed(db);
-    indexed.insertMany(documents());
-    db.getCollection("plain").insertMany(documents());
+    MongoDatabase db = startWithDocuments(backend);
 
     Document page = explain(db, "indexed", Filters.and(Filters.eq("env", "e2"), Filters.gt("seq", 10)), new Document("seq", -1), 10);
     assertEquals("env_1_seq_1", indexName(page));
@@ -261,11 +266,9 @@ class IndexedQueriesTest {
   @ParameterizedTest
   @ValueSource(strings = {"memory", "file"})
   void aCountItsIndexCoversReadsNoDocument(String backend) throws Exception {
-    MongoDatabase db = start(backend);
-    MongoCollection<Document> indexed = indexed(db);
-    indexed.insertMany(documents());
+    MongoDatabase db = startWithDocuments(backend);
+    MongoCollection<Document> indexed = db.getCollection("indexed");
     MongoCollection<Document> plain = db.getCollection("plain");
-    plain.insertMany(documents());
 
     List<Bson> covered = List.of(
         Filters.and(Filters.eq("env", "e2"), Filters.gt("seq", 100), Filters.lte("seq", 900)),
