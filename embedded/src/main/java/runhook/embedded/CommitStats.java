@@ -2,7 +2,7 @@ package runhook.embedded;
 
 import de.bwaldvogel.mongo.bson.Document;
 import java.time.Instant;
-import java.util.Locale;
+import java.util.Arrays;
 
 /**
  * How long each step of the group commit took since the last reset: waiting for the writes in
@@ -13,10 +13,17 @@ import java.util.Locale;
  */
 final class CommitStats {
   enum Step {
-    LOCK_WAIT,
-    COMMIT,
-    SYNC,
-    SLICE
+    LOCK_WAIT("lockWait"),
+    COMMIT("commit"),
+    SYNC("sync"),
+    SLICE("slice");
+
+    /** The step's field in the answer. */
+    final String field;
+
+    Step(String field) {
+      this.field = field;
+    }
   }
 
   static final String COMMAND = "runhookCommitStats";
@@ -43,22 +50,14 @@ final class CommitStats {
       int i = step.ordinal();
       Document figures = new Document("count", count[i]).append("totalMs", totalNs[i] / 1e6).append("maxMs", maxNs[i] / 1e6);
       figures.append("maxAt", maxAtMs[i] == 0 ? null : Instant.ofEpochMilli(maxAtMs[i]).toString());
-      out.append(name(step), figures);
+      out.append(step.field, figures);
     }
     if (Boolean.TRUE.equals(query.get("reset")) || (query.get("reset") instanceof Number n && n.intValue() != 0)) {
-      java.util.Arrays.fill(count, 0);
-      java.util.Arrays.fill(totalNs, 0);
-      java.util.Arrays.fill(maxNs, 0);
-      java.util.Arrays.fill(maxAtMs, 0);
+      Arrays.fill(count, 0);
+      Arrays.fill(totalNs, 0);
+      Arrays.fill(maxNs, 0);
+      Arrays.fill(maxAtMs, 0);
     }
     return out.append("ok", 1.0);
-  }
-
-  /** lockWait, commit, sync, slice. */
-  private static String name(Step step) {
-    String[] words = step.name().toLowerCase(Locale.ROOT).split("_");
-    StringBuilder b = new StringBuilder(words[0]);
-    for (int i = 1; i < words.length; i++) b.append(Character.toUpperCase(words[i].charAt(0))).append(words[i].substring(1));
-    return b.toString();
   }
 }

@@ -43,12 +43,12 @@ final class FastH2Backend extends H2Backend {
     // Opening reads the store's chunk metadata, which grows with the file: it is opened once,
     // and again only after a rebuild (which needs H2's auto-commit).
     MVStore store = builder.open();
-    if (FORMAT_WITHOUT_SECONDARY_INDEXES.equals(store.<String, String>openMap(FORMAT_MAP).get("format"))) {
-      store.closeImmediately(); // nothing written
-      rebuildIndexes(fileName, cacheMb);
-      store = builder.open();
-    }
     try {
+      if (FORMAT_WITHOUT_SECONDARY_INDEXES.equals(store.<String, String>openMap(FORMAT_MAP).get("format"))) {
+        store.closeImmediately(); // nothing written
+        rebuildIndexes(fileName, cacheMb);
+        store = builder.open();
+      }
       if (commitMs > 0) store.setAutoCommitDelay(commitMs);
       // H2 keeps dead chunks 45 s in case the OS has not written the newer ones yet; every
       // group commit is synced, and a command in flight holds its version (handleCommand),
