@@ -55,6 +55,20 @@ export interface AcceptFigures {
   p50Ms: number | null;
   p99Ms: number | null;
   trialsPerSec: number[];
+  /** The database's work per accepted call during the trial (the executors' included), where the server reports it. */
+  perCall: DbWorkPerCall | null;
+}
+
+/** What the embedded server's group commit and file did per accepted call (runhookCommitStats). */
+export interface DbWorkPerCall {
+  commits: number;
+  lockWaitMs: number;
+  commitMs: number;
+  syncMs: number;
+  fileReads: number;
+  readKb: number;
+  writtenKb: number;
+  cacheHitPercent: number;
 }
 
 export interface GrowthResult {
@@ -78,7 +92,7 @@ export interface GrowthResult {
     /** The bench's own event loop's longest pause during the sweep (the webhook calls' latencies include it; the single writes' do not). */
     benchLoopMaxMs: number;
     /** The embedded server's group commit during the sweep: each step's count, total, longest and when (runhookCommitStats). */
-    commitSteps: Record<string, { count: number; totalMs: number; maxMs: number; maxAt: string | null }> | null;
+    commitSteps: Record<string, CommitStep> | null;
   } | null;
   fileMb: number | null;
   restartSeconds: number | null;
@@ -284,13 +298,16 @@ function medianTrial(trials: Omit<AcceptFigures, "trialsPerSec">[]): AcceptFigur
 
 async function measure(ctx: BenchContext, store: Store, server: Proc, w: BenchWorld, stored: number, quick: boolean): Promise<SizeFigures> {
   const durationMs = quick ? 4000 : 10_000;
+  const fx = storeFixtures(store);
   const accept = async (c: number) => {
     await queueDrained(store); // each trial starts from an empty queue, as the first did
     const pool = new Pool(server.baseUrl!, { connections: c, pipelining: 1 });
     const trigger = restTrigger(pool, w, 202);
+    const before = await commitStats(fx, true);
     const s = await closedLoop({ concurrency: c, durationMs, warmupPerWorker: 5, fn: () => trigger(`new-${randomUUID()}`) });
+    const after = await commitStats(fx, false);
     await pool.close();
-    return { perSec: s.okPerSec, p50Ms: s.p50Ms, p99Ms: s.p99Ms };
+    return { perSec: s.okPerSec, p50Ms: s.p50Ms, p99Ms: s.p99Ms, perCall: before && after ? workPerCall(before, after, s.ok) : null };
   };
   // A trial not counted first: on a fresh server the first was always low (144-162/s at c=16
   // against 241-251/s for the next two), the JIT still compiling the accept path.
@@ -403,14 +420,36 @@ function latencies(lat: number[]): { n: number; maxMs: number | null; p99Ms: num
   return { n: lat.length, maxMs: sorted.length ? round(sorted[sorted.length - 1]!) : null, p99Ms: percentile(sorted, 99) };
 }
 
-/** The embedded server's commit steps since the last reset (null where the server has none). */
-async function commitSteps(fx: StoreFixtures, reset: boolean): Promise<NonNullable<GrowthResult["sweep"]>["commitSteps"]> {
+type CommitStep = { count: number; totalMs: number; maxMs: number; maxAt: string | null };
+interface CommitStats {
+  steps: Record<string, CommitStep>;
+  /** The file's counters since it was opened. */
+  file: { reads: number; readBytes: number; writes: number; writeBytes: number; cacheHitPercent: number };
+}
+
+/** The embedded server's commit steps since the last reset and its file's counters (null where the server has none). */
+async function commitStats(fx: StoreFixtures, reset: boolean): Promise<CommitStats | null> {
   try {
-    const { ok: _, ...steps } = await fx.serverCommand({ runhookCommitStats: 1, reset });
-    return steps as NonNullable<GrowthResult["sweep"]>["commitSteps"];
+    const { ok: _, file, ...steps } = await fx.serverCommand({ runhookCommitStats: 1, reset });
+    return { steps: steps as Record<string, CommitStep>, file: file as CommitStats["file"] };
   } catch {
     return null;
   }
+}
+
+/** The steps counted in `after` (reset at `before`) and the file's counters between the two, per call of `calls`. */
+function workPerCall(before: CommitStats, after: CommitStats, calls: number): DbWorkPerCall {
+  const per = (n: number, digits = 2) => round(n / Math.max(1, calls), digits);
+  return {
+    commits: per(after.steps.commit?.count ?? 0),
+    lockWaitMs: per(after.steps.lockWait?.totalMs ?? 0),
+    commitMs: per(after.steps.commit?.totalMs ?? 0),
+    syncMs: per(after.steps.sync?.totalMs ?? 0),
+    fileReads: per(after.file.reads - before.file.reads),
+    readKb: per((after.file.readBytes - before.file.readBytes) / 1024, 1),
+    writtenKb: per((after.file.writeBytes - before.file.writeBytes) / 1024, 1),
+    cacheHitPercent: after.file.cacheHitPercent,
+  };
 }
 
 /**
@@ -461,13 +500,13 @@ async function sweepUnderWrites(
     return { writes: latencies(writes.latencies), longestWriteAt: writes.longestAt, calls: latencies(calls), benchLoopMaxMs: round(loopDelay.max / 1e6) };
   };
   const before = await load(sleep(3000));
-  await commitSteps(fx, true);
+  await commitStats(fx, true);
   const t0 = performance.now();
   const sweep = sweepExpired(store, undefined, new Date(), (t) => t.collection === "runs");
   const during = await load(sweep);
   const removed = (await sweep).runs ?? 0;
   const seconds = round((performance.now() - t0) / 1000, 1);
-  const steps = await commitSteps(fx, false);
+  const steps = (await commitStats(fx, false))?.steps ?? null;
   await pool.close();
   await probe.close();
   ctx.log(
@@ -592,6 +631,12 @@ export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; comm
     row("webhook 202/s at c=16, median trial (p99 ms)", (s) => `${s.accept16.perSec} (${v(s.accept16.p99Ms)})`),
     row("webhook 202/s at c=64, median trial (p99 ms)", (s) => `${s.accept64.perSec} (${v(s.accept64.p99Ms)})`),
     row("webhook 202/s trials at c=16 / c=64", (s) => `${s.accept16.trialsPerSec.join(", ")} / ${s.accept64.trialsPerSec.join(", ")}`),
+    ...(["accept16", "accept64"] as const).map((k) =>
+      row(`per call at c=${k.slice(6)}: commits, commit / sync ms, file reads, KB read / written, cache hits %`, (s) => {
+        const d = s[k].perCall;
+        return d ? `${d.commits}, ${d.commitMs} / ${d.syncMs}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb}, ${d.cacheHitPercent}` : "–";
+      }),
+    ),
     row("pick-up p50 / p99 (ms)", (s) => `${v(s.pickup.p50Ms)} / ${v(s.pickup.p99Ms)}`),
     row(`${BURST} runs to finish (ms)`, (s) => v(s.drainMs)),
     ...pageNames.map((p) => row(`log page: ${p} (ms)`, (s) => v(s.logPagesP50Ms[p]))),

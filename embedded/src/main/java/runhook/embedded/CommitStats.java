@@ -3,12 +3,16 @@ package runhook.embedded;
 import de.bwaldvogel.mongo.bson.Document;
 import java.time.Instant;
 import java.util.Arrays;
+import org.h2.mvstore.FileStore;
 
 /**
  * How long each step of the group commit took since the last reset: waiting for the writes in
  * flight (the exclusive lock), the commit (pages serialized and written), the sync (fsync) and
  * the space-reuse slice before it. Every write waits for one of each, so a slow write is
  * explained by the longest steps and when they ended (to set beside the write's own time).
+ * Beside them, the file's counters since it was opened (never reset): reads and bytes read
+ * (pages the page cache did not hold), writes and bytes written, the page cache's hit ratio, so
+ * that the cost of a write at one size can be set beside another's.
  * Answered by the command {@code {runhookCommitStats: 1, reset: <bool>}}.
  */
 final class CommitStats {
@@ -28,6 +32,16 @@ final class CommitStats {
 
   static final String COMMAND = "runhookCommitStats";
 
+  /** The file's counters answered, by H2's names for them. */
+  private static final java.util.Map<String, String> FILE_COUNTERS = java.util.Map.of(
+      "info.FILE_READ", "reads",
+      "info.FILE_READ_BYTES", "readBytes",
+      "info.FILE_WRITE", "writes",
+      "info.FILE_WRITE_BYTES", "writeBytes",
+      "info.CACHE_HIT_RATIO", "cacheHitPercent",
+      "info.CACHE_SIZE", "cacheUsedMb",
+      "info.CHUNK_COUNT", "chunks");
+
   private final long[] count = new long[Step.values().length];
   private final long[] totalNs = new long[Step.values().length];
   private final long[] maxNs = new long[Step.values().length];
@@ -43,8 +57,8 @@ final class CommitStats {
     }
   }
 
-  /** The figures (ms) of each step, and zero after them when {@code reset}. */
-  synchronized Document answer(Document query) {
+  /** The figures (ms) of each step and the file's counters, and the steps' zeroed after them when {@code reset}. */
+  synchronized Document answer(Document query, FileStore<?> file) {
     Document out = new Document();
     for (Step step : Step.values()) {
       int i = step.ordinal();
@@ -52,6 +66,12 @@ final class CommitStats {
       figures.append("maxAt", maxAtMs[i] == 0 ? null : Instant.ofEpochMilli(maxAtMs[i]).toString());
       out.append(step.field, figures);
     }
+    Document counters = new Document();
+    file.populateInfo((name, value) -> {
+      String field = FILE_COUNTERS.get(name);
+      if (field != null) counters.append(field, Long.parseLong(value));
+    });
+    out.append("file", counters);
     if (Boolean.TRUE.equals(query.get("reset")) || (query.get("reset") instanceof Number n && n.intValue() != 0)) {
       Arrays.fill(count, 0);
       Arrays.fill(totalNs, 0);

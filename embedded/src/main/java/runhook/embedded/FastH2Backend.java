@@ -118,7 +118,7 @@ final class FastH2Backend extends H2Backend {
   public Document handleCommand(Channel channel, String databaseName, String command, Document query) {
     Document parameter = ServerParameters.handle(command, query);
     if (parameter != null) return parameter;
-    if (groupCommit != null && command.equalsIgnoreCase(CommitStats.COMMAND)) return groupCommit.stats.answer(query);
+    if (groupCommit != null && command.equalsIgnoreCase(CommitStats.COMMAND)) return groupCommit.stats.answer(query, getMvStore().getFileStore());
     MemoryGuard.check(command, query);
     return WholeReads.handle(command, () -> durably(channel, databaseName, command, query));
   }

@@ -8,7 +8,7 @@ import com.mongodb.client.MongoDatabase;
 import org.bson.Document;
 import org.junit.jupiter.api.Test;
 
-/** runhookCommitStats counts each step of the group commit that acknowledged writes, and resets. */
+/** runhookCommitStats counts each step of the group commit that acknowledged writes, and resets; the file's counters run on. */
 class CommitStatsTest {
   private static Document step(Document stats, String name) {
     return stats.get(name, Document.class);
@@ -31,6 +31,13 @@ class CommitStatsTest {
       Document after = admin.runCommand(new Document(CommitStats.COMMAND, 1));
       assertEquals(0L, ((Number) step(after, "commit").get("count")).longValue(), "reset");
       assertNull(step(after, "commit").get("maxAt"));
+      // The file's counters run on from the open: the next write adds a chunk's bytes.
+      long written = ((Number) step(after, "file").get("writeBytes")).longValue();
+      assertTrue(written >= ((Number) step(stats, "file").get("writeBytes")).longValue() && written > 0, "written " + written);
+      db.getCollection("c").insertOne(new Document("_id", 5).append("pad", "x".repeat(10_000)));
+      long later = ((Number) step(admin.runCommand(new Document(CommitStats.COMMAND, 1)), "file").get("writeBytes")).longValue();
+      assertTrue(later >= written + 10_000, "written " + written + " then " + later);
+      assertTrue(step(after, "file").containsKey("reads") && step(after, "file").containsKey("cacheHitPercent"));
     }
   }
 }
