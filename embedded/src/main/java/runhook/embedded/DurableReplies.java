@@ -7,7 +7,8 @@ import io.netty.channel.ChannelPromise;
 import java.util.ArrayDeque;
 
 /**
- * Holds a write's reply until its group commit is on disk, without blocking the event loop:
+ * Holds a write's reply until its group commit is on disk (the journal, or a checkpoint of the
+ * store for a write the journal cannot hold), without blocking the event loop:
  * the backend marks the channel's next reply, and this handler (last in the pipeline, so the
  * first one a reply passes on its way out) parks it and sends it from the channel's event
  * loop once the commit is synced. A reply that follows a held one waits behind it. If the
@@ -18,6 +19,7 @@ final class DurableReplies extends ChannelOutboundHandlerAdapter {
 
   private final ArrayDeque<Held> queue = new ArrayDeque<>();
   private GroupCommit holdNext;
+  private boolean holdForCheckpoint;
 
   static DurableReplies of(Channel channel) {
     DurableReplies h = channel.pipeline().get(DurableReplies.class);
@@ -28,8 +30,10 @@ final class DurableReplies extends ChannelOutboundHandlerAdapter {
     return h;
   }
 
-  void holdNextReply(GroupCommit commit) {
+  /** The next reply waits for `commit`'s next journal sync, or with `checkpoint` its next checkpoint. */
+  void holdNextReply(GroupCommit commit, boolean checkpoint) {
     holdNext = commit;
+    holdForCheckpoint = checkpoint;
   }
 
   @Override
@@ -54,7 +58,7 @@ final class DurableReplies extends ChannelOutboundHandlerAdapter {
           ctx.write(h.message(), h.promise());
         }
         ctx.flush();
-      }));
+      }), holdForCheckpoint);
     }
   }
 
