@@ -19,12 +19,11 @@ import org.h2.mvstore.MVStore;
  * checkpoint takes its snapshot under the exclusive side of {@link #writes} (writes hold the
  * shared side while they run), so that it holds whole writes: a crash never leaves a document
  * without its index entries. It writes each page changed in that second once, where a commit
- * per group wrote it once per group. Checkpoints run on a thread of their own, so the journal's
- * syncs go on while one writes its pages; between two checkpoints, every 100 ms, a slice of a
- * sparse chunk's live pages is rewritten ({@link ChunkSlices}) so that the file's space is
- * reused; the next checkpoint stores it.
+ * per group wrote it once per group. Every 100 ms a
+ * slice of a sparse chunk's live pages is rewritten ({@link ChunkSlices}) so that the file's
+ * space is reused; the next checkpoint stores it.
  */
-final class GroupCommit {
+final class GroupCommit implements Runnable {
   private static final long HOUSEKEEPING_NS = 100_000_000L;
   /** Sparse chunks are emptied while the chunks' live share is below this (%). */
   private static final int COMPACT_FILL_RATE = Integer.getInteger("runhook.h2.compactFillRate", 50);
@@ -62,29 +61,20 @@ final class GroupCommit {
   /** The file-format map, where each checkpoint stores the journal's generation. */
   private final MVMap<String, String> format;
   private final ChunkSlices slices;
-  private final Thread syncer;
-  private final Thread checkpointer;
-  /** Writes waiting for the journal's next sync (guarded by this). */
+  private final Thread thread;
   private List<Consumer<Boolean>> waiting = new ArrayList<>();
-  /** Writes waiting for the next checkpoint (guarded by {@link #checkpoints}). */
-  private List<Consumer<Boolean>> afterCheckpoint = new ArrayList<>();
-  private final Object checkpoints = new Object();
-  private volatile boolean closed;
-  private volatile boolean syncerDone;
-  /** Whether the last journal sync served writes (space reuse then takes smaller slices). */
-  private volatile boolean busy;
+  /** One of the writes waiting needs a checkpoint. */
+  private boolean checkpointAsked;
+  private boolean closed;
 
   GroupCommit(MVStore store, Journal journal, MVMap<String, String> format) {
     this.store = store;
     this.journal = journal;
     this.format = format;
     slices = new ChunkSlices(store, COMPACT_COLD_MS);
-    syncer = new Thread(this::syncLoop, "runhook-journal-sync");
-    checkpointer = new Thread(this::checkpointLoop, "runhook-checkpoint");
-    syncer.setDaemon(true);
-    checkpointer.setDaemon(true);
-    syncer.start();
-    checkpointer.start();
+    thread = new Thread(this, "runhook-group-commit");
+    thread.setDaemon(true);
+    thread.start();
   }
 
   /**
@@ -92,40 +82,23 @@ final class GroupCommit {
    * with `checkpoint` the store itself), done(false) if that failed.
    */
   void afterNextCommit(Consumer<Boolean> done, boolean checkpoint) {
-    if (checkpoint) {
-      synchronized (checkpoints) {
-        if (!closed) {
-          afterCheckpoint.add(done);
-          checkpoints.notifyAll();
-          return;
-        }
-      }
-    } else {
-      synchronized (this) {
-        if (!closed) {
-          waiting.add(done);
-          notifyAll();
-          return;
-        }
+    synchronized (this) {
+      if (!closed) {
+        waiting.add(done);
+        if (checkpoint) checkpointAsked = true;
+        notifyAll();
+        return;
       }
     }
     done.accept(false);
   }
 
-  /** Syncs and answers what is waiting, checkpoints and answers what waits for that, then stops. */
+  /** Commits and answers what is waiting, then stops. */
   void close() {
     synchronized (this) {
       closed = true;
       notifyAll();
     }
-    join(syncer);
-    synchronized (checkpoints) {
-      checkpoints.notifyAll();
-    }
-    join(checkpointer);
-  }
-
-  private static void join(Thread thread) {
     try {
       thread.join();
     } catch (InterruptedException e) {
@@ -133,12 +106,16 @@ final class GroupCommit {
     }
   }
 
-  /** The journal's group commit: one write + fsync of the journal answers every write that finished before it began. */
-  private void syncLoop() {
+  @Override
+  public void run() {
+    long housekept = System.nanoTime();
+    long checkpointed = System.nanoTime();
     int expected = 0; // about how many writers there are: a recent group's size, decaying
     long cycleNs = 0; // the last journal write + sync
     for (;;) {
       List<Consumer<Boolean>> group;
+      boolean asked;
+      boolean closing;
       synchronized (this) {
         try {
           if (waiting.isEmpty() && !closed) wait(HOUSEKEEPING_NS / 1_000_000);
@@ -152,91 +129,49 @@ final class GroupCommit {
         } catch (InterruptedException e) {
           closed = true;
         }
-        group = waiting;
-        waiting = new ArrayList<>();
-      }
-      busy = !group.isEmpty();
-      // A change the journal does not hold (made outside a command): what follows it waits for a checkpoint.
-      boolean unrecorded = journal.changedOutsideCommands();
-      boolean ok = true;
-      if (!group.isEmpty() || journal.hasEnded()) {
-        long t = System.nanoTime();
-        ok = syncJournal();
-        cycleNs = System.nanoTime() - t;
-      }
-      if (!group.isEmpty()) expected = Math.max(group.size(), expected - (expected + 7) / 8);
-      if (ok && unrecorded && !group.isEmpty()) {
-        synchronized (checkpoints) {
-          afterCheckpoint.addAll(group);
-          checkpoints.notifyAll();
-        }
-      } else {
-        answer(group, ok);
-      }
-      synchronized (this) {
-        if (closed && waiting.isEmpty()) {
-          syncerDone = true;
-          return;
-        }
-      }
-    }
-  }
-
-  /**
-   * Checkpoints: about once a second while the store has changes, when a write waits for one,
-   * and when a change outside commands was made; and every 100 ms a space-reuse slice. On a
-   * thread of their own, so that journal syncs (every write's answer) go on meanwhile.
-   */
-  private void checkpointLoop() {
-    long housekept = System.nanoTime();
-    long checkpointed = System.nanoTime();
-    for (;;) {
-      List<Consumer<Boolean>> group;
-      boolean closing;
-      synchronized (checkpoints) {
-        try {
-          if (afterCheckpoint.isEmpty() && !closed && (failed || !journal.changedOutsideCommands())) {
-            checkpoints.wait(HOUSEKEEPING_NS / 1_000_000);
-          }
-        } catch (InterruptedException e) {
-          closed = true;
-        }
-        closing = closed && syncerDone;
-        group = afterCheckpoint;
-        afterCheckpoint = new ArrayList<>();
       }
       if (!failed && System.nanoTime() - housekept > HOUSEKEEPING_NS) {
         housekept = System.nanoTime();
-        boolean idle = !busy;
+        boolean idle;
+        synchronized (this) {
+          idle = waiting.isEmpty();
+        }
         try {
           long t = System.nanoTime();
           // the same content in other pages: nothing for the journal
           journal.unrecorded(() -> slices.step(COMPACT_FILL_RATE, idle ? COMPACT_IDLE_SLICE : COMPACT_BUSY_SLICE, idle ? COMPACT_IDLE_NS : COMPACT_BUSY_NS));
           stats.record(CommitStats.Step.SLICE, System.nanoTime() - t);
         } catch (RuntimeException e) {
-          e.printStackTrace(); // only space reuse; the next checkpoint reports a broken store
+          e.printStackTrace(); // only space reuse; the next commit reports a broken store
         }
+      }
+      synchronized (this) {
+        group = waiting;
+        waiting = new ArrayList<>();
+        asked = checkpointAsked;
+        checkpointAsked = false;
+        closing = closed;
       }
       boolean due = System.nanoTime() - checkpointed > checkpointNs && store.hasUnsavedChanges();
-      if (!group.isEmpty() || closing || due || journal.changedOutsideCommands()) {
-        boolean ok = checkpoint();
+      boolean ok = true;
+      if (asked || closing || due || journal.changedOutsideCommands()) {
+        ok = checkpoint();
         checkpointed = System.nanoTime();
-        answer(group, ok);
+      } else if (!group.isEmpty() || journal.hasEnded()) {
+        long t = System.nanoTime();
+        ok = syncJournal();
+        cycleNs = System.nanoTime() - t;
       }
-      if (closing) {
-        synchronized (checkpoints) {
-          if (afterCheckpoint.isEmpty()) return;
+      if (!group.isEmpty()) expected = Math.max(group.size(), expected - (expected + 7) / 8);
+      for (Consumer<Boolean> done : group) {
+        try {
+          done.accept(ok);
+        } catch (RuntimeException e) {
+          // that connection's event loop is gone (the server is stopping): nobody to answer
         }
       }
-    }
-  }
-
-  private static void answer(List<Consumer<Boolean>> group, boolean ok) {
-    for (Consumer<Boolean> done : group) {
-      try {
-        done.accept(ok);
-      } catch (RuntimeException e) {
-        // that connection's event loop is gone (the server is stopping): nobody to answer
+      synchronized (this) {
+        if (closed && waiting.isEmpty()) return;
       }
     }
   }
@@ -257,9 +192,9 @@ final class GroupCommit {
   /**
    * A checkpoint: between two commands (under the exclusive lock), the journal's next
    * generation begun and the store's snapshot taken, so that the commit holds whole commands:
-   * every one that ended before, none after. Commands go on once the snapshot is taken
-   * ({@link CommitSnapshot}), while its pages are written and synced; then the journal files it
-   * made obsolete are removed.
+   * every one of the generations before, none of the next. Commands go on once the snapshot is
+   * taken ({@link CommitSnapshot}), while its pages are written and synced; then the journal
+   * files it made obsolete are removed.
    */
   private boolean checkpoint() {
     if (failed) return false;

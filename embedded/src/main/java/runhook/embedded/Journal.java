@@ -52,9 +52,7 @@ final class Journal {
 
   private final String fileName;
   private long generation;
-  /** The current generation's file, guarded by {@link #fileLock} (a sync writes to it while a checkpoint swaps it). */
   private FileChannel file;
-  private final Object fileLock = new Object();
   /** Commands that ended since the last write of the journal, whole. */
   private ByteArrayOutputStream ended = new ByteArrayOutputStream();
   /** The changes of the command running on this thread (none outside commands). */
@@ -274,10 +272,8 @@ final class Journal {
     byte[] records = frame.toByteArray();
     ByteBuffer out = ByteBuffer.allocate(8 + records.length);
     out.putInt(records.length).putInt(crc(records, 0, records.length)).put(records).flip();
-    synchronized (fileLock) {
-      while (out.hasRemaining()) file.write(out);
-      file.force(false);
-    }
+    while (out.hasRemaining()) file.write(out);
+    file.force(false);
     bytesWritten += out.limit();
   }
 
@@ -287,21 +283,20 @@ final class Journal {
 
   /**
    * Starts the next generation: its number is put in `format`, for the checkpoint that follows
-   * (the caller holds the exclusive side of the commit lock, so no command is half done).
-   * What ended and is not yet written goes to the new file: the checkpoint holds it too, and a
-   * replay of the new generation on top of the checkpoint applies it again before what came
-   * after it, which changes nothing. Returns the generation whose files the checkpoint makes
-   * obsolete once synced.
+   * (the caller holds the exclusive side of the commit lock, so no command is half done); what
+   * ended and was not written is dropped, as that checkpoint holds it. Returns the generation
+   * whose files the checkpoint makes obsolete once synced.
    */
   long nextGeneration(MVMap<String, String> format) throws IOException {
-    changedOutsideCommands = false;
-    synchronized (fileLock) {
-      FileChannel previous = file;
-      file = create(path(generation + 1));
-      generation++;
-      previous.close(); // every write to it was synced with it, under this lock
+    synchronized (this) {
+      ended = new ByteArrayOutputStream();
     }
+    changedOutsideCommands = false;
+    FileChannel previous = file;
+    file = create(path(generation + 1));
+    generation++;
     format.put(GENERATION_KEY, Long.toString(generation));
+    previous.close();
     return generation;
   }
 
@@ -317,9 +312,7 @@ final class Journal {
   void close(MVStore store, boolean stored) {
     OF_STORE.remove(store);
     try {
-      synchronized (fileLock) {
-        file.close();
-      }
+      file.close();
       if (stored) deleteBefore(Long.MAX_VALUE);
     } catch (IOException e) {
       // the store's generation says which files are still needed at the next open

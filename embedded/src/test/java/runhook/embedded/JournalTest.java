@@ -130,26 +130,6 @@ class JournalTest {
   }
 
   @Test
-  void aCheckpointHoldsWritesOnlyUntilItsSnapshotIsTaken() throws Exception {
-    try (FileServer s = new FileServer("journal-snapshot")) {
-      MongoCollection<Document> runs = runs(s);
-      String pad = "x".repeat(2_000);
-      for (int i = 0; i < 20; i++) {
-        List<Document> batch = new java.util.ArrayList<>();
-        for (int j = 0; j < 500; j++) batch.add(new Document("_id", "r" + i + "-" + j).append("state", "QUEUED").append("n", j).append("pad", pad));
-        runs.insertMany(batch); // 20 MB in the journal, none in the store yet
-      }
-      var admin = s.client.getDatabase("admin");
-      admin.runCommand(new Document(CommitStats.COMMAND, 1).append("reset", true));
-      runs.createIndex(Indexes.ascending("n")); // answered after a checkpoint, which writes those pages
-      Document stats = admin.runCommand(new Document(CommitStats.COMMAND, 1));
-      double held = ((Number) stats.get("held", Document.class).get("maxMs")).doubleValue();
-      double commit = ((Number) stats.get("commit", Document.class).get("maxMs")).doubleValue();
-      assertTrue(held < commit / 2, "writes were held " + held + " ms of a commit of " + commit + " ms");
-    }
-  }
-
-  @Test
   void everyMapACommandWritesRecordsItsChanges() throws Exception {
     try (FileServer s = new FileServer("journal-maps")) {
       MongoCollection<Document> runs = runs(s);
