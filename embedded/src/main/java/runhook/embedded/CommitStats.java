@@ -8,8 +8,8 @@ import org.h2.mvstore.FileStore;
 /**
  * How long each step of the group commit took since the last reset: the journal's write and
  * fsync (every write waits for one), and the checkpoint's steps: waiting for the commands in
- * flight (the exclusive lock), holding it (until the commit's snapshot is taken: writes wait
- * for this), the commit (pages serialized and written), its fsync; and the space-reuse slice. A slow write is explained by the longest steps and when they ended (to
+ * flight (the exclusive lock), the commit (pages serialized and written), its fsync; and the
+ * space-reuse slice. A slow write is explained by the longest steps and when they ended (to
  * set beside the write's own time).
  * Beside them, the file's counters since it was opened (never reset): reads and bytes read
  * (pages the page cache did not hold), writes and bytes written (and the journal's), the page cache's hit ratio, so
@@ -19,7 +19,6 @@ import org.h2.mvstore.FileStore;
 final class CommitStats {
   enum Step {
     LOCK_WAIT("lockWait"),
-    HELD("held"),
     COMMIT("commit"),
     SYNC("sync"),
     JOURNAL("journal"),

@@ -16,10 +16,10 @@ import org.h2.mvstore.MVStore;
  * MVStore commit, which writes every page changed since the last one, and its fsync): about
  * once a second, and before answering a write the journal cannot hold (a collection created or
  * dropped, an index built: anything but a document written to an existing collection). A
- * checkpoint takes its snapshot under the exclusive side of {@link #writes} (writes hold the
- * shared side while they run), so that it holds whole writes: a crash never leaves a document
- * without its index entries. It writes each page changed in that second once, where a commit
- * per group wrote it once per group. Every 100 ms a
+ * checkpoint's commit holds the exclusive side of {@link #writes} (writes hold the shared side
+ * while they run), so that it holds whole writes: a crash never leaves a document without its
+ * index entries. It writes each page changed in that second once, where a commit per group
+ * wrote it once per group. Every 100 ms a
  * slice of a sparse chunk's live pages is rewritten ({@link ChunkSlices}) so that the file's
  * space is reused; the next checkpoint stores it.
  */
@@ -191,10 +191,9 @@ final class GroupCommit implements Runnable {
 
   /**
    * A checkpoint: between two commands (under the exclusive lock), the journal's next
-   * generation begun and the store's snapshot taken, so that the commit holds whole commands:
-   * every one of the generations before, none of the next. Commands go on once the snapshot is
-   * taken ({@link CommitSnapshot}), while its pages are written and synced; then the journal
-   * files it made obsolete are removed.
+   * generation begun and the store committed, so that the commit holds whole commands: every
+   * one of the generations before, none of the next. Then the fsync, while commands go on, and
+   * the journal files it made obsolete removed.
    */
   private boolean checkpoint() {
     if (failed) return false;
@@ -203,19 +202,12 @@ final class GroupCommit implements Runnable {
       long generation;
       writes.writeLock().lock();
       long c = System.nanoTime();
-      stats.record(CommitStats.Step.LOCK_WAIT, c - t);
-      boolean[] held = {true};
       try {
+        stats.record(CommitStats.Step.LOCK_WAIT, c - t);
         generation = journal.nextGeneration(format);
-        CommitSnapshot.releaseWhenTaken(() -> {
-          held[0] = false;
-          writes.writeLock().unlock();
-          stats.record(CommitStats.Step.HELD, System.nanoTime() - c);
-        });
         store.commit();
       } finally {
-        CommitSnapshot.end();
-        if (held[0]) writes.writeLock().unlock(); // failed before the release was set
+        writes.writeLock().unlock();
       }
       long committed = System.nanoTime();
       stats.record(CommitStats.Step.COMMIT, committed - c);

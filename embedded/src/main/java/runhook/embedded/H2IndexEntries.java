@@ -113,12 +113,6 @@ final class H2IndexEntries implements IndexEntries {
     }
 
     @Override
-    public void write(WriteBuffer buff, Object storage, int len) {
-      CommitSnapshot.pagesBeingWritten(); // a page's keys: a commit's snapshot is taken
-      super.write(buff, storage, len);
-    }
-
-    @Override
     public void write(WriteBuffer buff, KeyValue key) {
       ValueType.INSTANCE.write(buff, key);
     }
