@@ -61,19 +61,13 @@ export interface AcceptFigures {
 
 /** What the embedded server's group commit and file did per accepted call (runhookCommitStats). */
 export interface DbWorkPerCall {
-  /** Checkpoints of the store (each: the lock wait, the commit, its fsync). */
   commits: number;
   lockWaitMs: number;
   commitMs: number;
   syncMs: number;
-  /** Journal writes + fsyncs (every write waits for one). */
-  journalSyncs: number;
-  journalMs: number;
   fileReads: number;
   readKb: number;
-  /** To the store's file (checkpoints) and to the journal. */
   writtenKb: number;
-  journalKb: number;
   cacheHitPercent: number;
 }
 
@@ -430,7 +424,7 @@ type CommitStep = { count: number; totalMs: number; maxMs: number; maxAt: string
 interface CommitStats {
   steps: Record<string, CommitStep>;
   /** The file's counters since it was opened. */
-  file: { reads: number; readBytes: number; writes: number; writeBytes: number; journalBytes?: number; cacheHitPercent: number };
+  file: { reads: number; readBytes: number; writes: number; writeBytes: number; cacheHitPercent: number };
 }
 
 /** The embedded server's commit steps since the last reset and its file's counters (null where the server has none). */
@@ -451,12 +445,9 @@ function workPerCall(before: CommitStats, after: CommitStats, calls: number): Db
     lockWaitMs: per(after.steps.lockWait?.totalMs ?? 0),
     commitMs: per(after.steps.commit?.totalMs ?? 0),
     syncMs: per(after.steps.sync?.totalMs ?? 0),
-    journalSyncs: per(after.steps.journal?.count ?? 0),
-    journalMs: per(after.steps.journal?.totalMs ?? 0),
     fileReads: per(after.file.reads - before.file.reads),
     readKb: per((after.file.readBytes - before.file.readBytes) / 1024, 1),
     writtenKb: per((after.file.writeBytes - before.file.writeBytes) / 1024, 1),
-    journalKb: per(((after.file.journalBytes ?? 0) - (before.file.journalBytes ?? 0)) / 1024, 1),
     cacheHitPercent: after.file.cacheHitPercent,
   };
 }
@@ -641,15 +632,10 @@ export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; comm
     row("webhook 202/s at c=64, median trial (p99 ms)", (s) => `${s.accept64.perSec} (${v(s.accept64.p99Ms)})`),
     row("webhook 202/s trials at c=16 / c=64", (s) => `${s.accept16.trialsPerSec.join(", ")} / ${s.accept64.trialsPerSec.join(", ")}`),
     ...(["accept16", "accept64"] as const).map((k) =>
-      row(
-        `per call at c=${k.slice(6)}: journal syncs (ms), checkpoints, commit / sync ms, file reads, KB read / written to the file + the journal, cache hits %`,
-        (s) => {
-          const d = s[k].perCall;
-          return d
-            ? `${d.journalSyncs ?? "–"} (${d.journalMs ?? "–"}), ${d.commits}, ${d.commitMs} / ${d.syncMs}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb} + ${d.journalKb ?? "–"}, ${d.cacheHitPercent}`
-            : "–";
-        },
-      ),
+      row(`per call at c=${k.slice(6)}: commits, commit / sync ms, file reads, KB read / written, cache hits %`, (s) => {
+        const d = s[k].perCall;
+        return d ? `${d.commits}, ${d.commitMs} / ${d.syncMs}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb}, ${d.cacheHitPercent}` : "–";
+      }),
     ),
     row("pick-up p50 / p99 (ms)", (s) => `${v(s.pickup.p50Ms)} / ${v(s.pickup.p99Ms)}`),
     row(`${BURST} runs to finish (ms)`, (s) => v(s.drainMs)),

@@ -6,13 +6,12 @@ import java.util.Arrays;
 import org.h2.mvstore.FileStore;
 
 /**
- * How long each step of the group commit took since the last reset: the journal's write and
- * fsync (every write waits for one), and the checkpoint's steps: waiting for the commands in
- * flight (the exclusive lock), the commit (pages serialized and written), its fsync; and the
- * space-reuse slice. A slow write is explained by the longest steps and when they ended (to
- * set beside the write's own time).
+ * How long each step of the group commit took since the last reset: waiting for the writes in
+ * flight (the exclusive lock), the commit (pages serialized and written), the sync (fsync) and
+ * the space-reuse slice before it. Every write waits for one of each, so a slow write is
+ * explained by the longest steps and when they ended (to set beside the write's own time).
  * Beside them, the file's counters since it was opened (never reset): reads and bytes read
- * (pages the page cache did not hold), writes and bytes written (and the journal's), the page cache's hit ratio, so
+ * (pages the page cache did not hold), writes and bytes written, the page cache's hit ratio, so
  * that the cost of a write at one size can be set beside another's.
  * Answered by the command {@code {runhookCommitStats: 1, reset: <bool>}}.
  */
@@ -21,7 +20,6 @@ final class CommitStats {
     LOCK_WAIT("lockWait"),
     COMMIT("commit"),
     SYNC("sync"),
-    JOURNAL("journal"),
     SLICE("slice");
 
     /** The step's field in the answer. */
@@ -60,7 +58,7 @@ final class CommitStats {
   }
 
   /** The figures (ms) of each step and the file's counters, and the steps' zeroed after them when {@code reset}. */
-  synchronized Document answer(Document query, FileStore<?> file, long journalBytes) {
+  synchronized Document answer(Document query, FileStore<?> file) {
     Document out = new Document();
     for (Step step : Step.values()) {
       int i = step.ordinal();
@@ -73,7 +71,7 @@ final class CommitStats {
       String field = FILE_COUNTERS.get(name);
       if (field != null) counters.append(field, Long.parseLong(value));
     });
-    out.append("file", counters.append("journalBytes", journalBytes));
+    out.append("file", counters);
     if (Boolean.TRUE.equals(query.get("reset")) || (query.get("reset") instanceof Number n && n.intValue() != 0)) {
       Arrays.fill(count, 0);
       Arrays.fill(totalNs, 0);

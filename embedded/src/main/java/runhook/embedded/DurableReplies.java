@@ -7,8 +7,7 @@ import io.netty.channel.ChannelPromise;
 import java.util.ArrayDeque;
 
 /**
- * Holds a write's reply until its group commit is on disk (the journal, or a checkpoint of the
- * store for a write the journal cannot hold), without blocking the event loop:
+ * Holds a write's reply until its group commit is on disk, without blocking the event loop:
  * the backend marks the channel's next reply, and this handler (last in the pipeline, so the
  * first one a reply passes on its way out) parks it and sends it from the channel's event
  * loop once the commit is synced. A reply that follows a held one waits behind it. If the
@@ -19,7 +18,6 @@ final class DurableReplies extends ChannelOutboundHandlerAdapter {
 
   private final ArrayDeque<Held> queue = new ArrayDeque<>();
   private GroupCommit holdNext;
-  private boolean holdForCheckpoint;
 
   static DurableReplies of(Channel channel) {
     DurableReplies h = channel.pipeline().get(DurableReplies.class);
@@ -30,10 +28,8 @@ final class DurableReplies extends ChannelOutboundHandlerAdapter {
     return h;
   }
 
-  /** The next reply waits for `commit`'s next journal sync, or with `checkpoint` its next checkpoint. */
-  void holdNextReply(GroupCommit commit, boolean checkpoint) {
+  void holdNextReply(GroupCommit commit) {
     holdNext = commit;
-    holdForCheckpoint = checkpoint;
   }
 
   @Override
@@ -58,7 +54,7 @@ final class DurableReplies extends ChannelOutboundHandlerAdapter {
           ctx.write(h.message(), h.promise());
         }
         ctx.flush();
-      }), holdForCheckpoint);
+      }));
     }
   }
 

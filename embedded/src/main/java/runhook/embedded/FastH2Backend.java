@@ -67,15 +67,11 @@ final class FastH2Backend extends H2Backend {
       } else if (!FORMAT.equals(found)) {
         throw new IllegalStateException(fileName + " has format " + found + ", this server reads " + FORMAT);
       }
-      // The journal's changes since the last checkpoint are replayed before the databases open.
-      Journal journal = commitMs <= 0 ? Journal.open(store, format) : null;
-      FastH2Backend backend = new FastH2Backend(store, journal != null ? new GroupCommit(store, journal, format) : null, journal);
+      FastH2Backend backend = new FastH2Backend(store, commitMs <= 0 ? new GroupCommit(store) : null);
       // Indexes created while the databases opened (none on a file of this format) are stored now.
       if (store.hasUnsavedChanges()) store.commit();
       return backend;
     } catch (RuntimeException e) {
-      Journal journal = Journal.of(store);
-      if (journal != null) journal.close(store, false);
       store.closeImmediately();
       throw e;
     }
@@ -96,7 +92,7 @@ final class FastH2Backend extends H2Backend {
       for (String name : store.getMapNames()) {
         if (name.contains("._index_")) store.removeMap(name);
       }
-      new FastH2Backend(store, null, null); // opening the databases fills the empty indexes
+      new FastH2Backend(store, null); // opening the databases fills the empty indexes
       format.put("format", FORMAT);
       store.commit();
     } finally {
@@ -106,17 +102,15 @@ final class FastH2Backend extends H2Backend {
 
   /** null: acknowledge before commit (runhook.h2.commitMs > 0, for benchmarks). */
   private final GroupCommit groupCommit;
-  private final Journal journal;
 
-  private FastH2Backend(MVStore store, GroupCommit groupCommit, Journal journal) {
+  private FastH2Backend(MVStore store, GroupCommit groupCommit) {
     super(store);
     this.groupCommit = groupCommit;
-    this.journal = journal;
   }
 
   /**
-   * Every command but a known read runs under the shared side of the commit lock, its changes
-   * recorded in the journal, and its reply is held until they are on disk. (Both wire paths, OP_MSG and the legacy
+   * Every command but a known read runs under the shared side of the commit lock, and its
+   * reply is held until a commit after it is on disk. (Both wire paths, OP_MSG and the legacy
    * OP_QUERY $cmd, come through here.) A command that throws gets its error reply at once:
    * an error acknowledges nothing.
    */
@@ -124,7 +118,7 @@ final class FastH2Backend extends H2Backend {
   public Document handleCommand(Channel channel, String databaseName, String command, Document query) {
     Document parameter = ServerParameters.handle(command, query);
     if (parameter != null) return parameter;
-    if (groupCommit != null && command.equalsIgnoreCase(CommitStats.COMMAND)) return groupCommit.stats.answer(query, getMvStore().getFileStore(), journal.bytesWritten());
+    if (groupCommit != null && command.equalsIgnoreCase(CommitStats.COMMAND)) return groupCommit.stats.answer(query, getMvStore().getFileStore());
     MemoryGuard.check(command, query);
     return WholeReads.handle(command, () -> durably(channel, databaseName, command, query));
   }
@@ -141,11 +135,8 @@ final class FastH2Backend extends H2Backend {
         ReadAhead.before(database, command, query);
         collection = collectionWritten(database, command, query);
       }
-      // A write to an existing collection changes its documents, indexes and metadata, which the
-      // journal records; anything else (a collection created or dropped, an index built) waits
-      // for a checkpoint of the store.
-      Document reply = underCommitLock(collection, () -> journal.recording(() -> super.handleCommand(channel, databaseName, command, query)));
-      DurableReplies.of(channel).holdNextReply(groupCommit, collection == null);
+      Document reply = underCommitLock(collection, () -> super.handleCommand(channel, databaseName, command, query));
+      DurableReplies.of(channel).holdNextReply(groupCommit);
       return reply;
     } finally {
       getMvStore().deregisterVersionUsage(version);
@@ -237,16 +228,10 @@ final class FastH2Backend extends H2Backend {
   @Override
   public void close() {
     MVStore store = getMvStore();
-    String fileName = store.getFileStore().getFileName();
-    if (groupCommit != null) groupCommit.close(); // the last group: checkpointed and answered
-    if (groupCommit != null && groupCommit.failed()) {
-      journal.close(store, false); // replayed at the next open
-      store.closeImmediately(); // no chunk on top of one that may be lost: reopen at the last complete one
-      super.close();
-      return;
-    }
     boolean compact = false;
     try {
+      if (groupCommit != null && groupCommit.failed()) throw new IllegalStateException("no commit after a failed one");
+      store.commit();
       long size = store.getFileStore().size();
       // the file's used blocks × the live share of their chunks
       long live = size * store.getFillRate() / 100 * store.getFileStore().getChunksFillRate() / 100;
@@ -254,8 +239,14 @@ final class FastH2Backend extends H2Backend {
     } catch (RuntimeException e) {
       // only an estimate; close normally
     }
+    String fileName = store.getFileStore().getFileName();
+    if (groupCommit != null) groupCommit.close(); // the last group: committed and answered
+    if (groupCommit != null && groupCommit.failed()) {
+      store.closeImmediately(); // no chunk on top of one that may be lost: reopen at the last complete one
+      super.close();
+      return;
+    }
     store.close(0); // commit, clean-shutdown mark, sync, unlock
-    if (journal != null) journal.close(store, true); // the store holds every change and a later generation
     super.close(); // the store is closed already: this only forgets the databases
     if (compact) {
       // What MVStore.close(-1) does, without compressing every page (CPU).

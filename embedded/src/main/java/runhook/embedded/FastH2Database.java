@@ -18,10 +18,7 @@ import java.util.List;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.MVStore;
 
-/**
- * H2Database whose collection and index maps use {@link ValueType} for keys and values, and
- * record their changes in the store's {@link Journal} (when it has one).
- */
+/** H2Database whose collection and index maps use {@link ValueType} for keys and values. */
 final class FastH2Database extends H2Database {
   private static final Field MV_STORE;
 
@@ -48,14 +45,13 @@ final class FastH2Database extends H2Database {
     }
   }
 
-  /** A collection's metadata map (its data size, its indexes' multikey flags). */
-  private MVMap<String, Object> metaMap(String namespace) {
-    return store().openMap("meta." + namespace, JournaledMap.Kind.META.builder(Journal.of(store())));
+  private static <K, V> MVMap.Builder<K, V> builder() {
+    return new MVMap.Builder<K, V>().keyType(ValueType.INSTANCE).valueType(ValueType.INSTANCE);
   }
 
   private IndexEntries entries(String collectionName, String indexName) {
     String namespace = getFullCollectionNamespace(collectionName);
-    return new H2IndexEntries(store(), namespace + "._index_" + indexName, metaMap(namespace), indexName);
+    return new H2IndexEntries(store(), namespace + "._index_" + indexName, store().openMap("meta." + namespace), indexName);
   }
 
   @Override
@@ -86,8 +82,8 @@ final class FastH2Database extends H2Database {
   @Override
   protected MongoCollection<Object> openOrCreateCollection(String collectionName, CollectionOptions options) {
     String fullName = getFullCollectionNamespace(collectionName);
-    MVMap<Object, Document> dataMap = store().openMap("databases." + fullName, JournaledMap.Kind.DOCUMENTS.builder(Journal.of(store())));
-    MVMap<String, Object> metaMap = metaMap(fullName);
+    MVMap<Object, Document> dataMap = store().openMap("databases." + fullName, builder());
+    MVMap<String, Object> metaMap = store().openMap("meta." + fullName);
     return new Collection(collectionName, options, dataMap, metaMap);
   }
 
