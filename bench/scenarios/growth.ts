@@ -631,8 +631,13 @@ export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; comm
     row("webhook 202/s at c=16, median trial (p99 ms)", (s) => `${s.accept16.perSec} (${v(s.accept16.p99Ms)})`),
     row("webhook 202/s at c=64, median trial (p99 ms)", (s) => `${s.accept64.perSec} (${v(s.accept64.p99Ms)})`),
     row("webhook 202/s trials at c=16 / c=64", (s) => `${s.accept16.trialsPerSec.join(", ")} / ${s.accept64.trialsPerSec.join(", ")}`),
-    ...(["accept16", "accept64"] as const).map((k) =>
-      row(`per call at c=${k.slice(6)}: commits, commit / sync ms, file reads, KB read / written, cache hits %`, (s) => {
+    ...(
+      [
+        ["accept16", 16],
+        ["accept64", 64],
+      ] as const
+    ).map(([k, c]) =>
+      row(`per call at c=${c}: commits, commit / sync ms, file reads, KB read / written, cache hits %`, (s) => {
         const d = s[k].perCall;
         return d ? `${d.commits}, ${d.commitMs} / ${d.syncMs}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb}, ${d.cacheHitPercent}` : "–";
       }),

@@ -3,6 +3,7 @@ package runhook.embedded;
 import de.bwaldvogel.mongo.bson.Document;
 import java.time.Instant;
 import java.util.Arrays;
+import java.util.Map;
 import org.h2.mvstore.FileStore;
 
 /**
@@ -33,7 +34,7 @@ final class CommitStats {
   static final String COMMAND = "runhookCommitStats";
 
   /** The file's counters answered, by H2's names for them. */
-  private static final java.util.Map<String, String> FILE_COUNTERS = java.util.Map.of(
+  private static final Map<String, String> FILE_COUNTERS = Map.of(
       "info.FILE_READ", "reads",
       "info.FILE_READ_BYTES", "readBytes",
       "info.FILE_WRITE", "writes",

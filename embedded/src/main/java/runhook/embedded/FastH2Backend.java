@@ -228,17 +228,6 @@ final class FastH2Backend extends H2Backend {
   @Override
   public void close() {
     MVStore store = getMvStore();
-    boolean compact = false;
-    try {
-      if (groupCommit != null && groupCommit.failed()) throw new IllegalStateException("no commit after a failed one");
-      store.commit();
-      long size = store.getFileStore().size();
-      // the file's used blocks × the live share of their chunks
-      long live = size * store.getFillRate() / 100 * store.getFileStore().getChunksFillRate() / 100;
-      compact = size > (32L << 20) && live * 2 < size && live < (COMPACT_MAX_LIVE_MB << 20);
-    } catch (RuntimeException e) {
-      // only an estimate; close normally
-    }
     String fileName = store.getFileStore().getFileName();
     if (groupCommit != null) groupCommit.close(); // the last group: committed and answered
     if (groupCommit != null && groupCommit.failed()) {
@@ -246,7 +235,25 @@ final class FastH2Backend extends H2Backend {
       super.close();
       return;
     }
-    store.close(0); // commit, clean-shutdown mark, sync, unlock
+    // The last commits between two writes, as every group commit's: a write still running now
+    // (its reply is refused, the group commit is closed) is never stored half.
+    Lock exclusive = groupCommit != null ? groupCommit.writes.writeLock() : null;
+    if (exclusive != null) exclusive.lock();
+    boolean compact = false;
+    try {
+      try {
+        store.commit();
+        long size = store.getFileStore().size();
+        // the file's used blocks × the live share of their chunks
+        long live = size * store.getFillRate() / 100 * store.getFileStore().getChunksFillRate() / 100;
+        compact = size > (32L << 20) && live * 2 < size && live < (COMPACT_MAX_LIVE_MB << 20);
+      } catch (RuntimeException e) {
+        // only an estimate; close normally
+      }
+      store.close(0); // commit, clean-shutdown mark, sync, unlock
+    } finally {
+      if (exclusive != null) exclusive.unlock();
+    }
     super.close(); // the store is closed already: this only forgets the databases
     if (compact) {
       // What MVStore.close(-1) does, without compressing every page (CPU).
