@@ -24,11 +24,16 @@ final class FastH2Backend extends H2Backend {
    */
   private static final String FORMAT_MAP = "$runhook-format";
   /**
-   * 2: index keys in {@link IndexOrder} (MongoDB's order) and non-unique indexes kept. A file
-   * of format 1 (unique indexes in {@link ValueType}'s order, no others) gets its indexes
-   * rebuilt once ({@link #rebuildIndexes}).
+   * 3: documents stored under a position that grows with each insert (as MongoDB's record
+   * ids), not under their `_id` ({@link FastH2Database}). A file of format 2 (index keys in
+   * {@link IndexOrder}, documents under their `_id`) is read as it is: its documents keep
+   * their `_id` as their position, and the marker becomes 3, since a server of format 2 would
+   * store a new document under its `_id`, which a position may equal. A file of format 1
+   * (unique indexes in {@link ValueType}'s order, no others) gets its indexes rebuilt once
+   * ({@link #rebuildIndexes}).
    */
-  private static final String FORMAT = "runhook-h2-2";
+  private static final String FORMAT = "runhook-h2-3";
+  private static final String FORMAT_WITH_ID_KEYS = "runhook-h2-2";
   private static final String FORMAT_WITHOUT_SECONDARY_INDEXES = "runhook-h2-1";
   /** Most live data compacted on close: ~0.5 s on a quiet machine, 3 s on a very busy one. */
   private static final long COMPACT_MAX_LIVE_MB = Long.getLong("runhook.h2.compactMaxLiveMb", 32);
@@ -64,6 +69,9 @@ final class FastH2Backend extends H2Backend {
         }
         format.put("format", FORMAT);
         store.commit();
+      } else if (FORMAT_WITH_ID_KEYS.equals(found)) {
+        format.put("format", FORMAT);
+        store.commit();
       } else if (!FORMAT.equals(found)) {
         throw new IllegalStateException(fileName + " has format " + found + ", this server reads " + FORMAT);
       }
@@ -80,7 +88,7 @@ final class FastH2Backend extends H2Backend {
   /**
    * A file of format 1: its index maps are removed and filled again from the collections,
    * with H2's auto-commit on (so that a large rebuild is stored as it goes, not held in
-   * memory), then the file is marked as format 2. A kill during this leaves format 1, and
+   * memory), then the file is marked with the current format. A kill during this leaves format 1, and
    * the next start rebuilds again.
    */
   private static void rebuildIndexes(String fileName, int cacheMb) {

@@ -15,6 +15,7 @@ import de.bwaldvogel.mongo.oplog.Oplog;
 import io.netty.channel.Channel;
 import java.lang.reflect.Field;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.MVStore;
 
@@ -87,10 +88,33 @@ final class FastH2Database extends H2Database {
     return new Collection(collectionName, options, dataMap, metaMap);
   }
 
-  /** H2Collection whose queries use runhook's indexes ({@link IndexedQueries}). */
+  /**
+   * H2Collection whose queries use runhook's indexes ({@link IndexedQueries}) and whose
+   * documents are stored under a position (a Long) that grows with each insert, as MongoDB's
+   * record ids: H2Collection stores each under its `_id`, so that inserts of random ids (UUIDs)
+   * each changed a random page of the documents' B-tree, read from the file once the
+   * collection outgrew the page cache and rewritten whole by the commit, where now they all go
+   * to its last page, and a retention sweep removes neighbours. The `_id` index maps `_id` to
+   * the position, as it did before. Documents of a file of format 2 keep their `_id` as their
+   * position (a key of another kind than Long, or a Long below the first new position).
+   */
   private final class Collection extends H2Collection {
+    private final MVMap<Object, Document> documents;
+    private final AtomicLong nextPosition;
+
     Collection(String name, CollectionOptions options, MVMap<Object, Document> dataMap, MVMap<String, Object> metaMap) {
       super(FastH2Database.this, name, options, dataMap, metaMap, FastH2Database.this.cursorRegistry);
+      this.documents = dataMap;
+      // ValueType orders keys by kind (Long before Double): the largest Long key, if any.
+      this.nextPosition = new AtomicLong(dataMap.lowerKey(Double.NEGATIVE_INFINITY) instanceof Long last ? Math.addExact(last, 1) : 1);
+    }
+
+    @Override
+    protected Object addDocumentInternal(Document document) {
+      Long position = nextPosition.getAndIncrement();
+      Document previous = documents.putIfAbsent(position, document);
+      if (previous != null) throw new IllegalStateException("position " + position + " of " + getFullName() + " is taken");
+      return position;
     }
 
     @Override

@@ -19,9 +19,11 @@ import org.h2.mvstore.MVStore;
 import org.junit.jupiter.api.Test;
 
 /**
- * A file written before secondary indexes were kept (format runhook-h2-1: unique index maps in
- * another order, no secondary index maps) gets its indexes built again at its first open, and
- * then answers indexed queries with every document.
+ * Files of former formats: one written before secondary indexes were kept (format
+ * runhook-h2-1: unique index maps in another order, no secondary index maps) gets its indexes
+ * built again at its first open, and then answers indexed queries with every document; one
+ * whose documents are stored under their `_id` (runhook-h2-2) is read as it is, beside the
+ * documents stored under positions since.
  */
 class FileFormatTest {
   private static <T> T withServer(String file, java.util.function.Function<MongoCollection<Document>, T> use) {
@@ -58,7 +60,65 @@ class FileFormatTest {
     Document first = withServer(file, runs -> runs.find(Filters.eq("state", "QUEUED")).sort(new Document("createdAt", -1)).first());
     assertEquals("r498", first.getString("_id"));
     store = new MVStore.Builder().fileName(file).readOnly().open();
-    assertEquals("runhook-h2-2", store.<String, String>openMap("$runhook-format").get("format"));
+    assertEquals("runhook-h2-3", store.<String, String>openMap("$runhook-format").get("format"));
+    store.close();
+  }
+
+  private static <K, V> MVMap.Builder<K, V> values() {
+    return new MVMap.Builder<K, V>().keyType(ValueType.INSTANCE).valueType(ValueType.INSTANCE);
+  }
+
+  @Test
+  void documentsGoUnderGrowingPositionsAndThoseOfTheFormatBeforeKeepTheirIds() throws Exception {
+    Path dir = Files.createTempDirectory("file-format");
+    String file = dir.resolve("db.mv").toString();
+    withServer(file, runs -> {
+      runs.createIndex(Indexes.ascending("state", "createdAt"));
+      for (int i = 0; i < 300; i++) runs.insertOne(new Document("_id", java.util.UUID.randomUUID().toString()).append("state", "DONE").append("createdAt", i));
+      runs.insertOne(new Document("_id", 2L).append("state", "DONE").append("createdAt", 300)); // an _id that a position may equal
+      return null;
+    });
+    // Positions grow with each insert, whatever the _id.
+    MVStore store = new MVStore.Builder().fileName(file).open();
+    MVMap<Object, de.bwaldvogel.mongo.bson.Document> documents = store.openMap("databases.t.runs", values());
+    List<Object> keys = new ArrayList<>(documents.keyList());
+    assertEquals(301, keys.size());
+    for (int i = 0; i < keys.size(); i++) assertEquals(Long.valueOf(i + 1), keys.get(i));
+    assertEquals(2L, documents.get(301L).get("_id"));
+    // What format 2 held: each document under its `_id`, which every index entry names as its position.
+    java.util.Map<Object, Object> idOf = new java.util.HashMap<>();
+    for (Object key : keys) idOf.put(key, documents.get(key).get("_id"));
+    for (Object key : keys) documents.put(idOf.get(key), documents.remove(key));
+    for (String name : store.getMapNames()) {
+      if (!name.startsWith("t.runs._index_")) continue;
+      MVMap<de.bwaldvogel.mongo.backend.KeyValue, Object> index =
+          store.openMap(name, new MVMap.Builder<de.bwaldvogel.mongo.backend.KeyValue, Object>().keyType(H2IndexEntries.KeyType.INSTANCE).valueType(ValueType.INSTANCE));
+      for (var key : new ArrayList<>(index.keyList())) index.put(key, idOf.get(index.get(key)));
+    }
+    store.<String, String>openMap("$runhook-format").put("format", "runhook-h2-2");
+    store.commit();
+    store.close();
+
+    withServer(file, runs -> {
+      assertEquals(301, runs.countDocuments());
+      assertEquals(300, runs.find(Filters.eq("_id", 2L)).first().getInteger("createdAt"));
+      runs.updateOne(Filters.eq("_id", 2L), new Document("$set", new Document("state", "QUEUED")));
+      runs.insertOne(new Document("_id", "new").append("state", "QUEUED").append("createdAt", 301));
+      runs.insertOne(new Document("_id", 3L).append("state", "QUEUED").append("createdAt", 302));
+      runs.deleteOne(Filters.eq("createdAt", 0));
+      List<Object> queued = new ArrayList<>();
+      runs.find(Filters.eq("state", "QUEUED")).sort(new Document("createdAt", 1)).forEach(d -> queued.add(d.get("_id")));
+      assertEquals(List.of(2L, "new", 3L), queued);
+      assertEquals(302, runs.countDocuments(Filters.eq("state", "DONE")) + runs.countDocuments(Filters.eq("state", "QUEUED")));
+      return null;
+    });
+    store = new MVStore.Builder().fileName(file).readOnly().open();
+    assertEquals("runhook-h2-3", store.<String, String>openMap("$runhook-format").get("format"));
+    documents = store.openMap("databases.t.runs", values());
+    assertEquals(302, documents.size());
+    // The new documents went after the largest Long key (2, an _id of format 2).
+    assertEquals("new", documents.get(3L).get("_id"));
+    assertEquals(3L, documents.get(4L).get("_id"));
     store.close();
   }
 }
