@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { timeArg } from "../src/cli/list.js";
 import { newRunDoc } from "../src/domain/runs/model.js";
-import { storeFixtures } from "../src/store/index.js";
+import { finishedActiveKey, storeFixtures } from "../src/store/index.js";
 import type { RunDoc, RunState } from "../src/store/types.js";
 import { createWorld, type World } from "../fixtures/world.js";
 import { spawnCli } from "./helpers/cli.js";
@@ -43,7 +43,7 @@ function runDoc(o: { state: RunState; minutesAgo: number; recordId: string; user
     createdAt,
   });
   const finishedAt = new Date(createdAt.getTime() + 1500);
-  return { ...doc, state: o.state, finishedAt, activeKey: doc._id, error: o.state === "FAILED" ? "record not found" : "" };
+  return { ...doc, state: o.state, finishedAt, activeKey: finishedActiveKey(doc._id, finishedAt), error: o.state === "FAILED" ? "record not found" : "" };
 }
 
 beforeAll(async () => {

@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ListRunsRequestSchema, ListRunsResponseSchema } from "../gen/runhook/v1/run_pb.js";
 import { newRunDoc } from "../src/domain/runs/model.js";
-import { storeFixtures } from "../src/store/index.js";
+import { finishedActiveKey, storeFixtures } from "../src/store/index.js";
 import type { RunDoc, RunState } from "../src/store/types.js";
 import { addAppToken, addUser, createWorld, type World } from "../fixtures/world.js";
 import { apiClient, qs } from "./helpers/api.js";
@@ -48,8 +48,8 @@ function runDoc(
   });
   const finished = ["SUCCEEDED", "FAILED", "CANCELLED"].includes(o.state);
   const finishedAt = finished ? new Date(o.createdAt.getTime() + (o.runFor ?? 1000)) : null;
-  // A finished run frees its (workflow, record) slot: its activeKey is its own id.
-  return { ...doc, state: o.state, finishedAt, activeKey: finished ? doc._id : doc.activeKey };
+  // A finished run frees its (workflow, record) slot.
+  return { ...doc, state: o.state, finishedAt, activeKey: finishedAt ? finishedActiveKey(doc._id, finishedAt) : doc.activeKey };
 }
 
 const STATES: RunState[] = ["SUCCEEDED", "FAILED", "CANCELLED", "FAILED", "SUCCEEDED"];

@@ -6,7 +6,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RunService, WatchRunRequestSchema, WatchRunResponseSchema, type WatchRunResponse } from "../gen/runhook/v1/run_pb.js";
-import { isDuplicateKey, storeFixtures, type StoreFixtures } from "../src/store/index.js";
+import { finishedActiveKey, isDuplicateKey, storeFixtures, type StoreFixtures } from "../src/store/index.js";
 import type { ClaimScope } from "../src/store/runs.js";
 import type { StepDoc } from "../src/store/types.js";
 import { packRecordId, recordMatch, unpackRecordId } from "../src/domain/runs/records.js";
@@ -79,7 +79,7 @@ describe("executors", () => {
     expect(run.startedAt).toBeInstanceOf(Date);
     expect(run.finishedAt!.getTime()).toBeGreaterThanOrEqual(run.startedAt!.getTime());
     expect(run.lease).toBeNull();
-    expect(run.activeKey).toBe(run._id);
+    expect(run.activeKey).toBe(finishedActiveKey(run._id, run.finishedAt!));
     expect(run.stepIndex).toBe(3);
 
     const record = await db.records(w.dataDatabase, w.collection).findOne({ id: "r1" });
@@ -152,7 +152,7 @@ describe("executors", () => {
     expect(run.error).toMatch(/record "nope" of collection "orders" not found or not accessible/);
     expect(run.steps.map((s) => s.state)).toEqual(["SUCCEEDED", "FAILED", "PENDING"]);
     expect(run.steps[1]!.error).toBe(run.error);
-    expect(run.activeKey).toBe(run._id);
+    expect(run.activeKey).toBe(finishedActiveKey(run._id, run.finishedAt!));
     const entries = await activity(run._id);
     expect(entries.map((e) => e.action)).toEqual(["workflow.run.failed"]);
     expect(entries[0]).toMatchObject({ user: { id: w.user._id }, details: { error: run.error, step: 1 } });
@@ -243,7 +243,7 @@ describe("executors", () => {
     const run = await waitForRun(server.deps.store, q._id);
     expect(run.state).toBe("FAILED");
     expect(run.error).toBe("version 7 of the workflow no longer exists");
-    expect(run.activeKey).toBe(run._id);
+    expect(run.activeKey).toBe(finishedActiveKey(run._id, run.finishedAt!));
     expect((await activity(run._id)).map((e) => e.action)).toEqual(["workflow.run.failed"]);
   });
 });
@@ -391,7 +391,7 @@ describe("CancelRun", () => {
     expect(elapsed).toBeLessThan(1000);
 
     const run = (await db.runs.findOne({ _id: q._id }))!;
-    expect(run).toMatchObject({ state: "CANCELLED", activeKey: q._id, lease: null });
+    expect(run).toMatchObject({ state: "CANCELLED", activeKey: finishedActiveKey(q._id, run.finishedAt!), lease: null });
     expect(run.steps.map((s) => s.state)).toEqual(["CANCELLED", "PENDING"]);
     // The executor let go: nothing changes afterwards, the record is untouched.
     await sleep(600);

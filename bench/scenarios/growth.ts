@@ -19,7 +19,7 @@ import { Pool } from "undici";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
 import { newRunDoc } from "../../src/domain/runs/model.js";
 import { startEmbeddedServer } from "../../src/embedded/index.js";
-import { storeFixtures, sweepExpired, type Store, type StoreFixtures } from "../../src/store/index.js";
+import { finishedActiveKey, storeFixtures, sweepExpired, type Store, type StoreFixtures } from "../../src/store/index.js";
 import { activityStream, streamKey } from "../../src/store/logs.js";
 import type { ActivityLogDoc, RunDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, uriFor, type BenchContext, type BenchWorld } from "../lib/context.js";
@@ -137,7 +137,15 @@ function filledRun(w: BenchWorld, i: number, createdAt: Date): RunDoc {
     createdAt,
   });
   const finishedAt = new Date(createdAt.getTime() + 50);
-  return { ...run, state: "SUCCEEDED", activeKey: run._id, stepIndex: STEPS.length, startedAt: createdAt, finishedAt, updatedAt: finishedAt };
+  return {
+    ...run,
+    state: "SUCCEEDED",
+    activeKey: finishedActiveKey(run._id, finishedAt),
+    stepIndex: STEPS.length,
+    startedAt: createdAt,
+    finishedAt,
+    updatedAt: finishedAt,
+  };
 }
 
 function filledEntry(w: BenchWorld, stream: string, seq: number, timestamp: Date, recordId: string): ActivityLogDoc {

@@ -6,6 +6,7 @@ import type { Collection, Document } from "mongodb";
 import type { CollectionName, Database } from "./connection.js";
 import { directoryVersion, EVERY_ORGANIZATION_VERSION_ID, organizationVersionId } from "./directory-version.js";
 import { databaseOf } from "./handle.js";
+import { finishedActiveKey } from "./runs.js";
 import type { Store } from "./index.js";
 import type { ActivityLogDoc, Role, RunDoc, RunState } from "./types.js";
 
@@ -53,6 +54,12 @@ function readViews(d: Database): Views {
   return Object.fromEntries(names.map((n) => [n, readView(() => d[n] as unknown as Collection<Document>)])) as unknown as Views;
 }
 
+/** A finished run's state fields but its final state: finished now, its record's slot freed. */
+function finished(runId: string) {
+  const finishedAt = new Date();
+  return { finishedAt, activeKey: finishedActiveKey(runId, finishedAt) };
+}
+
 /** Changes of runs that only an executor, a crash or time would make. */
 function runFixtures(d: Database) {
   return {
@@ -63,8 +70,7 @@ function runFixtures(d: Database) {
     /** Every queued run of a project gone (a benchmark's backlog cleared). */
     removeQueuedRuns: async (projectId: string) => void (await d.runs.deleteMany({ projectId, state: "QUEUED" })),
     /** A run finished as if its executor had succeeded: its record's slot is free again. */
-    finishRun: async (runId: string) =>
-      void (await d.runs.updateOne({ _id: runId }, { $set: { state: "SUCCEEDED", activeKey: runId, finishedAt: new Date() } })),
+    finishRun: async (runId: string) => void (await d.runs.updateOne({ _id: runId }, { $set: { state: "SUCCEEDED", ...finished(runId) } })),
     /** A run's state forced (its slot kept): what an executor's claim leaves, without one. */
     setRunState: async (runId: string, state: RunState) => void (await d.runs.updateOne({ _id: runId }, { $set: { state } })),
     /** Every run of a workflow cancelled at once, so that executors let them go. */
@@ -84,7 +90,7 @@ function runFixtures(d: Database) {
       if (!claimed) return "claim-lost";
       if (!(await records.findOne({ id: data.recordId }))) return "record-missing";
       await records.updateOne({ id: data.recordId }, { $set: { status: "done" } });
-      await d.runs.updateOne({ _id: run._id }, { $set: { state: "SUCCEEDED", finishedAt: new Date(), activeKey: run._id, lease: null } });
+      await d.runs.updateOne({ _id: run._id }, { $set: { state: "SUCCEEDED", ...finished(run._id), lease: null } });
       return "ok";
     },
   };

@@ -84,4 +84,5 @@ export { STALE_INTENT_MS } from "./directory-version.js";
 export { sweepEveryMs, ttlIndexes, SWEEP_EVERY_MS, type TtlIndex } from "./indexes.js";
 export { isDuplicateKey, isTimeLimitExceeded, isUnavailable, MongoBulkWriteError, MongoNetworkError, MongoServerError } from "./errors.js";
 export { storeFixtures, type StoreFixtures } from "./fixtures.js";
+export { finishedActiveKey } from "./runs.js";
 export { LAST_USED_EVERY_MS, MAX_REMEMBERED_TOKENS, tokenUseRecorder, type TokenKind } from "./last-used.js";

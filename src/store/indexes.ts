@@ -42,7 +42,7 @@ export function ttlIndexes(retention: Retention = DEFAULT_RETENTION): TtlIndex[]
 function runIndexes(d: Database): Promise<string>[] {
   return [
     // One ongoing run per (workflow, record): activeKey is `${workflowId}|${recordId}` while
-    // the run is ongoing and the run's own id once it is finished. The 409 answer finds the
+    // the run is ongoing and its finish time and id once it is finished (finishedActiveKey). The 409 answer finds the
     // ongoing run by it.
     d.runs.createIndex({ activeKey: 1 }, { unique: true }),
     // Claiming: RUNNING runs whose lease expired, parked runs that are due, then QUEUED runs

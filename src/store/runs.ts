@@ -211,9 +211,20 @@ const owned = (owner: string, stepIndex?: number): RunCondition => ({
   ...(stepIndex === undefined ? {} : { stepIndex }),
 });
 
+/**
+ * The value of `activeKey` once a run has finished: unique (it ends with the run's id), never an
+ * ongoing run's (it starts with a time, not a workflow id), and led by the finish time so that
+ * finished runs are added at the end of the unique index and a retention sweep removes
+ * neighbours. The run id alone (a random UUID) put each finished run at a random place of an
+ * index as large as the stored runs, a page read from disk and rewritten per run.
+ */
+export function finishedActiveKey(runId: string, finishedAt: Date): string {
+  return `${finishedAt.toISOString()}|${runId}`;
+}
+
 /** The fields that finish a run: final state, and the (workflow, record) slot freed for the next call. */
 function finishing(runId: string, state: RunState, error: string, now: Date): Record<string, unknown> {
-  return { state, error, finishedAt: now, updatedAt: now, lease: null, waitUntil: null, activeKey: runId };
+  return { state, error, finishedAt: now, updatedAt: now, lease: null, waitUntil: null, activeKey: finishedActiveKey(runId, now) };
 }
 
 /** `fields` of step `index`, as field paths. */

@@ -164,7 +164,7 @@ export interface StepResultDoc {
 export interface RunDoc {
   _id: string;
   /**
-   * `${workflowId}|${recordId}` while the run is ongoing, the run id once finished:
+   * `${workflowId}|${recordId}` while the run is ongoing, `${finishedAt}|${runId}` once finished:
    * the unique index on it allows one ongoing run per (workflow, record).
    */
   activeKey: string;
