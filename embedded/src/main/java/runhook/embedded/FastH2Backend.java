@@ -25,10 +25,12 @@ final class FastH2Backend extends H2Backend {
   private static final String FORMAT_MAP = "$runhook-format";
   /**
    * 3: documents stored under a position that grows with each insert (as MongoDB's record
-   * ids), not under their `_id` ({@link FastH2Database}). A file of format 2 (index keys in
+   * ids), not under their `_id` ({@link FastH2Database}), and index pages whose keys leave out
+   * what they share with the key before ({@link H2IndexEntries.KeyType}). A file of format 2 (index keys in
    * {@link IndexOrder}, documents under their `_id`) is read as it is: its documents keep
-   * their `_id` as their position, and the marker becomes 3, since a server of format 2 would
-   * store a new document under its `_id`, which a position may equal. A file of format 1
+   * their `_id` as their position and its index pages their whole keys, and the marker
+   * becomes 3, since a server of format 2 would store a new document under its `_id`, which a
+   * position may equal, and could not read the new index pages. A file of format 1
    * (unique indexes in {@link ValueType}'s order, no others) gets its indexes rebuilt once
    * ({@link #rebuildIndexes}).
    */

@@ -6,6 +6,7 @@ import java.util.AbstractMap;
 import java.util.Iterator;
 import java.util.Map;
 import org.h2.mvstore.Cursor;
+import org.h2.mvstore.DataUtils;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.MVStore;
 import org.h2.mvstore.WriteBuffer;
@@ -93,9 +94,69 @@ final class H2IndexEntries implements IndexEntries {
     if (!multikey()) meta.put(multikeyFlag, Boolean.TRUE);
   }
 
-  /** Index keys: written and read as {@link ValueType} writes them, compared in {@link IndexOrder}. */
+  /**
+   * Index keys: compared in {@link IndexOrder}; a page's keys are written each as the number of
+   * leading values it shares with the key before it, then the others as {@link ValueType}
+   * writes them. Neighbouring keys mostly share their first values (an environment, a state, a
+   * collection), which were most of what a commit wrote: every commit rewrites each changed
+   * page and the path to its map's root, and an internal page holds whole keys too. Pages
+   * written before hold each key whole (they begin with ValueType's tag of a KeyValue, never
+   * with {@link #SHARED_PREFIXES}) and are read as they are.
+   */
   static final class KeyType extends BasicDataType<KeyValue> {
     static final KeyType INSTANCE = new KeyType();
+    private static final byte SHARED_PREFIXES = -1;
+
+    @Override
+    public void write(WriteBuffer buff, Object storage, int len) {
+      if (len == 0) return; // as a page of whole keys: nothing, so that both read alike
+      KeyValue[] keys = cast(storage);
+      buff.put(SHARED_PREFIXES);
+      KeyValue previous = null;
+      for (int i = 0; i < len; i++) {
+        KeyValue key = keys[i];
+        int shared = previous == null ? 0 : sharedValues(previous, key);
+        buff.putVarInt(key.size()).putVarInt(shared);
+        for (int j = shared; j < key.size(); j++) ValueType.INSTANCE.write(buff, key.get(j));
+        previous = key;
+      }
+    }
+
+    @Override
+    public void read(ByteBuffer buff, Object storage, int len) {
+      if (len == 0) return;
+      if (buff.get(buff.position()) != SHARED_PREFIXES) {
+        super.read(buff, storage, len);
+        return;
+      }
+      buff.get();
+      KeyValue[] keys = cast(storage);
+      KeyValue previous = null;
+      for (int i = 0; i < len; i++) {
+        int size = DataUtils.readVarInt(buff);
+        int shared = DataUtils.readVarInt(buff);
+        if (shared > size || shared > 0 && (previous == null || shared > previous.size())) {
+          throw new IllegalStateException("index page: a key of " + size + " values shares " + shared);
+        }
+        Object[] values = new Object[size];
+        for (int j = 0; j < shared; j++) values[j] = previous.get(j);
+        for (int j = shared; j < size; j++) values[j] = ValueType.INSTANCE.read(buff);
+        keys[i] = previous = new KeyValue(values);
+      }
+    }
+
+    /** How many leading values of `b` are those of `a`, exactly (same class: an Integer never stands for a Long). */
+    private static int sharedValues(KeyValue a, KeyValue b) {
+      int n = Math.min(a.size(), b.size());
+      int i = 0;
+      while (i < n && sameValue(a.get(i), b.get(i))) i++;
+      return i;
+    }
+
+    private static boolean sameValue(Object x, Object y) {
+      if (x == y) return true;
+      return x != null && y != null && x.getClass() == y.getClass() && ValueType.INSTANCE.compare(x, y) == 0;
+    }
 
     @Override
     public KeyValue[] createStorage(int size) {
