@@ -30,7 +30,7 @@ const JVM_FLAGS = [
 ];
 
 /**
- * The file backend's heap: its 32 MB page cache, the index pages a query walks, the pages a
+ * The file backend's heap: its 64 MB page cache, the index pages a query walks, the pages a
  * commit writes (every page the writes of one group changed, and the buffer they are
  * serialized into), and the store's bookkeeping of its chunks, which grows with the file. It
  * starts at 64 MB and grows with the work up to 1 GB: 192 MB ran out in a commit at 100,000
