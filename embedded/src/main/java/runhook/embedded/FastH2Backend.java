@@ -66,14 +66,10 @@ final class FastH2Backend extends H2Backend {
       if (retentionMs != null) store.setRetentionTime(Integer.parseInt(retentionMs));
       MVMap<String, String> format = store.openMap(FORMAT_MAP);
       String found = format.get("format");
-      if (found == null) {
-        boolean hasData = store.getMapNames().stream().anyMatch(n -> n.startsWith("databases."));
-        if (hasData) {
-          throw new IllegalStateException(fileName + " was written by another H2 backend (no " + FORMAT + " marker); move it away to start afresh");
-        }
-        format.put("format", FORMAT);
-        store.commit();
-      } else if (FORMAT_WITH_ID_KEYS.equals(found)) {
+      if (found == null && store.getMapNames().stream().anyMatch(n -> n.startsWith("databases."))) {
+        throw new IllegalStateException(fileName + " was written by another H2 backend (no " + FORMAT + " marker); move it away to start afresh");
+      }
+      if (found == null || FORMAT_WITH_ID_KEYS.equals(found)) { // a new file, or one read as it is
         format.put("format", FORMAT);
         store.commit();
       } else if (!FORMAT.equals(found)) {

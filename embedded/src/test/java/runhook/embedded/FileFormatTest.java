@@ -10,9 +10,11 @@ import com.mongodb.client.model.Indexes;
 import de.bwaldvogel.mongo.MongoServer;
 import java.net.InetSocketAddress;
 import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.UUID;
 import org.bson.Document;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.MVStore;
@@ -36,10 +38,14 @@ class FileFormatTest {
     }
   }
 
+  /** A file in a new temporary directory. */
+  private static String newFile() throws java.io.IOException {
+    return Files.createTempDirectory("file-format").resolve("db.mv").toString();
+  }
+
   @Test
   void aFileOfTheFormerFormatGetsItsIndexesBuiltAtItsFirstOpen() throws Exception {
-    Path dir = Files.createTempDirectory("file-format");
-    String file = dir.resolve("db.mv").toString();
+    String file = newFile();
     withServer(file, runs -> {
       runs.createIndex(Indexes.ascending("state", "createdAt"));
       List<Document> docs = new ArrayList<>();
@@ -70,11 +76,10 @@ class FileFormatTest {
 
   @Test
   void documentsGoUnderGrowingPositionsAndThoseOfTheFormatBeforeKeepTheirIds() throws Exception {
-    Path dir = Files.createTempDirectory("file-format");
-    String file = dir.resolve("db.mv").toString();
+    String file = newFile();
     withServer(file, runs -> {
       runs.createIndex(Indexes.ascending("state", "createdAt"));
-      for (int i = 0; i < 300; i++) runs.insertOne(new Document("_id", java.util.UUID.randomUUID().toString()).append("state", "DONE").append("createdAt", i));
+      for (int i = 0; i < 300; i++) runs.insertOne(new Document("_id", UUID.randomUUID().toString()).append("state", "DONE").append("createdAt", i));
       runs.insertOne(new Document("_id", 2L).append("state", "DONE").append("createdAt", 300)); // an _id that a position may equal
       return null;
     });
@@ -86,7 +91,7 @@ class FileFormatTest {
     for (int i = 0; i < keys.size(); i++) assertEquals(Long.valueOf(i + 1), keys.get(i));
     assertEquals(2L, documents.get(301L).get("_id"));
     // What format 2 held: each document under its `_id`, which every index entry names as its position.
-    java.util.Map<Object, Object> idOf = new java.util.HashMap<>();
+    Map<Object, Object> idOf = new HashMap<>();
     for (Object key : keys) idOf.put(key, documents.get(key).get("_id"));
     for (Object key : keys) documents.put(idOf.get(key), documents.remove(key));
     for (String name : store.getMapNames()) {
