@@ -124,15 +124,16 @@ describe("crash under load", () => {
     const kill = async (c: ChildServer, who: string) => {
       const pid = String(c.child.pid);
       dead.add(c);
-      // A run holds a lease only between its steps' writes (a wait holds none), so a kill at a
-      // fixed instant may cut off none: freeze the process (its writes already sent land) until
-      // it is seen holding a run, and kill it frozen.
-      for (let tries = 0; tries < 50; tries++) {
+      // A run holds a lease only between its steps' writes (a wait holds none), a few ms each, so
+      // a kill at a fixed instant mostly cuts off none. Watch the runs until the process is seen
+      // holding one, freeze it at once (its writes already sent land) and kill it if it still
+      // holds one frozen; else let it go on and watch again. Bounded, so the load's window holds.
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
+        if ((await heldBy(pid)).length === 0) continue;
         c.child.kill("SIGSTOP");
         await sleep(100);
         if ((await heldBy(pid)).length > 0) break;
         c.child.kill("SIGCONT");
-        await sleep(20 + Math.random() * 80);
       }
       await c.kill();
       const at = Date.now();
