@@ -13,6 +13,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Lock;
 import java.util.function.Supplier;
 import org.h2.mvstore.MVMap;
+import org.h2.mvstore.HintedFreeSpace;
 import org.h2.mvstore.MVStore;
 import org.h2.mvstore.MVStoreTool;
 
@@ -58,6 +59,7 @@ final class FastH2Backend extends H2Backend {
         rebuildIndexes(fileName, cacheMb);
         store = builder.open();
       }
+      HintedFreeSpace.install(store); // first-fit allocation without a walk from the file's start per commit
       if (commitMs > 0) store.setAutoCommitDelay(commitMs);
       // H2 keeps dead chunks 45 s in case the OS has not written the newer ones yet; every
       // group commit is synced, and a command in flight holds its version (handleCommand),

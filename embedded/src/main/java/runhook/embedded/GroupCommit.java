@@ -41,6 +41,8 @@ final class GroupCommit implements Runnable {
   private static final long COMPACT_BUSY_NS = 20_000_000;
   /** Chunks younger than this are left to empty themselves (their pages are being written). */
   private static final long COMPACT_COLD_MS = 10_000;
+  /** The chunks are surveyed for sparse ones once a second, not before every slice (a walk over all of them). */
+  private static final long COMPACT_SURVEY_MS = 1000;
   private static final long GATHER_MAX_NS = 5_000_000;
 
   final ReentrantReadWriteLock writes = new ReentrantReadWriteLock();
@@ -53,7 +55,7 @@ final class GroupCommit implements Runnable {
 
   GroupCommit(MVStore store) {
     this.store = store;
-    slices = new ChunkSlices(store, COMPACT_COLD_MS);
+    slices = new ChunkSlices(store, COMPACT_COLD_MS, COMPACT_SURVEY_MS);
     thread = new Thread(this, "runhook-group-commit");
     thread.setDaemon(true);
     thread.start();

@@ -47,7 +47,7 @@ class ChunkSlicesTest {
     int before = store.getFileStore().getChunksFillRate();
     assertTrue(before < 50, "the test needs sparse chunks to start with: " + before + "%");
 
-    ChunkSlices slices = new ChunkSlices(store, 0);
+    ChunkSlices slices = new ChunkSlices(store, 0, 0);
     long slice = 64 << 10;
     // A step out of time does nothing (writes wait for a step: it stops at its time limit too).
     assertEquals(0, slices.step(50, slice, 0));

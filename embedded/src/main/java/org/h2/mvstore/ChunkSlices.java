@@ -1,6 +1,11 @@
 package org.h2.mvstore;
 
 import java.lang.reflect.Field;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.PriorityQueue;
 
 /**
  * Empties sparse chunks of an MVStore a slice at a time: each step rewrites the live pages of
@@ -38,7 +43,7 @@ public final class ChunkSlices {
    * page would be read for nothing). A chunk walked WALKS_MAX times still live holds pages no
    * rewrite moves (a closed map's): left alone.
    */
-  private final java.util.Map<Integer, long[]> walked = new java.util.HashMap<>();
+  private final Map<Integer, long[]> walked = new HashMap<>();
   private static final int WALKS_MAX = 3;
 
   /**
@@ -47,9 +52,24 @@ public final class ChunkSlices {
    */
   private final long coldMs;
 
-  public ChunkSlices(MVStore store, long coldMs) {
+  /**
+   * How often the chunks are surveyed (their live share, the sparsest ones): a walk over every
+   * chunk, which a file of a million runs holds tens of thousands of. Walked before every step
+   * (every 100 ms), it took a fifth of the committing thread's time at a million runs.
+   */
+  private final long surveyNs;
+  private long surveyedAt;
+  private boolean surveyed;
+  /** The chunks' live share (%) at the last survey. */
+  private int fillRate;
+  /** The sparsest rewritable chunks at the last survey, sparsest first (checked again when taken). */
+  private final ArrayDeque<Integer> candidates = new ArrayDeque<>();
+  private static final int CANDIDATES_MAX = 256;
+
+  public ChunkSlices(MVStore store, long coldMs, long surveyMs) {
     this.store = store;
     this.coldMs = coldMs;
+    this.surveyNs = surveyMs * 1_000_000;
   }
 
   /**
@@ -62,7 +82,9 @@ public final class ChunkSlices {
   public long step(int targetFillRate, long maxBytes, long maxNanos) {
     deadline = System.nanoTime() + maxNanos;
     FileStore<?> fileStore = store.getFileStore();
-    if (fileStore == null || fileStore.getChunksFillRate() >= targetFillRate) return 0;
+    if (fileStore == null) return 0;
+    if (!surveyed || System.nanoTime() - surveyedAt >= surveyNs) survey(fileStore, targetFillRate);
+    if (fillRate >= targetFillRate) return 0;
     MVStore.TxCounter version = store.registerVersionUsage();
     try {
       long read = 0;
@@ -76,7 +98,7 @@ public final class ChunkSlices {
             walk[1]++;
           }
           chunkId = -1;
-          chunk = sparsest(fileStore, targetFillRate);
+          chunk = nextCandidate(fileStore, targetFillRate);
           if (chunk == null) break;
           start(chunk, fileStore);
           read += toc.length * 8L;
@@ -132,26 +154,49 @@ public final class ChunkSlices {
     return read;
   }
 
-  /** The cold rewritable chunk with the smallest live share below targetFillRate (the oldest among equals), or null. */
-  private Chunk<?> sparsest(FileStore<?> fileStore, int targetFillRate) {
-    long now = store.getTimeAbsolute() - fileStore.getCreationTime();
-    int retention = fileStore.getRetentionTime();
-    long newest = store.getCurrentVersion() - 1;
-    long oldestInUse = store.getOldestVersionToKeep();
+  /**
+   * One walk over the chunks: their live share, and the rewritable ones below targetFillRate,
+   * sparsest first (the oldest among equals), at most CANDIDATES_MAX of them.
+   */
+  private void survey(FileStore<?> fileStore, int targetFillRate) {
+    surveyed = true;
+    surveyedAt = System.nanoTime();
     walked.keySet().retainAll(fileStore.getChunks().keySet());
-    Chunk<?> best = null;
-    long bestShare = Long.MAX_VALUE;
+    candidates.clear();
+    long maxLenSum = 1;
+    long maxLenLiveSum = 1;
+    PriorityQueue<long[]> sparsest = new PriorityQueue<>(
+        (a, b) -> a[0] != b[0] ? Long.compare(b[0], a[0]) : Long.compare(b[1], a[1])); // the least sparse on top
     for (Chunk<?> c : fileStore.getChunks().values()) {
-      long[] walk = walked.get(c.id);
-      if (walk != null && (walk[0] >= oldestInUse || walk[1] >= WALKS_MAX)) continue;
-      if (!c.isRewritable() || c.version >= newest || c.time + Math.max(retention, coldMs) > now || c.maxLen <= 0) continue;
-      long share = c.maxLenLive * 1000 / c.maxLen;
-      if (share < targetFillRate * 10L && (share < bestShare || share == bestShare && best != null && c.version < best.version)) {
-        best = c;
-        bestShare = share;
-      }
+      maxLenSum += c.maxLen;
+      maxLenLiveSum += c.maxLenLive;
+      if (!rewritable(c, fileStore, targetFillRate)) continue;
+      sparsest.add(new long[] {c.maxLenLive * 1000 / c.maxLen, c.version, c.id});
+      if (sparsest.size() > CANDIDATES_MAX) sparsest.poll();
     }
-    return best;
+    fillRate = (int) (100 * maxLenLiveSum / maxLenSum); // as FileStore.getChunksFillRate
+    ArrayList<long[]> order = new ArrayList<>(sparsest);
+    order.sort((a, b) -> a[0] != b[0] ? Long.compare(a[0], b[0]) : Long.compare(a[1], b[1]));
+    for (long[] c : order) candidates.add((int) c[2]);
+  }
+
+  /** The next candidate of the last survey that is still a cold rewritable chunk below targetFillRate, or null. */
+  private Chunk<?> nextCandidate(FileStore<?> fileStore, int targetFillRate) {
+    for (Integer id; (id = candidates.poll()) != null; ) {
+      Chunk<?> c = fileStore.getChunks().get(id);
+      if (c != null && rewritable(c, fileStore, targetFillRate)) return c;
+    }
+    return null;
+  }
+
+  /** Whether `c` is cold, rewritable, not walked in vain lately, and below targetFillRate. */
+  private boolean rewritable(Chunk<?> c, FileStore<?> fileStore, int targetFillRate) {
+    long[] walk = walked.get(c.id);
+    if (walk != null && (walk[0] >= store.getOldestVersionToKeep() || walk[1] >= WALKS_MAX)) return false;
+    long now = store.getTimeAbsolute() - fileStore.getCreationTime();
+    long cold = Math.max(fileStore.getRetentionTime(), coldMs);
+    if (!c.isLive() || !c.isRewritable() || c.version >= store.getCurrentVersion() - 1 || c.time + cold > now || c.maxLen <= 0) return false;
+    return c.maxLenLive * 1000 / c.maxLen < targetFillRate * 10L;
   }
 
   @SuppressWarnings("unchecked")
