@@ -46,10 +46,7 @@ final class FastH2Backend extends H2Backend {
     // 64 MB: a sweep's longest write 65 ms at a million runs against 104 ms with 32 MB (one
     // bench --grow each), the accepts no lower, Java RSS 242 MB against 202 MB.
     int cacheMb = Integer.getInteger("runhook.h2.cacheMb", 64);
-    // At most this many keys per page (H2's default: 48): every commit rewrites each page it
-    // changed and the path to its map's root, so smaller pages write fewer bytes per commit.
-    int keysPerPage = Integer.getInteger("runhook.h2.keysPerPage", 48);
-    MVStore.Builder builder = new MVStore.Builder().fileName(fileName).cacheSize(cacheMb).keysPerPage(keysPerPage);
+    MVStore.Builder builder = new MVStore.Builder().fileName(fileName).cacheSize(cacheMb);
     // Durable: only the group commit stores (no background writer, no store triggered by a
     // writer's unsaved memory), so that every chunk in the file holds whole writes.
     if (commitMs <= 0) builder.autoCommitDisabled().autoCommitBufferSize(0);
