@@ -155,11 +155,7 @@ final class H2IndexEntries implements IndexEntries {
 
     private static boolean sameValue(Object x, Object y) {
       if (x == y) return true;
-      if (x == null || y == null || x.getClass() != y.getClass()) return false;
-      // A string's or a number's equals is exact (a Double's bits: -0.0 is not 0.0), and cheap;
-      // a document's equals ignores its fields' order, which the order's comparison keeps.
-      if (x instanceof String || x instanceof Number || x instanceof Boolean) return x.equals(y);
-      return ValueType.INSTANCE.compare(x, y) == 0;
+      return x != null && y != null && x.getClass() == y.getClass() && ValueType.INSTANCE.compare(x, y) == 0;
     }
 
     @Override

@@ -5,7 +5,6 @@ import de.bwaldvogel.mongo.backend.Missing;
 import de.bwaldvogel.mongo.bson.Document;
 import de.bwaldvogel.mongo.bson.ObjectId;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -191,42 +190,8 @@ final class ValueType extends BasicDataType<Object> {
     }
   }
 
-  /**
-   * The length in chars, then H2's encoding of each char (1 byte below 0x80, else 2 or 3). A
-   * string of chars below 0x80 only (ids, times, names, field names: nearly all) is those chars
-   * as bytes, copied whole rather than put in the buffer one by one (serializing keys was most
-   * of a commit's time).
-   */
   private static void writeString(WriteBuffer buff, String s) {
-    int length = s.length();
-    buff.putVarInt(length);
-    for (int i = 0; i < length; i++) {
-      if (s.charAt(i) >= 0x80) {
-        buff.putStringData(s, length);
-        return;
-      }
-    }
-    buff.put(s.getBytes(StandardCharsets.ISO_8859_1));
-  }
-
-  /** What writeString wrote: bytes all below 0x80 are the chars themselves. */
-  private static String readString(ByteBuffer buff) {
-    int length = DataUtils.readVarInt(buff);
-    int start = buff.position();
-    if (buff.remaining() >= length) {
-      byte[] bytes = new byte[length];
-      buff.get(bytes);
-      if (ascii(bytes)) return new String(bytes, StandardCharsets.ISO_8859_1);
-      buff.position(start);
-    }
-    return DataUtils.readString(buff, length);
-  }
-
-  private static boolean ascii(byte[] bytes) {
-    for (byte b : bytes) {
-      if (b < 0) return false;
-    }
-    return true;
+    buff.putVarInt(s.length()).putStringData(s, s.length());
   }
 
   @Override
@@ -248,7 +213,7 @@ final class ValueType extends BasicDataType<Object> {
       case DOUBLE:
         return buff.getDouble();
       case STRING:
-        return readString(buff);
+        return DataUtils.readString(buff, DataUtils.readVarInt(buff));
       case OBJECT_ID: {
         byte[] bytes = new byte[12];
         buff.get(bytes);
@@ -262,7 +227,7 @@ final class ValueType extends BasicDataType<Object> {
         int n = DataUtils.readVarInt(buff);
         Document d = new Document();
         for (int i = 0; i < n; i++) {
-          String key = readString(buff);
+          String key = DataUtils.readString(buff, DataUtils.readVarInt(buff));
           d.put(key, read(buff));
         }
         return d;
