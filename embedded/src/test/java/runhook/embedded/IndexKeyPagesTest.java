@@ -81,6 +81,28 @@ class IndexKeyPagesTest {
   }
 
   @Test
+  void stringsOfEveryWidthComeBackExactly() {
+    // ASCII, Latin-1, two-byte and three-byte chars, a surrogate pair, a lone surrogate (which
+    // UTF-8 would replace by '?'), and field names of each.
+    String[] strings = {"", "run-0f3c", "a?b", "café", "Ωmega", "日本語", "\uD83D\uDE00", "x\uD800y", "\u007F\u0080"};
+    for (String s : strings) {
+      Document document = new Document(s, s).append("k" + s, new KeyValue(s, "id"));
+      WriteBuffer buff = new WriteBuffer();
+      ValueType.INSTANCE.write(buff, s);
+      ValueType.INSTANCE.write(buff, document);
+      H2IndexEntries.KeyType.INSTANCE.write(buff, new KeyValue[] {new KeyValue(s, 1), new KeyValue(s, 2)}, 2);
+      ByteBuffer written = buff.getBuffer();
+      written.flip();
+      assertEquals(s, ValueType.INSTANCE.read(written));
+      assertEquals(document, ValueType.INSTANCE.read(written));
+      KeyValue[] keys = new KeyValue[2];
+      H2IndexEntries.KeyType.INSTANCE.read(written, keys, 2);
+      assertArrayEquals(new KeyValue[] {new KeyValue(s, 1), new KeyValue(s, 2)}, keys);
+      assertFalse(written.hasRemaining());
+    }
+  }
+
+  @Test
   void anEmptyPageWritesNothing() {
     WriteBuffer buff = new WriteBuffer();
     H2IndexEntries.KeyType.INSTANCE.write(buff, new KeyValue[0], 0);
