@@ -3,6 +3,7 @@ package org.h2.mvstore;
 import java.lang.reflect.Field;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.PriorityQueue;
@@ -65,6 +66,8 @@ public final class ChunkSlices {
   /** The sparsest rewritable chunks at the last survey, sparsest first (checked again when taken). */
   private final ArrayDeque<Integer> candidates = new ArrayDeque<>();
   private static final int CANDIDATES_MAX = 256;
+  /** Survey entries {live share in ‰, version, id}: the sparsest first, the oldest among equals. */
+  private static final Comparator<long[]> SPARSEST_FIRST = Comparator.<long[]>comparingLong(c -> c[0]).thenComparingLong(c -> c[1]);
 
   public ChunkSlices(MVStore store, long coldMs, long surveyMs) {
     this.store = store;
@@ -165,8 +168,7 @@ public final class ChunkSlices {
     candidates.clear();
     long maxLenSum = 1;
     long maxLenLiveSum = 1;
-    PriorityQueue<long[]> sparsest = new PriorityQueue<>(
-        (a, b) -> a[0] != b[0] ? Long.compare(b[0], a[0]) : Long.compare(b[1], a[1])); // the least sparse on top
+    PriorityQueue<long[]> sparsest = new PriorityQueue<>(SPARSEST_FIRST.reversed()); // the least sparse on top, polled first
     for (Chunk<?> c : fileStore.getChunks().values()) {
       maxLenSum += c.maxLen;
       maxLenLiveSum += c.maxLenLive;
@@ -176,7 +178,7 @@ public final class ChunkSlices {
     }
     fillRate = (int) (100 * maxLenLiveSum / maxLenSum); // as FileStore.getChunksFillRate
     ArrayList<long[]> order = new ArrayList<>(sparsest);
-    order.sort((a, b) -> a[0] != b[0] ? Long.compare(a[0], b[0]) : Long.compare(a[1], b[1]));
+    order.sort(SPARSEST_FIRST);
     for (long[] c : order) candidates.add((int) c[2]);
   }
 

@@ -32,7 +32,10 @@ public final class HintedFreeSpace extends FreeSpaceBitSet {
     }
   }
 
-  /** Sizes up to this many blocks (16 MB) are hinted; larger ones (bulk writes) walk from the start. */
+  /**
+   * A hint is kept for each size up to this many blocks (16 MB); a larger allocation (a bulk
+   * write's chunk) starts at the largest size's hint, which holds for it too, and moves none.
+   */
   private static final int HINTED_BLOCKS = 4096;
 
   private final int blockSize;
@@ -58,7 +61,7 @@ public final class HintedFreeSpace extends FreeSpaceBitSet {
     try {
       FreeSpaceBitSet current = (FreeSpaceBitSet) FREE_SPACE.get(fileStore);
       if (current instanceof HintedFreeSpace) return;
-      HintedFreeSpace hinted = new HintedFreeSpace(2, FileStore.BLOCK_SIZE);
+      HintedFreeSpace hinted = new HintedFreeSpace(2, FileStore.BLOCK_SIZE); // as RandomAccessStore makes its own
       hinted.used.clear();
       hinted.used.or((BitSet) SET.get(current));
       FREE_SPACE.set(fileStore, hinted);
