@@ -63,8 +63,6 @@ export interface AcceptFigures {
 export interface DbWorkPerCall {
   commits: number;
   lockWaitMs: number;
-  /** How long commits held writes (until their snapshot was taken), per call. */
-  heldMs: number;
   commitMs: number;
   syncMs: number;
   fileReads: number;
@@ -453,7 +451,6 @@ function workPerCall(before: CommitStats, after: CommitStats, calls: number): Db
   return {
     commits: per(after.steps.commit?.count ?? 0),
     lockWaitMs: per(after.steps.lockWait?.totalMs ?? 0),
-    heldMs: per(after.steps.held?.totalMs ?? 0),
     commitMs: per(after.steps.commit?.totalMs ?? 0),
     syncMs: per(after.steps.sync?.totalMs ?? 0),
     fileReads: per(after.file.reads - before.file.reads),
@@ -648,9 +645,9 @@ export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; comm
         ["accept64", 64],
       ] as const
     ).map(([k, c]) =>
-      row(`per call at c=${c}: commits, writes held / commit / sync ms, file reads, KB read / written, cache hits %`, (s) => {
+      row(`per call at c=${c}: commits, commit / sync ms, file reads, KB read / written, cache hits %`, (s) => {
         const d = s[k].perCall;
-        return d ? `${d.commits}, ${d.heldMs} / ${d.commitMs} / ${d.syncMs}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb}, ${d.cacheHitPercent}` : "–";
+        return d ? `${d.commits}, ${d.commitMs} / ${d.syncMs}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb}, ${d.cacheHitPercent}` : "–";
       }),
     ),
     row("pick-up p50 / p99 (ms)", (s) => `${v(s.pickup.p50Ms)} / ${v(s.pickup.p99Ms)}`),
