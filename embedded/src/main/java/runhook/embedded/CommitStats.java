@@ -8,8 +8,7 @@ import org.h2.mvstore.FileStore;
 
 /**
  * How long each step of the group commit took since the last reset: waiting for the writes in
- * flight (the exclusive lock), how long it held writes (until its snapshot was taken), the
- * commit (pages serialized and written), the sync (fsync) and
+ * flight (the exclusive lock), the commit (pages serialized and written), the sync (fsync) and
  * the space-reuse slice before it. Every write waits for one of each, so a slow write is
  * explained by the longest steps and when they ended (to set beside the write's own time).
  * Beside them, the file's counters since it was opened (never reset): reads and bytes read
@@ -20,7 +19,6 @@ import org.h2.mvstore.FileStore;
 final class CommitStats {
   enum Step {
     LOCK_WAIT("lockWait"),
-    HELD("held"),
     COMMIT("commit"),
     SYNC("sync"),
     SLICE("slice");

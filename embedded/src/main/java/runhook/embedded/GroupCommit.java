@@ -2,7 +2,6 @@ package runhook.embedded;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.locks.Lock;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.Consumer;
 import org.h2.mvstore.ChunkSlices;
@@ -13,9 +12,8 @@ import org.h2.mvstore.MVStore;
  * MVStore.commit() only writes the chunk (the OS may keep it in its cache); FileStore.sync()
  * is the fsync. One commit + sync serves every write that finished before it began, so while
  * one is in flight the next group gathers. Writes hold the shared side of {@link #writes}
- * while they run and a commit the exclusive side while it takes its snapshot (not while it
- * writes and syncs it: {@link CommitSnapshot}), so a chunk never holds half of a write (a
- * unique index entry without its document, say) for a crash to leave behind.
+ * while they run and a commit the exclusive side (not the sync), so a chunk never holds half
+ * of a write (a unique index entry without its document, say) for a crash to leave behind.
  * Every 100 ms, before a commit, a slice of a sparse chunk's live pages is rewritten
  * ({@link ChunkSlices}) so that the file's space is reused; the commit after it stores it with
  * the writes waiting, which wait for one small slice at most.
@@ -166,18 +164,13 @@ final class GroupCommit implements Runnable {
     if (failed) return false;
     try {
       long t = System.nanoTime();
-      Lock exclusive = writes.writeLock();
-      exclusive.lock();
+      writes.writeLock().lock();
       long locked = System.nanoTime();
       stats.record(CommitStats.Step.LOCK_WAIT, locked - t);
-      CommitSnapshot.releaseWhenTaken(() -> {
-        exclusive.unlock();
-        stats.record(CommitStats.Step.HELD, System.nanoTime() - locked);
-      });
       try {
         store.commit();
       } finally {
-        CommitSnapshot.end();
+        writes.writeLock().unlock();
       }
       long committed = System.nanoTime();
       stats.record(CommitStats.Step.COMMIT, committed - locked);

@@ -109,7 +109,6 @@ final class H2IndexEntries implements IndexEntries {
 
     @Override
     public void write(WriteBuffer buff, Object storage, int len) {
-      CommitSnapshot.pagesBeingWritten(); // a page's keys: the commit's snapshot is taken
       if (len == 0) return; // as a page of whole keys: nothing, so that both read alike
       KeyValue[] keys = cast(storage);
       buff.put(SHARED_PREFIXES);

@@ -153,12 +153,6 @@ final class ValueType extends BasicDataType<Object> {
   }
 
   @Override
-  public void write(WriteBuffer buff, Object storage, int len) {
-    CommitSnapshot.pagesBeingWritten(); // a page's keys or values: the commit's snapshot is taken
-    super.write(buff, storage, len);
-  }
-
-  @Override
   public void write(WriteBuffer buff, Object o) {
     int kind = kind(o);
     buff.put((byte) kind);
