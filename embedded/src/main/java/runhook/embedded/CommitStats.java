@@ -13,7 +13,9 @@ import org.h2.mvstore.FileStore;
  * explained by the longest steps and when they ended (to set beside the write's own time).
  * Beside them, the file's counters since it was opened (never reset): reads and bytes read
  * (pages the page cache did not hold), writes and bytes written, the page cache's hit ratio, so
- * that the cost of a write at one size can be set beside another's.
+ * that the cost of a write at one size can be set beside another's; and the space reuse's: the
+ * chunks' live share (%) and the bytes of live pages its slices moved, so that a benchmark can
+ * wait until the reuse has caught up with a bulk load.
  * Answered by the command {@code {runhookCommitStats: 1, reset: <bool>}}.
  */
 final class CommitStats {
@@ -47,6 +49,12 @@ final class CommitStats {
   private final long[] totalNs = new long[Step.values().length];
   private final long[] maxNs = new long[Step.values().length];
   private final long[] maxAtMs = new long[Step.values().length];
+  /** Bytes of live pages the space reuse moved since the file was opened. */
+  private long movedBytes;
+
+  synchronized void moved(long bytes) {
+    movedBytes += bytes;
+  }
 
   synchronized void record(Step step, long nanos) {
     int i = step.ordinal();
@@ -72,6 +80,7 @@ final class CommitStats {
       String field = FILE_COUNTERS.get(name);
       if (field != null) counters.append(field, Long.parseLong(value));
     });
+    counters.append("movedBytes", movedBytes).append("liveChunkPercent", (long) file.getChunksFillRate());
     out.append("file", counters);
     if (Boolean.TRUE.equals(query.get("reset")) || (query.get("reset") instanceof Number n && n.intValue() != 0)) {
       Arrays.fill(count, 0);

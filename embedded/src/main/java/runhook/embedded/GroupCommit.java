@@ -118,8 +118,10 @@ final class GroupCommit implements Runnable {
         }
         try {
           long t = System.nanoTime();
-          compacted = slices.step(COMPACT_FILL_RATE, idle ? COMPACT_IDLE_SLICE : COMPACT_BUSY_SLICE, idle ? COMPACT_IDLE_NS : COMPACT_BUSY_NS) > 0;
+          long moved = slices.step(COMPACT_FILL_RATE, idle ? COMPACT_IDLE_SLICE : COMPACT_BUSY_SLICE, idle ? COMPACT_IDLE_NS : COMPACT_BUSY_NS);
           stats.record(CommitStats.Step.SLICE, System.nanoTime() - t);
+          stats.moved(moved);
+          compacted = moved > 0;
         } catch (RuntimeException e) {
           e.printStackTrace(); // only space reuse; the next commit reports a broken store
         }

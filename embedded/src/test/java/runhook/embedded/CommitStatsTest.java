@@ -38,6 +38,10 @@ class CommitStatsTest {
       long later = ((Number) step(admin.runCommand(new Document(CommitStats.COMMAND, 1)), "file").get("writeBytes")).longValue();
       assertTrue(later >= written + 10_000, "written " + written + " then " + later);
       assertTrue(step(after, "file").containsKey("reads") && step(after, "file").containsKey("cacheHitPercent"));
+      // The space reuse's figures: nothing moved in a fresh file, whose chunks are live.
+      assertEquals(0L, ((Number) step(after, "file").get("movedBytes")).longValue());
+      long live = ((Number) step(after, "file").get("liveChunkPercent")).longValue();
+      assertTrue(live > 0 && live <= 100, "live " + live);
     }
   }
 }

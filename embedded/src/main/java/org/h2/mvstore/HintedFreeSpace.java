@@ -11,7 +11,8 @@ import java.util.BitSet;
  * next one will likely go): a file of a million runs (15 GB) has many gaps too small for a
  * chunk, and that walk took a tenth of the committing thread's time. This keeps, for each
  * size, a block before which every gap is smaller than that size, and starts the walk there;
- * freeing blocks moves the hints back to the start of the gap they join. Allocations with a
+ * freeing blocks moves back, to the start of the gap they join, the hints of the sizes that fit
+ * in that gap. Allocations with a
  * reserved area (H2's own compaction, which runhook does not run) walk from the start as before.
  * The one thing not kept is H2's record of failed allocations (isFragmented), which only its
  * background compaction reads. Written against H2 2.3.232; HintedFreeSpaceTest (in this package)
@@ -97,7 +98,12 @@ public final class HintedFreeSpace extends FreeSpaceBitSet {
     super.free(pos, length);
     int block = (int) (pos / blockSize);
     int gapStart = block == 0 ? 0 : used.previousSetBit(block - 1) + 1;
-    for (int n = 0; n <= HINTED_BLOCKS; n++) hints[n] = Math.min(hints[n], gapStart);
+    // Only the sizes that fit in the gap this joins can start earlier; a larger size's hint
+    // still holds (the gap is smaller than it). Lowering every size's hint made each chunk's
+    // allocation walk again over the small gaps of a large file.
+    int gapEnd = used.nextSetBit(gapStart);
+    int fits = gapEnd < 0 ? HINTED_BLOCKS : Math.min(gapEnd - gapStart, HINTED_BLOCKS);
+    for (int n = 0; n <= fits; n++) hints[n] = Math.min(hints[n], gapStart);
   }
 
   /** The first gap of at least `blocks` blocks (the free space after the last used block if none), as FreeSpaceBitSet finds it. */
