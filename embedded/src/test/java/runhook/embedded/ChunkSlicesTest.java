@@ -51,6 +51,11 @@ class ChunkSlicesTest {
     long slice = 64 << 10;
     // A step out of time does nothing (writes wait for a step: it stops at its time limit too).
     assertEquals(0, slices.step(50, slice, 0));
+    // Nor does a step limited to chunks less live than any is (the one writes wait for moves
+    // only nearly dead chunks' pages); the chunk it stopped at is left for the next step.
+    assertEquals(0, slices.step(50, 0, slice, Long.MAX_VALUE / 4));
+    assertTrue(slices.step(50, 50, slice, Long.MAX_VALUE / 4) > 0, "a step up to 50 % moves pages");
+    store.commit();
     long most = 0;
     int steps = 0;
     // (A chunk just walked is skipped until the versions that still hold its pages are gone:

@@ -83,6 +83,16 @@ public final class ChunkSlices {
    * bytes rewritten (0: nothing was).
    */
   public long step(int targetFillRate, long maxBytes, long maxNanos) {
+    return step(targetFillRate, targetFillRate, maxBytes, maxNanos);
+  }
+
+  /**
+   * As {@link #step(int, long, long)}, moving pages only out of chunks whose live share is below
+   * chunkFillRate (%): a chunk a fifth live frees five bytes for each byte moved, one half live
+   * two. A chunk at or above it (the current one included) is left where the walk stands, for a
+   * later step with a higher chunkFillRate.
+   */
+  public long step(int targetFillRate, int chunkFillRate, long maxBytes, long maxNanos) {
     deadline = System.nanoTime() + maxNanos;
     FileStore<?> fileStore = store.getFileStore();
     if (fileStore == null) return 0;
@@ -94,6 +104,7 @@ public final class ChunkSlices {
       rewritten = 0;
       while (read < maxBytes && System.nanoTime() < deadline) {
         Chunk<?> chunk = chunkId < 0 ? null : fileStore.getChunks().get(chunkId);
+        if (chunk != null && chunk.isLive() && pass <= 1 && livePermille(chunk) >= chunkFillRate * 10L) break;
         if (chunk == null || !chunk.isLive() || pass > 1) {
           if (chunkId >= 0 && pass > 1) {
             long[] walk = walked.computeIfAbsent(chunkId, id -> new long[2]);
@@ -101,7 +112,7 @@ public final class ChunkSlices {
             walk[1]++;
           }
           chunkId = -1;
-          chunk = nextCandidate(fileStore, targetFillRate);
+          chunk = nextCandidate(fileStore, targetFillRate, chunkFillRate);
           if (chunk == null) break;
           start(chunk, fileStore);
           read += toc.length * 8L;
@@ -173,7 +184,7 @@ public final class ChunkSlices {
       maxLenSum += c.maxLen;
       maxLenLiveSum += c.maxLenLive;
       if (!rewritable(c, fileStore, targetFillRate)) continue;
-      sparsest.add(new long[] {c.maxLenLive * 1000 / c.maxLen, c.version, c.id});
+      sparsest.add(new long[] {livePermille(c), c.version, c.id});
       if (sparsest.size() > CANDIDATES_MAX) sparsest.poll();
     }
     fillRate = (int) (100 * maxLenLiveSum / maxLenSum); // as FileStore.getChunksFillRate
@@ -182,13 +193,27 @@ public final class ChunkSlices {
     for (long[] c : order) candidates.add((int) c[2]);
   }
 
-  /** The next candidate of the last survey that is still a cold rewritable chunk below targetFillRate, or null. */
-  private Chunk<?> nextCandidate(FileStore<?> fileStore, int targetFillRate) {
-    for (Integer id; (id = candidates.poll()) != null; ) {
+  /**
+   * The next candidate of the last survey that is still a cold rewritable chunk below
+   * targetFillRate, or null; null too, leaving the candidates as they are, when the sparsest
+   * left is at or above chunkFillRate (they are sparsest first, and a chunk only gets sparser).
+   */
+  private Chunk<?> nextCandidate(FileStore<?> fileStore, int targetFillRate, int chunkFillRate) {
+    for (Integer id; (id = candidates.peek()) != null; ) {
       Chunk<?> c = fileStore.getChunks().get(id);
-      if (c != null && rewritable(c, fileStore, targetFillRate)) return c;
+      if (c != null && rewritable(c, fileStore, targetFillRate)) {
+        if (livePermille(c) >= chunkFillRate * 10L) return null;
+        candidates.poll();
+        return c;
+      }
+      candidates.poll();
     }
     return null;
+  }
+
+  /** The chunk's live share, in ‰ (as the survey ranks it). */
+  private static long livePermille(Chunk<?> c) {
+    return c.maxLen <= 0 ? 1000 : c.maxLenLive * 1000 / c.maxLen;
   }
 
   /** Whether `c` is cold, rewritable, not walked in vain lately, and below targetFillRate. */
@@ -198,7 +223,7 @@ public final class ChunkSlices {
     long now = store.getTimeAbsolute() - fileStore.getCreationTime();
     long cold = Math.max(fileStore.getRetentionTime(), coldMs);
     if (!c.isLive() || !c.isRewritable() || c.version >= store.getCurrentVersion() - 1 || c.time + cold > now || c.maxLen <= 0) return false;
-    return c.maxLenLive * 1000 / c.maxLen < targetFillRate * 10L;
+    return livePermille(c) < targetFillRate * 10L;
   }
 
   @SuppressWarnings("unchecked")
