@@ -25,7 +25,7 @@ import type { ActivityLogDoc, RunDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, uriFor, type BenchContext, type BenchWorld } from "../lib/context.js";
 import { closedLoop, percentile, ratio, round, sleep, summarize } from "../lib/load.js";
 import { probeWriter } from "../lib/probe-writer.js";
-import { rssMb, type Proc } from "../lib/procs.js";
+import { cpuMeter, rssMb, type Proc } from "../lib/procs.js";
 import { restTrigger } from "./webhook.js";
 
 export interface SizeFigures {
@@ -59,6 +59,8 @@ export interface AcceptFigures {
   p50Ms: number | null;
   p99Ms: number | null;
   trialsPerSec: number[];
+  /** Cores each process used during the trial, its warm-up included: the database, runhook, the load generator (this process). */
+  cores: Record<string, number | null>;
   /** The database's work per accepted call during the trial (the executors' included), where the server reports it. */
   perCall: DbWorkPerCall | null;
 }
@@ -115,8 +117,8 @@ export interface GrowthResult {
   };
 }
 
-const STEPS = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }] as const;
-const BURST = 500;
+export const STEPS = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }] as const;
+export const BURST = 500;
 const FILL_BATCH = 1000;
 const ACTIONS = ["workflow.run.triggered", "workflow.run.succeeded", "record.updated", "note.created"];
 const DAY = 86_400_000;
@@ -179,7 +181,7 @@ const SEED_ENTRIES = 2000;
  * tenth the admin's): so that every log page measured on the "empty" database is a full page of
  * 100, as it is later, and the comparison is of the same work.
  */
-async function seed(store: Store, w: BenchWorld): Promise<void> {
+export async function seed(store: Store, w: BenchWorld): Promise<void> {
   const fx = storeFixtures(store);
   const stream = activityStream(w.environmentId);
   const start = Date.now() - 2 * 3_600_000;
@@ -197,7 +199,7 @@ async function seed(store: Store, w: BenchWorld): Promise<void> {
  * interleaves with the first in time, in order too). The entries continue each stream in time as in numbers (a stream's times rise with
  * its numbers): spread from the stream's last entry (or 20 days ago) up to now.
  */
-async function fill(store: Store, worlds: BenchWorld[], count: number, log: (m: string) => void): Promise<void> {
+export async function fill(store: Store, worlds: BenchWorld[], count: number, log: (m: string) => void): Promise<void> {
   const fx = storeFixtures(store);
   const fillStart = Date.now();
   const now = fillStart - 3_600_000;
@@ -298,12 +300,12 @@ async function lastFinish(store: Store, ids: string[], timeoutMs: number): Promi
 const ACCEPT_TRIALS = 3;
 
 /** Waits until the executors worked off the queued runs (accepted runs fail at their first step). */
-async function queueDrained(store: Store): Promise<void> {
+export async function queueDrained(store: Store): Promise<void> {
   for (const until = Date.now() + 600_000; (await store.runs.queueStats()).depth > 0 && Date.now() < until; ) await sleep(500);
 }
 
 /** The trial with the median rate, and every trial's rate. */
-function medianTrial(trials: Omit<AcceptFigures, "trialsPerSec">[]): AcceptFigures {
+export function medianTrial(trials: Omit<AcceptFigures, "trialsPerSec">[]): AcceptFigures {
   const sorted = [...trials].sort((a, b) => a.perSec - b.perSec);
   return { ...sorted[Math.floor((sorted.length - 1) / 2)]!, trialsPerSec: trials.map((t) => t.perSec) };
 }
@@ -316,7 +318,7 @@ function medianTrial(trials: Omit<AcceptFigures, "trialsPerSec">[]): AcceptFigur
  * accepts measured at every size are the writes' cost, not that of the load's leftovers; the
  * seconds it took (null where the server reports no space reuse).
  */
-async function spaceReuseCaughtUp(fx: StoreFixtures, log: (m: string) => void): Promise<number | null> {
+export async function spaceReuseCaughtUp(fx: StoreFixtures, log: (m: string) => void): Promise<number | null> {
   const t0 = performance.now();
   let moved: number | null = null;
   for (let look = 0; performance.now() - t0 < 15 * 60_000; look++) {
@@ -330,19 +332,38 @@ async function spaceReuseCaughtUp(fx: StoreFixtures, log: (m: string) => void): 
   return round((performance.now() - t0) / 1000, 0);
 }
 
+/**
+ * One accept trial: `c` callers triggering runs on new records for `durationMs`, from an empty
+ * queue; with what the database did per accepted call and the cores each process used.
+ */
+export async function acceptTrial(
+  ctx: BenchContext,
+  store: Store,
+  server: Proc,
+  w: BenchWorld,
+  c: number,
+  durationMs: number,
+): Promise<Omit<AcceptFigures, "trialsPerSec">> {
+  const fx = storeFixtures(store);
+  await queueDrained(store); // each trial starts from an empty queue, as the first did
+  const pool = new Pool(server.baseUrl!, { connections: c, pipelining: 1 });
+  const trigger = restTrigger(pool, w, 202);
+  const before = await commitStats(fx, true);
+  const t0 = performance.now();
+  const cpu = cpuMeter({ database: ctx.javaPid, runhook: server.pid });
+  const s = await closedLoop({ concurrency: c, durationMs, warmupPerWorker: 5, fn: () => trigger(`new-${randomUUID()}`) });
+  const used = cpu.stop();
+  const wallMs = performance.now() - t0;
+  const after = await commitStats(fx, false);
+  await pool.close();
+  const cores = Object.fromEntries(Object.entries(used).map(([k, ms]) => [k, ms === null ? null : round(ms / wallMs, 2)]));
+  return { perSec: s.okPerSec, p50Ms: s.p50Ms, p99Ms: s.p99Ms, cores, perCall: before && after ? workPerCall(before, after, s.ok) : null };
+}
+
 async function measure(ctx: BenchContext, store: Store, server: Proc, w: BenchWorld, stored: number, quick: boolean): Promise<SizeFigures> {
   const durationMs = quick ? 4000 : 10_000;
   const fx = storeFixtures(store);
-  const accept = async (c: number) => {
-    await queueDrained(store); // each trial starts from an empty queue, as the first did
-    const pool = new Pool(server.baseUrl!, { connections: c, pipelining: 1 });
-    const trigger = restTrigger(pool, w, 202);
-    const before = await commitStats(fx, true);
-    const s = await closedLoop({ concurrency: c, durationMs, warmupPerWorker: 5, fn: () => trigger(`new-${randomUUID()}`) });
-    const after = await commitStats(fx, false);
-    await pool.close();
-    return { perSec: s.okPerSec, p50Ms: s.p50Ms, p99Ms: s.p99Ms, perCall: before && after ? workPerCall(before, after, s.ok) : null };
-  };
+  const accept = (c: number) => acceptTrial(ctx, store, server, w, c, durationMs);
   const liveChunkPercent = (await commitStats(fx, false))?.file.liveChunkPercent ?? null;
   // A trial not counted first: on a fresh server the first was always low (144-162/s at c=16
   // against 241-251/s for the next two), the JIT still compiling the accept path.
@@ -682,6 +703,9 @@ export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; comm
         const d = s[k].perCall;
         return d ? `${d.commits}, ${d.commitMs} / ${d.syncMs}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb}, ${d.cacheHitPercent}` : "–";
       }),
+    ),
+    row("cores used at c=16 / c=64: database, runhook, load generator", (s) =>
+      [s.accept16, s.accept64].map((a) => (a.cores ? `${v(a.cores.database)}, ${v(a.cores.runhook)}, ${v(a.cores.loadGenerator)}` : "–")).join(" / "),
     ),
     row("pick-up p50 / p99 (ms)", (s) => `${v(s.pickup.p50Ms)} / ${v(s.pickup.p99Ms)}`),
     row(`${BURST} runs to finish (ms)`, (s) => v(s.drainMs)),

@@ -32,13 +32,14 @@ final class GroupCommit implements Runnable {
    */
   private static final long COMPACT_IDLE_SLICE = 1 << 20;
   /**
-   * While writes wait, only chunks less than a fifth live are emptied (each byte moved frees
-   * four or more: the chunks of the last seconds' commits, nearly all dead); the others wait
-   * until no write does. After a bulk load the chunks left to empty are some 45 % live, and
-   * moving them while a million runs' calls went on cost the calls a sixth at 16 callers (each
-   * page moved rewrites its path to the root and its old chunk's entry in the layout too).
+   * Under load (commits a quarter of the time or more), only chunks less than a fifth live are
+   * emptied (each byte moved frees four or more: the chunks of the last seconds' commits, nearly
+   * all dead); the others wait until the load eases. After a bulk load the chunks left to empty
+   * are some 45 % live, and moving them while a million runs' calls went on cost the calls a
+   * sixth at 16 callers (each page moved rewrites its path to the root and its old chunk's
+   * entry in the layout too).
    */
-  private static final int COMPACT_BUSY_CHUNK_FILL_RATE = 20;
+  private static final int COMPACT_LOADED_CHUNK_FILL_RATE = 20;
   private static final long COMPACT_BUSY_SLICE = 256 << 10;
   /**
    * And at most this long: the writes that arrive meanwhile wait for it. Pages read from the
@@ -99,6 +100,7 @@ final class GroupCommit implements Runnable {
     long housekept = System.nanoTime();
     int expected = 0; // about how many writers there are: a recent group's size, decaying
     long cycleNs = 0; // the last commit + sync
+    long committingNs = 0; // commits + syncs since the last slice
     for (;;) {
       List<Consumer<Boolean>> group;
       synchronized (this) {
@@ -119,16 +121,22 @@ final class GroupCommit implements Runnable {
       // waiting (they wait for one small slice).
       boolean compacted = false;
       if (!failed && System.nanoTime() - housekept > HOUSEKEEPING_NS) {
+        // Under load: the commits took a quarter of the time since the last slice or more
+        // (a server's own polling, a write now and then, takes a few %).
+        boolean loaded = committingNs * 4 > System.nanoTime() - housekept;
         housekept = System.nanoTime();
+        committingNs = 0;
         boolean idle;
         synchronized (this) {
           idle = waiting.isEmpty();
         }
         try {
           long t = System.nanoTime();
-          long moved = idle
-              ? slices.step(COMPACT_FILL_RATE, COMPACT_IDLE_SLICE, COMPACT_IDLE_NS)
-              : slices.step(COMPACT_FILL_RATE, COMPACT_BUSY_CHUNK_FILL_RATE, COMPACT_BUSY_SLICE, COMPACT_BUSY_NS);
+          long moved = loaded
+              ? slices.step(COMPACT_FILL_RATE, COMPACT_LOADED_CHUNK_FILL_RATE, COMPACT_BUSY_SLICE, COMPACT_BUSY_NS)
+              : idle
+                  ? slices.step(COMPACT_FILL_RATE, COMPACT_IDLE_SLICE, COMPACT_IDLE_NS)
+                  : slices.step(COMPACT_FILL_RATE, COMPACT_BUSY_SLICE, COMPACT_BUSY_NS);
           stats.record(CommitStats.Step.SLICE, System.nanoTime() - t);
           stats.moved(moved);
           compacted = moved > 0;
@@ -144,6 +152,7 @@ final class GroupCommit implements Runnable {
         long t = System.nanoTime();
         boolean ok = commitAndSync();
         cycleNs = System.nanoTime() - t;
+        if (!group.isEmpty()) committingNs += cycleNs; // the writes' commits, not a slice's alone
         if (!group.isEmpty()) expected = Math.max(group.size(), expected - (expected + 7) / 8);
         for (Consumer<Boolean> done : group) {
           try {
