@@ -11,18 +11,16 @@
 //                              on a new empty database, then on <dir>, and the ratios; the trials
 //                              add runs to <dir>: measure a copy (`cp -r`, then `sync`, or the
 //                              copy's write-back competes with the trials)
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { homedir, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startEmbeddedServer } from "../src/embedded/index.js";
 import { ensureIndexes, openStore, storeFixtures, type Store } from "../src/store/index.js";
 import { newSigningKeys, benchWorld, spawnFor, uriFor, type BenchContext, type BenchWorld } from "./lib/context.js";
+import { openBenchDatabase } from "./lib/database.js";
 import { ratio } from "./lib/load.js";
 import { acceptTrial, fill, medianTrial, seed, spaceReuseCaughtUp, STEPS, BURST } from "./scenarios/growth.js";
 
 const DB_NAME = "snapshot_grow";
-const cacheDir = process.env.RUNHOOK_CACHE_DIR || join(homedir(), ".cache", "runhook");
 const log = (m: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${m}\n`);
 
 interface Snapshot {
@@ -30,22 +28,11 @@ interface Snapshot {
   worlds: BenchWorld[];
 }
 
-/** pids of our child processes running `java`. */
-function javaChildren(): number[] {
-  const out = execFileSync("ps", ["--ppid", String(process.pid), "-o", "pid=,comm="], { encoding: "utf8" });
-  return out
-    .split("\n")
-    .map((l) => l.trim().split(/\s+/))
-    .filter(([, comm]) => comm === "java")
-    .map(([pid]) => Number(pid));
-}
-
-/** The embedded file-backed database on `dir`, the store on it, and a context for the bench's helpers. */
+/** The embedded file-backed database on `dir` (as the growth bench opens it), the store on it, and a context for the bench's helpers. */
 async function open(dir: string, signingKeys = newSigningKeys()) {
-  const before = new Set(javaChildren());
-  const db = await startEmbeddedServer({ noTableScan: true, dataDir: dir, cacheDir, persistent: true, progress: log });
-  const ctx: BenchContext = { quick: false, uri: db.uri, runTag: "snapshot", signingKeys, log, cleanups: [] };
-  ctx.javaPid = javaChildren().find((p) => !before.has(p));
+  if (process.env.MONGODB_URI) throw new Error("bench:snapshot measures the embedded server's file: unset MONGODB_URI");
+  const db = await openBenchDatabase(dir, log, { persistent: true });
+  const ctx: BenchContext = { quick: false, uri: db.uri, runTag: "snapshot", signingKeys, javaPid: db.javaPid, log, cleanups: [] };
   const store = await openStore(uriFor(db.uri, DB_NAME), { dbName: DB_NAME });
   await ensureIndexes(store);
   const close = async () => {

@@ -100,7 +100,7 @@ final class GroupCommit implements Runnable {
     long housekept = System.nanoTime();
     int expected = 0; // about how many writers there are: a recent group's size, decaying
     long cycleNs = 0; // the last commit + sync
-    long committingNs = 0; // commits + syncs since the last slice
+    long committingNs = 0; // the writes' commits + syncs since the last slice
     for (;;) {
       List<Consumer<Boolean>> group;
       synchronized (this) {
