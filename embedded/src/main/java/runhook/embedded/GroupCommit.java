@@ -121,7 +121,7 @@ final class GroupCommit implements Runnable {
       List<Consumer<Boolean>> group;
       synchronized (this) {
         try {
-          if (waiting.isEmpty() && !closed && !(quiet && moving)) wait(HOUSEKEEPING_NS / 1_000_000);
+          if (waiting.isEmpty() && !closed && !(quiet && moving && !failed)) wait(HOUSEKEEPING_NS / 1_000_000);
           // The writers answered by the last commit come back within a moment: wait for
           // them a little (a fraction of a commit), else every other commit serves only
           // the one write that came in while the previous commit ran.
