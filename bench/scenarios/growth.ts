@@ -74,6 +74,7 @@ export interface DbWorkPerCall {
   fileReads: number;
   readKb: number;
   writtenKb: number;
+  /** H2's page-cache hit ratio since the database opened (the fills included), not the trial's own. */
   cacheHitPercent: number;
 }
 
@@ -699,7 +700,7 @@ export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; comm
         ["accept64", 64],
       ] as const
     ).map(([k, c]) =>
-      row(`per call at c=${c}: commits, commit / sync ms, file reads, KB read / written, cache hits %`, (s) => {
+      row(`per call at c=${c}: commits, commit / sync ms, file reads, KB read / written, cache hits since the database opened %`, (s) => {
         const d = s[k].perCall;
         return d ? `${d.commits}, ${d.commitMs} / ${d.syncMs}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb}, ${d.cacheHitPercent}` : "–";
       }),
