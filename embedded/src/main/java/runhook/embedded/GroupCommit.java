@@ -118,10 +118,12 @@ final class GroupCommit implements Runnable {
     boolean quiet = false; // the commits took under a twentieth of the last window
     boolean moving = false; // the last slice moved pages (there is more to move)
     for (;;) {
+      // While quiet with more to move, slices follow one another (none after a failed commit).
+      boolean backToBack = quiet && moving && !failed;
       List<Consumer<Boolean>> group;
       synchronized (this) {
         try {
-          if (waiting.isEmpty() && !closed && !(quiet && moving && !failed)) wait(HOUSEKEEPING_NS / 1_000_000);
+          if (waiting.isEmpty() && !closed && !backToBack) wait(HOUSEKEEPING_NS / 1_000_000);
           // The writers answered by the last commit come back within a moment: wait for
           // them a little (a fraction of a commit), else every other commit serves only
           // the one write that came in while the previous commit ran.

@@ -3,7 +3,6 @@ package runhook.embedded;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.Map;
@@ -12,6 +11,7 @@ import org.h2.mvstore.ChunkSlices;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.MVStore;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Sparse chunks written by large commits are emptied by slices of bounded size, each followed
@@ -26,8 +26,7 @@ class ChunkSlicesTest {
   }
 
   @Test
-  void slicesOfBoundedSizeEmptySparseChunksAndKeepEveryValue() throws Exception {
-    Path dir = Files.createTempDirectory("chunk-slices");
+  void slicesOfBoundedSizeEmptySparseChunksAndKeepEveryValue(@TempDir Path dir) throws Exception {
     String file = dir.resolve("db.mv").toString();
     Random random = new Random(7);
     Map<Long, String> expected = new HashMap<>();

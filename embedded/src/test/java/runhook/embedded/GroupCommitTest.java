@@ -3,7 +3,6 @@ package runhook.embedded;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import de.bwaldvogel.mongo.bson.Document;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
@@ -12,6 +11,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.MVStore;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The group commit's space reuse: while its commits take little of the time, slices of sparse
@@ -21,9 +21,11 @@ import org.junit.jupiter.api.Test;
 class GroupCommitTest {
   private static final long WINDOW_MS = 1500;
 
+  /** Removed after each test (each store's file is some 170 MB). */
+  @TempDir Path dir;
+
   /** A store whose chunks are mostly dead, with tens of MB of live pages in them to move. */
-  private static MVStore sparseStore(String name) throws Exception {
-    Path dir = Files.createTempDirectory(name);
+  private MVStore sparseStore() {
     MVStore store = new MVStore.Builder().fileName(dir.resolve("db.mv").toString()).autoCommitDisabled().autoCommitBufferSize(0).cacheSize(16).open();
     store.setRetentionTime(0);
     store.setVersionsToKeep(0);
@@ -47,7 +49,7 @@ class GroupCommitTest {
 
   @Test
   void aQuietStoreMovesSliceAfterSlice() throws Exception {
-    MVStore store = sparseStore("group-commit-quiet");
+    MVStore store = sparseStore();
     GroupCommit commit = new GroupCommit(store, 0);
     try {
       slices(commit, store);
@@ -63,7 +65,7 @@ class GroupCommitTest {
 
   @Test
   void aBusyStoreSlicesOncePer100Ms() throws Exception {
-    MVStore store = sparseStore("group-commit-busy");
+    MVStore store = sparseStore();
     MVMap<Long, String> map = store.openMap("data");
     GroupCommit commit = new GroupCommit(store, 0);
     AtomicBoolean stop = new AtomicBoolean();
