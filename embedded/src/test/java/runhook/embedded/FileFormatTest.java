@@ -9,7 +9,7 @@ import com.mongodb.client.model.Filters;
 import com.mongodb.client.model.Indexes;
 import de.bwaldvogel.mongo.MongoServer;
 import java.net.InetSocketAddress;
-import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -19,6 +19,7 @@ import org.bson.Document;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.MVStore;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Files of former formats: one written before secondary indexes were kept (format
@@ -38,9 +39,11 @@ class FileFormatTest {
     }
   }
 
-  /** A file in a new temporary directory. */
-  private static String newFile() throws java.io.IOException {
-    return Files.createTempDirectory("file-format").resolve("db.mv").toString();
+  @TempDir Path dir;
+
+  /** A file in the test's temporary directory. */
+  private String newFile() {
+    return dir.resolve("db.mv").toString();
   }
 
   @Test

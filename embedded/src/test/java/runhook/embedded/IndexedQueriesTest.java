@@ -19,7 +19,6 @@ import com.mongodb.client.model.Updates;
 import de.bwaldvogel.mongo.MongoBackend;
 import de.bwaldvogel.mongo.MongoServer;
 import java.net.InetSocketAddress;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Date;
@@ -29,6 +28,7 @@ import java.util.function.Supplier;
 import org.bson.Document;
 import org.bson.conversions.Bson;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -42,10 +42,9 @@ class IndexedQueriesTest {
   private static final Date T0 = new Date(1_700_000_000_000L);
   private MongoServer server;
   private MongoClient client;
-  private Path dir;
+  @TempDir Path dir;
 
   private MongoDatabase start(String backend) throws Exception {
-    if (dir == null) dir = Files.createTempDirectory("indexed-queries");
     MongoBackend b = backend.equals("memory") ? new IndexedMemoryBackend() : FastH2Backend.open(dir.resolve("db.mv").toString());
     server = new MongoServer(b);
     server.bind(new InetSocketAddress("127.0.0.1", 0));
@@ -64,11 +63,6 @@ class IndexedQueriesTest {
   void tearDown() throws Exception {
     ScanGuard.set(false);
     stop();
-    if (dir != null) {
-      try (var files = Files.walk(dir)) {
-        files.sorted((a, b) -> b.compareTo(a)).forEach(p -> p.toFile().delete());
-      }
-    }
   }
 
   private static List<Document> documents() {

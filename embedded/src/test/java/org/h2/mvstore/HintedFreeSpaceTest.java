@@ -3,7 +3,6 @@ package org.h2.mvstore;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -11,6 +10,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** In H2's package: allocate(length, low, high) and predictAllocation are package-private. */
 class HintedFreeSpaceTest {
@@ -52,8 +52,7 @@ class HintedFreeSpaceTest {
   }
 
   @Test
-  void installedInAStoreKeepsEveryValueAcrossCommitsAndAReopen() throws Exception {
-    Path dir = Files.createTempDirectory("hinted-free-space");
+  void installedInAStoreKeepsEveryValueAcrossCommitsAndAReopen(@TempDir Path dir) throws Exception {
     String file = dir.resolve("db.mv").toString();
     Map<Integer, String> expected = new HashMap<>();
     Random random = new Random(5);
