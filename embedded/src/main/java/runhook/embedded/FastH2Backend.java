@@ -46,12 +46,9 @@ final class FastH2Backend extends H2Backend {
   /**
    * The store is committed at least this often while it changes (a checkpoint); between
    * checkpoints the group commits write the journal ({@link Journal}), whose records after the
-   * last checkpoint the next open applies. A checkpoint holds the writes while it serializes
-   * the pages changed since the last: once a second, at a million runs, that took up to 105 ms
-   * (a sweep's longest single write 133 ms) and the pages waiting for it kept the Java RSS at
-   * 404 MB (bench --grow, bench/results/2026-11-27T09-17-31-grow.md).
+   * last checkpoint the next open applies.
    */
-  private static final long CHECKPOINT_MS = 100;
+  private static final long CHECKPOINT_MS = 1000;
 
   static FastH2Backend open(String fileName) {
     int commitMs = Integer.getInteger("runhook.h2.commitMs", 0);

@@ -191,7 +191,7 @@ final class GroupCommit implements Runnable {
         waiting = new ArrayList<>();
       }
       // Without a journal every group and slice is a commit of the store; with one, a checkpoint
-      // comes when asked for, or once the store has changed for checkpointNs, or 16 MB of records
+      // comes when asked for, or once the store has changed for a second, or 16 MB of records
       // or 4 MB of moved pages since the last (the pages a checkpoint writes wait in memory).
       boolean checkpoint = journal == null
           ? !group.isEmpty() || compacted

@@ -6,10 +6,7 @@ import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.file.Path;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.StandardOpenOption;
-import java.util.Arrays;
-import java.util.UUID;
 import java.util.zip.CRC32C;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.MVStore;
@@ -30,34 +27,27 @@ import org.h2.mvstore.WriteBuffer;
  * ({@link #replay}). Writes of anything else (collections, indexes, drops) ask for a checkpoint
  * before they are answered ({@link #needCheckpoint}).
  *
- * The file begins with a mark and the id of its store (also in {@link #LSN_MAP}): a journal
- * left beside another store (the store's file moved away, or restored) is not applied but
- * started afresh. Its records are written from after that again after each checkpoint is
- * synced; a record is (length, CRC-32C, sequence number, body), and a replay stops at the first
- * record that is torn, fails its checksum or does not follow the one before (an older pass's
- * leftovers).
+ * The file is written from its start again after each checkpoint is synced; a record is
+ * (length, CRC-32C, sequence number, body), and a replay stops at the first record that is
+ * torn, fails its checksum or does not follow the one before (an older pass's leftovers).
  */
 final class Journal implements AutoCloseable {
   static final String LSN_MAP = "$runhook-journal";
   private static final String LSN_KEY = "lsn";
-  private static final String ID_KEY = "id";
-  private static final byte[] MARK = "runhook-journal-1\n".getBytes(StandardCharsets.US_ASCII);
-  /** The mark and the store's id (a UUID's 36 characters): where the records begin. */
-  private static final int FILE_HEADER = MARK.length + 36;
   static final byte INSERT = 1, UPDATE = 2, REMOVE = 3;
   /** length + CRC + sequence number */
   private static final int HEADER = 4 + 4 + 8;
   private static final int MAX_RECORD = 64 << 20;
 
   private final FileChannel file;
-  private final MVMap<String, Object> lsns;
+  private final MVMap<String, Long> lsns;
   private WriteBuffer pending = new WriteBuffer(1 << 16);
   private long lastLsn;
   /** Bytes written since the last checkpoint (the next write's offset). */
   private long offset;
   private volatile boolean checkpointNeeded;
 
-  private Journal(FileChannel file, MVMap<String, Object> lsns, long lastLsn) {
+  private Journal(FileChannel file, MVMap<String, Long> lsns, long lastLsn) {
     this.file = file;
     this.lsns = lsns;
     this.lastLsn = lastLsn;
@@ -69,7 +59,8 @@ final class Journal implements AutoCloseable {
 
   /** The last record's sequence number that `store` holds (0: none). */
   static long checkpointLsn(MVStore store) {
-    return store.<String, Object>openMap(LSN_MAP).get(LSN_KEY) instanceof Long lsn ? lsn : 0;
+    Long lsn = store.<String, Long>openMap(LSN_MAP).get(LSN_KEY);
+    return lsn == null ? 0 : lsn;
   }
 
   /**
@@ -78,24 +69,12 @@ final class Journal implements AutoCloseable {
    * any write is appended).
    */
   static Journal open(MVStore store, String storeFileName, RecordSink apply) {
-    MVMap<String, Object> lsns = store.openMap(LSN_MAP);
+    MVMap<String, Long> lsns = store.openMap(LSN_MAP);
     long lsn = checkpointLsn(store);
     try {
       FileChannel file = FileChannel.open(pathFor(storeFileName), StandardOpenOption.CREATE, StandardOpenOption.READ, StandardOpenOption.WRITE);
       try {
-        byte[] header = header(lsns.get(ID_KEY) instanceof String id ? id : null);
-        long last = lsn;
-        if (header != null && Arrays.equals(read(file, 0, FILE_HEADER), header)) {
-          last = replay(file, lsn, apply);
-        } else { // a new store, or a journal that is not its store's: started afresh
-          if (header == null) {
-            lsns.put(ID_KEY, UUID.randomUUID().toString());
-            header = header((String) lsns.get(ID_KEY));
-          }
-          file.truncate(0);
-          file.write(ByteBuffer.wrap(header), 0);
-          file.force(true);
-        }
+        long last = replay(file, lsn, apply);
         if (last != lsn) {
           lsns.put(LSN_KEY, last);
           System.out.println("applied " + (last - lsn) + " journal records written after the last checkpoint of " + storeFileName);
@@ -116,23 +95,11 @@ final class Journal implements AutoCloseable {
     void apply(byte type, String database, String collection, Object position, Document document);
   }
 
-  /** The file's header for the store of this id (null: none). */
-  private static byte[] header(String id) {
-    if (id == null) return null;
-    byte[] header = Arrays.copyOf(MARK, FILE_HEADER);
-    System.arraycopy(id.getBytes(StandardCharsets.US_ASCII), 0, header, MARK.length, 36);
-    return header;
-  }
-
-  /** Up to `length` bytes of the file from `at`. */
-  private static byte[] read(FileChannel file, long at, int length) throws IOException {
-    ByteBuffer bytes = ByteBuffer.allocate((int) Math.max(0, Math.min(length, file.size() - at)));
-    while (bytes.hasRemaining() && file.read(bytes, at + bytes.position()) > 0) {}
-    return bytes.array();
-  }
-
   private static long replay(FileChannel file, long after, RecordSink apply) throws IOException {
-    ByteBuffer all = ByteBuffer.wrap(read(file, FILE_HEADER, (int) Math.min(file.size(), Integer.MAX_VALUE - 8)));
+    long size = file.size();
+    ByteBuffer all = ByteBuffer.allocate((int) Math.min(size, Integer.MAX_VALUE - 8));
+    while (all.hasRemaining() && file.read(all, all.position()) > 0) {}
+    all.flip();
     long last = after;
     CRC32C crc = new CRC32C();
     while (all.remaining() >= HEADER) {
@@ -228,7 +195,7 @@ final class Journal implements AutoCloseable {
   void writeAndSync(ByteBuffer records) throws IOException {
     long at;
     synchronized (this) {
-      at = FILE_HEADER + offset;
+      at = offset;
       offset += records.remaining();
     }
     while (records.hasRemaining()) at += file.write(records, at);

@@ -123,18 +123,6 @@ class JournalTest {
   }
 
   @Test
-  void aJournalLeftBesideAnotherStoreIsNotApplied() throws Exception {
-    Path copy = dir.resolve("copy").resolve("db.mv");
-    writeAndCopy(dir.resolve("live").resolve("db.mv"), copy, c -> c.insertOne(new Document("_id", 1).append("k", "k1").append("n", 1)));
-    Files.delete(copy); // the store moved away to start afresh; its journal left behind
-    withServer(copy, db -> {
-      assertEquals(0, db.getCollection("c").countDocuments());
-      db.getCollection("c").insertOne(new Document("_id", 2));
-    });
-    withServer(copy, db -> assertEquals(List.of(new Document("_id", 2)), db.getCollection("c").find().into(new ArrayList<>())));
-  }
-
-  @Test
   void aTornLastRecordIsLeftOut() throws Exception {
     Path copy = dir.resolve("copy").resolve("db.mv");
     String expected = writeAndCopy(dir.resolve("live").resolve("db.mv"), copy, c -> {
