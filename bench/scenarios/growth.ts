@@ -67,18 +67,13 @@ export interface AcceptFigures {
 
 /** What the embedded server's group commit and file did per accepted call (runhookCommitStats). */
 export interface DbWorkPerCall {
-  /** The store's commits (checkpoints), and the time they held the writes (lock wait + commit) and synced. */
   commits: number;
   lockWaitMs: number;
   commitMs: number;
   syncMs: number;
-  /** The group commits' journal writes + syncs. */
-  journalMs: number;
   fileReads: number;
   readKb: number;
-  /** Bytes written to the store's file, and to the journal. */
   writtenKb: number;
-  journalKb: number;
   /** H2's page-cache hit ratio since the database opened (the fills included), not the trial's own. */
   cacheHitPercent: number;
 }
@@ -488,16 +483,7 @@ type CommitStep = { count: number; totalMs: number; maxMs: number; maxAt: string
 interface CommitStats {
   steps: Record<string, CommitStep>;
   /** The file's counters since it was opened. */
-  file: {
-    reads: number;
-    readBytes: number;
-    writes: number;
-    writeBytes: number;
-    journalBytes?: number;
-    cacheHitPercent: number;
-    movedBytes?: number;
-    liveChunkPercent?: number;
-  };
+  file: { reads: number; readBytes: number; writes: number; writeBytes: number; cacheHitPercent: number; movedBytes?: number; liveChunkPercent?: number };
 }
 
 /** The embedded server's commit steps since the last reset and its file's counters (null where the server has none). */
@@ -518,11 +504,9 @@ function workPerCall(before: CommitStats, after: CommitStats, calls: number): Db
     lockWaitMs: per(after.steps.lockWait?.totalMs ?? 0),
     commitMs: per(after.steps.commit?.totalMs ?? 0),
     syncMs: per(after.steps.sync?.totalMs ?? 0),
-    journalMs: per(after.steps.journal?.totalMs ?? 0),
     fileReads: per(after.file.reads - before.file.reads),
     readKb: per((after.file.readBytes - before.file.readBytes) / 1024, 1),
     writtenKb: per((after.file.writeBytes - before.file.writeBytes) / 1024, 1),
-    journalKb: per(((after.file.journalBytes ?? 0) - (before.file.journalBytes ?? 0)) / 1024, 1),
     cacheHitPercent: after.file.cacheHitPercent,
   };
 }
@@ -716,15 +700,10 @@ export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; comm
         ["accept64", 64],
       ] as const
     ).map(([k, c]) =>
-      row(
-        `per call at c=${c}: journal ms / KB; checkpoints, their commit / sync ms; file reads, KB read / written; cache hits since the database opened %`,
-        (s) => {
-          const d = s[k].perCall;
-          return d
-            ? `${d.journalMs} / ${d.journalKb}; ${d.commits}, ${d.commitMs} / ${d.syncMs}; ${d.fileReads}, ${d.readKb} / ${d.writtenKb}; ${d.cacheHitPercent}`
-            : "–";
-        },
-      ),
+      row(`per call at c=${c}: commits, commit / sync ms, file reads, KB read / written, cache hits since the database opened %`, (s) => {
+        const d = s[k].perCall;
+        return d ? `${d.commits}, ${d.commitMs} / ${d.syncMs}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb}, ${d.cacheHitPercent}` : "–";
+      }),
     ),
     row("cores used at c=16 / c=64: database, runhook, load generator", (s) =>
       [s.accept16, s.accept64].map((a) => (a.cores ? `${v(a.cores.database)}, ${v(a.cores.runhook)}, ${v(a.cores.loadGenerator)}` : "–")).join(" / "),

@@ -7,10 +7,9 @@ import java.util.Map;
 import org.h2.mvstore.FileStore;
 
 /**
- * How long each step of the group commit took since the last reset: a group's journal records
- * written and synced; at a checkpoint, waiting for the writes in flight (the exclusive lock),
- * the commit (pages serialized and written) and the sync (fsync); and the space-reuse slice
- * before it. Every write waits for a journal write or a checkpoint, so a slow write is
+ * How long each step of the group commit took since the last reset: waiting for the writes in
+ * flight (the exclusive lock), the commit (pages serialized and written), the sync (fsync) and
+ * the space-reuse slice before it. Every write waits for one of each, so a slow write is
  * explained by the longest steps and when they ended (to set beside the write's own time).
  * Beside them, the file's counters since it was opened (never reset): reads and bytes read
  * (pages the page cache did not hold), writes and bytes written, the page cache's hit ratio, so
@@ -24,8 +23,7 @@ final class CommitStats {
     LOCK_WAIT("lockWait"),
     COMMIT("commit"),
     SYNC("sync"),
-    SLICE("slice"),
-    JOURNAL("journal");
+    SLICE("slice");
 
     /** The step's field in the answer. */
     final String field;
@@ -58,13 +56,6 @@ final class CommitStats {
     movedBytes += bytes;
   }
 
-  /** Bytes of records written to the journal since the file was opened. */
-  private long journalBytes;
-
-  synchronized void journaled(long bytes) {
-    journalBytes += bytes;
-  }
-
   synchronized void record(Step step, long nanos) {
     int i = step.ordinal();
     count[i]++;
@@ -89,7 +80,7 @@ final class CommitStats {
       String field = FILE_COUNTERS.get(name);
       if (field != null) counters.append(field, Long.parseLong(value));
     });
-    counters.append("journalBytes", journalBytes).append("movedBytes", movedBytes).append("liveChunkPercent", (long) file.getChunksFillRate());
+    counters.append("movedBytes", movedBytes).append("liveChunkPercent", (long) file.getChunksFillRate());
     out.append("file", counters);
     if (Boolean.TRUE.equals(query.get("reset")) || (query.get("reset") instanceof Number n && n.intValue() != 0)) {
       Arrays.fill(count, 0);

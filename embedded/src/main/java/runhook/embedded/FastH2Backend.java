@@ -6,8 +6,6 @@ import de.bwaldvogel.mongo.exception.MongoServerException;
 import de.bwaldvogel.mongo.backend.h2.H2Backend;
 import de.bwaldvogel.mongo.bson.Document;
 import io.netty.channel.Channel;
-import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
@@ -42,13 +40,6 @@ final class FastH2Backend extends H2Backend {
   private static final String FORMAT_WITHOUT_SECONDARY_INDEXES = "runhook-h2-1";
   /** Most live data compacted on close: ~0.5 s on a quiet machine, 3 s on a very busy one. */
   private static final long COMPACT_MAX_LIVE_MB = Long.getLong("runhook.h2.compactMaxLiveMb", 32);
-
-  /**
-   * The store is committed at least this often while it changes (a checkpoint); between
-   * checkpoints the group commits write the journal ({@link Journal}), whose records after the
-   * last checkpoint the next open applies.
-   */
-  private static final long CHECKPOINT_MS = 1000;
 
   static FastH2Backend open(String fileName) {
     int commitMs = Integer.getInteger("runhook.h2.commitMs", 0);
@@ -86,25 +77,10 @@ final class FastH2Backend extends H2Backend {
       } else if (!FORMAT.equals(found)) {
         throw new IllegalStateException(fileName + " has format " + found + ", this server reads " + FORMAT);
       }
-      FastH2Backend backend = new FastH2Backend(store);
-      // The journal's records after the store's last checkpoint, applied, and stored with the
-      // indexes created while the databases opened (none on a file of this format) before any
-      // new record is appended.
-      Journal journal = Journal.open(store, fileName, backend::replay);
-      if (store.hasUnsavedChanges()) {
-        store.commit();
-        store.sync();
-      }
-      if (commitMs <= 0) {
-        backend.journal = journal;
-        backend.groupCommit = new GroupCommit(store, journal, Long.getLong("runhook.h2.checkpointMs", CHECKPOINT_MS));
-      } else {
-        journal.close(); // acknowledged before commit: no journal either
-      }
+      FastH2Backend backend = new FastH2Backend(store, commitMs <= 0 ? new GroupCommit(store) : null);
+      // Indexes created while the databases opened (none on a file of this format) are stored now.
+      if (store.hasUnsavedChanges()) store.commit();
       return backend;
-    } catch (IOException e) {
-      store.closeImmediately();
-      throw new UncheckedIOException(e);
     } catch (RuntimeException e) {
       store.closeImmediately();
       throw e;
@@ -126,7 +102,7 @@ final class FastH2Backend extends H2Backend {
       for (String name : store.getMapNames()) {
         if (name.contains("._index_")) store.removeMap(name);
       }
-      new FastH2Backend(store); // opening the databases fills the empty indexes
+      new FastH2Backend(store, null); // opening the databases fills the empty indexes
       format.put("format", FORMAT);
       store.commit();
     } finally {
@@ -134,31 +110,12 @@ final class FastH2Backend extends H2Backend {
     }
   }
 
-  /** null: acknowledge before commit (runhook.h2.commitMs > 0, for benchmarks). Set once, before the server starts. */
-  private GroupCommit groupCommit;
-  /** Where document writes are recorded before they are acknowledged (null as groupCommit). */
-  private Journal journal;
+  /** null: acknowledge before commit (runhook.h2.commitMs > 0, for benchmarks). */
+  private final GroupCommit groupCommit;
 
-  private FastH2Backend(MVStore store) {
+  private FastH2Backend(MVStore store, GroupCommit groupCommit) {
     super(store);
-  }
-
-  private Journal journal() {
-    return journal;
-  }
-
-  /** After the last group (the store's close commits what it recorded). */
-  private void closeJournal() {
-    if (journal == null) return;
-    try {
-      journal.close();
-    } catch (IOException e) {
-      // the store's close stores every record the journal held
-    }
-  }
-
-  private void replay(byte type, String database, String collection, Object position, Document document) {
-    ((FastH2Database) resolveDatabase(database)).replay(type, collection, position, document);
+    this.groupCommit = groupCommit;
   }
 
   /**
@@ -188,16 +145,7 @@ final class FastH2Backend extends H2Backend {
         ReadAhead.before(database, command, query);
         collection = collectionWritten(database, command, query);
       }
-      boolean documentsOnly = COLLECTION_WRITES.contains(command.toLowerCase(Locale.ROOT));
-      Document reply = underCommitLock(collection, () -> {
-        try {
-          return super.handleCommand(channel, databaseName, command, query);
-        } finally {
-          // Only the writes of documents are journaled: anything else (even half done) is
-          // stored by a checkpoint, asked for while no checkpoint can come in between.
-          if (!documentsOnly) journal.needCheckpoint();
-        }
-      });
+      Document reply = underCommitLock(collection, () -> super.handleCommand(channel, databaseName, command, query));
       DurableReplies.of(channel).holdNextReply(groupCommit);
       return reply;
     } finally {
@@ -276,7 +224,7 @@ final class FastH2Backend extends H2Backend {
 
   @Override
   protected MongoDatabase openOrCreateDatabase(String databaseName) {
-    return new FastH2Database(databaseName, getMvStore(), getCursorRegistry(), this::journal);
+    return new FastH2Database(databaseName, getMvStore(), getCursorRegistry());
   }
 
   /**
@@ -292,7 +240,6 @@ final class FastH2Backend extends H2Backend {
     MVStore store = getMvStore();
     String fileName = store.getFileStore().getFileName();
     if (groupCommit != null) groupCommit.close(); // the last group: committed and answered
-    closeJournal();
     if (groupCommit != null && groupCommit.failed()) {
       store.closeImmediately(); // no chunk on top of one that may be lost: reopen at the last complete one
       super.close();

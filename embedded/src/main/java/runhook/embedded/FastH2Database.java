@@ -12,14 +12,10 @@ import de.bwaldvogel.mongo.backend.h2.H2Database;
 import de.bwaldvogel.mongo.backend.QueryResult;
 import de.bwaldvogel.mongo.bson.Document;
 import de.bwaldvogel.mongo.oplog.Oplog;
-import de.bwaldvogel.mongo.wire.bson.BsonEncoder;
-import io.netty.buffer.ByteBuf;
-import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
 import java.lang.reflect.Field;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.Supplier;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.MVStore;
 
@@ -36,26 +32,8 @@ final class FastH2Database extends H2Database {
     }
   }
 
-  /** The journal document writes are appended to (null while the backend opens, and when not durable). */
-  private final Supplier<Journal> journal;
-
-  FastH2Database(String databaseName, MVStore mvStore, CursorRegistry cursorRegistry, Supplier<Journal> journal) {
+  FastH2Database(String databaseName, MVStore mvStore, CursorRegistry cursorRegistry) {
     super(databaseName, mvStore, cursorRegistry);
-    this.journal = journal;
-  }
-
-  /** A change the journal's records do not describe (a collection or an index made): the next commit stores it. */
-  private void needCheckpoint() {
-    Journal j = journal == null ? null : journal.get(); // null while H2Database's constructor opens the collections
-    if (j != null) j.needCheckpoint();
-  }
-
-  /** Applies a journal record to this database's collection (opening the store, before any write). */
-  void replay(byte type, String collectionName, Object position, Document document) {
-    if (!(resolveCollection(collectionName, false) instanceof Collection collection)) {
-      throw new IllegalStateException("the journal has a record of " + getFullCollectionNamespace(collectionName) + ", which the store does not hold");
-    }
-    collection.replay(type, position, document);
   }
 
   // H2Database's constructor opens the existing collections (calling the methods below)
@@ -79,13 +57,11 @@ final class FastH2Database extends H2Database {
 
   @Override
   protected Index<Object> openOrCreateUniqueIndex(String collectionName, String indexName, List<IndexKey> keys, boolean sparse) {
-    needCheckpoint();
     return new UniqueIndex<>(indexName, keys, sparse, entries(collectionName, indexName));
   }
 
   @Override
   protected Index<Object> openOrCreateSecondaryIndex(String collectionName, String indexName, List<IndexKey> keys, boolean sparse) {
-    needCheckpoint();
     return new SecondaryIndex<>(indexName, keys, sparse, entries(collectionName, indexName));
   }
 
@@ -106,7 +82,6 @@ final class FastH2Database extends H2Database {
 
   @Override
   protected MongoCollection<Object> openOrCreateCollection(String collectionName, CollectionOptions options) {
-    needCheckpoint();
     String fullName = getFullCollectionNamespace(collectionName);
     MVMap<Object, Document> dataMap = store().openMap("databases." + fullName, builder());
     MVMap<String, Object> metaMap = store().openMap("meta." + fullName);
@@ -134,67 +109,12 @@ final class FastH2Database extends H2Database {
       this.nextPosition = new AtomicLong(dataMap.lowerKey(Double.NEGATIVE_INFINITY) instanceof Long last ? Math.addExact(last, 1) : 1);
     }
 
-    /** Appends the record of a change about to be made (in this collection's lock, as every change is). */
-    private void journal(byte type, Object position, Document document) {
-      Journal j = journal == null ? null : journal.get();
-      if (j != null) j.append(type, getDatabaseName(), getCollectionName(), position, document);
-    }
-
     @Override
     protected Object addDocumentInternal(Document document) {
       Long position = nextPosition.getAndIncrement();
-      journal(Journal.INSERT, position, document);
       Document previous = documents.putIfAbsent(position, document);
       if (previous != null) throw new IllegalStateException("position " + position + " of " + getFullName() + " is taken");
       return position;
-    }
-
-    @Override
-    protected void handleUpdate(Object position, Document oldDocument, Document newDocument) {
-      journal(Journal.UPDATE, position, newDocument);
-      super.handleUpdate(position, oldDocument, newDocument);
-    }
-
-    @Override
-    protected void removeDocument(Object position) {
-      journal(Journal.REMOVE, position, null);
-      super.removeDocument(position);
-    }
-
-    /** A journal record's change, as addDocument, an update and removeDocument make it, at the record's position. */
-    synchronized void replay(byte type, Object position, Document document) {
-      Document old = type == Journal.INSERT ? null : getDocument(position);
-      if (type != Journal.INSERT && old == null) throw new IllegalStateException("the journal changes position " + position + " of " + getFullName() + ", which holds nothing");
-      switch (type) {
-        case Journal.INSERT -> {
-          if (position instanceof Long p && p >= nextPosition.get()) nextPosition.set(p + 1);
-          if (documents.putIfAbsent(position, document) != null) throw new IllegalStateException("the journal inserts at position " + position + " of " + getFullName() + ", which is taken");
-          for (Index<Object> index : getIndexes()) index.add(document, position, this);
-          updateDataSize(bsonSize(document));
-        }
-        case Journal.UPDATE -> {
-          for (Index<Object> index : getIndexes()) index.updateInPlace(old, document, position, this);
-          updateDataSize(bsonSize(document) - bsonSize(old));
-          super.handleUpdate(position, old, document);
-        }
-        case Journal.REMOVE -> {
-          for (Index<Object> index : getIndexes()) index.remove(old);
-          updateDataSize(-bsonSize(old));
-          super.removeDocument(position);
-        }
-        default -> throw new IllegalStateException("unknown journal record type " + type);
-      }
-    }
-
-    /** A document's size as mongo-java-server counts it in a collection's data size (its BSON). */
-    private static int bsonSize(Document document) {
-      ByteBuf buffer = Unpooled.buffer();
-      try {
-        BsonEncoder.encodeDocument(document, buffer);
-        return buffer.writerIndex();
-      } finally {
-        buffer.release();
-      }
     }
 
     @Override

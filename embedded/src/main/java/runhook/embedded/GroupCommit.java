@@ -1,7 +1,5 @@
 package runhook.embedded;
 
-import java.io.IOException;
-import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
@@ -10,18 +8,16 @@ import org.h2.mvstore.ChunkSlices;
 import org.h2.mvstore.MVStore;
 
 /**
- * Group commit: a write is answered once the records of a group that holds it are synced to
- * the {@link Journal} (one write and fsync of a few KB serves every write that finished before
- * it began, so while one is in flight the next group gathers). The store itself is committed
- * and synced now and then, a checkpoint (MVStore.commit() writes a chunk of every page changed
- * since the last; FileStore.sync() is the fsync), which the journal's records after it complete.
- * Writes hold the shared side of {@link #writes} while they run and a checkpoint the exclusive
- * side (not the sync), so a chunk never holds half of a write (a unique index entry without
- * its document, say) and the journal's records after it apply to what it holds. Without a
- * journal (tests) every group is a checkpoint.
- * Every 100 ms (one after another while the store is quiet), a slice of a sparse chunk's live
- * pages is rewritten ({@link ChunkSlices}) so that the file's space is reused; the next
- * checkpoint stores it. The writes waiting meanwhile wait for one small slice at most.
+ * Group commit: a write is answered once an MVStore commit that holds it is on disk.
+ * MVStore.commit() only writes the chunk (the OS may keep it in its cache); FileStore.sync()
+ * is the fsync. One commit + sync serves every write that finished before it began, so while
+ * one is in flight the next group gathers. Writes hold the shared side of {@link #writes}
+ * while they run and a commit the exclusive side (not the sync), so a chunk never holds half
+ * of a write (a unique index entry without its document, say) for a crash to leave behind.
+ * Every 100 ms (one after another while the store is quiet), before a commit, a slice of a
+ * sparse chunk's live pages is rewritten ({@link ChunkSlices}) so that the file's space is
+ * reused; the commit after it stores it with the writes waiting, which wait for one small slice
+ * at most.
  */
 final class GroupCommit implements Runnable {
   private static final long HOUSEKEEPING_NS = 100_000_000L;
@@ -66,34 +62,22 @@ final class GroupCommit implements Runnable {
   /** The chunks are surveyed for sparse ones once a second, not before every slice (a walk over all of them). */
   private static final long COMPACT_SURVEY_MS = 1000;
   private static final long GATHER_MAX_NS = 5_000_000;
-  private static final long CHECKPOINT_BYTES = 16 << 20;
-  private static final long CHECKPOINT_MOVED_BYTES = 4 << 20;
 
   final ReentrantReadWriteLock writes = new ReentrantReadWriteLock();
   final CommitStats stats = new CommitStats();
   private final MVStore store;
-  /** null: every group is a commit of the store. */
-  private final Journal journal;
-  private final long checkpointNs;
   private final ChunkSlices slices;
   private final Thread thread;
   private List<Consumer<Boolean>> waiting = new ArrayList<>();
   private boolean closed;
 
-  /** Groups written to `journal`, with a checkpoint at least every checkpointMs while the store changes. */
-  GroupCommit(MVStore store, Journal journal, long checkpointMs) {
-    this(store, COMPACT_COLD_MS, journal, checkpointMs);
+  GroupCommit(MVStore store) {
+    this(store, COMPACT_COLD_MS);
   }
 
-  /** Without a journal (every group a commit of the store), chunks rewritable once coldMs old (tests: at once). */
+  /** With chunks rewritable once coldMs old (tests: at once). */
   GroupCommit(MVStore store, long coldMs) {
-    this(store, coldMs, null, 0);
-  }
-
-  private GroupCommit(MVStore store, long coldMs, Journal journal, long checkpointMs) {
     this.store = store;
-    this.journal = journal;
-    this.checkpointNs = checkpointMs * 1_000_000;
     slices = new ChunkSlices(store, coldMs, COMPACT_SURVEY_MS);
     thread = new Thread(this, "runhook-group-commit");
     thread.setDaemon(true);
@@ -180,7 +164,6 @@ final class GroupCommit implements Runnable {
           stats.moved(moved);
           compacted = moved > 0;
           moving = compacted;
-          movedSinceCheckpoint += moved;
         } catch (RuntimeException e) {
           moving = false;
           e.printStackTrace(); // only space reuse; the next commit reports a broken store
@@ -190,16 +173,9 @@ final class GroupCommit implements Runnable {
         group = waiting;
         waiting = new ArrayList<>();
       }
-      // Without a journal every group and slice is a commit of the store; with one, a checkpoint
-      // comes when asked for, or once the store has changed for a second, or 16 MB of records
-      // or 4 MB of moved pages since the last (the pages a checkpoint writes wait in memory).
-      boolean checkpoint = journal == null
-          ? !group.isEmpty() || compacted
-          : journal.checkpointNeeded() || (store.hasUnsavedChanges() && (System.nanoTime() - checkpointed > checkpointNs
-              || journal.written() > CHECKPOINT_BYTES || movedSinceCheckpoint > CHECKPOINT_MOVED_BYTES));
-      if (checkpoint || !group.isEmpty()) {
+      if (!group.isEmpty() || compacted) {
         long t = System.nanoTime();
-        boolean ok = checkpoint ? commitAndSync() : journalAndSync();
+        boolean ok = commitAndSync();
         cycleNs = System.nanoTime() - t;
         if (!group.isEmpty()) committingNs += cycleNs; // the writes' commits, not a slice's alone
         if (!group.isEmpty()) expected = Math.max(group.size(), expected - (expected + 7) / 8);
@@ -230,11 +206,6 @@ final class GroupCommit implements Runnable {
     return failed;
   }
 
-  /** When the store was last committed (a checkpoint), and the bytes of pages slices moved since. */
-  private long checkpointed = System.nanoTime();
-  private long movedSinceCheckpoint;
-
-  /** A checkpoint: the store committed between two writes, and synced. */
   private boolean commitAndSync() {
     if (failed) return false;
     try {
@@ -243,7 +214,6 @@ final class GroupCommit implements Runnable {
       long locked = System.nanoTime();
       stats.record(CommitStats.Step.LOCK_WAIT, locked - t);
       try {
-        if (journal != null) journal.checkpointTaken();
         store.commit();
       } finally {
         writes.writeLock().unlock();
@@ -251,37 +221,8 @@ final class GroupCommit implements Runnable {
       long committed = System.nanoTime();
       stats.record(CommitStats.Step.COMMIT, committed - locked);
       store.sync();
-      if (journal != null) journal.checkpointSynced();
-      checkpointed = System.nanoTime();
-      movedSinceCheckpoint = 0;
-      stats.record(CommitStats.Step.SYNC, checkpointed - committed);
+      stats.record(CommitStats.Step.SYNC, System.nanoTime() - committed);
       return true;
-    } catch (RuntimeException | Error e) {
-      failed = true;
-      e.printStackTrace(); // the writers get their connection closed, not an acknowledgement
-      return false;
-    }
-  }
-
-  /**
-   * The group's records written to the journal and synced. No lock: each writer appended its
-   * records before it waited, and a record is whole however the writes interleave.
-   */
-  private boolean journalAndSync() {
-    if (failed) return false;
-    try {
-      long t = System.nanoTime();
-      ByteBuffer records = journal.take();
-      if (records != null) { // none: the group's were synced with an earlier group
-        stats.journaled(records.remaining());
-        journal.writeAndSync(records);
-      }
-      stats.record(CommitStats.Step.JOURNAL, System.nanoTime() - t);
-      return true;
-    } catch (IOException e) {
-      failed = true;
-      e.printStackTrace();
-      return false;
     } catch (RuntimeException | Error e) {
       failed = true;
       e.printStackTrace(); // the writers get their connection closed, not an acknowledgement
