@@ -95,7 +95,7 @@ async function trials(dir: string | null, n: number) {
       await server.stop();
     }
   } finally {
-    // An empty run's tenants and files go; a snapshot's stay (the runhook process's scratch dir too: a few KB).
+    // An empty run's tenants and files go; a snapshot's stay (the runhook process's scratch dir goes at exit).
     if (empty) for (const cleanup of ctx.cleanups) await cleanup().catch(() => undefined);
     await close();
     if (empty) rmSync(at, { recursive: true, force: true });

@@ -42,10 +42,23 @@ export function uriFor(base: string, dbName: string, query = ""): string {
   return `${m[1]}/${dbName}${q ? `?${q}` : ""}`;
 }
 
+/**
+ * The runhook processes' scratch directories (a few KB each), removed when this process exits,
+ * whether or not its cleanups ran (a snapshot's keep its tenants, and so skip them).
+ */
+const scratchDirs = new Set<string>();
+process.once("exit", () => {
+  for (const dir of scratchDirs) rmSync(dir, { recursive: true, force: true });
+});
+
 /** Env of a runhook process on `dbName`: ports 0, loopback, the run's signing keys, no demo, 100 ms executor poll. */
 export function serverEnv(ctx: BenchContext, dbName: string, extra: Record<string, string> = {}): Record<string, string> {
   const dataDir = mkdtempSync(join(tmpdir(), "runhook-bench-srv-"));
-  ctx.cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+  scratchDirs.add(dataDir);
+  ctx.cleanups.push(async () => {
+    rmSync(dataDir, { recursive: true, force: true });
+    scratchDirs.delete(dataDir);
+  });
   return {
     MONGODB_URI: uriFor(ctx.uri, dbName),
     PORT: "0",

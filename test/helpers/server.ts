@@ -3,7 +3,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, beforeEach, inject } from "vitest";
 import { loadConfig } from "../../src/config.js";
@@ -37,7 +36,8 @@ export function testEnv(dbName: string, extra: Record<string, string> = {}): Rec
     PORT: "0",
     GRPC_PORT: "0",
     HOST: "127.0.0.1",
-    RUNHOOK_DATA_DIR: mkdtempSync(join(tmpdir(), "runhook-srv-")),
+    // Under the run's directory, which the global setup removes at the end.
+    RUNHOOK_DATA_DIR: mkdtempSync(join(inject("serversDir"), "srv-")),
     RUNHOOK_SIGNING_KEYS: SIGNING_KEYS,
     RUNHOOK_BOOTSTRAP_SECRET: BOOTSTRAP_SECRET,
     RUNHOOK_DEMO: "false",
