@@ -71,6 +71,9 @@ export interface DbWorkPerCall {
   lockWaitMs: number;
   commitMs: number;
   syncMs: number;
+  /** The space reuse's slices on the committing thread (the writes' commits wait for them), and what they moved. */
+  sliceMs: number;
+  movedKb: number;
   fileReads: number;
   readKb: number;
   writtenKb: number;
@@ -504,6 +507,8 @@ function workPerCall(before: CommitStats, after: CommitStats, calls: number): Db
     lockWaitMs: per(after.steps.lockWait?.totalMs ?? 0),
     commitMs: per(after.steps.commit?.totalMs ?? 0),
     syncMs: per(after.steps.sync?.totalMs ?? 0),
+    sliceMs: per(after.steps.slice?.totalMs ?? 0),
+    movedKb: per(((after.file.movedBytes ?? 0) - (before.file.movedBytes ?? 0)) / 1024, 1),
     fileReads: per(after.file.reads - before.file.reads),
     readKb: per((after.file.readBytes - before.file.readBytes) / 1024, 1),
     writtenKb: per((after.file.writeBytes - before.file.writeBytes) / 1024, 1),
@@ -700,9 +705,9 @@ export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; comm
         ["accept64", 64],
       ] as const
     ).map(([k, c]) =>
-      row(`per call at c=${c}: commits, commit / sync ms, file reads, KB read / written, cache hits since the database opened %`, (s) => {
+      row(`per call at c=${c}: commits, commit / sync / space-reuse slice ms, KB moved, file reads, KB read / written, cache hits since the database opened %`, (s) => {
         const d = s[k].perCall;
-        return d ? `${d.commits}, ${d.commitMs} / ${d.syncMs}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb}, ${d.cacheHitPercent}` : "–";
+        return d ? `${d.commits}, ${d.commitMs} / ${d.syncMs} / ${d.sliceMs}, ${d.movedKb}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb}, ${d.cacheHitPercent}` : "–";
       }),
     ),
     row("cores used at c=16 / c=64: database, runhook, load generator", (s) =>
