@@ -705,10 +705,15 @@ export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; comm
         ["accept64", 64],
       ] as const
     ).map(([k, c]) =>
-      row(`per call at c=${c}: commits, commit / sync / space-reuse slice ms, KB moved, file reads, KB read / written, cache hits since the database opened %`, (s) => {
-        const d = s[k].perCall;
-        return d ? `${d.commits}, ${d.commitMs} / ${d.syncMs} / ${d.sliceMs}, ${d.movedKb}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb}, ${d.cacheHitPercent}` : "–";
-      }),
+      row(
+        `per call at c=${c}: commits, commit / sync / space-reuse slice ms, KB moved, file reads, KB read / written, cache hits since the database opened %`,
+        (s) => {
+          const d = s[k].perCall;
+          return d
+            ? `${d.commits}, ${d.commitMs} / ${d.syncMs} / ${d.sliceMs}, ${d.movedKb}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb}, ${d.cacheHitPercent}`
+            : "–";
+        },
+      ),
     ),
     row("cores used at c=16 / c=64: database, runhook, load generator", (s) =>
       [s.accept16, s.accept64].map((a) => (a.cores ? `${v(a.cores.database)}, ${v(a.cores.runhook)}, ${v(a.cores.loadGenerator)}` : "–")).join(" / "),
