@@ -367,7 +367,12 @@ export async function acceptTrial(
 async function measure(ctx: BenchContext, store: Store, server: Proc, w: BenchWorld, stored: number, quick: boolean): Promise<SizeFigures> {
   const durationMs = quick ? 4000 : 10_000;
   const fx = storeFixtures(store);
-  const accept = (c: number) => acceptTrial(ctx, store, server, w, c, durationMs);
+  // Each trial printed as it ends: the median alone hides a trend across the trials.
+  const accept = async (c: number) => {
+    const t = await acceptTrial(ctx, store, server, w, c, durationMs);
+    ctx.log(`  c=${c}: ${JSON.stringify(t)}`);
+    return t;
+  };
   const liveChunkPercent = (await commitStats(fx, false))?.file.liveChunkPercent ?? null;
   // A trial not counted first: on a fresh server the first was always low (144-162/s at c=16
   // against 241-251/s for the next two), the JIT still compiling the accept path.
