@@ -43,8 +43,9 @@ export function uriFor(base: string, dbName: string, query = ""): string {
 }
 
 /**
- * The runhook processes' scratch directories (a few KB each), removed when this process exits,
- * whether or not its cleanups ran (a snapshot's keep its tenants, and so skip them).
+ * The runhook processes' scratch directories (a few KB each), removed when this process exits
+ * (a signal's cleanup ends in an exit too), not by the scenarios' cleanups, which a snapshot
+ * skips to keep its tenants.
  */
 const scratchDirs = new Set<string>();
 process.once("exit", () => {
@@ -55,10 +56,6 @@ process.once("exit", () => {
 export function serverEnv(ctx: BenchContext, dbName: string, extra: Record<string, string> = {}): Record<string, string> {
   const dataDir = mkdtempSync(join(tmpdir(), "runhook-bench-srv-"));
   scratchDirs.add(dataDir);
-  ctx.cleanups.push(async () => {
-    rmSync(dataDir, { recursive: true, force: true });
-    scratchDirs.delete(dataDir);
-  });
   return {
     MONGODB_URI: uriFor(ctx.uri, dbName),
     PORT: "0",
