@@ -50,7 +50,7 @@ final class FastH2Backend extends H2Backend {
     // map's root, and a run's `_id` and its log entries' `runId` (random UUIDs) each land on a
     // page of an index as large as the stored runs, read from the file at a million runs. Pages
     // of 16 keys are a third of the bytes to write, read and decode for each; deeper trees add a
-    // small page per path. Bench --grow: 0.91x / 0.95x empty at a million, against 0.77-0.80x.
+    // small page per path. Bench --grow: accepts at a million 0.83-0.91x empty (two runs), 0.77-0.80x with 48.
     int keysPerPage = Integer.getInteger("runhook.h2.keysPerPage", 16);
     MVStore.Builder builder = new MVStore.Builder().fileName(fileName).cacheSize(cacheMb).keysPerPage(keysPerPage);
     // Durable: only the group commit stores (no background writer, no store triggered by a
