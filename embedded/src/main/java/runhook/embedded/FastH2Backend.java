@@ -41,8 +41,11 @@ final class FastH2Backend extends H2Backend {
   /** Most live data compacted on close: ~0.5 s on a quiet machine, 3 s on a very busy one. */
   private static final long COMPACT_MAX_LIVE_MB = Long.getLong("runhook.h2.compactMaxLiveMb", 32);
 
-  static FastH2Backend open(String fileName) {
-    int commitMs = Integer.getInteger("runhook.h2.commitMs", 0);
+  /**
+   * The store's settings, as every opening of the file uses them (the rebuild's with H2's
+   * auto-commit on, the server's without).
+   */
+  private static MVStore.Builder storeBuilder(String fileName) {
     // 64 MB: a sweep's longest write 65 ms at a million runs against 104 ms with 32 MB (one
     // bench --grow each), the accepts no lower, Java RSS 242 MB against 202 MB.
     int cacheMb = Integer.getInteger("runhook.h2.cacheMb", 64);
@@ -52,7 +55,12 @@ final class FastH2Backend extends H2Backend {
     // of 16 keys are a third of the bytes to write, read and decode for each; deeper trees add a
     // small page per path. Bench --grow: accepts at a million 0.83-0.91x empty (two runs), 0.77-0.80x with 48.
     int keysPerPage = Integer.getInteger("runhook.h2.keysPerPage", 16);
-    MVStore.Builder builder = new MVStore.Builder().fileName(fileName).cacheSize(cacheMb).keysPerPage(keysPerPage);
+    return new MVStore.Builder().fileName(fileName).cacheSize(cacheMb).keysPerPage(keysPerPage);
+  }
+
+  static FastH2Backend open(String fileName) {
+    int commitMs = Integer.getInteger("runhook.h2.commitMs", 0);
+    MVStore.Builder builder = storeBuilder(fileName);
     // Durable: only the group commit stores (no background writer, no store triggered by a
     // writer's unsaved memory), so that every chunk in the file holds whole writes.
     if (commitMs <= 0) builder.autoCommitDisabled().autoCommitBufferSize(0);
@@ -62,7 +70,7 @@ final class FastH2Backend extends H2Backend {
     try {
       if (FORMAT_WITHOUT_SECONDARY_INDEXES.equals(store.<String, String>openMap(FORMAT_MAP).get("format"))) {
         store.closeImmediately(); // nothing written
-        rebuildIndexes(fileName, cacheMb, keysPerPage);
+        rebuildIndexes(fileName);
         store = builder.open();
       }
       HintedFreeSpace.install(store); // first-fit allocation without a walk from the file's start per commit
@@ -99,8 +107,8 @@ final class FastH2Backend extends H2Backend {
    * memory), then the file is marked with the current format. A kill during this leaves format 1, and
    * the next start rebuilds again.
    */
-  private static void rebuildIndexes(String fileName, int cacheMb, int keysPerPage) {
-    MVStore store = new MVStore.Builder().fileName(fileName).cacheSize(cacheMb).keysPerPage(keysPerPage).open();
+  private static void rebuildIndexes(String fileName) {
+    MVStore store = storeBuilder(fileName).open();
     try {
       MVMap<String, String> format = store.openMap(FORMAT_MAP);
       System.out.println("rebuilding the indexes of " + fileName + " (once, for the indexed format " + FORMAT + ")");
