@@ -38,9 +38,20 @@ final class IndexOrder implements Comparator<Object> {
   static final Bound MIN = new Bound(Integer.MIN_VALUE, false);
   static final Bound MAX = new Bound(Integer.MAX_VALUE, true);
 
-  /** The values a key field holds: numbers and strings normalized as the unique indexes store them, missing as null. */
+  /**
+   * The values a key field holds: numbers normalized as the unique indexes store them (a Long
+   * that a double holds exactly, and every other number, as a Double; -0 as 0), missing as null.
+   * Scalars are done here; documents and arrays as KeyValue does (its stream allocates, and
+   * every index key of every write comes here).
+   */
   static Object normalize(Object value) {
-    if (value instanceof Missing) return null;
+    if (value == null || value instanceof Missing) return null;
+    if (value instanceof String || value instanceof Instant || value instanceof Boolean) return value;
+    if (value instanceof Long l && l != (long) l.doubleValue()) return value;
+    if (value instanceof Number n) {
+      double d = n.doubleValue();
+      return d == 0.0 ? Double.valueOf(0.0) : Double.valueOf(d);
+    }
     return new KeyValue(Collections.singletonList(value)).normalized().get(0);
   }
 

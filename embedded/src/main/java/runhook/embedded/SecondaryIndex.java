@@ -4,7 +4,6 @@ import de.bwaldvogel.mongo.MongoCollection;
 import de.bwaldvogel.mongo.backend.Index;
 import de.bwaldvogel.mongo.backend.IndexKey;
 import de.bwaldvogel.mongo.backend.KeyValue;
-import de.bwaldvogel.mongo.backend.Utils;
 import de.bwaldvogel.mongo.bson.Document;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -24,10 +23,12 @@ import java.util.Set;
 final class SecondaryIndex<P> extends Index<P> implements OrderedIndex {
   private static final String ID = "_id";
   private final IndexEntries entries;
+  private final FieldPath[] paths;
 
   SecondaryIndex(String name, List<IndexKey> keys, boolean sparse, IndexEntries entries) {
     super(name, keys, sparse);
     this.entries = entries;
+    this.paths = keys.stream().map(k -> new FieldPath(k.getKey())).toArray(FieldPath[]::new);
   }
 
   @Override
@@ -52,10 +53,21 @@ final class SecondaryIndex<P> extends Index<P> implements OrderedIndex {
 
   /** The entry keys of a document: the product of each field's values (its array's elements), each followed by `_id`. */
   private Set<KeyValue> entryKeys(Document document) {
+    Object[] key = new Object[paths.length + 1];
+    for (int i = 0; i < paths.length; i++) {
+      Object v = paths[i].valueIn(document);
+      if (v instanceof Collection<?>) return entryKeysOfArrays(document);
+      key[i] = IndexOrder.normalize(v);
+    }
+    key[paths.length] = IndexOrder.normalize(document.get(ID));
+    return Set.of(new KeyValue(key));
+  }
+
+  private Set<KeyValue> entryKeysOfArrays(Document document) {
     List<List<Object>> values = new ArrayList<>();
     int arrays = 0;
-    for (IndexKey key : getKeys()) {
-      Object v = Utils.getSubdocumentValueCollectionAware(document, key.getKey());
+    for (FieldPath path : paths) {
+      Object v = path.valueIn(document);
       if (v instanceof Collection<?> c) {
         arrays++;
         List<Object> elements = new ArrayList<>();
@@ -113,8 +125,8 @@ final class SecondaryIndex<P> extends Index<P> implements OrderedIndex {
   }
 
   private boolean hasArray(Document document) {
-    for (IndexKey key : getKeys()) {
-      if (Utils.getSubdocumentValueCollectionAware(document, key.getKey()) instanceof Collection<?>) return true;
+    for (FieldPath path : paths) {
+      if (path.valueIn(document) instanceof Collection<?>) return true;
     }
     return false;
   }
