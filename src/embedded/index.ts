@@ -54,7 +54,7 @@ export async function startEmbeddedServer(o: EmbeddedOptions): Promise<EmbeddedS
   if (!o.persistent && !o.share) {
     const jar = await ensureEmbeddedJar(o.cacheDir, o.progress);
     await requireJava(false);
-    const s = await spawnServer(jar, o.port ?? 0, undefined, o.javaOptions, o.noTableScan, o.heapMb);
+    const s = await spawnServer(jar, o.port ?? 0, undefined, o.progress, o.javaOptions, o.noTableScan, o.heapMb);
     return ownServer(s.child, s.port, s.exited, () => {});
   }
   const dir = join(o.dataDir, "mongo");
@@ -75,7 +75,7 @@ export async function startEmbeddedServer(o: EmbeddedOptions): Promise<EmbeddedS
     async () => {
       const again = await joinRunning(stateFile, o.progress);
       if (again) return again;
-      const s = await spawnServer(jar, o.port ?? 0, o.persistent ? join(dir, "runhook.mv") : undefined, o.javaOptions, o.noTableScan, o.heapMb);
+      const s = await spawnServer(jar, o.port ?? 0, o.persistent ? join(dir, "runhook.mv") : undefined, o.progress, o.javaOptions, o.noTableScan, o.heapMb);
       const state: RunningState = { pid: s.child.pid!, port: s.port };
       writeFileSync(`${stateFile}.${process.pid}.tmp`, JSON.stringify(state));
       renameSync(`${stateFile}.${process.pid}.tmp`, stateFile);

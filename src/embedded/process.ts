@@ -14,6 +14,7 @@ export interface EmbeddedServer {
   stop(): Promise<void>;
 }
 
+/** How long the server may start without a word: a rebuild of its indexes says how it goes every few seconds. */
 export const START_TIMEOUT_MS = 30_000;
 const STOP_KILL_MS = 5_000;
 
@@ -107,11 +108,12 @@ export async function joinRunning(stateFile: string, progress: Progress): Promis
   return { uri, port: state.port, stop: async () => {} };
 }
 
-/** Spawns the jar and waits for its "listening PORT" line. */
+/** Spawns the jar and waits for its "listening PORT" line, passing on the lines before it (a rebuild's progress). */
 export async function spawnServer(
   jar: string,
   port: number,
   file: string | undefined,
+  progress: Progress,
   javaOptions: string[] = [],
   noTableScan = false,
   heapMb?: number,
@@ -143,15 +145,22 @@ export async function spawnServer(
     };
     const onData = (d: Buffer) => {
       out += d.toString();
-      const m = /^listening (\d+)$/m.exec(out);
-      if (m) {
-        cleanup();
-        resolve(Number(m[1]));
+      const lines = out.split("\n");
+      out = lines.pop()!;
+      for (const line of lines) {
+        const m = /^listening (\d+)$/.exec(line);
+        if (m) {
+          cleanup();
+          resolve(Number(m[1]));
+          return;
+        }
+        if (line.trim()) progress(`embedded database: ${line.trim()}`);
+        timer.refresh();
       }
     };
     const onExit = (code: number | null, signal: string | null) => setImmediate(() => fail(`it exited (${signal ?? `code ${code}`})`));
     const onError = (e: Error) => fail(e.message);
-    const timer = setTimeout(() => fail(`no "listening" line within ${START_TIMEOUT_MS / 1000} s`), START_TIMEOUT_MS);
+    const timer = setTimeout(() => fail(`no line within ${START_TIMEOUT_MS / 1000} s and no "listening" line`), START_TIMEOUT_MS);
     const cleanup = () => {
       clearTimeout(timer);
       child.stdout!.off("data", onData);

@@ -9,6 +9,8 @@ import io.netty.channel.Channel;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Lock;
 import java.util.function.Supplier;
@@ -25,19 +27,17 @@ final class FastH2Backend extends H2Backend {
    */
   private static final String FORMAT_MAP = "$runhook-format";
   /**
-   * 3: documents stored under a position that grows with each insert (as MongoDB's record
-   * ids), not under their `_id` ({@link FastH2Database}), and index pages whose keys leave out
-   * what they share with the key before ({@link H2IndexEntries.KeyType}). A file of format 2 (index keys in
-   * {@link IndexOrder}, documents under their `_id`) is read as it is: its documents keep
-   * their `_id` as their position and its index pages their whole keys, and the marker
-   * becomes 3, since a server of format 2 would store a new document under its `_id`, which a
-   * position may equal, and could not read the new index pages. A file of format 1
-   * (unique indexes in {@link ValueType}'s order, no others) gets its indexes rebuilt once
-   * ({@link #rebuildIndexes}).
+   * 4: the keys of a non-unique index end with the document's position, then its `_id`
+   * ({@link SecondaryIndex}). Since 3, documents are stored under a position that grows with
+   * each insert (as MongoDB's record ids), not under their `_id` ({@link FastH2Database}), and
+   * index pages leave out what a key shares with the key before ({@link
+   * H2IndexEntries.KeyType}). A file of an older format gets its indexes rebuilt once ({@link
+   * #rebuildIndexes}): format 3 (non-unique keys ending with the `_id`), 2 (documents under
+   * their `_id`, which they keep as their position) and 1 (unique indexes in {@link
+   * ValueType}'s order, no others).
    */
-  private static final String FORMAT = "runhook-h2-3";
-  private static final String FORMAT_WITH_ID_KEYS = "runhook-h2-2";
-  private static final String FORMAT_WITHOUT_SECONDARY_INDEXES = "runhook-h2-1";
+  private static final String FORMAT = "runhook-h2-4";
+  private static final Set<String> FORMATS_REBUILT = Set.of("runhook-h2-1", "runhook-h2-2", "runhook-h2-3");
   /** Most live data compacted on close: ~0.5 s on a quiet machine, 3 s on a very busy one. */
   private static final long COMPACT_MAX_LIVE_MB = Long.getLong("runhook.h2.compactMaxLiveMb", 32);
 
@@ -68,7 +68,8 @@ final class FastH2Backend extends H2Backend {
     // and again only after a rebuild (which needs H2's auto-commit).
     MVStore store = builder.open();
     try {
-      if (FORMAT_WITHOUT_SECONDARY_INDEXES.equals(store.<String, String>openMap(FORMAT_MAP).get("format"))) {
+      String opened = store.<String, String>openMap(FORMAT_MAP).get("format");
+      if (opened != null && FORMATS_REBUILT.contains(opened)) {
         store.closeImmediately(); // nothing written
         rebuildIndexes(fileName);
         store = builder.open();
@@ -85,7 +86,7 @@ final class FastH2Backend extends H2Backend {
       if (found == null && store.getMapNames().stream().anyMatch(n -> n.startsWith("databases."))) {
         throw new IllegalStateException(fileName + " was written by another H2 backend (no " + FORMAT + " marker); move it away to start afresh");
       }
-      if (found == null || FORMAT_WITH_ID_KEYS.equals(found)) { // a new file, or one read as it is
+      if (found == null) { // a new file
         format.put("format", FORMAT);
         store.commit();
       } else if (!FORMAT.equals(found)) {
@@ -102,10 +103,10 @@ final class FastH2Backend extends H2Backend {
   }
 
   /**
-   * A file of format 1: its index maps are removed and filled again from the collections,
+   * A file of an older format: its index maps are removed and filled again from the collections,
    * with H2's auto-commit on (so that a large rebuild is stored as it goes, not held in
-   * memory), then the file is marked with the current format. A kill during this leaves format 1, and
-   * the next start rebuilds again.
+   * memory), then the file is marked with the current format. A kill during this leaves the older format,
+   * and the next start rebuilds again.
    */
   private static void rebuildIndexes(String fileName) {
     MVStore store = storeBuilder(fileName).open();
@@ -113,12 +114,29 @@ final class FastH2Backend extends H2Backend {
       MVMap<String, String> format = store.openMap(FORMAT_MAP);
       System.out.println("rebuilding the indexes of " + fileName + " (once, for the indexed format " + FORMAT + ")");
       System.out.flush();
-      for (String name : store.getMapNames()) {
-        if (name.contains("._index_")) store.removeMap(name);
+      // A line every few seconds: the launcher waits for the server as long as it hears from it.
+      long started = System.nanoTime();
+      ScheduledExecutorService progress = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "rebuild-progress");
+        t.setDaemon(true);
+        return t;
+      });
+      progress.scheduleAtFixedRate(() -> {
+        System.out.println("still rebuilding the indexes (" + TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - started) + " s)");
+        System.out.flush();
+      }, 5, 5, TimeUnit.SECONDS);
+      try {
+        for (String name : store.getMapNames()) {
+          if (name.contains("._index_")) store.removeMap(name);
+        }
+        new FastH2Backend(store, null); // opening the databases fills the empty indexes
+        format.put("format", FORMAT);
+        store.commit();
+      } finally {
+        progress.shutdownNow();
       }
-      new FastH2Backend(store, null); // opening the databases fills the empty indexes
-      format.put("format", FORMAT);
-      store.commit();
+      System.out.println("rebuilt the indexes in " + TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - started) + " s");
+      System.out.flush();
     } finally {
       store.close();
     }

@@ -135,6 +135,11 @@ final class FastH2Database extends H2Database {
       return WholeReads.copyValue(super.findAndModify(query));
     }
 
+    @Override
+    public synchronized void removeDocument(Document document) {
+      SecondaryIndex.removing(getIndexes(), document, () -> super.removeDocument(document));
+    }
+
     /**
      * Reads the documents that `query` matches (at most `max`; `limit` as the write's, 0 for
      * all) and their index entries, without this collection's lock: MVStore maps are safe to
@@ -153,14 +158,14 @@ final class FastH2Database extends H2Database {
         read++;
         if (!matcher.matches(document, query)) continue;
         matched++;
-        readEntries(indexes, document);
+        readEntries(indexes, document, walk.position());
       }
       return read;
     }
 
-    private static void readEntries(List<Index<Object>> indexes, Document document) {
+    private static void readEntries(List<Index<Object>> indexes, Document document, Object position) {
       for (Index<Object> index : indexes) {
-        if (index instanceof OrderedIndex ordered) ordered.readEntries(document);
+        if (index instanceof OrderedIndex ordered) ordered.readEntries(document, position);
       }
     }
   }

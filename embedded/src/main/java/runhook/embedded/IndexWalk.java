@@ -33,6 +33,8 @@ final class IndexWalk<P> implements Iterator<Document> {
   private KeyValue last;
   private boolean paused;
   private Document ahead;
+  private Object aheadPosition;
+  private Object position;
 
   IndexWalk(QueryPlanner.Plan plan, Function<P, Document> fetch, IndexedQueries.Execution execution) {
     this.plan = plan;
@@ -78,7 +80,8 @@ final class IndexWalk<P> implements Iterator<Document> {
       execution.keysExamined++;
       if (seen != null && !seen.add(entry.getValue())) continue;
       execution.docsExamined++;
-      ahead = fetch.apply((P) entry.getValue());
+      aheadPosition = entry.getValue();
+      ahead = fetch.apply((P) aheadPosition);
     }
     return true;
   }
@@ -88,7 +91,13 @@ final class IndexWalk<P> implements Iterator<Document> {
     if (!hasNext()) throw new NoSuchElementException();
     Document d = ahead;
     ahead = null;
+    position = aheadPosition;
     return d;
+  }
+
+  /** The position of the document {@link #next} returned last. */
+  Object position() {
+    return position;
   }
 
   Stream<Document> stream() {

@@ -66,6 +66,11 @@ final class IndexedMemoryBackend extends MemoryBackend {
           public synchronized Document findAndModify(Document query) {
             return WholeReads.copyValue(super.findAndModify(query));
           }
+
+          @Override
+          public synchronized void removeDocument(Document document) {
+            SecondaryIndex.removing(getIndexes(), document, () -> super.removeDocument(document));
+          }
         };
       }
     };

@@ -12,15 +12,12 @@ interface OrderedIndex {
 
   IndexEntries entries();
 
-  /** Whether every entry key ends with the document's `_id` after the fields (a non-unique index). */
-  boolean keyEndsWithId();
-
   /** Whether every document has an entry, so that a walk of the whole index sees every document. */
   boolean coversEveryDocument();
 
   /** Whether a document may have several entries (an array at an indexed field): then the index order is no sort order. */
   boolean multikey();
 
-  /** Reads a document's entries (and so the pages that hold them), changing nothing. */
-  void readEntries(Document document);
+  /** Reads the entries of a document at a position (and so the pages that hold them), changing nothing. */
+  void readEntries(Document document, Object position);
 }

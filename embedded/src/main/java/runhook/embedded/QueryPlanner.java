@@ -333,7 +333,6 @@ final class QueryPlanner {
       FieldBounds b = bounds.get(key.getKey());
       if (!(b != null && b.pinned())) rest.add(key.getKey());
     }
-    if (index.keyEndsWithId()) rest.add("_id");
     if (sort.size() > rest.size() || !rest.subList(0, sort.size()).equals(sort)) return 0;
     int direction = directions.get(0);
     for (int d : directions) if (d != direction) return 0;

@@ -26,11 +26,6 @@ final class UniqueIndex<P> extends AbstractUniqueIndex<P> implements OrderedInde
     return entries;
   }
 
-  @Override
-  public boolean keyEndsWithId() {
-    return false;
-  }
-
   /** Only `_id` is sure to: an empty array at another unique index's field leaves no entry. */
   @Override
   public boolean coversEveryDocument() {
@@ -43,7 +38,7 @@ final class UniqueIndex<P> extends AbstractUniqueIndex<P> implements OrderedInde
   }
 
   @Override
-  public void readEntries(Document document) {
+  public void readEntries(Document document, Object position) {
     getPosition(document); // a sparse index's missing key: a look-up that finds nothing
   }
 

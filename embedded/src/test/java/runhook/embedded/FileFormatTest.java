@@ -22,11 +22,12 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Files of former formats: one written before secondary indexes were kept (format
- * runhook-h2-1: unique index maps in another order, no secondary index maps) gets its indexes
- * built again at its first open, and then answers indexed queries with every document; one
- * whose documents are stored under their `_id` (runhook-h2-2) is read as it is, beside the
- * documents stored under positions since.
+ * Files of former formats get their indexes built again at their first open, and then answer
+ * indexed queries with every document: one written before secondary indexes were kept (format
+ * runhook-h2-1: unique index maps in another order, no secondary index maps), one whose
+ * documents are stored under their `_id` (runhook-h2-2), which they keep beside the documents
+ * stored under positions since, and one whose non-unique keys end with the `_id` instead of the
+ * position (runhook-h2-3).
  */
 class FileFormatTest {
   private static <T> T withServer(String file, java.util.function.Function<MongoCollection<Document>, T> use) {
@@ -69,7 +70,7 @@ class FileFormatTest {
     Document first = withServer(file, runs -> runs.find(Filters.eq("state", "QUEUED")).sort(new Document("createdAt", -1)).first());
     assertEquals("r498", first.getString("_id"));
     store = new MVStore.Builder().fileName(file).readOnly().open();
-    assertEquals("runhook-h2-3", store.<String, String>openMap("$runhook-format").get("format"));
+    assertEquals("runhook-h2-4", store.<String, String>openMap("$runhook-format").get("format"));
     store.close();
   }
 
@@ -121,12 +122,50 @@ class FileFormatTest {
       return null;
     });
     store = new MVStore.Builder().fileName(file).readOnly().open();
-    assertEquals("runhook-h2-3", store.<String, String>openMap("$runhook-format").get("format"));
+    assertEquals("runhook-h2-4", store.<String, String>openMap("$runhook-format").get("format"));
     documents = store.openMap("databases.t.runs", values());
     assertEquals(302, documents.size());
     // The new documents went after the largest Long key (2, an _id of format 2).
     assertEquals("new", documents.get(3L).get("_id"));
     assertEquals(3L, documents.get(4L).get("_id"));
+    store.close();
+  }
+
+  @Test
+  void nonUniqueKeysOfFormat3AreBuiltAgainEndingWithThePosition() throws Exception {
+    String file = newFile();
+    withServer(file, runs -> {
+      runs.createIndex(Indexes.ascending("state"));
+      for (int i = 0; i < 200; i++) runs.insertOne(new Document("_id", UUID.randomUUID().toString()).append("state", i % 2 == 0 ? "DONE" : "QUEUED").append("n", i));
+      return null;
+    });
+    // What format 3 held: each key of the non-unique index ended with the `_id`, not the position and the `_id`.
+    MVStore store = new MVStore.Builder().fileName(file).open();
+    MVMap<de.bwaldvogel.mongo.backend.KeyValue, Object> index =
+        store.openMap("t.runs._index_state_1", new MVMap.Builder<de.bwaldvogel.mongo.backend.KeyValue, Object>().keyType(H2IndexEntries.KeyType.INSTANCE).valueType(ValueType.INSTANCE));
+    assertEquals(200, index.size());
+    for (var key : new ArrayList<>(index.keyList())) {
+      assertEquals(3, key.size()); // state, position, _id
+      Object position = index.remove(key);
+      assertEquals(position, key.get(1));
+      index.put(new de.bwaldvogel.mongo.backend.KeyValue(key.get(0), key.get(2)), position);
+    }
+    store.<String, String>openMap("$runhook-format").put("format", "runhook-h2-3");
+    store.commit();
+    store.close();
+
+    withServer(file, runs -> {
+      runs.deleteMany(Filters.eq("state", "DONE"));
+      assertEquals(0, runs.countDocuments(Filters.eq("state", "DONE")));
+      List<Integer> queued = new ArrayList<>();
+      runs.find(Filters.eq("state", "QUEUED")).forEach(d -> queued.add(d.getInteger("n")));
+      assertEquals(100, queued.size());
+      for (int i = 0; i < queued.size(); i++) assertEquals(2 * i + 1, queued.get(i)); // in the order they were stored
+      return null;
+    });
+    store = new MVStore.Builder().fileName(file).readOnly().open();
+    assertEquals("runhook-h2-4", store.<String, String>openMap("$runhook-format").get("format"));
+    assertEquals(100, store.openMap("t.runs._index_state_1", new MVMap.Builder<de.bwaldvogel.mongo.backend.KeyValue, Object>().keyType(H2IndexEntries.KeyType.INSTANCE).valueType(ValueType.INSTANCE)).size());
     store.close();
   }
 }
