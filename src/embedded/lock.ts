@@ -1,6 +1,6 @@
 // One process at a time: a directory lock (mkdir is atomic) that names its holder, broken when
 // the holder is gone or the lock is stale.
-import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { sleep } from "../lib/sleep.js";
@@ -18,7 +18,9 @@ export function pidAlive(pid: number): boolean {
 /**
  * Runs `fn` holding the directory lock `lock` (mkdir; the holder's host and pid inside).
  * While another process holds it, `poll` runs every `pollMs` and its result, if any, is
- * returned instead. A lock is broken when its holder (on this host) is gone, or after `staleMs`.
+ * returned instead. A lock is broken when its holder (on this host) is gone, or when it has not
+ * been touched for `staleMs`: its holder touches it while `fn` runs, however long that takes (an
+ * index rebuild at the embedded database's first start, a jar's build).
  */
 export async function withDirLock<T>(lock: string, staleMs: number, pollMs: number, poll: () => Promise<T | undefined>, fn: () => Promise<T>): Promise<T> {
   const me = `${hostname()} ${process.pid}`;
@@ -49,9 +51,22 @@ export async function withDirLock<T>(lock: string, staleMs: number, pollMs: numb
     }
     await sleep(pollMs);
   }
+  const beat = setInterval(
+    () => {
+      try {
+        const now = new Date();
+        utimesSync(lock, now, now);
+      } catch {
+        // broken by another process meanwhile: nothing to keep alive
+      }
+    },
+    Math.max(50, Math.floor(staleMs / 4)),
+  );
+  beat.unref();
   try {
     return await fn();
   } finally {
+    clearInterval(beat);
     rmSync(lock, { recursive: true, force: true });
   }
 }
