@@ -155,7 +155,9 @@ final class H2IndexEntries implements IndexEntries {
 
     private static boolean sameValue(Object x, Object y) {
       if (x == y) return true;
-      return x != null && y != null && x.getClass() == y.getClass() && ValueType.INSTANCE.compare(x, y) == 0;
+      if (x == null || y == null || x.getClass() != y.getClass()) return false;
+      if (x instanceof String) return x.equals(y); // most values: no need for the type-ordered compare
+      return ValueType.INSTANCE.compare(x, y) == 0;
     }
 
     @Override

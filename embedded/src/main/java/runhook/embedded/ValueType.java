@@ -5,6 +5,7 @@ import de.bwaldvogel.mongo.backend.Missing;
 import de.bwaldvogel.mongo.bson.Document;
 import de.bwaldvogel.mongo.bson.ObjectId;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -190,8 +191,37 @@ final class ValueType extends BasicDataType<Object> {
     }
   }
 
-  private static void writeString(WriteBuffer buff, String s) {
-    buff.putVarInt(s.length()).putStringData(s, s.length());
+  /**
+   * A string as H2 writes one (its length in chars, then each char in one to three bytes).
+   * Nearly every stored string is ASCII, one byte a char: those are copied whole, not put a
+   * char at a time (the larger part of a commit's serialization time went to that loop).
+   */
+  static void writeString(WriteBuffer buff, String s) {
+    int length = s.length();
+    buff.putVarInt(length);
+    for (int i = 0; i < length; i++) {
+      if (s.charAt(i) >= 0x80) {
+        buff.putStringData(s, length);
+        return;
+      }
+    }
+    buff.put(s.getBytes(StandardCharsets.ISO_8859_1));
+  }
+
+  /** A string written by {@link #writeString}: an ASCII one decoded whole, any other a char at a time as H2 does. */
+  static String readString(ByteBuffer buff) {
+    int length = DataUtils.readVarInt(buff);
+    if (buff.hasArray() && buff.remaining() >= length) {
+      byte[] array = buff.array();
+      int from = buff.arrayOffset() + buff.position();
+      int i = 0;
+      while (i < length && array[from + i] >= 0) i++;
+      if (i == length) {
+        buff.position(buff.position() + length);
+        return new String(array, from, length, StandardCharsets.ISO_8859_1);
+      }
+    }
+    return DataUtils.readString(buff, length);
   }
 
   @Override
@@ -213,7 +243,7 @@ final class ValueType extends BasicDataType<Object> {
       case DOUBLE:
         return buff.getDouble();
       case STRING:
-        return DataUtils.readString(buff, DataUtils.readVarInt(buff));
+        return readString(buff);
       case OBJECT_ID: {
         byte[] bytes = new byte[12];
         buff.get(bytes);
@@ -227,7 +257,7 @@ final class ValueType extends BasicDataType<Object> {
         int n = DataUtils.readVarInt(buff);
         Document d = new Document();
         for (int i = 0; i < n; i++) {
-          String key = DataUtils.readString(buff, DataUtils.readVarInt(buff));
+          String key = readString(buff);
           d.put(key, read(buff));
         }
         return d;
