@@ -196,6 +196,7 @@ final class ValueType extends BasicDataType<Object> {
    * Nearly every stored string is ASCII, one byte a char: those are copied whole, not put a
    * char at a time (the larger part of a commit's serialization time went to that loop).
    */
+  @SuppressWarnings("deprecation") // String.getBytes(int, int, byte[], int): each char's low byte, the char itself for ASCII
   static void writeString(WriteBuffer buff, String s) {
     int length = s.length();
     buff.putVarInt(length);
@@ -205,8 +206,18 @@ final class ValueType extends BasicDataType<Object> {
         return;
       }
     }
-    buff.put(s.getBytes(StandardCharsets.ISO_8859_1));
+    if (length > ASCII_SCRATCH) {
+      buff.put(s.getBytes(StandardCharsets.ISO_8859_1));
+      return;
+    }
+    // Copied through a scratch array, not a new one per string: the commits write tens of MB of strings a second.
+    byte[] scratch = ASCII.get();
+    s.getBytes(0, length, scratch, 0);
+    buff.put(scratch, 0, length);
   }
+
+  private static final int ASCII_SCRATCH = 4096;
+  private static final ThreadLocal<byte[]> ASCII = ThreadLocal.withInitial(() -> new byte[ASCII_SCRATCH]);
 
   /** A string written by {@link #writeString}: an ASCII one decoded whole, any other a char at a time as H2 does. */
   static String readString(ByteBuffer buff) {
