@@ -36,12 +36,7 @@ export async function withDirLock<T>(lock: string, staleMs: number, pollMs: numb
     if (found !== undefined) return found;
     const mtime = statSync(lock, { throwIfNoEntry: false })?.mtimeMs;
     if (mtime === undefined) continue; // just released
-    let holder = "";
-    try {
-      holder = readFileSync(join(lock, "holder"), "utf8");
-    } catch {
-      // being created, or removed
-    }
+    const holder = holderOf(lock);
     const [host, pid] = holder.split(" ");
     const dead = host === hostname() && pid !== undefined && !pidAlive(Number(pid));
     const age = Date.now() - mtime;
@@ -67,6 +62,16 @@ export async function withDirLock<T>(lock: string, staleMs: number, pollMs: numb
     return await fn();
   } finally {
     clearInterval(beat);
-    rmSync(lock, { recursive: true, force: true });
+    // Only our own: had this process stalled past the staleness, another may hold it now.
+    if (holderOf(lock) === me) rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+/** Who holds `lock` ("host pid"), or "" while it is being created or removed. */
+function holderOf(lock: string): string {
+  try {
+    return readFileSync(join(lock, "holder"), "utf8");
+  } catch {
+    return "";
   }
 }
