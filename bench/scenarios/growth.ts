@@ -67,10 +67,15 @@ export interface AcceptFigures {
 
 /** What the embedded server's group commit and file did per accepted call (runhookCommitStats). */
 export interface DbWorkPerCall {
+  /** The store's commits (with a journal: its checkpoints), and the journal's appends of a group of writes. */
   commits: number;
+  journals: number;
   lockWaitMs: number;
   commitMs: number;
   syncMs: number;
+  /** The journal's appends and syncs. */
+  journalMs: number;
+  journalKb: number;
   /** The space reuse's slices on the committing thread (the writes' commits wait for them), and what they moved. */
   sliceMs: number;
   movedKb: number;
@@ -491,7 +496,16 @@ type CommitStep = { count: number; totalMs: number; maxMs: number; maxAt: string
 interface CommitStats {
   steps: Record<string, CommitStep>;
   /** The file's counters since it was opened. */
-  file: { reads: number; readBytes: number; writes: number; writeBytes: number; cacheHitPercent: number; movedBytes?: number; liveChunkPercent?: number };
+  file: {
+    reads: number;
+    readBytes: number;
+    writes: number;
+    writeBytes: number;
+    cacheHitPercent: number;
+    movedBytes?: number;
+    liveChunkPercent?: number;
+    journalBytes?: number;
+  };
 }
 
 /** The embedded server's commit steps since the last reset and its file's counters (null where the server has none). */
@@ -509,9 +523,12 @@ function workPerCall(before: CommitStats, after: CommitStats, calls: number): Db
   const per = (n: number, digits = 2) => round(n / Math.max(1, calls), digits);
   return {
     commits: per(after.steps.commit?.count ?? 0),
+    journals: per(after.steps.journal?.count ?? 0),
     lockWaitMs: per(after.steps.lockWait?.totalMs ?? 0),
     commitMs: per(after.steps.commit?.totalMs ?? 0),
     syncMs: per(after.steps.sync?.totalMs ?? 0),
+    journalMs: per(after.steps.journal?.totalMs ?? 0),
+    journalKb: per(((after.file.journalBytes ?? 0) - (before.file.journalBytes ?? 0)) / 1024, 1),
     sliceMs: per(after.steps.slice?.totalMs ?? 0),
     movedKb: per(((after.file.movedBytes ?? 0) - (before.file.movedBytes ?? 0)) / 1024, 1),
     fileReads: per(after.file.reads - before.file.reads),
@@ -711,11 +728,11 @@ export function renderGrowthMarkdown(r: GrowthResult, meta: { date: string; comm
       ] as const
     ).map(([k, c]) =>
       row(
-        `per call at c=${c}: commits, commit / sync / space-reuse slice ms, KB moved, file reads, KB read / written, cache hits since the database opened %`,
+        `per call at c=${c}: checkpoints / journal groups, checkpoint / sync / journal / space-reuse slice ms, KB moved, file reads, KB read / written / journaled, cache hits since the database opened %`,
         (s) => {
           const d = s[k].perCall;
           return d
-            ? `${d.commits}, ${d.commitMs} / ${d.syncMs} / ${d.sliceMs}, ${d.movedKb}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb}, ${d.cacheHitPercent}`
+            ? `${d.commits} / ${d.journals}, ${d.commitMs} / ${d.syncMs} / ${d.journalMs} / ${d.sliceMs}, ${d.movedKb}, ${d.fileReads}, ${d.readKb} / ${d.writtenKb} / ${d.journalKb}, ${d.cacheHitPercent}`
             : "–";
         },
       ),

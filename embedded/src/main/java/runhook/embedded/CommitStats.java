@@ -8,8 +8,9 @@ import org.h2.mvstore.FileStore;
 
 /**
  * How long each step of the group commit took since the last reset: waiting for the writes in
- * flight (the exclusive lock), the commit (pages serialized and written), the sync (fsync) and
- * the space-reuse slice before it. Every write waits for one of each, so a slow write is
+ * flight (the exclusive lock), the commit (pages serialized and written: with a journal, a
+ * checkpoint), the sync (fsync), the journal's append and sync of a group, and the space-reuse
+ * slice. Every write waits for one of each, so a slow write is
  * explained by the longest steps and when they ended (to set beside the write's own time).
  * Beside them, the file's counters since it was opened (never reset): reads and bytes read
  * (pages the page cache did not hold), writes and bytes written, the page cache's hit ratio, so
@@ -23,6 +24,7 @@ final class CommitStats {
     LOCK_WAIT("lockWait"),
     COMMIT("commit"),
     SYNC("sync"),
+    JOURNAL("journal"),
     SLICE("slice");
 
     /** The step's field in the answer. */
@@ -51,9 +53,15 @@ final class CommitStats {
   private final long[] maxAtMs = new long[Step.values().length];
   /** Bytes of live pages the space reuse moved since the file was opened. */
   private long movedBytes;
+  /** Bytes appended to the journal since the file was opened. */
+  private long journalBytes;
 
   synchronized void moved(long bytes) {
     movedBytes += bytes;
+  }
+
+  synchronized void journaled(long bytes) {
+    journalBytes += bytes;
   }
 
   synchronized void record(Step step, long nanos) {
@@ -80,7 +88,7 @@ final class CommitStats {
       String field = FILE_COUNTERS.get(name);
       if (field != null) counters.append(field, Long.parseLong(value));
     });
-    counters.append("movedBytes", movedBytes).append("liveChunkPercent", (long) file.getChunksFillRate());
+    counters.append("movedBytes", movedBytes).append("liveChunkPercent", (long) file.getChunksFillRate()).append("journalBytes", journalBytes);
     out.append("file", counters);
     if (Boolean.TRUE.equals(query.get("reset")) || (query.get("reset") instanceof Number n && n.intValue() != 0)) {
       Arrays.fill(count, 0);

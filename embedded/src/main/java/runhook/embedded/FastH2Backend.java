@@ -6,6 +6,9 @@ import de.bwaldvogel.mongo.exception.MongoServerException;
 import de.bwaldvogel.mongo.backend.h2.H2Backend;
 import de.bwaldvogel.mongo.bson.Document;
 import io.netty.channel.Channel;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
@@ -58,8 +61,13 @@ final class FastH2Backend extends H2Backend {
     return new MVStore.Builder().fileName(fileName).cacheSize(cacheMb).keysPerPage(keysPerPage);
   }
 
+  /** The journal beside the store's file ({@link Journal}); runhook.h2.journal=false: every group commit writes the pages. */
+  private static final boolean JOURNAL = Boolean.parseBoolean(System.getProperty("runhook.h2.journal", "true"));
+  static final String JOURNAL_SUFFIX = ".journal";
+
   static FastH2Backend open(String fileName) {
     int commitMs = Integer.getInteger("runhook.h2.commitMs", 0);
+    Journal journal = null;
     MVStore.Builder builder = storeBuilder(fileName);
     // Durable: only the group commit stores (no background writer, no store triggered by a
     // writer's unsaved memory), so that every chunk in the file holds whole writes.
@@ -92,13 +100,22 @@ final class FastH2Backend extends H2Backend {
       } else if (!FORMAT.equals(found)) {
         throw new IllegalStateException(fileName + " has format " + found + ", this server reads " + FORMAT);
       }
-      FastH2Backend backend = new FastH2Backend(store, commitMs <= 0 ? new GroupCommit(store) : null);
+      // The group commit's writes are durable in the journal; checkpoints write the pages.
+      // (Opened, replayed and checkpointed whatever the settings: a crash may have left one.)
+      journal = Journal.open(store, format, Path.of(fileName + JOURNAL_SUFFIX), commitMs <= 0 && JOURNAL);
+      if (!(commitMs <= 0 && JOURNAL)) {
+        journal.close();
+        journal = null;
+      }
+      FastH2Backend backend = new FastH2Backend(store, commitMs <= 0 ? new GroupCommit(store, journal) : null, journal);
       // Indexes created while the databases opened (none on a file of this format) are stored now.
-      if (store.hasUnsavedChanges()) store.commit();
+      if (store.hasUnsavedChanges()) backend.checkpoint();
       return backend;
-    } catch (RuntimeException e) {
+    } catch (IOException | RuntimeException e) {
+      closeQuietly(journal);
       store.closeImmediately();
-      throw e;
+      if (e instanceof IOException io) throw new UncheckedIOException("the journal of " + fileName + ": " + io.getMessage(), io);
+      throw (RuntimeException) e;
     }
   }
 
@@ -129,7 +146,7 @@ final class FastH2Backend extends H2Backend {
         for (String name : store.getMapNames()) {
           if (name.contains("._index_")) store.removeMap(name);
         }
-        new FastH2Backend(store, null); // opening the databases fills the empty indexes
+        new FastH2Backend(store, null, null); // opening the databases fills the empty indexes
         format.put("format", FORMAT);
         store.commit();
       } finally {
@@ -144,10 +161,34 @@ final class FastH2Backend extends H2Backend {
 
   /** null: acknowledge before commit (runhook.h2.commitMs > 0, for benchmarks). */
   private final GroupCommit groupCommit;
+  /** null: no journal (runhook.h2.journal=false, or acknowledged before commit). */
+  private final Journal journal;
 
-  private FastH2Backend(MVStore store, GroupCommit groupCommit) {
+  private FastH2Backend(MVStore store, GroupCommit groupCommit, Journal journal) {
     super(store);
     this.groupCommit = groupCommit;
+    this.journal = journal;
+  }
+
+  /** A commit of the store, synced: with a journal, a checkpoint (the journal restarts empty). */
+  private void checkpoint() throws IOException {
+    MVStore store = getMvStore();
+    if (journal == null) {
+      store.commit();
+      return;
+    }
+    journal.checkpoint();
+    store.sync();
+    journal.restart();
+  }
+
+  private static void closeQuietly(Journal journal) {
+    if (journal == null) return;
+    try {
+      journal.close();
+    } catch (IOException e) {
+      // closing after a failure: the failure is what is reported
+    }
   }
 
   /**
@@ -274,6 +315,7 @@ final class FastH2Backend extends H2Backend {
     if (groupCommit != null) groupCommit.close(); // the last group: committed and answered
     if (groupCommit != null && groupCommit.failed()) {
       store.closeImmediately(); // no chunk on top of one that may be lost: reopen at the last complete one
+      closeQuietly(journal); // as it is: the next start replays it
       super.close();
       return;
     }
@@ -284,7 +326,8 @@ final class FastH2Backend extends H2Backend {
     boolean compact = false;
     try {
       try {
-        store.commit();
+        if (journal != null) journal.checkpoint();
+        else store.commit();
         long size = store.getFileStore().size();
         // the file's used blocks × the live share of their chunks
         long live = size * store.getFillRate() / 100 * store.getFileStore().getChunksFillRate() / 100;
@@ -293,8 +336,16 @@ final class FastH2Backend extends H2Backend {
         // only an estimate; close normally
       }
       store.close(0); // commit, clean-shutdown mark, sync, unlock
+      if (journal != null) {
+        try {
+          journal.restart(); // the checkpoint is synced: nothing to replay
+        } catch (IOException e) {
+          // then the next start replays groups the file holds already, which changes nothing
+        }
+      }
     } finally {
       if (exclusive != null) exclusive.unlock();
+      closeQuietly(journal);
     }
     super.close(); // the store is closed already: this only forgets the databases
     if (compact) {

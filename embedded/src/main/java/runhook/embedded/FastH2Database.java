@@ -46,13 +46,9 @@ final class FastH2Database extends H2Database {
     }
   }
 
-  private static <K, V> MVMap.Builder<K, V> builder() {
-    return new MVMap.Builder<K, V>().keyType(ValueType.INSTANCE).valueType(ValueType.INSTANCE);
-  }
-
   private IndexEntries entries(String collectionName, String indexName) {
     String namespace = getFullCollectionNamespace(collectionName);
-    return new H2IndexEntries(store(), namespace + "._index_" + indexName, store().openMap("meta." + namespace), indexName);
+    return new H2IndexEntries(store(), namespace + "._index_" + indexName, JournaledMap.open(store(), "meta." + namespace), indexName);
   }
 
   @Override
@@ -83,8 +79,8 @@ final class FastH2Database extends H2Database {
   @Override
   protected MongoCollection<Object> openOrCreateCollection(String collectionName, CollectionOptions options) {
     String fullName = getFullCollectionNamespace(collectionName);
-    MVMap<Object, Document> dataMap = store().openMap("databases." + fullName, builder());
-    MVMap<String, Object> metaMap = store().openMap("meta." + fullName);
+    MVMap<Object, Document> dataMap = JournaledMap.open(store(), "databases." + fullName);
+    MVMap<String, Object> metaMap = JournaledMap.open(store(), "meta." + fullName);
     return new Collection(collectionName, options, dataMap, metaMap);
   }
 

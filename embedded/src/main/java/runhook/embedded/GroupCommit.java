@@ -1,23 +1,25 @@
 package runhook.embedded;
 
+import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.Consumer;
 import org.h2.mvstore.ChunkSlices;
 import org.h2.mvstore.MVStore;
+import org.h2.mvstore.WriteBuffer;
 
 /**
- * Group commit: a write is answered once an MVStore commit that holds it is on disk.
- * MVStore.commit() only writes the chunk (the OS may keep it in its cache); FileStore.sync()
- * is the fsync. One commit + sync serves every write that finished before it began, so while
- * one is in flight the next group gathers. Writes hold the shared side of {@link #writes}
- * while they run and a commit the exclusive side (not the sync), so a chunk never holds half
- * of a write (a unique index entry without its document, say) for a crash to leave behind.
- * Every 100 ms (one after another while the store is quiet), before a commit, a slice of a
- * sparse chunk's live pages is rewritten ({@link ChunkSlices}) so that the file's space is
- * reused; the commit after it stores it with the writes waiting, which wait for one small slice
- * at most.
+ * Group commit: a write is answered once a group that holds it is on disk: its changes appended
+ * to the {@link Journal} and synced, or (a checkpoint, about once a second, or without a journal)
+ * an MVStore commit and FileStore.sync() (the fsync; MVStore.commit() only writes the chunk,
+ * which the OS may keep in its cache). One group serves every write that finished before it
+ * was taken, so while one is in flight the next gathers. Writes hold the shared side of {@link
+ * #writes} while they run, and taking a group or a commit the exclusive side (not the sync), so
+ * a group or a chunk never holds half of a write (a unique index entry without its document,
+ * say) for a crash to leave behind. Every 100 ms (one after another while the store is quiet),
+ * a slice of a sparse chunk's live pages is rewritten ({@link ChunkSlices}) so that the file's
+ * space is reused; the next checkpoint stores it.
  */
 final class GroupCommit implements Runnable {
   private static final long HOUSEKEEPING_NS = 100_000_000L;
@@ -66,18 +68,21 @@ final class GroupCommit implements Runnable {
   final ReentrantReadWriteLock writes = new ReentrantReadWriteLock();
   final CommitStats stats = new CommitStats();
   private final MVStore store;
+  /** The writes' journal (null: every group is a commit of the store). */
+  private final Journal journal;
   private final ChunkSlices slices;
   private final Thread thread;
   private List<Consumer<Boolean>> waiting = new ArrayList<>();
   private boolean closed;
 
-  GroupCommit(MVStore store) {
-    this(store, COMPACT_COLD_MS);
+  GroupCommit(MVStore store, Journal journal) {
+    this(store, journal, COMPACT_COLD_MS);
   }
 
   /** With chunks rewritable once coldMs old (tests: at once). */
-  GroupCommit(MVStore store, long coldMs) {
+  GroupCommit(MVStore store, Journal journal, long coldMs) {
     this.store = store;
+    this.journal = journal;
     slices = new ChunkSlices(store, coldMs, COMPACT_SURVEY_MS);
     thread = new Thread(this, "runhook-group-commit");
     thread.setDaemon(true);
@@ -173,7 +178,8 @@ final class GroupCommit implements Runnable {
         group = waiting;
         waiting = new ArrayList<>();
       }
-      if (!group.isEmpty() || compacted) {
+      // With a journal, a checkpoint may be due with no write waiting (the changes of the last second).
+      if (!group.isEmpty() || compacted || journal != null && store.hasUnsavedChanges()) {
         long t = System.nanoTime();
         boolean ok = commitAndSync();
         cycleNs = System.nanoTime() - t;
@@ -213,17 +219,27 @@ final class GroupCommit implements Runnable {
       writes.writeLock().lock();
       long locked = System.nanoTime();
       stats.record(CommitStats.Step.LOCK_WAIT, locked - t);
+      boolean checkpoint = journal == null || journal.checkpointDue();
+      WriteBuffer group = null;
       try {
-        store.commit();
+        if (journal == null) store.commit();
+        else if (checkpoint) journal.checkpoint();
+        else group = journal.takeGroup();
       } finally {
         writes.writeLock().unlock();
       }
       long committed = System.nanoTime();
-      stats.record(CommitStats.Step.COMMIT, committed - locked);
-      store.sync();
-      stats.record(CommitStats.Step.SYNC, System.nanoTime() - committed);
+      if (checkpoint) {
+        stats.record(CommitStats.Step.COMMIT, committed - locked);
+        store.sync();
+        if (journal != null) journal.restart();
+        stats.record(CommitStats.Step.SYNC, System.nanoTime() - committed);
+      } else if (group != null) {
+        stats.journaled(journal.append(group));
+        stats.record(CommitStats.Step.JOURNAL, System.nanoTime() - committed);
+      }
       return true;
-    } catch (RuntimeException | Error e) {
+    } catch (IOException | RuntimeException | Error e) {
       failed = true;
       e.printStackTrace(); // the writers get their connection closed, not an acknowledgement
       return false;

@@ -24,7 +24,7 @@ final class H2IndexEntries implements IndexEntries {
   private final String multikeyFlag;
 
   H2IndexEntries(MVStore store, String mapName, MVMap<String, Object> meta, String indexName) {
-    this.map = store.openMap(mapName, new MVMap.Builder<KeyValue, Object>().keyType(KeyType.INSTANCE).valueType(ValueType.INSTANCE));
+    this.map = JournaledMap.open(store, mapName);
     this.meta = meta;
     this.multikeyFlag = "multikey." + indexName;
   }

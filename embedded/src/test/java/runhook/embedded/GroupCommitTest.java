@@ -50,7 +50,7 @@ class GroupCommitTest {
   @Test
   void aQuietStoreMovesSliceAfterSlice() throws Exception {
     MVStore store = sparseStore();
-    GroupCommit commit = new GroupCommit(store, 0);
+    GroupCommit commit = new GroupCommit(store, null, 0);
     try {
       slices(commit, store);
       Thread.sleep(WINDOW_MS);
@@ -67,7 +67,7 @@ class GroupCommitTest {
   void aBusyStoreSlicesOncePer100Ms() throws Exception {
     MVStore store = sparseStore();
     MVMap<Long, String> map = store.openMap("data");
-    GroupCommit commit = new GroupCommit(store, 0);
+    GroupCommit commit = new GroupCommit(store, null, 0);
     AtomicBoolean stop = new AtomicBoolean();
     // A writer that writes again as soon as its last write is on disk: commits all the time.
     CompletableFuture<Long> writer = CompletableFuture.supplyAsync(() -> {

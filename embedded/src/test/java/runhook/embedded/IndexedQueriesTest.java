@@ -113,7 +113,11 @@ class IndexedQueriesTest {
         new Q(Filters.in("seq", List.of()), null, 0, 0),
         new Q(Filters.and(Filters.eq("env", "e1"), Filters.ne("state", "RUNNING")), new Document("seq", -1), 0, 0),
         new Q(Filters.and(Filters.eq("state", "RUNNING"), Filters.exists("user", false)), new Document("ts", -1).append("_id", -1), 0, 0),
-        new Q(Filters.eq("seq", 7), null, 0, 0));
+        new Q(Filters.eq("seq", 7), null, 0, 0),
+        // `_id` pinned: its index, whatever else the query asks (the match decides).
+        new Q(Filters.and(Filters.eq("_id", "d00042"), Filters.eq("env", "e2")), new Document("ts", -1), 0, 0),
+        new Q(Filters.and(Filters.in("_id", "d00041"), Filters.eq("env", "e2")), null, 0, 0),
+        new Q(Filters.and(Filters.eq("_id", "d00043"), Filters.gt("seq", 1)), new Document("seq", 1), 0, 1));
   }
 
   private static List<Document> run(MongoCollection<Document> c, Q q) {

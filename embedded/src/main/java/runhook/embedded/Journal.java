@@ -1,0 +1,272 @@
+package runhook.embedded;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.security.SecureRandom;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.zip.CRC32C;
+import org.h2.mvstore.DataUtils;
+import org.h2.mvstore.MVMap;
+import org.h2.mvstore.MVStore;
+import org.h2.mvstore.RootReference;
+import org.h2.mvstore.WriteBuffer;
+import org.h2.mvstore.type.DataType;
+
+/**
+ * The file backend's journal, as MongoDB's: a group of writes is durable once the changes they
+ * made to the maps (each key with the value it now has, or its removal: {@link JournaledMap}) are
+ * appended to this file and synced. The maps' pages are written by a checkpoint, an MVStore
+ * commit, about once a second ({@link #checkpointDue}). Without it, every group commit wrote
+ * each page it changed and the path from it to its map's root: at a million runs ~150 KB a call,
+ * two thirds of it the inner pages of indexes and H2's chunk metadata, which a checkpoint writes
+ * once for all the writes of its second.
+ * <p>
+ * A checkpoint starts a new generation: its commit names it (in the store's format map) and the
+ * journal starts again empty, its header naming the generation its groups belong to. Opening the
+ * store replays the groups of the generation its last commit names (each group whole or not at
+ * all: a checksum covers it) and checkpoints. A journal of another generation holds only what a
+ * later commit holds already (a crash between a checkpoint's sync and the journal's restart).
+ */
+final class Journal implements AutoCloseable {
+  /** "RHJ1". */
+  private static final int MAGIC = 0x52484A31;
+  private static final int HEADER_BYTES = 4 + 8 + 8;
+  private static final byte PUT = 1;
+  private static final byte REMOVE = 2;
+  private static final byte CLEAR = 3;
+  /** The format map's key naming the journal and the generation of the last checkpoint: "&lt;id&gt;:&lt;generation&gt;". */
+  static final String MARK = "journal";
+
+  /** A checkpoint at least this often while there are changes (ms). */
+  private static final long CHECKPOINT_NS = Long.getLong("runhook.h2.checkpointMs", 1000) * 1_000_000;
+  /**
+   * And as soon as the unsaved pages take this much memory: a checkpoint holds the writes up
+   * while it serializes them (a retention sweep changes pages all over every index).
+   */
+  private static final long CHECKPOINT_UNSAVED_BYTES = Long.getLong("runhook.h2.checkpointUnsavedMb", 8) << 20;
+  /** And once the journal holds this much, so that a replay stays short. */
+  private static final long CHECKPOINT_JOURNAL_BYTES = 64L << 20;
+
+  private final MVStore store;
+  private final MVMap<String, String> format;
+  private final FileChannel channel;
+  /** Names this journal in the store it belongs to: a journal beside another store's file is not replayed into it. */
+  private final long id;
+  private long generation;
+  /** Changes recorded since the last group was taken; swapped with {@link #spare} by {@link #takeGroup}. */
+  private WriteBuffer pending = new WriteBuffer(1 << 16);
+  private WriteBuffer spare = new WriteBuffer(1 << 16);
+  /** Whether the maps' changes are recorded: not while replaying (they are the journal's own), nor in a store that commits every group. */
+  private boolean recording;
+  private long journalBytes;
+  /** The groups replayed when the journal was opened. */
+  private int replayed;
+  private long checkpointedNs = System.nanoTime();
+  /** H2's meta map (map names and ids) at the last checkpoint: a map created, renamed or removed since needs one. */
+  private RootReference<String, String> metaAtCheckpoint;
+
+  private Journal(MVStore store, MVMap<String, String> format, FileChannel channel, long id, long generation) {
+    this.store = store;
+    this.format = format;
+    this.channel = channel;
+    this.id = id;
+    this.generation = generation;
+  }
+
+  /**
+   * The journal of the store, beside its file; its groups of the store's generation are replayed
+   * into the maps (opened as {@link JournaledMap#open} opens them), and the store is checkpointed,
+   * which starts a new generation. Whatever the start's settings: a store committed without its
+   * journal must not keep a generation whose journal a later start would replay over newer
+   * changes. Then the maps' changes are recorded if {@code record}; if not, close it (the
+   * store's commits are its writes' durability).
+   */
+  static Journal open(MVStore store, MVMap<String, String> format, Path path, boolean record) throws IOException {
+    String mark = format.get(MARK);
+    long id;
+    long generation;
+    if (mark == null) {
+      id = new SecureRandom().nextLong();
+      generation = 0;
+    } else {
+      int colon = mark.indexOf(':');
+      id = Long.parseUnsignedLong(mark.substring(0, colon), 16);
+      generation = Long.parseLong(mark.substring(colon + 1));
+    }
+    FileChannel channel = FileChannel.open(path, StandardOpenOption.CREATE, StandardOpenOption.READ, StandardOpenOption.WRITE);
+    Journal journal = new Journal(store, format, channel, id, generation);
+    try {
+      JournaledMap.register(store, journal);
+      int groups = mark == null ? 0 : journal.replay();
+      journal.replayed = groups;
+      if (groups > 0) {
+        System.out.println("replayed " + groups + " groups of writes from the journal " + path);
+        System.out.flush();
+      }
+      journal.checkpoint();
+      store.sync();
+      journal.restart();
+      journal.recording = record;
+      return journal;
+    } catch (IOException | RuntimeException e) {
+      JournaledMap.unregister(store);
+      channel.close();
+      throw e;
+    }
+  }
+
+  /** The groups of writes replayed when the journal was opened (those acknowledged after the last checkpoint). */
+  int replayed() {
+    return replayed;
+  }
+
+  synchronized void put(MVMap<?, ?> map, Object key, Object value) {
+    if (!recording) return;
+    record(PUT, map, key);
+    write(map.getValueType(), value);
+  }
+
+  synchronized void remove(MVMap<?, ?> map, Object key) {
+    if (!recording) return;
+    record(REMOVE, map, key);
+  }
+
+  synchronized void clear(MVMap<?, ?> map) {
+    if (!recording) return;
+    pending.put(CLEAR).putVarInt(map.getId());
+  }
+
+  private void record(byte op, MVMap<?, ?> map, Object key) {
+    pending.put(op).putVarInt(map.getId());
+    write(map.getKeyType(), key);
+  }
+
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  private void write(DataType type, Object value) {
+    type.write(pending, value);
+  }
+
+  /**
+   * Whether the next commit must be a checkpoint (called under the commit lock): a map was
+   * created, renamed or removed (H2's meta map, which the journal does not record, changed), a
+   * second has passed with changes unsaved, or the unsaved pages or the journal are large.
+   */
+  boolean checkpointDue() {
+    if (store.getMetaMap().flushAndGetRoot() != metaAtCheckpoint) return true;
+    if (!store.hasUnsavedChanges()) return false;
+    return System.nanoTime() - checkpointedNs >= CHECKPOINT_NS
+        || store.getUnsavedMemory() >= CHECKPOINT_UNSAVED_BYTES
+        || journalBytes >= CHECKPOINT_JOURNAL_BYTES;
+  }
+
+  /**
+   * The changes recorded since the last call (under the commit lock, so that they are whole
+   * writes), or null if none; valid until the next call.
+   */
+  synchronized WriteBuffer takeGroup() {
+    if (pending.position() == 0) return null;
+    WriteBuffer group = pending;
+    pending = spare.clear();
+    spare = group;
+    return group;
+  }
+
+  /** Appends a group (from {@link #takeGroup}) and syncs it: its writes are durable on return. Returns the bytes appended. */
+  long append(WriteBuffer group) throws IOException {
+    ByteBuffer payload = group.getBuffer().duplicate().flip();
+    CRC32C crc = new CRC32C();
+    crc.update(ByteBuffer.allocate(8).putLong(0, generation));
+    crc.update(payload.duplicate());
+    ByteBuffer header = ByteBuffer.allocate(8).putInt(payload.remaining()).putInt((int) crc.getValue()).flip();
+    ByteBuffer[] frame = {header, payload};
+    long bytes = header.remaining() + payload.remaining();
+    for (long written = 0; written < bytes; ) written += channel.write(frame);
+    channel.force(false);
+    journalBytes += bytes;
+    return bytes;
+  }
+
+  /**
+   * A checkpoint's commit, under the commit lock: what was recorded is in it, and it names the
+   * next generation. Once it is synced, {@link #restart}.
+   */
+  void checkpoint() {
+    synchronized (this) {
+      pending.clear();
+      generation++;
+      format.put(MARK, Long.toHexString(id) + ":" + generation);
+    }
+    store.commit();
+    metaAtCheckpoint = store.getMetaMap().flushAndGetRoot();
+    checkpointedNs = System.nanoTime();
+  }
+
+  /** Once the checkpoint is synced: the journal starts again, empty, for its generation. */
+  void restart() throws IOException {
+    channel.truncate(0);
+    ByteBuffer header = ByteBuffer.allocate(HEADER_BYTES).putInt(MAGIC).putLong(id).putLong(generation).flip();
+    while (header.hasRemaining()) channel.write(header, header.position());
+    channel.position(HEADER_BYTES);
+    channel.force(false);
+    journalBytes = 0;
+  }
+
+  /** Applies the whole groups of this generation; returns how many. */
+  private int replay() throws IOException {
+    long size = channel.size();
+    if (size < HEADER_BYTES || size > Integer.MAX_VALUE) return 0;
+    ByteBuffer file = ByteBuffer.allocate((int) size);
+    while (file.hasRemaining() && channel.read(file, file.position()) > 0) { }
+    file.flip();
+    if (file.getInt() != MAGIC || file.getLong() != id || file.getLong() != generation) return 0;
+    Map<Integer, MVMap<Object, Object>> maps = new HashMap<>();
+    int groups = 0;
+    while (file.remaining() >= 8) {
+      int length = file.getInt();
+      int expected = file.getInt();
+      if (length <= 0 || length > file.remaining()) break; // the torn end of the last group
+      ByteBuffer group = file.slice(file.position(), length);
+      CRC32C crc = new CRC32C();
+      crc.update(ByteBuffer.allocate(8).putLong(0, generation));
+      crc.update(group.duplicate());
+      if ((int) crc.getValue() != expected) break;
+      apply(group, maps);
+      file.position(file.position() + length);
+      groups++;
+    }
+    return groups;
+  }
+
+  private void apply(ByteBuffer group, Map<Integer, MVMap<Object, Object>> maps) {
+    while (group.hasRemaining()) {
+      byte op = group.get();
+      int mapId = DataUtils.readVarInt(group);
+      MVMap<Object, Object> map = maps.computeIfAbsent(mapId, this::openMap);
+      if (op == CLEAR) {
+        map.clear();
+        continue;
+      }
+      Object key = map.getKeyType().read(group);
+      if (op == PUT) map.put(key, map.getValueType().read(group));
+      else if (op == REMOVE) map.remove(key);
+      else throw new IllegalStateException("journal: unknown change " + op);
+    }
+  }
+
+  private MVMap<Object, Object> openMap(int mapId) {
+    String name = store.getMapName(mapId);
+    // Maps are created and removed only by checkpoints: every map a group names is in the store.
+    if (name == null) throw new IllegalStateException("the journal names map " + mapId + ", which the store does not have");
+    return JournaledMap.open(store, name);
+  }
+
+  @Override
+  public void close() throws IOException {
+    JournaledMap.unregister(store);
+    channel.close();
+  }
+}
