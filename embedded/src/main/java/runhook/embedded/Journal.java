@@ -22,7 +22,7 @@ import org.h2.mvstore.type.DataType;
  * appended to this file and synced. The maps' pages are written by a checkpoint, an MVStore
  * commit, about once a second ({@link #checkpointDue}). Without it, every group commit wrote
  * each page it changed and the path from it to its map's root: at a million runs ~150 KB a call,
- * two thirds of it the inner pages of indexes and H2's chunk metadata, which a checkpoint writes
+ * four fifths of it the inner pages of indexes and H2's chunk metadata, which a checkpoint writes
  * once for all the writes of its second.
  * <p>
  * A checkpoint starts a new generation: its commit names it (in the store's format map) and the
@@ -45,9 +45,13 @@ final class Journal implements AutoCloseable {
   private static final long CHECKPOINT_NS = Long.getLong("runhook.h2.checkpointMs", 1000) * 1_000_000;
   /**
    * And as soon as the unsaved pages take this much memory: a checkpoint holds the writes up
-   * while it serializes them (a retention sweep changes pages all over every index).
+   * while it serializes them (a retention sweep changes pages all over every index), and H2
+   * serializes a chunk into a buffer that doubles as it fills and is dropped after it if over
+   * 4 MB. With 8 MB, the chunks of a million runs' checkpoints grew past that and the Java
+   * process's RSS reached 398 MB (bench --grow); with 2 MB, 253-261 MB at most (bench:snapshot
+   * measure), for twice the bytes written per call.
    */
-  private static final long CHECKPOINT_UNSAVED_BYTES = Long.getLong("runhook.h2.checkpointUnsavedMb", 8) << 20;
+  private static final long CHECKPOINT_UNSAVED_BYTES = Long.getLong("runhook.h2.checkpointUnsavedMb", 2) << 20;
   /** And once the journal holds this much, so that a replay stays short. */
   private static final long CHECKPOINT_JOURNAL_BYTES = 64L << 20;
 
@@ -61,7 +65,7 @@ final class Journal implements AutoCloseable {
   private WriteBuffer pending = new WriteBuffer(1 << 16);
   private WriteBuffer spare = new WriteBuffer(1 << 16);
   /** Whether the maps' changes are recorded: not while replaying (they are the journal's own), nor in a store that commits every group. */
-  private boolean recording;
+  private volatile boolean recording;
   private long journalBytes;
   /** The groups replayed when the journal was opened. */
   private int replayed;

@@ -19,12 +19,13 @@ final class JournaledMap<K, V> extends MVMap<K, V> {
   /** Each file store's journal (none: a store without one, whose maps record nothing). */
   private static final Map<MVStore, Journal> JOURNALS = Collections.synchronizedMap(new WeakHashMap<>());
   /** H2's decision maker of a page rewrite (space reuse): the page moves, its entries stay as they are. */
-  private static final String REWRITE = "RewriteDecisionMaker";
-  /** putIfAbsent's decision maker (H2 keeps it to its package). */
+  private static final Class<?> REWRITE;
+  /** putIfAbsent's decision maker (H2 keeps both to its package). */
   private static final DecisionMaker<?> IF_ABSENT;
 
   static {
     try {
+      REWRITE = Class.forName(MVMap.class.getName() + "$RewriteDecisionMaker");
       Field field = DecisionMaker.class.getDeclaredField("IF_ABSENT");
       field.setAccessible(true);
       IF_ABSENT = (DecisionMaker<?>) field.get(null);
@@ -68,7 +69,7 @@ final class JournaledMap<K, V> extends MVMap<K, V> {
 
   @Override
   public V operate(K key, V value, DecisionMaker<? super V> decisionMaker) {
-    if (decisionMaker.getClass().getSimpleName().equals(REWRITE)) return super.operate(key, value, decisionMaker);
+    if (decisionMaker.getClass() == REWRITE) return super.operate(key, value, decisionMaker);
     // The change and its record in one step: two writers of one key record in the order they wrote.
     synchronized (this) {
       V previous = super.operate(key, value, decisionMaker);
