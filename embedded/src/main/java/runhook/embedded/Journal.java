@@ -222,7 +222,9 @@ final class Journal implements AutoCloseable {
   /** Applies the whole groups of this generation; returns how many. */
   private int replay() throws IOException {
     long size = channel.size();
-    if (size < HEADER_BYTES || size > Integer.MAX_VALUE) return 0;
+    if (size < HEADER_BYTES) return 0;
+    // Never left unread: its groups were acknowledged (checkpoints keep it near 64 MB at most).
+    if (size > Integer.MAX_VALUE) throw new IllegalStateException("the journal holds " + size + " bytes, more than a replay reads");
     ByteBuffer file = ByteBuffer.allocate((int) size);
     while (file.hasRemaining() && channel.read(file, file.position()) > 0) { }
     file.flip();

@@ -25,6 +25,18 @@ import org.junit.jupiter.api.io.TempDir;
 class JournalTest {
   @TempDir Path dir;
 
+  private Path journalFile() {
+    return dir.resolve("db.mv" + FastH2Backend.JOURNAL_SUFFIX);
+  }
+
+  /** Writes documents 1..n (n = i), each acknowledged, then crashes; returns the journal the crash left. */
+  private Path crashAfterWrites(int n) throws Exception {
+    Opened opened = new Opened();
+    for (int i = 1; i <= n; i++) opened.write(i, i);
+    opened.crash();
+    return journalFile();
+  }
+
   /** An open store with its journal and group commit, as FastH2Backend opens them. */
   private final class Opened {
     final MVStore store;
@@ -40,7 +52,7 @@ class JournalTest {
     /** Recording or not (then every group is a commit of the store, as with -Drunhook.h2.journal=false). */
     Opened(boolean record) throws Exception {
       store = new MVStore.Builder().fileName(dir.resolve("db.mv").toString()).autoCommitDisabled().autoCommitBufferSize(0).open();
-      journal = Journal.open(store, store.openMap("$runhook-format"), dir.resolve("db.mv" + FastH2Backend.JOURNAL_SUFFIX), record);
+      journal = Journal.open(store, store.openMap("$runhook-format"), journalFile(), record);
       commit = new GroupCommit(store, record ? journal : null);
       documents = JournaledMap.open(store, "databases.t.c");
       index = JournaledMap.open(store, "t.c._index_n_1");
@@ -106,10 +118,7 @@ class JournalTest {
 
   @Test
   void aStartWithoutTheJournalStillReplaysItAndNeverReplaysItOverItsOwnWrites() throws Exception {
-    Opened first = new Opened();
-    for (int i = 1; i <= 10; i++) first.write(i, i);
-    first.crash();
-    Path journal = dir.resolve("db.mv" + FastH2Backend.JOURNAL_SUFFIX);
+    Path journal = crashAfterWrites(10);
     Path left = dir.resolve("left.journal");
     Files.copy(journal, left);
 
@@ -128,10 +137,7 @@ class JournalTest {
 
   @Test
   void aGroupTornByTheCrashIsLeftOutWhole() throws Exception {
-    Opened first = new Opened();
-    for (int i = 1; i <= 20; i++) first.write(i, i);
-    first.crash();
-    Path journal = dir.resolve("db.mv" + FastH2Backend.JOURNAL_SUFFIX);
+    Path journal = crashAfterWrites(20);
     long whole = Files.size(journal);
     // The start of a group whose end never reached the disk: its length says more than follows.
     Files.write(journal, new byte[] {0, 0, 1, 0, 1, 2, 3, 4, 1, 7}, StandardOpenOption.APPEND);
@@ -150,7 +156,7 @@ class JournalTest {
     first.write(1, 1);
     first.write(2, 1); // position 2 is n=1 in this generation's journal
     first.crash();
-    Path journal = dir.resolve("db.mv" + FastH2Backend.JOURNAL_SUFFIX);
+    Path journal = journalFile();
     Path older = dir.resolve("older.journal");
     Files.copy(journal, older);
 
