@@ -9,10 +9,8 @@ import io.netty.channel.Channel;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Path;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -47,11 +45,10 @@ final class FastH2Backend extends H2Backend {
   private static final long COMPACT_MAX_LIVE_MB = Long.getLong("runhook.h2.compactMaxLiveMb", 32);
 
   /**
-   * Opens the store with runhook's settings, as every opening of the file does (the rebuild's with
-   * H2's auto-commit on; the server's with only the group commit storing, so that every chunk in
-   * the file holds whole writes).
+   * The store's settings, as every opening of the file uses them (the rebuild's with H2's
+   * auto-commit on, the server's without).
    */
-  private static MVStore openStore(String fileName, boolean autoCommit) {
+  private static MVStore.Builder storeBuilder(String fileName) {
     // 64 MB: a sweep's longest write 65 ms at a million runs against 104 ms with 32 MB (one
     // bench --grow each), the accepts no lower, Java RSS 242 MB against 202 MB.
     int cacheMb = Integer.getInteger("runhook.h2.cacheMb", 64);
@@ -61,18 +58,7 @@ final class FastH2Backend extends H2Backend {
     // of 16 keys are a third of the bytes to write, read and decode for each; deeper trees add a
     // small page per path. Bench --grow: accepts at a million 0.83-0.91x empty (two runs), 0.77-0.80x with 48.
     int keysPerPage = Integer.getInteger("runhook.h2.keysPerPage", 16);
-    // The file store is made here (MVStore adopts it) for its retained serialization buffer; the
-    // page cache is the file store's, so it gets the cache's settings.
-    RetainedBufferFileStore file = new RetainedBufferFileStore(new HashMap<>(Map.of("cacheSize", cacheMb)));
-    try {
-      file.open(fileName, false, null);
-      MVStore.Builder builder = new MVStore.Builder().adoptFileStore(file).cacheSize(cacheMb).keysPerPage(keysPerPage);
-      if (!autoCommit) builder.autoCommitDisabled().autoCommitBufferSize(0);
-      return builder.open();
-    } catch (RuntimeException e) {
-      file.close();
-      throw e;
-    }
+    return new MVStore.Builder().fileName(fileName).cacheSize(cacheMb).keysPerPage(keysPerPage);
   }
 
   /** The journal beside the store's file ({@link Journal}); runhook.h2.journal=false: every group commit writes the pages. */
@@ -82,18 +68,19 @@ final class FastH2Backend extends H2Backend {
   static FastH2Backend open(String fileName) {
     int commitMs = Integer.getInteger("runhook.h2.commitMs", 0);
     Journal journal = null;
+    MVStore.Builder builder = storeBuilder(fileName);
     // Durable: only the group commit stores (no background writer, no store triggered by a
     // writer's unsaved memory), so that every chunk in the file holds whole writes.
-    boolean autoCommit = commitMs > 0;
+    if (commitMs <= 0) builder.autoCommitDisabled().autoCommitBufferSize(0);
     // Opening reads the store's chunk metadata, which grows with the file: it is opened once,
     // and again only after a rebuild (which needs H2's auto-commit).
-    MVStore store = openStore(fileName, autoCommit);
+    MVStore store = builder.open();
     try {
       String opened = store.<String, String>openMap(FORMAT_MAP).get("format");
       if (opened != null && FORMATS_REBUILT.contains(opened)) {
         store.closeImmediately(); // nothing written
         rebuildIndexes(fileName);
-        store = openStore(fileName, autoCommit);
+        store = builder.open();
       }
       HintedFreeSpace.install(store); // first-fit allocation without a walk from the file's start per commit
       if (commitMs > 0) store.setAutoCommitDelay(commitMs);
@@ -139,7 +126,7 @@ final class FastH2Backend extends H2Backend {
    * and the next start rebuilds again.
    */
   private static void rebuildIndexes(String fileName) {
-    MVStore store = openStore(fileName, true);
+    MVStore store = storeBuilder(fileName).open();
     try {
       MVMap<String, String> format = store.openMap(FORMAT_MAP);
       System.out.println("rebuilding the indexes of " + fileName + " (once, for the indexed format " + FORMAT + ")");

@@ -45,13 +45,13 @@ final class Journal implements AutoCloseable {
   private static final long CHECKPOINT_NS = Long.getLong("runhook.h2.checkpointMs", 1000) * 1_000_000;
   /**
    * And as soon as the unsaved pages take this much memory: a checkpoint holds the writes up
-   * while it serializes them (a retention sweep changes pages all over every index). A larger
-   * checkpoint writes a page that many writes changed once, and the inner pages and H2's chunk
-   * records above them once: bench:snapshot measure, 8 MB against 2 MB, wrote 18-26 KB per
-   * accepted call instead of 50-73 and accepted 25-30 % more calls, empty and at a million runs.
-   * (Its chunks are serialized into a buffer the store keeps: {@link RetainedBufferFileStore}.)
+   * while it serializes them (a retention sweep changes pages all over every index), and H2
+   * serializes a chunk into a buffer that doubles as it fills and is dropped after it if over
+   * 4 MB. With 8 MB, the chunks of a million runs' checkpoints grew past that and the Java
+   * process's RSS reached 398 MB (bench --grow); with 2 MB, 253-261 MB at most (bench:snapshot
+   * measure), for twice the bytes written per call.
    */
-  private static final long CHECKPOINT_UNSAVED_BYTES = Long.getLong("runhook.h2.checkpointUnsavedMb", 8) << 20;
+  private static final long CHECKPOINT_UNSAVED_BYTES = Long.getLong("runhook.h2.checkpointUnsavedMb", 2) << 20;
   /** And once the journal holds this much, so that a replay stays short. */
   private static final long CHECKPOINT_JOURNAL_BYTES = 64L << 20;
 
