@@ -170,16 +170,10 @@ final class FastH2Backend extends H2Backend {
     this.journal = journal;
   }
 
-  /** A commit of the store, synced: with a journal, a checkpoint (the journal restarts empty). */
+  /** A commit of the store: with a journal, a checkpoint, synced (the journal restarts empty). */
   private void checkpoint() throws IOException {
-    MVStore store = getMvStore();
-    if (journal == null) {
-      store.commit();
-      return;
-    }
-    journal.checkpoint();
-    store.sync();
-    journal.restart();
+    if (journal == null) getMvStore().commit();
+    else journal.checkpointSynced();
   }
 
   private static void closeQuietly(Journal journal) {
@@ -333,7 +327,7 @@ final class FastH2Backend extends H2Backend {
         long live = size * store.getFillRate() / 100 * store.getFileStore().getChunksFillRate() / 100;
         compact = size > (32L << 20) && live * 2 < size && live < (COMPACT_MAX_LIVE_MB << 20);
       } catch (RuntimeException e) {
-        // only an estimate; close normally
+        // a failed checkpoint or estimate: close(0) commits what is there, and no compaction
       }
       store.close(0); // commit, clean-shutdown mark, sync, unlock
       if (journal != null) {

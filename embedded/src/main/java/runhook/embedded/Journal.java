@@ -111,9 +111,7 @@ final class Journal implements AutoCloseable {
         System.out.println("replayed " + groups + " groups of writes from the journal " + path);
         System.out.flush();
       }
-      journal.checkpoint();
-      store.sync();
-      journal.restart();
+      journal.checkpointSynced();
       journal.recording = record;
       return journal;
     } catch (IOException | RuntimeException e) {
@@ -207,6 +205,16 @@ final class Journal implements AutoCloseable {
     store.commit();
     metaAtCheckpoint = store.getMetaMap().flushAndGetRoot();
     checkpointedNs = System.nanoTime();
+  }
+
+  /**
+   * A checkpoint, synced, and the journal restarted, in one go: where no write runs beside it (a
+   * start). The group commit does the same in two parts, the commit under its lock, the rest after.
+   */
+  void checkpointSynced() throws IOException {
+    checkpoint();
+    store.sync();
+    restart();
   }
 
   /** Once the checkpoint is synced: the journal starts again, empty, for its generation. */
