@@ -170,10 +170,18 @@ final class FastH2Backend extends H2Backend {
     this.journal = journal;
   }
 
-  /** A commit of the store: with a journal, a checkpoint, synced (the journal restarts empty). */
+  /** A commit of the store: with a journal, a checkpoint, synced. */
   private void checkpoint() throws IOException {
-    if (journal == null) getMvStore().commit();
-    else journal.checkpointSynced();
+    if (groupCommit == null) {
+      getMvStore().commit();
+      return;
+    }
+    try {
+      groupCommit.checkpointSynced();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while checkpointing", e);
+    }
   }
 
   private static void closeQuietly(Journal journal) {
@@ -332,9 +340,9 @@ final class FastH2Backend extends H2Backend {
       store.close(0); // commit, clean-shutdown mark, sync, unlock
       if (journal != null) {
         try {
-          journal.restart(); // the checkpoint is synced: nothing to replay
+          journal.retire(); // the checkpoint is synced: the generation before it is not replayed
         } catch (IOException e) {
-          // then the next start replays groups the file holds already, which changes nothing
+          // then the next start finds it of another generation, and leaves it
         }
       }
     } finally {

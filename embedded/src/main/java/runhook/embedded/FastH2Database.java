@@ -1,6 +1,7 @@
 package runhook.embedded;
 
 import de.bwaldvogel.mongo.MongoCollection;
+import de.bwaldvogel.mongo.backend.ArrayFilters;
 import de.bwaldvogel.mongo.backend.CollectionOptions;
 import de.bwaldvogel.mongo.backend.CursorRegistry;
 import de.bwaldvogel.mongo.backend.DatabaseResolver;
@@ -14,6 +15,7 @@ import de.bwaldvogel.mongo.bson.Document;
 import de.bwaldvogel.mongo.oplog.Oplog;
 import io.netty.channel.Channel;
 import java.lang.reflect.Field;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import org.h2.mvstore.MVMap;
@@ -121,14 +123,42 @@ final class FastH2Database extends H2Database {
       return matchDocumentsFromStream(query, walk.stream(), skip, limit, batchSize, walk.plan().sortServed() ? null : deriveComparator(orderBy), fieldSelector);
     }
 
+    /**
+     * Whether this thread runs an update: the documents it matches are handed to it as copies,
+     * which it changes and stores in place of the originals. mongo-java-server changes the
+     * stored document itself, field by field, and a checkpoint serializes the stored documents
+     * while writes go on ({@link GroupCommit}): a stored document is never changed.
+     */
+    private static final ThreadLocal<Boolean> UPDATING = ThreadLocal.withInitial(() -> false);
+
     @Override
     protected QueryResult createQueryResult(List<Document> matched, int batchSize) {
+      if (UPDATING.get()) {
+        List<Document> copies = new ArrayList<>(matched.size());
+        for (Document d : matched) copies.add(d.clone()); // updates put new values, never change one in place
+        return super.createQueryResult(copies, batchSize);
+      }
       return super.createQueryResult(WholeReads.copies(matched), batchSize);
     }
 
     @Override
+    public Document updateDocuments(Document selector, Document update, ArrayFilters arrayFilters, boolean multi, boolean upsert, Oplog oplog) {
+      UPDATING.set(true);
+      try {
+        return super.updateDocuments(selector, update, arrayFilters, multi, upsert, oplog);
+      } finally {
+        UPDATING.set(false);
+      }
+    }
+
+    @Override
     public synchronized Document findAndModify(Document query) {
-      return WholeReads.copyValue(super.findAndModify(query));
+      UPDATING.set(true);
+      try {
+        return WholeReads.copyValue(super.findAndModify(query));
+      } finally {
+        UPDATING.set(false);
+      }
     }
 
     @Override
@@ -139,8 +169,7 @@ final class FastH2Database extends H2Database {
     /**
      * Reads the documents that `query` matches (at most `max`; `limit` as the write's, 0 for
      * all) and their index entries, without this collection's lock: MVStore maps are safe to
-     * read beside writers; a document another thread updates meanwhile (in place) may give a
-     * wrong key or an exception, which only reads a page for nothing.
+     * read beside writers, and an update puts a new document in place of the one it read.
      */
     int readAhead(Document query, int limit, int max) {
       List<Index<Object>> indexes = List.copyOf(getIndexes());

@@ -25,11 +25,17 @@ import org.h2.mvstore.type.DataType;
  * four fifths of it the inner pages of indexes and H2's chunk metadata, which a checkpoint writes
  * once for all the writes of its second.
  * <p>
- * A checkpoint starts a new generation: its commit names it (in the store's format map) and the
- * journal starts again empty, its header naming the generation its groups belong to. Opening the
- * store replays the groups of the generation its last commit names (each group whole or not at
- * all: a checksum covers it) and checkpoints. A journal of another generation holds only what a
- * later commit holds already (a crash between a checkpoint's sync and the journal's restart).
+ * A checkpoint starts a new generation: its commit names it (in the store's format map), and
+ * the groups taken after it belong to it. Two files take turns, one per generation (even, odd),
+ * each with a header naming its generation: while a checkpoint's chunk is written, the groups
+ * of the new generation go to one while the other still holds the groups of the generation
+ * before, which the store's file holds only once that chunk is synced ({@link #retire}).
+ * Opening the store replays the groups of the generation its last commit names, then those of
+ * the next one (a checkpoint whose chunk never reached the disk), each group whole or not at all
+ * (a checksum covers it), and checkpoints. A file of another generation holds only what the
+ * store's file holds already. Replaying a change the store's file holds already changes nothing
+ * (each names the value its key took), so a checkpoint's chunk may hold writes of the generation
+ * it starts.
  */
 final class Journal implements AutoCloseable {
   /** "RHJ1". */
@@ -40,32 +46,41 @@ final class Journal implements AutoCloseable {
   private static final byte CLEAR = 3;
   /** The format map's key naming the journal and the generation of the last checkpoint: "&lt;id&gt;:&lt;generation&gt;". */
   static final String MARK = "journal";
+  /** The odd generations' file is the even ones' with this added to its name. */
+  static final String ODD_SUFFIX = "2";
 
   /** A checkpoint at least this often while there are changes (ms). */
   private static final long CHECKPOINT_NS = Long.getLong("runhook.h2.checkpointMs", 1000) * 1_000_000;
   /**
-   * And as soon as the unsaved pages take this much memory: a checkpoint holds the writes up
-   * while it serializes them (a retention sweep changes pages all over every index), and H2
-   * serializes a chunk into a buffer that doubles as it fills and is dropped after it if over
-   * 4 MB. With 8 MB, the chunks of a million runs' checkpoints grew past that and the Java
-   * process's RSS reached 398 MB (bench --grow); with 2 MB, 253-261 MB at most (bench:snapshot
-   * measure), for twice the bytes written per call.
+   * And as soon as the unsaved pages take this much memory: a retention sweep changes pages all
+   * over every index, and H2 serializes a chunk into a buffer that doubles as it fills and is
+   * dropped after it if over 4 MB. With 8 MB, the chunks of a million runs' checkpoints grew
+   * past that and the Java process's RSS reached 398 MB (bench --grow); with 2 MB, 253-261 MB at
+   * most (bench:snapshot measure), for twice the bytes written per call.
    */
   private static final long CHECKPOINT_UNSAVED_BYTES = Long.getLong("runhook.h2.checkpointUnsavedMb", 2) << 20;
   /** And once the journal holds this much, so that a replay stays short. */
   private static final long CHECKPOINT_JOURNAL_BYTES = 64L << 20;
 
+  /** Changes taken as one group, of the generation they were recorded in. */
+  record Group(WriteBuffer changes, long generation) {}
+
   private final MVStore store;
   private final MVMap<String, String> format;
-  private final FileChannel channel;
+  /** files[g &amp; 1]: generation g's groups. */
+  private final FileChannel[] files;
   /** Names this journal in the store it belongs to: a journal beside another store's file is not replayed into it. */
   private final long id;
+  /** The generation of the changes recorded now (the last checkpoint's). */
   private long generation;
+  /** Whether the next generation's file is empty, its header written: the checkpoint before this one is synced. */
+  private boolean nextReady;
   /** Changes recorded since the last group was taken; swapped with {@link #spare} by {@link #takeGroup}. */
   private WriteBuffer pending = new WriteBuffer(1 << 16);
   private WriteBuffer spare = new WriteBuffer(1 << 16);
   /** Whether the maps' changes are recorded: not while replaying (they are the journal's own), nor in a store that commits every group. */
   private volatile boolean recording;
+  /** Bytes in the current generation's file. */
   private long journalBytes;
   /** The groups replayed when the journal was opened. */
   private int replayed;
@@ -73,21 +88,21 @@ final class Journal implements AutoCloseable {
   /** H2's meta map (map names and ids) at the last checkpoint: a map created, renamed or removed since needs one. */
   private RootReference<String, String> metaAtCheckpoint;
 
-  private Journal(MVStore store, MVMap<String, String> format, FileChannel channel, long id, long generation) {
+  private Journal(MVStore store, MVMap<String, String> format, FileChannel[] files, long id, long generation) {
     this.store = store;
     this.format = format;
-    this.channel = channel;
+    this.files = files;
     this.id = id;
     this.generation = generation;
   }
 
   /**
-   * The journal of the store, beside its file; its groups of the store's generation are replayed
-   * into the maps (opened as {@link JournaledMap#open} opens them), and the store is checkpointed,
-   * which starts a new generation. Whatever the start's settings: a store committed without its
-   * journal must not keep a generation whose journal a later start would replay over newer
-   * changes. Then the maps' changes are recorded if {@code record}; if not, close it (the
-   * store's commits are its writes' durability).
+   * The journal of the store, beside its file; its groups of the store's generation and the next
+   * are replayed into the maps (opened as {@link JournaledMap#open} opens them), and the store is
+   * checkpointed, which starts a new generation. Whatever the start's settings: a store
+   * committed without its journal must not keep a generation whose journal a later start would
+   * replay over newer changes. Then the maps' changes are recorded if {@code record}; if not,
+   * close it (the store's commits are its writes' durability).
    */
   static Journal open(MVStore store, MVMap<String, String> format, Path path, boolean record) throws IOException {
     String mark = format.get(MARK);
@@ -101,8 +116,15 @@ final class Journal implements AutoCloseable {
       id = Long.parseUnsignedLong(mark.substring(0, colon), 16);
       generation = Long.parseLong(mark.substring(colon + 1));
     }
-    FileChannel channel = FileChannel.open(path, StandardOpenOption.CREATE, StandardOpenOption.READ, StandardOpenOption.WRITE);
-    Journal journal = new Journal(store, format, channel, id, generation);
+    FileChannel[] files = new FileChannel[2];
+    try {
+      files[0] = FileChannel.open(path, StandardOpenOption.CREATE, StandardOpenOption.READ, StandardOpenOption.WRITE);
+      files[1] = FileChannel.open(oddFile(path), StandardOpenOption.CREATE, StandardOpenOption.READ, StandardOpenOption.WRITE);
+    } catch (IOException e) {
+      closeQuietly(files);
+      throw e;
+    }
+    Journal journal = new Journal(store, format, files, id, generation);
     try {
       JournaledMap.register(store, journal);
       int groups = mark == null ? 0 : journal.replay();
@@ -116,9 +138,14 @@ final class Journal implements AutoCloseable {
       return journal;
     } catch (IOException | RuntimeException e) {
       JournaledMap.unregister(store);
-      channel.close();
+      closeQuietly(files);
       throw e;
     }
+  }
+
+  /** The file of the odd generations, beside the even ones' at `path`. */
+  static Path oddFile(Path path) {
+    return path.resolveSibling(path.getFileName() + ODD_SUFFIX);
   }
 
   /** The groups of writes replayed when the journal was opened (those acknowledged after the last checkpoint). */
@@ -153,12 +180,12 @@ final class Journal implements AutoCloseable {
   }
 
   /**
-   * Whether the next commit must be a checkpoint (called under the commit lock): a map was
-   * created, renamed or removed (H2's meta map, which the journal does not record, changed), a
-   * second has passed with changes unsaved, or the unsaved pages or the journal are large.
+   * Whether the next commit must be a checkpoint (called under the commit lock): maps changed
+   * ({@link #mapsChanged}), a second has passed with changes unsaved, or the unsaved pages or
+   * the journal are large.
    */
   boolean checkpointDue() {
-    if (store.getMetaMap().flushAndGetRoot() != metaAtCheckpoint) return true;
+    if (mapsChanged()) return true;
     if (!store.hasUnsavedChanges()) return false;
     return System.nanoTime() - checkpointedNs >= CHECKPOINT_NS
         || store.getUnsavedMemory() >= CHECKPOINT_UNSAVED_BYTES
@@ -166,78 +193,141 @@ final class Journal implements AutoCloseable {
   }
 
   /**
+   * Whether a map was created, renamed or removed since the last checkpoint (H2's meta map,
+   * which the journal does not record, changed): the groups that write to it need a checkpoint
+   * synced before they are acknowledged, for a replay opens only maps the store's file names.
+   */
+  boolean mapsChanged() {
+    return store.getMetaMap().flushAndGetRoot() != metaAtCheckpoint;
+  }
+
+  /** Whether a checkpoint may start: the one before it is synced ({@link #retire}). */
+  synchronized boolean nextReady() {
+    return nextReady;
+  }
+
+  /**
    * The changes recorded since the last call (under the commit lock, so that they are whole
    * writes), or null if none; valid until the next call.
    */
-  synchronized WriteBuffer takeGroup() {
+  synchronized Group takeGroup() {
     if (pending.position() == 0) return null;
     WriteBuffer group = pending;
     pending = spare.clear();
     spare = group;
-    return group;
+    return new Group(group, generation);
   }
 
-  /** Appends a group (from {@link #takeGroup}) and syncs it: its writes are durable on return. Returns the bytes appended. */
-  long append(WriteBuffer group) throws IOException {
-    ByteBuffer payload = group.getBuffer().duplicate().flip();
+  /** Appends a group (from {@link #takeGroup}) to its generation's file and syncs it: its writes are durable on return. Returns the bytes appended. */
+  long append(Group group) throws IOException {
+    ByteBuffer payload = group.changes().getBuffer().duplicate().flip();
     CRC32C crc = new CRC32C();
-    crc.update(ByteBuffer.allocate(8).putLong(0, generation));
+    crc.update(ByteBuffer.allocate(8).putLong(0, group.generation()));
     crc.update(payload.duplicate());
     ByteBuffer header = ByteBuffer.allocate(8).putInt(payload.remaining()).putInt((int) crc.getValue()).flip();
     ByteBuffer[] frame = {header, payload};
     long bytes = header.remaining() + payload.remaining();
-    for (long written = 0; written < bytes; ) written += channel.write(frame);
-    channel.force(false);
-    journalBytes += bytes;
+    FileChannel file = files[(int) (group.generation() & 1)];
+    for (long written = 0; written < bytes; ) written += file.write(frame);
+    file.force(false);
+    synchronized (this) {
+      if (group.generation() == generation) journalBytes += bytes;
+    }
     return bytes;
   }
 
   /**
-   * A checkpoint's commit, under the commit lock: what was recorded is in it, and it names the
-   * next generation. Once it is synced, {@link #restart}.
+   * A checkpoint, under the commit lock (no write runs): the next generation starts, named by
+   * the format map for `commit`, which commits the store (taking its maps' roots; their chunk is
+   * written before it returns, or after). Once that chunk is synced, {@link #retire}. Returns
+   * the group of the generation before that was recorded since the last one taken (null if
+   * none): its writes are in the checkpoint, and a checkpoint written after the commit lock is
+   * released (writes acknowledged by the next generation's groups meanwhile) needs it appended.
    */
-  void checkpoint() {
+  Group checkpoint(Runnable commit) {
+    Group last;
     synchronized (this) {
-      pending.clear();
+      if (!nextReady) throw new IllegalStateException("a checkpoint before the one before it is synced");
+      last = takeGroup();
       generation++;
+      nextReady = false;
+      journalBytes = 0;
       format.put(MARK, Long.toHexString(id) + ":" + generation);
     }
-    store.commit();
+    commit.run();
     metaAtCheckpoint = store.getMetaMap().flushAndGetRoot();
     checkpointedNs = System.nanoTime();
+    return last;
+  }
+
+  /** A checkpoint whose chunk is written before it returns (its last group is in it: not appended). */
+  void checkpoint() {
+    checkpoint(store::commit);
   }
 
   /**
-   * A checkpoint, synced, and the journal restarted, in one go: where no write runs beside it (a
-   * start). The group commit does the same in two parts, the commit under its lock, the rest after.
+   * A checkpoint, synced, and both files started afresh, in one go: where no write runs beside
+   * it (a start). The group commit does the same in parts, the commit under its lock, the rest after.
    */
   void checkpointSynced() throws IOException {
+    nextReady = true; // whatever either file holds is in the checkpoint once it is synced
     checkpoint();
     store.sync();
-    restart();
+    start(generation);
+    retire();
   }
 
-  /** Once the checkpoint is synced: the journal starts again, empty, for its generation. */
-  void restart() throws IOException {
-    channel.truncate(0);
-    ByteBuffer header = ByteBuffer.allocate(HEADER_BYTES).putInt(MAGIC).putLong(id).putLong(generation).flip();
-    while (header.hasRemaining()) channel.write(header, header.position());
-    channel.position(HEADER_BYTES);
-    channel.force(false);
-    journalBytes = 0;
+  /**
+   * Once the checkpoint that started the current generation is synced: the previous
+   * generation's file starts again, empty, for the next one.
+   */
+  void retire() throws IOException {
+    long next;
+    synchronized (this) {
+      next = generation + 1;
+    }
+    start(next);
+    synchronized (this) {
+      nextReady = true;
+    }
   }
 
-  /** Applies the whole groups of this generation; returns how many. */
+  /** Empties generation g's file and names g in its header. */
+  private void start(long g) throws IOException {
+    FileChannel file = files[(int) (g & 1)];
+    file.truncate(0);
+    ByteBuffer header = ByteBuffer.allocate(HEADER_BYTES).putInt(MAGIC).putLong(id).putLong(g).flip();
+    while (header.hasRemaining()) file.write(header, header.position());
+    file.position(HEADER_BYTES);
+    file.force(false);
+  }
+
+  /** Applies the whole groups of the store's generation, then of the next; returns how many. */
   private int replay() throws IOException {
+    ByteBuffer[] read = {readAll(files[0]), readAll(files[1])};
+    Map<Integer, MVMap<Object, Object>> maps = new HashMap<>();
+    int groups = 0;
+    for (long g = generation; g <= generation + 1; g++) {
+      for (ByteBuffer file : read) {
+        if (file.remaining() >= HEADER_BYTES && file.getInt(0) == MAGIC && file.getLong(4) == id && file.getLong(12) == g) {
+          groups += replay(file.position(HEADER_BYTES), g, maps);
+        }
+      }
+    }
+    return groups;
+  }
+
+  private static ByteBuffer readAll(FileChannel channel) throws IOException {
     long size = channel.size();
-    if (size < HEADER_BYTES) return 0;
     // Never left unread: its groups were acknowledged (checkpoints keep it near 64 MB at most).
     if (size > Integer.MAX_VALUE) throw new IllegalStateException("the journal holds " + size + " bytes, more than a replay reads");
     ByteBuffer file = ByteBuffer.allocate((int) size);
     while (file.hasRemaining() && channel.read(file, file.position()) > 0) { }
-    file.flip();
-    if (file.getInt() != MAGIC || file.getLong() != id || file.getLong() != generation) return 0;
-    Map<Integer, MVMap<Object, Object>> maps = new HashMap<>();
+    return file.flip();
+  }
+
+  /** Applies the whole groups of generation g in `file` (from its position); returns how many. */
+  private int replay(ByteBuffer file, long g, Map<Integer, MVMap<Object, Object>> maps) {
     int groups = 0;
     while (file.remaining() >= 8) {
       int length = file.getInt();
@@ -245,7 +335,7 @@ final class Journal implements AutoCloseable {
       if (length <= 0 || length > file.remaining()) break; // the torn end of the last group
       ByteBuffer group = file.slice(file.position(), length);
       CRC32C crc = new CRC32C();
-      crc.update(ByteBuffer.allocate(8).putLong(0, generation));
+      crc.update(ByteBuffer.allocate(8).putLong(0, g));
       crc.update(group.duplicate());
       if ((int) crc.getValue() != expected) break;
       apply(group, maps);
@@ -273,14 +363,36 @@ final class Journal implements AutoCloseable {
 
   private MVMap<Object, Object> openMap(int mapId) {
     String name = store.getMapName(mapId);
-    // Maps are created and removed only by checkpoints: every map a group names is in the store.
+    // Groups that write to a map are acknowledged once a checkpoint that names it is synced.
     if (name == null) throw new IllegalStateException("the journal names map " + mapId + ", which the store does not have");
     return JournaledMap.open(store, name);
+  }
+
+  /** Closing after a failure: the failure is what is reported. */
+  private static void closeQuietly(FileChannel[] files) {
+    try {
+      closeAll(files);
+    } catch (IOException e) {
+      // as said
+    }
+  }
+
+  private static void closeAll(FileChannel[] files) throws IOException {
+    IOException failed = null;
+    for (FileChannel file : files) {
+      if (file == null) continue;
+      try {
+        file.close();
+      } catch (IOException e) {
+        failed = e;
+      }
+    }
+    if (failed != null) throw failed;
   }
 
   @Override
   public void close() throws IOException {
     JournaledMap.unregister(store);
-    channel.close();
+    closeAll(files);
   }
 }

@@ -10,6 +10,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.h2.mvstore.MVMap;
@@ -19,22 +20,34 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The journal: writes acknowledged after the last checkpoint are replayed when the store opens
- * after a crash (documents and index entries alike), a group torn by the crash is left out
- * whole, and a journal of an older generation is never replayed over a newer checkpoint.
+ * after a crash (documents and index entries alike), with those acknowledged while a
+ * checkpoint's chunk was being written (the next generation's file) after them; a group torn by
+ * the crash is left out whole, and a journal of an older generation is never replayed over a
+ * newer checkpoint.
  */
 class JournalTest {
   @TempDir Path dir;
 
-  private Path journalFile() {
-    return dir.resolve("db.mv" + FastH2Backend.JOURNAL_SUFFIX);
+  /** The journal's two files (even and odd generations). */
+  private List<Path> journalFiles() {
+    Path even = dir.resolve("db.mv" + FastH2Backend.JOURNAL_SUFFIX);
+    return List.of(even, Journal.oddFile(even));
   }
 
-  /** Writes documents 1..n (n = i), each acknowledged, then crashes; returns the journal the crash left. */
-  private Path crashAfterWrites(int n) throws Exception {
+  /** Copies the journal's files to (or, back, from) copies named with `tag`. */
+  private void copyJournal(String tag, boolean back) throws Exception {
+    for (Path file : journalFiles()) {
+      Path copy = file.resolveSibling(file.getFileName() + "." + tag);
+      if (back) Files.copy(copy, file, StandardCopyOption.REPLACE_EXISTING);
+      else Files.copy(file, copy, StandardCopyOption.REPLACE_EXISTING);
+    }
+  }
+
+  /** Writes documents 1..n (n = i), each acknowledged, then crashes. */
+  private void crashAfterWrites(int n) throws Exception {
     Opened opened = new Opened();
     for (int i = 1; i <= n; i++) opened.write(i, i);
     opened.crash();
-    return journalFile();
   }
 
   /** An open store with its journal and group commit, as FastH2Backend opens them. */
@@ -52,7 +65,7 @@ class JournalTest {
     /** Recording or not (then every group is a commit of the store, as with -Drunhook.h2.journal=false). */
     Opened(boolean record) throws Exception {
       store = new MVStore.Builder().fileName(dir.resolve("db.mv").toString()).autoCommitDisabled().autoCommitBufferSize(0).open();
-      journal = Journal.open(store, store.openMap("$runhook-format"), journalFile(), record);
+      journal = Journal.open(store, store.openMap("$runhook-format"), journalFiles().get(0), record);
       commit = new GroupCommit(store, record ? journal : null);
       documents = JournaledMap.open(store, "databases.t.c");
       index = JournaledMap.open(store, "t.c._index_n_1");
@@ -62,14 +75,18 @@ class JournalTest {
     void write(long position, int n) throws Exception {
       commit.writes.readLock().lock();
       try {
-        documents.put(position, new Document("_id", position).append("n", n));
-        index.put(new KeyValue(n, position), position);
+        change(position, n);
       } finally {
         commit.writes.readLock().unlock();
       }
       CompletableFuture<Boolean> acknowledged = new CompletableFuture<>();
       commit.afterNextCommit(acknowledged::complete);
       assertTrue(acknowledged.get(10, TimeUnit.SECONDS));
+    }
+
+    void change(long position, int n) {
+      documents.put(position, new Document("_id", position).append("n", n));
+      index.put(new KeyValue(n, position), position);
     }
 
     /** As a kill leaves it: no checkpoint, the journal as the last group left it. */
@@ -88,7 +105,7 @@ class JournalTest {
         commit.writes.writeLock().unlock();
       }
       store.close();
-      journal.restart();
+      journal.retire();
       journal.close();
     }
   }
@@ -118,16 +135,15 @@ class JournalTest {
 
   @Test
   void aStartWithoutTheJournalStillReplaysItAndNeverReplaysItOverItsOwnWrites() throws Exception {
-    Path journal = crashAfterWrites(10);
-    Path left = dir.resolve("left.journal");
-    Files.copy(journal, left);
+    crashAfterWrites(10);
+    copyJournal("left", false);
 
     Opened plain = new Opened(false);
     assertTrue(plain.journal.replayed() > 0);
     assertEquals(10, plain.documents.size());
     plain.write(1, 100); // committed to the store, not recorded
     plain.crash();
-    Files.copy(left, journal, StandardCopyOption.REPLACE_EXISTING);
+    copyJournal("left", true);
 
     Opened again = new Opened();
     assertEquals(0, again.journal.replayed(), "the generation moved on when the journal was replayed");
@@ -137,16 +153,73 @@ class JournalTest {
 
   @Test
   void aGroupTornByTheCrashIsLeftOutWhole() throws Exception {
-    Path journal = crashAfterWrites(20);
-    long whole = Files.size(journal);
-    // The start of a group whose end never reached the disk: its length says more than follows.
-    Files.write(journal, new byte[] {0, 0, 1, 0, 1, 2, 3, 4, 1, 7}, StandardOpenOption.APPEND);
+    crashAfterWrites(20);
+    for (Path journal : journalFiles()) {
+      // The start of a group whose end never reached the disk: its length says more than follows.
+      Files.write(journal, new byte[] {0, 0, 1, 0, 1, 2, 3, 4, 1, 7}, StandardOpenOption.APPEND);
+    }
 
     Opened second = new Opened();
     assertTrue(second.journal.replayed() > 0);
     assertEquals(20, second.documents.size());
     assertEquals(20, second.index.size());
-    assertTrue(whole > 0);
+    second.stop();
+  }
+
+  /**
+   * A checkpoint whose chunk never reached the disk (its commit is left out here): the groups of
+   * its generation and those acknowledged after it, in the other file, are replayed in order.
+   */
+  @Test
+  void writesAcknowledgedWhileACheckpointWasWrittenAreReplayedAfterItsGeneration() throws Exception {
+    Opened first = new Opened();
+    first.commit.close(); // this test takes the groups itself
+    first.change(1, 1);
+    first.journal.append(first.journal.takeGroup());
+    first.change(2, 2);
+    first.change(1, 10);
+    Journal.Group last = first.journal.checkpoint(() -> {}); // the chunk: never written
+    first.journal.append(last);
+    first.change(2, 20);
+    first.change(3, 30);
+    first.journal.append(first.journal.takeGroup());
+    first.crash();
+
+    Opened second = new Opened();
+    assertEquals(3, second.journal.replayed());
+    assertEquals(10, second.documents.get(1L).get("n"));
+    assertEquals(20, second.documents.get(2L).get("n"));
+    assertEquals(30, second.documents.get(3L).get("n"));
+    assertEquals(5, second.index.size()); // every entry written: (1,1) (10,1) (2,2) (20,2) (30,3)
+    second.stop();
+  }
+
+  /**
+   * A checkpoint synced, its older generation not yet retired, then groups of its own
+   * generation: only those are replayed, over the checkpoint, which holds some of them already.
+   */
+  @Test
+  void aCheckpointSyncedBeforeItsOlderGenerationIsRetiredReplaysOnlyItsOwn() throws Exception {
+    Opened first = new Opened();
+    first.commit.close();
+    first.change(1, 1);
+    first.journal.append(first.journal.takeGroup());
+    first.documents.remove(1L);
+    Journal.Group last = first.journal.checkpoint(() -> {
+      first.change(4, 4); // a write after the generation began, in the chunk and in its group
+      first.store.commit();
+    });
+    first.journal.append(last);
+    first.store.sync();
+    first.change(5, 5);
+    first.journal.append(first.journal.takeGroup());
+    first.crash();
+
+    Opened second = new Opened();
+    assertEquals(1, second.journal.replayed());
+    assertNull(second.documents.get(1L));
+    assertEquals(4, second.documents.get(4L).get("n"));
+    assertEquals(5, second.documents.get(5L).get("n"));
     second.stop();
   }
 
@@ -156,9 +229,7 @@ class JournalTest {
     first.write(1, 1);
     first.write(2, 1); // position 2 is n=1 in this generation's journal
     first.crash();
-    Path journal = journalFile();
-    Path older = dir.resolve("older.journal");
-    Files.copy(journal, older);
+    copyJournal("older", false);
 
     Opened second = new Opened(); // replays, checkpoints: a new generation
     second.write(2, 2);
@@ -166,7 +237,7 @@ class JournalTest {
     second.write(3, 3);
     second.stop();
     // A crash between a checkpoint's sync and the journal's restart leaves the older journal.
-    Files.copy(older, journal, StandardCopyOption.REPLACE_EXISTING);
+    copyJournal("older", true);
 
     Opened third = new Opened();
     assertEquals(0, third.journal.replayed());
