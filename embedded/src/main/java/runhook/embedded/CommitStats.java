@@ -8,9 +8,11 @@ import org.h2.mvstore.FileStore;
 
 /**
  * How long each step of the group commit took since the last reset: waiting for the writes in
- * flight (the exclusive lock), the commit (pages serialized and written: with a journal, a
- * checkpoint), the sync (fsync), the journal's append and sync of a group, and the space-reuse
- * slice. Every write waits for one of each, so a slow write is
+ * flight (the exclusive lock), the commit under it (pages serialized and written; for a
+ * checkpoint written in the background, only the snapshot of the maps' roots), the sync (fsync),
+ * the journal's append and sync of a group, the space-reuse slice, and a background checkpoint
+ * from its snapshot until its chunk is written and synced (which no write waits for). A write
+ * waits for the steps of its group, so a slow write is
  * explained by the longest steps and when they ended (to set beside the write's own time).
  * Beside them, the file's counters since it was opened (never reset): reads and bytes read
  * (pages the page cache did not hold), writes and bytes written, the page cache's hit ratio, so
@@ -25,7 +27,8 @@ final class CommitStats {
     COMMIT("commit"),
     SYNC("sync"),
     JOURNAL("journal"),
-    SLICE("slice");
+    SLICE("slice"),
+    CHECKPOINT("checkpoint");
 
     /** The step's field in the answer. */
     final String field;

@@ -18,10 +18,12 @@ import org.h2.mvstore.MVStore;
  * {@link #writes} while they run, and taking a group or a commit's snapshot of the maps the
  * exclusive side, so a group or a chunk never holds half of a write (a unique index entry
  * without its document, say) for a crash to leave behind. A checkpoint (about once a second)
- * holds it only for that snapshot: its chunk is serialized, written and synced on H2's
- * serialization thread ({@link BackgroundSerialization}) while the writes go on, their groups
- * journaled in the next generation. (Held for the whole checkpoint, as it was, it stopped every
- * write for 10-30 ms each second at a million runs, and larger checkpoints longer.) Every 100 ms
+ * holds it only for that snapshot: its chunk is serialized and written on H2's serialization
+ * thread ({@link BackgroundSerialization}) while the writes go on, their groups journaled in the
+ * next generation; then this thread syncs it between two groups. (Held for the whole checkpoint,
+ * as it was, it stopped every write for 10-30 ms each second at a million runs, and larger
+ * checkpoints longer. Synced on the serialization thread, beside the journal's syncs, a sync of
+ * the data file during a retention sweep held a journal's for 500 ms: ext4 orders them.) Every 100 ms
  * (one after another while the store is quiet), a slice of a sparse chunk's live pages is
  * rewritten ({@link ChunkSlices}) so that the file's space is reused; the next checkpoint stores it.
  */
@@ -77,8 +79,14 @@ final class GroupCommit implements Runnable {
   private final ChunkSlices slices;
   /** Writes the chunks of checkpoints (with a journal). */
   private final BackgroundSerialization serialization;
-  /** Whether a checkpoint's chunk is being written and synced (guarded by itself). */
-  private final boolean[] checkpointing = {false};
+  /** Where the last checkpoint written in the background is. */
+  private enum Checkpoint { NONE, WRITING, WRITTEN }
+
+  /** Guarded by {@link #checkpointLock}. */
+  private Checkpoint checkpoint = Checkpoint.NONE;
+  /** When the snapshot of the checkpoint being written was taken. */
+  private long checkpointSnapshotNs;
+  private final Object checkpointLock = new Object();
   private final Thread thread;
   private List<Consumer<Boolean>> waiting = new ArrayList<>();
   private boolean closed;
@@ -118,7 +126,11 @@ final class GroupCommit implements Runnable {
     }
     try {
       thread.join();
-      awaitCheckpoint();
+      if (!failed) finishCheckpoint(true);
+      if (serialization != null) serialization.close();
+    } catch (IOException | RuntimeException e) {
+      failed = true; // the store closes as after a failed commit: both journal files are kept
+      e.printStackTrace();
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
@@ -130,7 +142,7 @@ final class GroupCommit implements Runnable {
    */
   void checkpointSynced() throws IOException, InterruptedException {
     for (;;) {
-      awaitCheckpoint();
+      finishCheckpoint(true);
       writes.writeLock().lock();
       try {
         if (journal == null) {
@@ -149,15 +161,27 @@ final class GroupCommit implements Runnable {
     }
   }
 
-  private boolean checkpointing() {
-    synchronized (checkpointing) {
-      return checkpointing[0];
+  private Checkpoint checkpoint() {
+    synchronized (checkpointLock) {
+      return checkpoint;
     }
   }
 
-  private void awaitCheckpoint() throws InterruptedException {
-    synchronized (checkpointing) {
-      while (checkpointing[0]) checkpointing.wait();
+  /**
+   * Syncs the checkpoint whose chunk the serialization thread has written, and retires the
+   * generation before it (waiting first for the chunk if `wait`); a no-op if none.
+   */
+  private void finishCheckpoint(boolean wait) throws IOException, InterruptedException {
+    synchronized (checkpointLock) {
+      while (wait && checkpoint == Checkpoint.WRITING) checkpointLock.wait();
+      if (checkpoint != Checkpoint.WRITTEN) return;
+      long t = System.nanoTime();
+      store.sync(); // fails if writing the chunk failed (H2 closed the store)
+      journal.retire();
+      long synced = System.nanoTime();
+      stats.record(CommitStats.Step.SYNC, synced - t);
+      stats.record(CommitStats.Step.CHECKPOINT, synced - checkpointSnapshotNs);
+      checkpoint = Checkpoint.NONE;
     }
   }
 
@@ -196,7 +220,7 @@ final class GroupCommit implements Runnable {
       }
       boolean due = System.nanoTime() - housekept > HOUSEKEEPING_NS;
       // Not beside a checkpoint's chunk being written (pages moved meanwhile are stored by the next).
-      if (!failed && (due || (quiet && moving && idle)) && !checkpointing()) {
+      if (!failed && (due || (quiet && moving && idle)) && checkpoint() == Checkpoint.NONE) {
         boolean loaded = false;
         if (due) {
           // Under load: the commits took a quarter of the window or more; quiet: under a twentieth.
@@ -226,8 +250,9 @@ final class GroupCommit implements Runnable {
         group = waiting;
         waiting = new ArrayList<>();
       }
-      // With a journal, a checkpoint may be due with no write waiting (the changes of the last second).
-      if (!group.isEmpty() || compacted || journal != null && store.hasUnsavedChanges()) {
+      // With a journal, a checkpoint may be due with no write waiting (the changes of the last
+      // second), or written, to sync.
+      if (!group.isEmpty() || compacted || journal != null && (store.hasUnsavedChanges() || checkpoint() == Checkpoint.WRITTEN)) {
         long t = System.nanoTime();
         boolean ok = commitAndSync();
         cycleNs = System.nanoTime() - t;
@@ -263,6 +288,7 @@ final class GroupCommit implements Runnable {
   private boolean commitAndSync() {
     if (failed) return false;
     try {
+      finishCheckpoint(false); // its sync goes before this group's (never beside it)
       long t = System.nanoTime();
       Journal.Group group = null;
       boolean synced = false; // a commit whose chunk is written: sync it before answering
@@ -278,25 +304,24 @@ final class GroupCommit implements Runnable {
             synced = true;
           } else if (!journal.checkpointDue()) {
             group = journal.takeGroup();
+          } else if (!journal.nextReady()) {
+            // The last checkpoint's chunk is still being written: its groups go on, unless the
+            // pages changed since pile up (a sweep) or a map changed (see below).
+            if (journal.mapsChanged() || journal.checkpointOverdue()) wait = true;
+            else group = journal.takeGroup();
           } else if (journal.mapsChanged()) {
             // Synced before anything after it is acknowledged (a replay opens only the maps the file names).
-            if (journal.nextReady()) {
-              journal.checkpoint();
-              synced = true;
-            } else {
-              wait = true;
-            }
-          } else if (journal.nextReady()) {
+            journal.checkpoint();
+            synced = true;
+          } else {
             group = journal.checkpoint(serialization::commit);
             background = true;
-          } else {
-            group = journal.takeGroup(); // the last checkpoint's chunk is still being written
           }
         } finally {
           writes.writeLock().unlock();
         }
         if (!wait) break;
-        awaitCheckpoint();
+        finishCheckpoint(true);
       }
       stats.record(CommitStats.Step.LOCK_WAIT, locked - t);
       long committed = System.nanoTime();
@@ -312,10 +337,11 @@ final class GroupCommit implements Runnable {
         stats.record(CommitStats.Step.JOURNAL, System.nanoTime() - appending);
       }
       if (background) {
-        synchronized (checkpointing) {
-          checkpointing[0] = true;
+        synchronized (checkpointLock) {
+          checkpoint = Checkpoint.WRITING;
+          checkpointSnapshotNs = committed;
         }
-        serialization.afterWritten(this::syncCheckpoint);
+        serialization.afterWritten(this::checkpointWritten);
       }
       return true;
     } catch (IOException | RuntimeException | Error e) {
@@ -328,21 +354,14 @@ final class GroupCommit implements Runnable {
     }
   }
 
-  /** On the serialization thread, once a checkpoint's chunk is written: synced, then the generation before it is retired. */
-  private void syncCheckpoint() {
-    long t = System.nanoTime();
-    try {
-      store.sync(); // fails if writing the chunk failed (H2 closed the store)
-      journal.retire();
-      stats.record(CommitStats.Step.SYNC, System.nanoTime() - t);
-    } catch (IOException | RuntimeException | Error e) {
-      failed = true; // the journal keeps both generations: a restart replays them
-      e.printStackTrace();
-    } finally {
-      synchronized (checkpointing) {
-        checkpointing[0] = false;
-        checkpointing.notifyAll();
-      }
+  /** On the serialization thread, once a checkpoint's chunk is written: this thread syncs it. */
+  private void checkpointWritten() {
+    synchronized (checkpointLock) {
+      checkpoint = Checkpoint.WRITTEN;
+      checkpointLock.notifyAll();
+    }
+    synchronized (this) {
+      notifyAll(); // a quiet store syncs it now, not after its wait
     }
   }
 }

@@ -193,6 +193,15 @@ final class Journal implements AutoCloseable {
   }
 
   /**
+   * Whether the pages changed since the last checkpoint take four times what makes one due
+   * (while the one before it is being written): then the writes wait for it, so that a
+   * checkpoint's chunk, and the memory it takes, stay bounded.
+   */
+  boolean checkpointOverdue() {
+    return store.getUnsavedMemory() >= 4 * CHECKPOINT_UNSAVED_BYTES;
+  }
+
+  /**
    * Whether a map was created, renamed or removed since the last checkpoint (H2's meta map,
    * which the journal does not record, changed): the groups that write to it need a checkpoint
    * synced before they are acknowledged, for a replay opens only maps the store's file names.

@@ -2,6 +2,7 @@ package org.h2.mvstore;
 
 import java.lang.reflect.Field;
 import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 import org.h2.util.Utils;
 
 /**
@@ -61,5 +62,19 @@ public final class BackgroundSerialization {
   /** Runs `then` on the serialization thread once the chunks of the commits before this call are written. */
   public void afterWritten(Runnable then) {
     executor.execute(then);
+  }
+
+  /**
+   * Stops the thread once what was handed to it is done; later commits (none may run meanwhile)
+   * write their chunk themselves. (H2 stops the executors of its background writer only.)
+   */
+  public void close() throws InterruptedException {
+    executor.shutdown();
+    executor.awaitTermination(1, TimeUnit.DAYS);
+    try {
+      SERIALIZATION_EXECUTOR.set(store.getFileStore(), null);
+    } catch (IllegalAccessException e) {
+      throw new IllegalStateException(e);
+    }
   }
 }
