@@ -6,12 +6,14 @@ import java.util.List;
 
 /**
  * MongoDB reads a document whole. mongo-java-server updates a stored document in place, field
- * by field, and answers find, aggregate and findAndModify with the stored objects themselves,
- * encoded after the collection's lock is released: a reply encoded while another connection
- * updates that document could hold half of the update (a run already finished, its slot not
- * yet freed). So those replies carry copies, taken under the collection's lock: query results
- * are collected there (only for a command that answers with them: updates and deletes work on
- * the stored objects through the same path), and findAndModify holds it.
+ * by field (the memory backend; the file backend stores a new one instead, {@link
+ * FastH2Database}), an aggregation stage may change the nested documents of what it reads, and
+ * find, aggregate and findAndModify answer with the stored objects themselves, encoded after the
+ * collection's lock is released: a reply encoded while another connection updates that document
+ * could hold half of the update (a run already finished, its slot not yet freed). So those
+ * replies carry copies, taken under the collection's lock: query results are collected there
+ * (only for a command that answers with them: updates and deletes work on the stored objects
+ * through the same path), and findAndModify holds it.
  */
 final class WholeReads {
   private WholeReads() {}
