@@ -23,8 +23,8 @@ import org.h2.mvstore.MVStore;
  * next generation; then this thread syncs it between two groups. (Held for the whole checkpoint,
  * as it was, it stopped every write for 10-30 ms each second at a million runs, and larger
  * checkpoints longer. Synced on the serialization thread, beside the journal's syncs, a sync of
- * the data file during a retention sweep held a journal's for 500 ms: ext4 orders them.) Every 100 ms
- * (one after another while the store is quiet), a slice of a sparse chunk's live pages is
+ * the data file during a retention sweep held a journal's for 500 ms: ext4 orders them.) Every
+ * 100 ms (one after another while the store is quiet), a slice of a sparse chunk's live pages is
  * rewritten ({@link ChunkSlices}) so that the file's space is reused; the next checkpoint stores it.
  */
 final class GroupCommit implements Runnable {
@@ -289,12 +289,13 @@ final class GroupCommit implements Runnable {
     if (failed) return false;
     try {
       finishCheckpoint(false); // its sync goes before this group's (never beside it)
-      long t = System.nanoTime();
       Journal.Group group = null;
       boolean synced = false; // a commit whose chunk is written: sync it before answering
       boolean background = false; // a checkpoint whose chunk the serialization thread writes
+      long t;
       long locked;
       for (;;) {
+        t = System.nanoTime();
         writes.writeLock().lock();
         locked = System.nanoTime();
         boolean wait = false;
@@ -316,6 +317,11 @@ final class GroupCommit implements Runnable {
           } else {
             group = journal.checkpoint(serialization::commit);
             background = true;
+            synchronized (checkpointLock) { // with the generation it starts: nothing sees one without the other
+              checkpoint = Checkpoint.WRITING;
+              checkpointSnapshotNs = System.nanoTime();
+            }
+            serialization.afterWritten(this::checkpointWritten); // queued behind its chunk
           }
         } finally {
           writes.writeLock().unlock();
@@ -335,13 +341,6 @@ final class GroupCommit implements Runnable {
         long appending = System.nanoTime();
         stats.journaled(journal.append(group));
         stats.record(CommitStats.Step.JOURNAL, System.nanoTime() - appending);
-      }
-      if (background) {
-        synchronized (checkpointLock) {
-          checkpoint = Checkpoint.WRITING;
-          checkpointSnapshotNs = committed;
-        }
-        serialization.afterWritten(this::checkpointWritten);
       }
       return true;
     } catch (IOException | RuntimeException | Error e) {

@@ -73,9 +73,15 @@ class JournalTest {
 
     /** Writes a document and its index entry as one write, and waits until it is acknowledged. */
     void write(long position, int n) throws Exception {
+      write(position, n, "");
+    }
+
+    /** As {@link #write(long, int)}, the document carrying `padding`. */
+    void write(long position, int n, String padding) throws Exception {
       commit.writes.readLock().lock();
       try {
-        change(position, n);
+        documents.put(position, new Document("_id", position).append("n", n).append("padding", padding));
+        index.put(new KeyValue(n, position), position);
       } finally {
         commit.writes.readLock().unlock();
       }
@@ -163,6 +169,28 @@ class JournalTest {
     assertTrue(second.journal.replayed() > 0);
     assertEquals(20, second.documents.size());
     assertEquals(20, second.index.size());
+    second.stop();
+  }
+
+  /**
+   * Writes acknowledged across checkpoints written in the background (due every 2 MB of changed
+   * pages), then a crash at whatever point the last one had reached: every write is there.
+   */
+  @Test
+  void writesAcknowledgedAcrossBackgroundCheckpointsSurviveACrash() throws Exception {
+    Opened first = new Opened();
+    String padding = "x".repeat(16 << 10);
+    int n = 600; // some 10 MB of documents
+    for (int i = 1; i <= n; i++) first.write(i, i, padding);
+    Document stats = first.commit.stats.answer(new Document(), first.store.getFileStore());
+    long background = ((Number) ((Document) stats.get("checkpoint")).get("count")).longValue();
+    assertTrue(background >= 2, "checkpoints written in the background: " + background);
+    first.crash();
+
+    Opened second = new Opened();
+    assertEquals(n, second.documents.size());
+    assertEquals(n, second.index.size());
+    for (long i = 1; i <= n; i++) assertEquals((int) i, second.documents.get(i).get("n"), "document " + i);
     second.stop();
   }
 
