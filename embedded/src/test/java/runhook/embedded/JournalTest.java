@@ -80,8 +80,7 @@ class JournalTest {
     void write(long position, int n, String padding) throws Exception {
       commit.writes.readLock().lock();
       try {
-        documents.put(position, new Document("_id", position).append("n", n).append("padding", padding));
-        index.put(new KeyValue(n, position), position);
+        change(position, n, padding);
       } finally {
         commit.writes.readLock().unlock();
       }
@@ -91,7 +90,11 @@ class JournalTest {
     }
 
     void change(long position, int n) {
-      documents.put(position, new Document("_id", position).append("n", n));
+      change(position, n, "");
+    }
+
+    void change(long position, int n, String padding) {
+      documents.put(position, new Document("_id", position).append("n", n).append("padding", padding));
       index.put(new KeyValue(n, position), position);
     }
 
