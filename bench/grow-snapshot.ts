@@ -17,8 +17,9 @@ import { join } from "node:path";
 import { ensureIndexes, openStore, storeFixtures, type Store } from "../src/store/index.js";
 import { newSigningKeys, benchWorld, spawnFor, uriFor, type BenchContext, type BenchWorld } from "./lib/context.js";
 import { openBenchDatabase } from "./lib/database.js";
-import { ratio } from "./lib/load.js";
-import { acceptTrial, fill, medianTrial, seed, spaceReuseCaughtUp, STEPS, BURST } from "./scenarios/growth.js";
+import { rssMb } from "./lib/procs.js";
+import { ratio, sleep } from "./lib/load.js";
+import { acceptTrial, afterAccepts, commitStats, fill, medianTrial, seed, spaceReuseCaughtUp, STEPS, BURST } from "./scenarios/growth.js";
 
 const DB_NAME = "snapshot_grow";
 const log = (m: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${m}\n`);
@@ -90,7 +91,21 @@ async function trials(dir: string | null, n: number) {
         at16.push(await trial(16));
         at64.push(await trial(64));
       }
-      return { c16: medianTrial(at16), c64: medianTrial(at64) };
+      // Then what the growth bench measures after its accept trials (pick-up, a burst, the
+      // reads), with the live pages the space reuse moved meanwhile.
+      const moved = async () => (await commitStats(storeFixtures(store), false))?.file.movedBytes ?? 0;
+      const movedBefore = await moved();
+      const after = await afterAccepts(store, server, w, false);
+      const javaRssMb = ctx.javaPid ? rssMb(ctx.javaPid) : null;
+      log(
+        `${empty ? "empty" : dir} after the trials: ${JSON.stringify(after)}, ${Math.round((await moved()) - movedBefore) >> 10} KB moved, Java RSS ${javaRssMb} MB`,
+      );
+      // The same once the space reuse has caught up: what the reads cost without it beside them.
+      await spaceReuseCaughtUp(storeFixtures(store), log);
+      await sleep(60_000); // the API token's 600 calls a minute, which the first pass spent
+      const settled = await afterAccepts(store, server, w, false);
+      log(`${empty ? "empty" : dir} again, the space reuse caught up: ${JSON.stringify(settled)}`);
+      return { c16: medianTrial(at16), c64: medianTrial(at64), after, settled, javaRssMb };
     } finally {
       await server.stop();
     }

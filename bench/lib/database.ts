@@ -40,8 +40,11 @@ export async function openBenchDatabase(dataDir: string, log: (m: string) => voi
   const cacheDir = process.env.RUNHOOK_CACHE_DIR || join(homedir(), ".cache", "runhook");
   const before = javaChildren();
   const persistent = opts.persistent ?? false;
-  const server = await startEmbeddedServer({ noTableScan: true, dataDir, cacheDir, persistent, progress: log });
+  // For trying JVM settings: flags after the server's own (the last of a flag wins), named in the report.
+  const javaOptions = (process.env.RUNHOOK_BENCH_JAVA_OPTIONS ?? "").split(/\s+/).filter(Boolean);
+  const server = await startEmbeddedServer({ noTableScan: true, dataDir, cacheDir, persistent, progress: log, javaOptions });
   const javaPid = [...javaChildren()].find((p) => !before.has(p));
   const backend = persistent ? "file backend (a write answered once on disk)" : "memory backend";
-  return { uri: server.uri, description: `embedded mongo-java-server, ${backend}, in a temp dir`, javaPid, stop: () => server.stop() };
+  const options = javaOptions.length ? `, Java options ${javaOptions.join(" ")}` : "";
+  return { uri: server.uri, description: `embedded mongo-java-server, ${backend}, in a temp dir${options}`, javaPid, stop: () => server.stop() };
 }

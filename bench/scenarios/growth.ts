@@ -388,8 +388,26 @@ async function measure(ctx: BenchContext, store: Store, server: Proc, w: BenchWo
     trials16.push(await accept(16));
     trials64.push(await accept(64));
   }
-  const accept16 = medianTrial(trials16);
-  const accept64 = medianTrial(trials64);
+  return {
+    stored,
+    fillSeconds: null,
+    settleSeconds: null,
+    liveChunkPercent,
+    accept16: medianTrial(trials16),
+    accept64: medianTrial(trials64),
+    ...(await afterAccepts(store, server, w, quick)),
+    javaRssMb: ctx.javaPid ? rssMb(ctx.javaPid) : null,
+    fileMb: null,
+  };
+}
+
+/** The figures measured after the accept trials: pick-up, a burst's drain, and the reads. */
+export async function afterAccepts(
+  store: Store,
+  server: Proc,
+  w: BenchWorld,
+  quick: boolean,
+): Promise<Pick<SizeFigures, "pickup" | "drainMs" | "logPagesP50Ms" | "exportPerSec" | "getRunP50Ms" | "runPagesMs" | "watchFirstP50Ms">> {
   await queueDrained(store); // before the pick-up is measured
 
   const pool = new Pool(server.baseUrl!, { connections: 64, pipelining: 1 });
@@ -468,12 +486,6 @@ async function measure(ctx: BenchContext, store: Store, server: Proc, w: BenchWo
   });
   await pool.close();
   return {
-    stored,
-    fillSeconds: null,
-    settleSeconds: null,
-    liveChunkPercent,
-    accept16,
-    accept64,
     pickup: { n: pickup.n, p50Ms: pickup.p50Ms, p99Ms: pickup.p99Ms },
     drainMs,
     logPagesP50Ms,
@@ -481,8 +493,6 @@ async function measure(ctx: BenchContext, store: Store, server: Proc, w: BenchWo
     getRunP50Ms,
     runPagesMs,
     watchFirstP50Ms,
-    javaRssMb: ctx.javaPid ? rssMb(ctx.javaPid) : null,
-    fileMb: null,
   };
 }
 
@@ -509,7 +519,7 @@ interface CommitStats {
 }
 
 /** The embedded server's commit steps since the last reset and its file's counters (null where the server has none). */
-async function commitStats(fx: StoreFixtures, reset: boolean): Promise<CommitStats | null> {
+export async function commitStats(fx: StoreFixtures, reset: boolean): Promise<CommitStats | null> {
   try {
     const { ok: _, file, ...steps } = await fx.serverCommand({ runhookCommitStats: 1, reset });
     return { steps: steps as Record<string, CommitStep>, file: file as CommitStats["file"] };

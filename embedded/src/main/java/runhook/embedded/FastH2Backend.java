@@ -213,7 +213,14 @@ final class FastH2Backend extends H2Backend {
     // The version the command reads stays on disk while it runs, however short the retention.
     MVStore.TxCounter version = getMvStore().registerVersionUsage();
     try {
-      if (isRead(command, query)) return super.handleCommand(channel, databaseName, command, query);
+      if (isRead(command, query)) {
+        long t = System.nanoTime();
+        try {
+          return super.handleCommand(channel, databaseName, command, query);
+        } finally {
+          groupCommit.readRan(System.nanoTime() - t);
+        }
+      }
       MongoCollection<?> collection = null;
       if (!databaseName.equals("admin")) {
         MongoDatabase database = resolveDatabase(databaseName);

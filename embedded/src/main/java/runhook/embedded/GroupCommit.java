@@ -3,6 +3,7 @@ package runhook.embedded;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.Consumer;
 import org.h2.mvstore.BackgroundSerialization;
@@ -58,7 +59,8 @@ final class GroupCommit implements Runnable {
   private static final long COMPACT_IDLE_NS = 40_000_000;
   private static final long COMPACT_BUSY_NS = 20_000_000;
   /**
-   * While the commits take under a twentieth of the time (a server's own polling takes ~1 %),
+   * While the commits and reads take under a twentieth of the time (a server's own polling
+   * takes ~1 %),
    * slices of at most this long follow one another whenever no write waits, not one per 100 ms:
    * after a bulk load, a quiet server with runhook polling beside it moved a slice per 100 ms
    * (its polls' writes made most of them the small ones) and a million runs' chunks were still
@@ -72,6 +74,15 @@ final class GroupCommit implements Runnable {
   private static final long GATHER_MAX_NS = 5_000_000;
 
   final ReentrantReadWriteLock writes = new ReentrantReadWriteLock();
+  /**
+   * How long reads ran since the last housekeeping, summed over connections. Reads count as
+   * load too: with only the commits counted, slices followed one another beside a caller's
+   * reads (150-250 MB of pages moved in the minute of reads after the accept trials of
+   * bench:snapshot), and its log pages took up to twice as long. (Not the writes' own time: a
+   * bulk load's inserts run long between its commits, and its sparse chunks are emptied
+   * meanwhile.)
+   */
+  private final LongAdder readNs = new LongAdder();
   final CommitStats stats = new CommitStats();
   private final MVStore store;
   /** The writes' journal (null: every group is a commit of the store). */
@@ -104,6 +115,11 @@ final class GroupCommit implements Runnable {
     thread = new Thread(this, "runhook-group-commit");
     thread.setDaemon(true);
     thread.start();
+  }
+
+  /** Counts a read's running time (from any connection's thread). */
+  void readRan(long ns) {
+    readNs.add(ns);
   }
 
   /** Calls done(true) once a commit begun after this call is on disk, done(false) if it failed. */
@@ -191,7 +207,8 @@ final class GroupCommit implements Runnable {
     int expected = 0; // about how many writers there are: a recent group's size, decaying
     long cycleNs = 0; // the last commit + sync
     long committingNs = 0; // the writes' commits + syncs in this window (100 ms or more)
-    boolean quiet = false; // the commits took under a twentieth of the last window
+    boolean quiet = false; // the commits and reads took under a twentieth of the last window
+    boolean reading = false; // the reads took a twentieth or more of it
     boolean moving = false; // the last slice moved pages (there is more to move)
     for (;;) {
       // While quiet with more to move, slices follow one another (none after a failed commit).
@@ -223,10 +240,12 @@ final class GroupCommit implements Runnable {
       if (!failed && (due || (quiet && moving && idle)) && checkpoint() == Checkpoint.NONE) {
         boolean loaded = false;
         if (due) {
-          // Under load: the commits took a quarter of the window or more; quiet: under a twentieth.
+          // Under load: the commits took a quarter of the window or more; quiet: they and the
+          // reads took under a twentieth (a caller reading gets the small slices).
           long window = System.nanoTime() - housekept;
           loaded = committingNs * 4 > window;
-          quiet = committingNs * 20 < window;
+          reading = readNs.sumThenReset() * 20 >= window;
+          quiet = committingNs * 20 < window && !reading;
           housekept = System.nanoTime();
           committingNs = 0;
         }
@@ -234,7 +253,7 @@ final class GroupCommit implements Runnable {
           long t = System.nanoTime();
           long moved = loaded
               ? slices.step(COMPACT_FILL_RATE, COMPACT_LOADED_CHUNK_FILL_RATE, COMPACT_BUSY_SLICE, COMPACT_BUSY_NS)
-              : !idle
+              : !idle || reading
                   ? slices.step(COMPACT_FILL_RATE, COMPACT_BUSY_SLICE, COMPACT_BUSY_NS)
                   : slices.step(COMPACT_FILL_RATE, COMPACT_IDLE_SLICE, due ? COMPACT_IDLE_NS : COMPACT_QUIET_NS);
           stats.record(CommitStats.Step.SLICE, System.nanoTime() - t);
