@@ -19,6 +19,7 @@ import java.util.concurrent.locks.Lock;
 import java.util.function.Supplier;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.HintedFreeSpace;
+import org.h2.mvstore.ScanReads;
 import org.h2.mvstore.MVStore;
 import org.h2.mvstore.MVStoreTool;
 
@@ -83,6 +84,7 @@ final class FastH2Backend extends H2Backend {
         store = builder.open();
       }
       HintedFreeSpace.install(store); // first-fit allocation without a walk from the file's start per commit
+      ScanReads.install(store); // a cursor's later batches do not push the pages in use out of the cache
       if (commitMs > 0) store.setAutoCommitDelay(commitMs);
       // H2 keeps dead chunks 45 s in case the OS has not written the newer ones yet; every
       // group commit is synced, and a command in flight holds its version (handleCommand),

@@ -18,6 +18,7 @@ import java.lang.reflect.Field;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
+import org.h2.mvstore.LeafReads;
 import org.h2.mvstore.MVMap;
 import org.h2.mvstore.MVStore;
 
@@ -117,7 +118,7 @@ final class FastH2Database extends H2Database {
 
     @Override
     protected QueryResult queryDocuments(Document query, Document orderBy, int skip, int limit, int batchSize, Document fieldSelector) {
-      IndexWalk<Object> walk = IndexedQueries.candidates(this, getIndexes(), query, orderBy, skip, limit, this::getDocument);
+      IndexWalk<Object> walk = IndexedQueries.candidates(this, getIndexes(), query, orderBy, skip, limit, new LeafReads<>(documents)::get);
       if (walk == null) return super.queryDocuments(query, orderBy, skip, limit, batchSize, fieldSelector);
       if (IndexedQueries.streams(walk, batchSize, fieldSelector)) return StreamingCursor.firstBatch(walk, this, cursorRegistry, query, skip, limit, batchSize);
       return matchDocumentsFromStream(query, walk.stream(), skip, limit, batchSize, walk.plan().sortServed() ? null : deriveComparator(orderBy), fieldSelector);
@@ -173,7 +174,7 @@ final class FastH2Database extends H2Database {
      */
     int readAhead(Document query, int limit, int max) {
       List<Index<Object>> indexes = List.copyOf(getIndexes());
-      IndexWalk<Object> walk = IndexedQueries.candidates(this, indexes, query, null, 0, limit, this::getDocument);
+      IndexWalk<Object> walk = IndexedQueries.candidates(this, indexes, query, null, 0, limit, new LeafReads<>(documents)::get);
       if (walk == null) return 0; // a scan, or a look-up mongo-java-server's unique index answers
       DefaultQueryMatcher matcher = new DefaultQueryMatcher();
       int read = 0;

@@ -52,13 +52,14 @@ final class Journal implements AutoCloseable {
   /** A checkpoint at least this often while there are changes (ms). */
   private static final long CHECKPOINT_NS = Long.getLong("runhook.h2.checkpointMs", 1000) * 1_000_000;
   /**
-   * And as soon as the unsaved pages take this much memory: a retention sweep changes pages all
-   * over every index, and H2 serializes a chunk into a buffer that doubles as it fills and is
-   * dropped after it if over 4 MB. With 8 MB, the chunks of a million runs' checkpoints grew
-   * past that and the Java process's RSS reached 398 MB (bench --grow); with 2 MB, 253-261 MB at
-   * most (bench:snapshot measure), for twice the bytes written per call.
+   * And as soon as the unsaved pages take this much memory. A larger checkpoint writes a page
+   * that many writes changed once, and the inner pages and H2's chunk records above them once;
+   * its chunk is written beside the writes, so only its memory is the cost. 8 MB against 2 MB
+   * (bench:snapshot measure on a settled million-run file): 19-27 KB written per accepted call
+   * instead of 35-66, some 10 % more accepts empty and at a million; bench --grow: accepts at a
+   * million 0.94x empty (2 MB: 0.79-0.86x), a sweep's longest write 47 ms.
    */
-  private static final long CHECKPOINT_UNSAVED_BYTES = Long.getLong("runhook.h2.checkpointUnsavedMb", 2) << 20;
+  private static final long CHECKPOINT_UNSAVED_BYTES = Long.getLong("runhook.h2.checkpointUnsavedMb", 8) << 20;
   /** And once the journal holds this much, so that a replay stays short. */
   private static final long CHECKPOINT_JOURNAL_BYTES = 64L << 20;
 
@@ -196,7 +197,8 @@ final class Journal implements AutoCloseable {
    * Whether the pages changed since the last checkpoint take twice what makes one due (while
    * the one before it is being written): then the writes wait for it, so that a checkpoint's
    * chunk, and the sync that writes wait for, stay bounded. (With four times, a retention
-   * sweep's longest write waited 129 ms at a million runs, behind a sync of 126 ms.)
+   * sweep's longest write waited 129 ms at a million runs, behind a sync of 126 ms, where with
+   * twice it waited 44-47 ms.)
    */
   boolean checkpointOverdue() {
     return store.getUnsavedMemory() >= 2 * CHECKPOINT_UNSAVED_BYTES;

@@ -7,6 +7,7 @@ import de.bwaldvogel.mongo.backend.QueryResult;
 import de.bwaldvogel.mongo.bson.Document;
 import java.util.ArrayList;
 import java.util.List;
+import org.h2.mvstore.ScanReads;
 
 /**
  * A query in index order answered batch by batch: the first batch now, the next ones as getMore
@@ -86,10 +87,11 @@ final class StreamingCursor extends AbstractCursor {
     }
   }
 
+  /** A later batch: the leaves it reads from the file pass by the page cache ({@link ScanReads}). */
   @Override
   public List<Document> takeDocuments(int numberToReturn) {
     synchronized (collection) {
-      return take(numberToReturn > 0 ? numberToReturn : DEFAULT_BATCH);
+      return ScanReads.during(() -> take(numberToReturn > 0 ? numberToReturn : DEFAULT_BATCH));
     }
   }
 }

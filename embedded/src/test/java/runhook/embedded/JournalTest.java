@@ -176,14 +176,14 @@ class JournalTest {
   }
 
   /**
-   * Writes acknowledged across checkpoints written in the background (due every 2 MB of changed
+   * Writes acknowledged across checkpoints written in the background (due every 8 MB of changed
    * pages), then a crash at whatever point the last one had reached: every write is there.
    */
   @Test
   void writesAcknowledgedAcrossBackgroundCheckpointsSurviveACrash() throws Exception {
     Opened first = new Opened();
     String padding = "x".repeat(16 << 10);
-    int n = 600; // some 10 MB of documents
+    int n = 2400; // some 40 MB of documents
     for (int i = 1; i <= n; i++) first.write(i, i, padding);
     Document stats = first.commit.stats.answer(new Document(), first.store.getFileStore());
     long background = ((Number) ((Document) stats.get("checkpoint")).get("count")).longValue();
