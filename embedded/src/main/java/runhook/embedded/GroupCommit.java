@@ -77,7 +77,7 @@ final class GroupCommit implements Runnable {
   /**
    * How long reads ran since the last housekeeping, summed over connections. Reads count as
    * load too: with only the commits counted, slices followed one another beside a caller's
-   * reads (150-250 MB of pages moved in the minute of reads after the accept trials of
+   * reads (120-250 MB of pages moved in the minute of reads after the accept trials of
    * bench:snapshot), and its log pages took up to twice as long. (Not the writes' own time: a
    * bulk load's inserts run long between its commits, and its sparse chunks are emptied
    * meanwhile.)

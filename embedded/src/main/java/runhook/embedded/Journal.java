@@ -56,8 +56,10 @@ final class Journal implements AutoCloseable {
    * that many writes changed once, and the inner pages and H2's chunk records above them once;
    * its chunk is written beside the writes, so only its memory is the cost. 8 MB against 2 MB
    * (bench:snapshot measure on a settled million-run file): 19-27 KB written per accepted call
-   * instead of 35-66, some 10 % more accepts empty and at a million; bench --grow: accepts at a
-   * million 0.94x empty (2 MB: 0.79-0.86x), a sweep's longest write 47 ms.
+   * instead of 35-66, some 10 % more accepts empty and at a million (0.84-0.99x / 0.94-0.98x
+   * at 16 / 64 callers in four measures, 2 MB 0.80-0.91x / 0.87-0.93x in three); bench
+   * --grow: accepts at a million 0.85-0.94x empty in three runs (2 MB: 0.79-0.86x in four), a
+   * sweep's longest write 38-50 ms.
    */
   private static final long CHECKPOINT_UNSAVED_BYTES = Long.getLong("runhook.h2.checkpointUnsavedMb", 8) << 20;
   /** And once the journal holds this much, so that a replay stays short. */

@@ -3,14 +3,12 @@ package org.h2.mvstore;
 /**
  * Look-ups in one map that remember the leaf page of the last one: a query walking an index
  * fetches its documents one by one, mostly neighbours in the documents map (a stream's log
- * entries, a run's next page), and finds them in that leaf without asking the page cache again.
- * Each look-up through the map asks the cache for every page on its path, and a second ask
- * while a page is new in the cache makes it hot (LIRS): an export of 60,000 log entries asked
- * for each leaf 16 times, made every page it read hot, pushed the pages in use out, and grew
- * the heap from 20 to 160 MB in 3 s (a million runs stored), the evicted pages dying old.
- * The leaf is valid while the map's root is the one it was read under (pages reachable from a
- * root never change: a write copies them). Not thread-safe: one per walk. Written against H2
- * 2.3.232 (Page.binarySearch is package-private).
+ * entries, the runs of a page), and finds them in that leaf without a descent from the root.
+ * Through the map, each look-up asks the page cache for every page on its path, and a leaf that
+ * a long read leaves out of the cache ({@link ScanReads}) would be read from the file and
+ * decoded once per document on it. The leaf is valid while the map's root is the one it was
+ * read under (pages reachable from a root never change: a write copies them). Not thread-safe:
+ * one per walk. Written against H2 2.3.232 (Page.binarySearch is package-private).
  */
 public final class LeafReads<K, V> {
   private final MVMap<K, V> map;
