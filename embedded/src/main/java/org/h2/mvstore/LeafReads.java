@@ -1,5 +1,7 @@
 package org.h2.mvstore;
 
+import java.lang.ref.WeakReference;
+
 /**
  * Look-ups in one map that remember the leaf page of the last one: a query walking an index
  * fetches its documents one by one, mostly neighbours in the documents map (a stream's log
@@ -12,7 +14,11 @@ package org.h2.mvstore;
  */
 public final class LeafReads<K, V> {
   private final MVMap<K, V> map;
-  private Page<K, V> root;
+  /**
+   * The root the leaf was read under, weakly: a cursor left open between batches must not keep
+   * a version of the map in memory (an unsaved root holds every page changed since it).
+   */
+  private WeakReference<Page<K, V>> root = new WeakReference<>(null);
   private Page<K, V> leaf;
 
   public LeafReads(MVMap<K, V> map) {
@@ -22,8 +28,8 @@ public final class LeafReads<K, V> {
   /** The value for `key`, or null, as {@link MVMap#get} answers. */
   public V get(K key) {
     Page<K, V> current = map.getRootPage();
-    if (current != root) {
-      root = current;
+    if (current != root.get()) {
+      root = new WeakReference<>(current);
       leaf = null;
     }
     if (leaf != null) {
