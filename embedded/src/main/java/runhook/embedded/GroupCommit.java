@@ -60,11 +60,11 @@ final class GroupCommit implements Runnable {
   private static final long COMPACT_BUSY_NS = 20_000_000;
   /**
    * While the commits and reads take under a twentieth of the time (a server's own polling
-   * takes ~1 %),
-   * slices of at most this long follow one another whenever no write waits, not one per 100 ms:
-   * after a bulk load, a quiet server with runhook polling beside it moved a slice per 100 ms
-   * (its polls' writes made most of them the small ones) and a million runs' chunks were still
-   * 44 % live after 15 minutes. A write that comes meanwhile waits for one such slice.
+   * takes ~1 %), slices of at most this long follow one another whenever no write waits, not
+   * one per 100 ms: after a bulk load, a quiet server with runhook polling beside it moved a
+   * slice per 100 ms (its polls' writes made most of them the small ones) and a million runs'
+   * chunks were still 44 % live after 15 minutes. A write that comes meanwhile waits for one
+   * such slice.
    */
   private static final long COMPACT_QUIET_NS = 10_000_000;
   /** Chunks younger than this are left to empty themselves (their pages are being written). */

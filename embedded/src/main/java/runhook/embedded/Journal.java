@@ -200,7 +200,7 @@ final class Journal implements AutoCloseable {
    * the one before it is being written): then the writes wait for it, so that a checkpoint's
    * chunk, and the sync that writes wait for, stay bounded. (With four times, a retention
    * sweep's longest write waited 129 ms at a million runs, behind a sync of 126 ms, where with
-   * twice it waited 44-47 ms.)
+   * twice it waited 38-50 ms.)
    */
   boolean checkpointOverdue() {
     return store.getUnsavedMemory() >= 2 * CHECKPOINT_UNSAVED_BYTES;
