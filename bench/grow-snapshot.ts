@@ -98,7 +98,7 @@ async function trials(dir: string | null, n: number) {
       const after = await afterAccepts(store, server, w, false);
       const javaRssMb = ctx.javaPid ? rssMb(ctx.javaPid) : null;
       log(
-        `${empty ? "empty" : dir} after the trials: ${JSON.stringify(after)}, ${Math.round((await moved()) - movedBefore) >> 10} KB moved, Java RSS ${javaRssMb} MB`,
+        `${empty ? "empty" : dir} after the trials: ${JSON.stringify(after)}, ${Math.round(((await moved()) - movedBefore) / 1024)} KB moved, Java RSS ${javaRssMb} MB`,
       );
       // The same once the space reuse has caught up: what the reads cost without it beside them.
       await spaceReuseCaughtUp(storeFixtures(store), log);

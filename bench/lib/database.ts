@@ -32,6 +32,14 @@ function javaChildren(): Set<number> {
   }
 }
 
+/**
+ * RUNHOOK_BENCH_JAVA_OPTIONS, for trying JVM settings: flags passed after the embedded server's
+ * own (the last of a flag wins), to every start of the bench's database.
+ */
+export function benchJavaOptions(): string[] {
+  return (process.env.RUNHOOK_BENCH_JAVA_OPTIONS ?? "").split(/\s+/).filter(Boolean);
+}
+
 export async function openBenchDatabase(dataDir: string, log: (m: string) => void, opts: { persistent?: boolean } = {}): Promise<BenchDatabase> {
   const external = process.env.MONGODB_URI;
   if (external) {
@@ -40,8 +48,7 @@ export async function openBenchDatabase(dataDir: string, log: (m: string) => voi
   const cacheDir = process.env.RUNHOOK_CACHE_DIR || join(homedir(), ".cache", "runhook");
   const before = javaChildren();
   const persistent = opts.persistent ?? false;
-  // For trying JVM settings: flags after the server's own (the last of a flag wins), named in the report.
-  const javaOptions = (process.env.RUNHOOK_BENCH_JAVA_OPTIONS ?? "").split(/\s+/).filter(Boolean);
+  const javaOptions = benchJavaOptions();
   const server = await startEmbeddedServer({ noTableScan: true, dataDir, cacheDir, persistent, progress: log, javaOptions });
   const javaPid = [...javaChildren()].find((p) => !before.has(p));
   const backend = persistent ? "file backend (a write answered once on disk)" : "memory backend";

@@ -23,6 +23,7 @@ import { finishedActiveKey, storeFixtures, sweepExpired, type Store, type StoreF
 import { activityStream, streamKey } from "../../src/store/logs.js";
 import type { ActivityLogDoc, RunDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, uriFor, type BenchContext, type BenchWorld } from "../lib/context.js";
+import { benchJavaOptions } from "../lib/database.js";
 import { closedLoop, percentile, ratio, round, sleep, summarize } from "../lib/load.js";
 import { probeWriter } from "../lib/probe-writer.js";
 import { cpuMeter, rssMb, type Proc } from "../lib/procs.js";
@@ -666,7 +667,14 @@ export async function growthScenario(
     await stopDatabase();
     const fileMb = round(statSync(file).size / 2 ** 20, 0);
     const t = performance.now();
-    const again = await startEmbeddedServer({ noTableScan: true, dataDir: o.dataDir, cacheDir: o.cacheDir, persistent: true, progress: ctx.log });
+    const again = await startEmbeddedServer({
+      noTableScan: true,
+      dataDir: o.dataDir,
+      cacheDir: o.cacheDir,
+      persistent: true,
+      javaOptions: benchJavaOptions(),
+      progress: ctx.log,
+    });
     const restartSeconds = round((performance.now() - t) / 1000, 1);
     await again.stop();
     const empty = sizes[0]!;

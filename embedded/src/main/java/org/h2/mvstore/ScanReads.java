@@ -11,10 +11,13 @@ import org.h2.mvstore.cache.CacheLongKeyLIRS;
  * use and lived on in the cache for a second or two (an export reads some 30 MB of pages a
  * second): the collector moved each to the old generation before it was evicted, and three
  * exports of 3 s at a million runs held the heap at 253-285 MB committed (104-180 MB used after
- * each collection), where now it stays at 128 MB (16-33 MB). A walk reads each leaf once
- * ({@link LeafReads}, and MVMap's cursors), so nothing is read twice for it; inner pages are
- * cached as before. Installed by replacing the file store's cache (its field is final: set by
- * reflection, at open, before it holds anything). Written against H2 2.3.232.
+ * each collection), where now it stays at 128 MB (16-33 MB). A walk reads the leaf its next
+ * documents share once ({@link LeafReads}; an index's leaves through MVMap's cursors), so a
+ * walk in the documents' order reads nothing twice (the export: a stream's entries are stored
+ * in about the order of their numbers); one that comes back to a leaf it left reads it again
+ * from the file. Inner pages are cached as before. Installed by replacing the file store's
+ * cache (its field is final: set by reflection, at open, before it holds anything). Written
+ * against H2 2.3.232.
  */
 public final class ScanReads {
   private ScanReads() {}
