@@ -57,17 +57,17 @@ export function memoryHeapMb(): number {
 function heapFlags(persistent: boolean, heapMb: number | undefined): string[] {
   const max = heapMb ?? (persistent ? FILE_HEAP_MB : memoryHeapMb());
   if (persistent) {
-    // The file backend: G1, which frees the pages its page cache lets go (old objects, dead
-    // once evicted) while it runs. With the serial collector the heap sat at 64 MB and a full
-    // collection of 40-110 ms came every second or two under load (231 in a 20,000-run sweep):
-    // the longest write waited 265-400 ms; with G1, 54-69 ms. Its marking starts at a quarter of
-    // the heap (not its adaptive ~45 %). Its young generation is 32 MB, never less: left to meet
-    // its 10 ms pause goal, G1 shrank it to 7 MB in its mixed collections (most of them, as it
-    // marks almost all the time) and collected every 45 ms, copying the pages that wait for a
-    // checkpoint again and again. A periodic collection every 10 s while idle gives back what it
-    // no longer needs. Its global mark stack is 512K entries (4 MB) instead of 4M (32 MB,
-    // committed at start and 16-44 MB of it resident once marking had used it); G1 doubles it if
-    // a marking overflows it.
+    // The file backend: G1, which frees the pages its page cache lets go (old objects, dead once
+    // evicted) while it runs. With the serial collector the heap sat at 64 MB and a full collection of
+    // 40-110 ms came every second or two under load (231 in a 20,000-run sweep): the longest write
+    // waited 265-400 ms; with G1, 54-69 ms. Its marking starts at a quarter of the heap (not its
+    // adaptive ~45 %). Its young generation is 32 MB, never less: left to meet its 10 ms pause goal,
+    // G1 shrank it to 7 MB in its mixed collections (most of them, as it marks almost all the time)
+    // and collected every 45 ms, copying the pages that wait for a checkpoint again and again
+    // (bench:snapshot measure: the collector's CPU per call halved at both sizes, docs/scaling.md). A
+    // periodic collection every 10 s while idle gives back what it no longer needs. Its global mark
+    // stack is 512K entries (4 MB) instead of 4M (32 MB, committed at start and 16-44 MB of it
+    // resident once marking had used it); G1 doubles it if a marking overflows it.
     return [
       "-XX:+UseG1GC",
       "-XX:MarkStackSize=524288",
