@@ -16,8 +16,9 @@ import org.h2.mvstore.cache.CacheLongKeyLIRS;
  * walk in the documents' order reads nothing twice (the export: a stream's entries are stored
  * in about the order of their numbers); one that comes back to a leaf it left reads it again
  * from the file. Inner pages are cached as before. Installed by replacing the file store's
- * cache (its field is final: set by reflection, at open, before it holds anything). Written
- * against H2 2.3.232.
+ * cache (its field is final: set by reflection, at open; the few pages opening read are read
+ * again when next asked for), with H2's own settings (it sets only the size). Written against
+ * H2 2.3.232.
  */
 public final class ScanReads {
   private ScanReads() {}
