@@ -22,6 +22,7 @@ import org.h2.mvstore.HintedFreeSpace;
 import org.h2.mvstore.ScanReads;
 import org.h2.mvstore.MVStore;
 import org.h2.mvstore.MVStoreTool;
+import org.h2.mvstore.ReplacedPagesUncached;
 
 /** H2Backend on an MVStore opened with runhook's settings and {@link FastH2Database}s. */
 final class FastH2Backend extends H2Backend {
@@ -59,7 +60,8 @@ final class FastH2Backend extends H2Backend {
     // of 16 keys are a third of the bytes to write, read and decode for each; deeper trees add a
     // small page per path. Bench --grow: accepts at a million 0.83-0.91x empty (two runs), 0.77-0.80x with 48.
     int keysPerPage = Integer.getInteger("runhook.h2.keysPerPage", 16);
-    return new MVStore.Builder().fileName(fileName).cacheSize(cacheMb).keysPerPage(keysPerPage);
+    // H2's file store, whose cache lets go of a page as soon as a write replaces it.
+    return new MVStore.Builder().adoptFileStore(ReplacedPagesUncached.open(fileName, cacheMb)).keysPerPage(keysPerPage);
   }
 
   /** The journal beside the store's file ({@link Journal}); runhook.h2.journal=false: every group commit writes the pages. */
@@ -69,19 +71,22 @@ final class FastH2Backend extends H2Backend {
   static FastH2Backend open(String fileName) {
     int commitMs = Integer.getInteger("runhook.h2.commitMs", 0);
     Journal journal = null;
-    MVStore.Builder builder = storeBuilder(fileName);
-    // Durable: only the group commit stores (no background writer, no store triggered by a
-    // writer's unsaved memory), so that every chunk in the file holds whole writes.
-    if (commitMs <= 0) builder.autoCommitDisabled().autoCommitBufferSize(0);
+    Supplier<MVStore> opening = () -> {
+      MVStore.Builder builder = storeBuilder(fileName);
+      // Durable: only the group commit stores (no background writer, no store triggered by a
+      // writer's unsaved memory), so that every chunk in the file holds whole writes.
+      if (commitMs <= 0) builder.autoCommitDisabled().autoCommitBufferSize(0);
+      return builder.open();
+    };
     // Opening reads the store's chunk metadata, which grows with the file: it is opened once,
     // and again only after a rebuild (which needs H2's auto-commit).
-    MVStore store = builder.open();
+    MVStore store = opening.get();
     try {
       String opened = store.<String, String>openMap(FORMAT_MAP).get("format");
       if (opened != null && FORMATS_REBUILT.contains(opened)) {
         store.closeImmediately(); // nothing written
         rebuildIndexes(fileName);
-        store = builder.open();
+        store = opening.get();
       }
       HintedFreeSpace.install(store); // first-fit allocation without a walk from the file's start per commit
       ScanReads.install(store); // a cursor's later batches do not push the pages in use out of the cache

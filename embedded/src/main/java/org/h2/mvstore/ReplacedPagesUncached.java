@@ -1,0 +1,57 @@
+package org.h2.mvstore;
+
+import java.lang.reflect.Field;
+import java.util.HashMap;
+import java.util.Map;
+import org.h2.mvstore.cache.CacheLongKeyLIRS;
+
+/**
+ * H2's file store, whose page cache lets go of a page once a write has replaced it. H2 keeps a
+ * replaced page's cache entry until its whole chunk is dead: each checkpoint writes the pages
+ * its writes changed (the inner pages above them and the last pages of every index that grows
+ * at its end, most of them hot in the cache) at new positions, and their old versions stayed
+ * hot there, never read again, while the new ones came in cold and were pushed out by the
+ * next pages read. A reader of an older version (a cursor's snapshot) reads a replaced page
+ * from the file, where it stays as long as that version is in use. Written against H2 2.3.232.
+ */
+public final class ReplacedPagesUncached extends SingleFileStore {
+  private static final Field CACHE;
+
+  static {
+    try {
+      CACHE = FileStore.class.getDeclaredField("cache");
+      CACHE.setAccessible(true);
+    } catch (ReflectiveOperationException e) {
+      throw new ExceptionInInitializerError(e);
+    }
+  }
+
+  private ReplacedPagesUncached(Map<String, Object> config) {
+    super(config);
+  }
+
+  /** The store's file, opened with a page cache of `cacheMb`, for {@link MVStore.Builder#adoptFileStore}. */
+  public static ReplacedPagesUncached open(String fileName, int cacheMb) {
+    Map<String, Object> config = new HashMap<>();
+    config.put("cacheSize", cacheMb);
+    ReplacedPagesUncached store = new ReplacedPagesUncached(config);
+    store.open(fileName, false, (char[]) null);
+    return store;
+  }
+
+  @Override
+  public void accountForRemovedPage(long pos, long version, boolean pinned, int pageNo) {
+    super.accountForRemovedPage(pos, version, pinned, pageNo);
+    CacheLongKeyLIRS<?> cache = cache();
+    if (cache != null) cache.remove(pos);
+  }
+
+  // Read each time: ScanReads puts its cache in place of H2's after the store opens.
+  private CacheLongKeyLIRS<?> cache() {
+    try {
+      return (CacheLongKeyLIRS<?>) CACHE.get(this);
+    } catch (IllegalAccessException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+}
