@@ -1,6 +1,5 @@
 package org.h2.mvstore;
 
-import java.lang.reflect.Field;
 import java.util.HashMap;
 import java.util.Map;
 import org.h2.mvstore.cache.CacheLongKeyLIRS;
@@ -15,17 +14,6 @@ import org.h2.mvstore.cache.CacheLongKeyLIRS;
  * from the file, where it stays as long as that version is in use. Written against H2 2.3.232.
  */
 public final class ReplacedPagesUncached extends SingleFileStore {
-  private static final Field CACHE;
-
-  static {
-    try {
-      CACHE = FileStore.class.getDeclaredField("cache");
-      CACHE.setAccessible(true);
-    } catch (ReflectiveOperationException e) {
-      throw new ExceptionInInitializerError(e);
-    }
-  }
-
   private ReplacedPagesUncached(Map<String, Object> config) {
     super(config);
   }
@@ -42,16 +30,8 @@ public final class ReplacedPagesUncached extends SingleFileStore {
   @Override
   public void accountForRemovedPage(long pos, long version, boolean pinned, int pageNo) {
     super.accountForRemovedPage(pos, version, pinned, pageNo);
-    CacheLongKeyLIRS<?> cache = cache();
+    // Looked up each time: ScanReads puts its cache in place of H2's after the store opens.
+    CacheLongKeyLIRS<?> cache = ScanReads.cacheOf(this);
     if (cache != null) cache.remove(pos);
-  }
-
-  // Read each time: ScanReads puts its cache in place of H2's after the store opens.
-  private CacheLongKeyLIRS<?> cache() {
-    try {
-      return (CacheLongKeyLIRS<?>) CACHE.get(this);
-    } catch (IllegalAccessException e) {
-      throw new IllegalStateException(e);
-    }
   }
 }

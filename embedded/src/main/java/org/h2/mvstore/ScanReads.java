@@ -49,10 +49,15 @@ public final class ScanReads {
   }
 
   /** The page cache of the store's file (null: none). */
-  @SuppressWarnings("unchecked")
   static CacheLongKeyLIRS<Page<?, ?>> cacheOf(MVStore store) {
+    return cacheOf(store.getFileStore());
+  }
+
+  /** The page cache of a file store (null: none). */
+  @SuppressWarnings("unchecked")
+  static CacheLongKeyLIRS<Page<?, ?>> cacheOf(FileStore<?> file) {
     try {
-      return (CacheLongKeyLIRS<Page<?, ?>>) CACHE.get(store.getFileStore());
+      return (CacheLongKeyLIRS<Page<?, ?>>) CACHE.get(file);
     } catch (IllegalAccessException e) {
       throw new IllegalStateException("H2's FileStore.cache is not where ScanReads expects it", e);
     }
