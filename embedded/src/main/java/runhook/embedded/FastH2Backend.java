@@ -52,9 +52,10 @@ final class FastH2Backend extends H2Backend {
    */
   private static MVStore.Builder storeBuilder(String fileName) {
     // 48 MB, now that a replaced page leaves it at once (ReplacedPagesUncached): every page it
-    // holds is one in use, and the heap holds more of them than the same 64 MB did. Bench --grow:
-    // 64 MB Java RSS 316.7 MB at a million, 48 MB 272.1 MB, the sweep's longest write 36 / 41 ms
-    // (32 MB, before that change: 104 ms).
+    // holds is one in use, and the same 64 MB took 15-25 MB more heap than before. Bench --grow,
+    // Java RSS at a million: 64 MB 316.7 MB (one run), 48 MB 272.1-326.4 MB (three runs, one of
+    // them disturbed); the sweep's longest write 36-47 ms but in the disturbed run (32 MB,
+    // before that change: 104 ms).
     int cacheMb = Integer.getInteger("runhook.h2.cacheMb", 48);
     // 16 keys a page, not H2's 48: every commit rewrites each page it changed and the path to its
     // map's root, and a run's `_id` and its log entries' `runId` (random UUIDs) each land on a

@@ -11,7 +11,8 @@ import org.h2.mvstore.cache.CacheLongKeyLIRS;
  * at its end, most of them hot in the cache) at new positions, and their old versions stayed
  * hot there, never read again, while the new ones came in cold and were pushed out by the
  * next pages read. A reader of an older version (a cursor's snapshot) reads a replaced page
- * from the file, where it stays as long as that version is in use. Written against H2 2.3.232.
+ * from the file, where it stays as long as that version is in use (or, while its chunk is
+ * being written, from the chunk's buffer, as H2 reads any such page). Written against H2 2.3.232.
  */
 public final class ReplacedPagesUncached extends SingleFileStore {
   private ReplacedPagesUncached(Map<String, Object> config) {
