@@ -253,12 +253,6 @@ async function timed<T>(fn: () => Promise<T>): Promise<number> {
   return performance.now() - t;
 }
 
-async function p50Of(n: number, fn: () => Promise<void>): Promise<number | null> {
-  const times: number[] = [];
-  for (let i = 0; i < n; i++) times.push(await timed(fn));
-  return summarize(times).p50Ms;
-}
-
 /**
  * The p50 of each call over `n` rounds that make every call once, in turn: whatever else the
  * database does meanwhile (the burst's last checkpoint, a collection) falls on all of them alike
@@ -270,6 +264,11 @@ async function p50sInTurn(n: number, calls: Record<string, () => Promise<void>>)
   const times = new Map(Object.keys(calls).map((k) => [k, [] as number[]]));
   for (let i = 0; i < n; i++) for (const [k, fn] of Object.entries(calls)) times.get(k)!.push(await timed(fn));
   return Object.fromEntries([...times].map(([k, t]) => [k, summarize(t).p50Ms]));
+}
+
+/** The p50 of `n` sequential calls. */
+async function p50Of(n: number, fn: () => Promise<void>): Promise<number | null> {
+  return (await p50sInTurn(n, { call: fn })).call ?? null;
 }
 
 /** p50 and p99 of `n` sequential calls. */
@@ -479,7 +478,8 @@ export async function afterAccepts(
   const pageCalls: Record<string, () => Promise<void>> = {};
   for (const [name, query] of Object.entries(pages)) pageCalls[name] = async () => void (await api(logs + query));
   pageCalls.adminLog = async () => void (await api(`/v1/project/${encodeURIComponent(w.projectName)}/admin-logs?limit=100&order=desc`));
-  // 40 rounds: the token's 600 requests a minute must also cover the reads that follow (~250).
+  // 40 rounds: the API token's 600 requests a minute (RUNHOOK_API_RATE_LIMIT's default, as
+  // `npm start` runs) must also cover the reads that follow (~250).
   const logPagesP50Ms = await p50sInTurn(quick ? 10 : 40, pageCalls);
 
   // The export: as many entries as arrive in 3 s (or all of them).
