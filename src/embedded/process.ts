@@ -31,7 +31,7 @@ const JVM_FLAGS = [
 ];
 
 /**
- * The file backend's heap: its 48 MB page cache, the index pages a query walks, the pages a
+ * The file backend's heap: its 32 MB page cache, the index pages a query walks, the pages a
  * commit writes (every page the writes of one group changed, and the buffer they are
  * serialized into), and the store's bookkeeping of its chunks, which grows with the file; some
  * 80-100 MB live at a million stored runs. It starts at 64 MB and grows with the work up to

@@ -42,7 +42,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * {@code new H2Backend(file)}; {@code runhook.h2.commitMs} (default 0) above 0 turns the
  * durability off and commits every that many ms instead (H2's auto-commit, as before: a kill
  * -9 can lose that much acknowledged data; the benchmarks' "before"); {@code
- * runhook.h2.cacheMb} (default 48) its page cache; {@code runhook.h2.retentionMs} how long dead
+ * runhook.h2.cacheMb} (default 32) its page cache; {@code runhook.h2.retentionMs} how long dead
  * chunks are kept (default 1 s; H2's 45 s with commitMs); {@code runhook.h2.compactFillRate} (default 50) see {@link
  * GroupCommit}; {@code runhook.h2.compactMaxLiveMb} (default 32) see {@link
  * FastH2Backend#close}.

@@ -51,12 +51,12 @@ final class FastH2Backend extends H2Backend {
    * auto-commit on, the server's without).
    */
   private static MVStore.Builder storeBuilder(String fileName) {
-    // 48 MB, now that a replaced page leaves it at once (ReplacedPagesUncached): every page it
+    // 32 MB, now that a replaced page leaves it at once (ReplacedPagesUncached): every page it
     // holds is one in use, and the same 64 MB took 15-25 MB more heap than before. Bench --grow,
-    // Java RSS at a million: 64 MB 316.7 MB (one run), 48 MB 272.1-326.4 MB (three runs, one of
-    // them disturbed); the sweep's longest write 36-47 ms but in the disturbed run (32 MB,
-    // before that change: 104 ms).
-    int cacheMb = Integer.getInteger("runhook.h2.cacheMb", 48);
+    // Java RSS at a million: 64 MB 316.7 MB (one run), 48 MB 272.1-326.4 MB (four runs, one of
+    // them disturbed); 32 MB: see docs/scaling.md, "A smaller page cache". (32 MB before that
+    // change: the sweep's longest write 104 ms; 48 MB: 36-68 ms.)
+    int cacheMb = Integer.getInteger("runhook.h2.cacheMb", 32);
     // 16 keys a page, not H2's 48: every commit rewrites each page it changed and the path to its
     // map's root, and a run's `_id` and its log entries' `runId` (random UUIDs) each land on a
     // page of an index as large as the stored runs, read from the file at a million runs. Pages
