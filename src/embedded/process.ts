@@ -74,7 +74,7 @@ function heapFlags(persistent: boolean, heapMb: number | undefined): string[] {
     // ~90 MB), which it held for a minute; with the young generation fixed, a larger heap does not
     // make those collections rarer. bench:snapshot measure at a million, the heap at most
     // 221-227 MB instead of 357-373, the Java RSS through the measure p90 323 MB instead of 455;
-    // bench --grow, two runs: 275.3 and 301 MB at a million, accepts there 0.922x and 0.993x empty
+    // bench --grow, two runs with the 48 MB page cache of then: 275.3 and 301 MB at a million, accepts there 0.922x and 0.993x empty
     // (272-326 MB and 0.828-0.92x before).
     return [
       "-XX:+UseG1GC",

@@ -53,7 +53,7 @@ final class FastH2Backend extends H2Backend {
   private static MVStore.Builder storeBuilder(String fileName) {
     // 32 MB, now that a replaced page leaves it at once (ReplacedPagesUncached): every page it
     // holds is one in use, and the same 64 MB took 15-25 MB more heap than before. Bench --grow,
-    // Java RSS at a million: 64 MB 316.7 MB (one run), 48 MB 272.1-326.4 MB (four runs, one of
+    // Java RSS at a million: 64 MB 316.7 MB (one run), 48 MB 272.1-326.4 MB (five runs, one of
     // them disturbed); 32 MB: see docs/scaling.md, "A smaller page cache". (32 MB before that
     // change: the sweep's longest write 104 ms; 48 MB: 36-68 ms.)
     int cacheMb = Integer.getInteger("runhook.h2.cacheMb", 32);
