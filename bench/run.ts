@@ -142,6 +142,11 @@ function git(...a: string[]): string {
   }
 }
 
+/** The code measured: HEAD, and whether the work tree differs from it (a commit made while the bench runs is not what it measured). */
+function measuredCode(): { commit: string; dirty: boolean } {
+  return { commit: git("rev-parse", "--short", "HEAD"), dirty: git("status", "--porcelain").length > 0 };
+}
+
 async function scenario<T>(name: string, fn: () => Promise<T>): Promise<T | { error: string } | null> {
   if (!wanted(name)) return null;
   ctx.log(`\n== ${name} ==`);
@@ -187,8 +192,7 @@ async function soakMain(o: NonNullable<typeof soak>): Promise<number> {
   const meta = {
     date: started.toISOString(),
     database: database!.description,
-    commit: git("rev-parse", "--short", "HEAD"),
-    dirty: git("status", "--porcelain").length > 0,
+    ...measuredCode(),
     loadAvgStart,
     loadAvgEnd,
     cpus: cpus().length,
@@ -242,8 +246,7 @@ async function vsTemporalMain(): Promise<number> {
   await cleanup();
   const meta = {
     date: started.toISOString(),
-    commit: git("rev-parse", "--short", "HEAD"),
-    dirty: git("status", "--porcelain").length > 0,
+    ...measuredCode(),
   };
   const md = renderTemporalMarkdown(r, meta);
   mkdirSync(resultsDir, { recursive: true });
@@ -261,8 +264,7 @@ async function vsTemporalMain(): Promise<number> {
 /** `--grow`: only the growth scenario (scenarios/growth.ts) on the file backend, written to bench/results/<date>-grow[-quick].{md,json}. */
 async function growMain(): Promise<number> {
   const t0 = Date.now();
-  // The code measured: as it is now (a commit made while the bench runs is not what it measured).
-  const measured = { commit: git("rev-parse", "--short", "HEAD"), dirty: git("status", "--porcelain").length > 0 };
+  const measured = measuredCode();
   database = await openBenchDatabase(dataDir, (m) => ctx.log(m), { persistent: true });
   ctx.uri = database.uri;
   ctx.javaPid = database.javaPid;
@@ -313,8 +315,7 @@ async function main(): Promise<number> {
       loadAvgStart,
     },
     database: database.description,
-    commit: git("rev-parse", "--short", "HEAD"),
-    dirty: git("status", "--porcelain").length > 0,
+    ...measuredCode(),
     webhook: null,
     backends: null,
     processes: null,

@@ -54,8 +54,8 @@ final class FastH2Backend extends H2Backend {
     // 32 MB, now that a replaced page leaves it at once (ReplacedPagesUncached): every page it
     // holds is one in use, and the same 64 MB took 15-25 MB more heap than before. Bench --grow,
     // Java RSS at a million: 64 MB 316.7 MB (one run), 48 MB 272.1-326.4 MB (five runs, one of
-    // them disturbed); 32 MB: see docs/scaling.md, "A smaller page cache". (32 MB before that
-    // change: the sweep's longest write 104 ms; 48 MB: 36-68 ms.)
+    // them disturbed); 32 MB 237.3 and 250.2 MB (two runs; the sweep's longest write 267 ms, one
+    // journal fsync, then 57.6 ms; 48 MB: 36-68 ms). See docs/scaling.md, "A smaller page cache".
     int cacheMb = Integer.getInteger("runhook.h2.cacheMb", 32);
     // 16 keys a page, not H2's 48: every commit rewrites each page it changed and the path to its
     // map's root, and a run's `_id` and its log entries' `runId` (random UUIDs) each land on a
