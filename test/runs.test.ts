@@ -3,7 +3,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { createClient } from "@connectrpc/connect";
+import http from "node:http";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RunService, WatchRunRequestSchema, WatchRunResponseSchema, type WatchRunResponse } from "../gen/runhook/v1/run_pb.js";
 import { finishedActiveKey, isDuplicateKey, storeFixtures, type StoreFixtures } from "../src/store/index.js";
@@ -434,7 +435,7 @@ describe("CancelRun", () => {
   });
 });
 
-function grpcWatchRun(addr: string, token: string, runId: string): Promise<WatchRunResponse[]> {
+function grpcWatchRun(addr: string, token: string, runId: string, onFirst: () => void = () => {}): Promise<WatchRunResponse[]> {
   const client = new grpc.Client(addr, grpc.credentials.createInsecure());
   const md = new grpc.Metadata();
   md.set("authorization", `Bearer ${token}`);
@@ -447,7 +448,9 @@ function grpcWatchRun(addr: string, token: string, runId: string): Promise<Watch
       { runId },
       md,
     );
-    stream.on("data", (m: WatchRunResponse) => out.push(m));
+    stream.on("data", (m: WatchRunResponse) => {
+      if (out.push(m) === 1) onFirst();
+    });
     stream.on("error", reject);
     stream.on("end", () => resolve(out));
   }).finally(() => client.close());
@@ -501,6 +504,62 @@ describe("following runs", () => {
     await watching;
     expect(states.at(-1)).toBe("SUCCEEDED");
     expect(states).toContain("RUNNING");
+  });
+
+  it("a stop ends the calls in flight after 5 s: WatchRun with UNAVAILABLE (a dozen, no listener-leak warning), long polls with the run as it is", async () => {
+    const own = await startServer();
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on("warning", onWarning);
+    // A client that keeps its idle connections (Node's global agent drops them after 5 s).
+    const agent = new http.Agent({ keepAlive: true });
+    try {
+      const w = await createWorld(own, { steps: [{ type: "wait", seconds: 600 }] });
+      const client = createClient(RunService, createConnectTransport({ baseUrl: own.baseUrl, httpVersion: "1.1", nodeOptions: { agent } }));
+      const runs = await Promise.all(Array.from({ length: 13 }, (_, i) => queueRun(own.deps.store, w, `r${i}`)));
+      const opened: Promise<unknown>[] = [];
+      const connectStreams = runs.slice(1).map((run) => {
+        let first: () => void = () => {};
+        opened.push(new Promise<void>((resolve) => (first = resolve)));
+        return (async () => {
+          for await (const _ of client.watchRun({ runId: run._id }, { headers: auth(w.apiToken) })) first();
+        })();
+      });
+      let grpcOpened: () => void = () => {};
+      opened.push(new Promise<void>((resolve) => (grpcOpened = resolve)));
+      const grpcStream = grpcWatchRun(own.grpcAddr, w.apiToken, runs[0]!._id, grpcOpened);
+      const connectEnds = Promise.allSettled(connectStreams);
+      const grpcEnd = grpcStream.then(
+        () => "ended",
+        (e: grpc.ServiceError) => e.code,
+      );
+      // Long polls in flight too, over Connect and /v1: each answers the run as it is when the grace period is over.
+      const longPoll = client.getRun({ runId: runs[1]!._id, waitSeconds: 60, knownVersion: 0n }, { headers: auth(w.apiToken) });
+      const restLongPoll = new Promise<{ status?: number; body: string }>((resolve, reject) => {
+        const req = http.get(`${own.baseUrl}/v1/runs/${runs[2]!._id}?wait=60s`, { agent, headers: auth(w.apiToken) }, (res) => {
+          let body = "";
+          res.setEncoding("utf8");
+          res.on("data", (d: string) => (body += d));
+          res.on("end", () => resolve({ status: res.statusCode, body }));
+        });
+        req.on("error", reject);
+      });
+      await Promise.all(opened); // every stream is in flight on the server
+      // Without closing each connection as its call ends, the stop would wait for this agent's
+      // idle connections until the keep-alive timeout (72 s), past the test's 60 s.
+      await own.stop();
+      const codes = (await connectEnds).map((r) => (r.status === "rejected" ? ConnectError.from(r.reason).code : "ended"));
+      expect(codes).toEqual(Array.from({ length: 12 }, () => Code.Unavailable)); // not a clean end: the runs are not finished
+      expect(await grpcEnd).toBe(grpc.status.UNAVAILABLE);
+      expect((await longPoll).run?.state).toBe("RUNNING");
+      const rest = await restLongPoll;
+      expect(rest.status).toBe(200);
+      expect(JSON.parse(rest.body)).toMatchObject({ id: runs[2]!._id, state: "RUNNING" });
+      expect(warnings.filter((warning) => warning.name === "MaxListenersExceededWarning")).toEqual([]);
+    } finally {
+      process.off("warning", onWarning);
+      agent.destroy();
+    }
   });
 });
 

@@ -18,6 +18,7 @@ import { API_CHECKS, isApiRequest, registerV1Routes } from "./v1.js";
 import { clientAddressKey } from "../rpc/rate-limit.js";
 import { clientAddressRule } from "../rpc/client-address.js";
 import { connectServerOptions } from "../rpc/router.js";
+import { callsShutdown } from "../rpc/shutdown.js";
 import { inProcessCaller, type InProcessCaller } from "../rpc/in-process.js";
 import { logBug, pipelineInterceptors } from "../rpc/pipeline.js";
 import { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
@@ -99,6 +100,26 @@ declare module "fastify" {
   }
 }
 
+/**
+ * How the gateway stops: calls still in flight end after a grace period (rpc/shutdown.ts), and
+ * each connection closes once its answer is sent. Fastify closes the idle ones when the stop
+ * begins; one whose call (a long poll, a stream) ends later would stay open until its keep-alive
+ * timeout, holding the stop. The signal every call links to.
+ */
+function stopsGracefully(app: FastifyInstance): AbortSignal {
+  const shutdown = callsShutdown();
+  let stopping = false;
+  app.addHook("preClose", (done) => {
+    stopping = true;
+    shutdown.begin();
+    done();
+  });
+  app.addHook("onResponse", async () => {
+    if (stopping) setImmediate(() => app.server.closeIdleConnections());
+  });
+  return shutdown.signal;
+}
+
 export async function buildGateway(deps: ServerDeps, services: Services): Promise<FastifyInstance> {
   const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = deps.config.http;
   const clients = clientAddressRule(deps.config.trustedProxies);
@@ -133,8 +154,8 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
     clampDeadlineHeaders(req.raw.headers);
   });
   app.addHook("onResponse", async (req, reply) => logAnswer(deps, req, reply));
-
-  const caller = inProcessCaller(pipelineInterceptors(deps));
+  const shutdownSignal = stopsGracefully(app);
+  const caller = inProcessCaller(pipelineInterceptors(deps), shutdownSignal);
   // The one answer to whatever a route, hook or body parser throws, in every plugin (they inherit it).
   app.setErrorHandler(async (err: Error & { code?: string; statusCode?: number }, req, reply) => {
     const refusal = await refusalBefore(caller, req, reply);
@@ -163,7 +184,7 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
     await scope.register(fastifyConnectPlugin, {
       ...connectServerOptions(deps, services),
       contextValues: (req) => createContextValues().set(clientAddressKey, req.clientAddress).set(requestIdKey, req.id),
-      shutdownTimeoutMs: 5000,
+      shutdownSignal, // not the plugin's shutdownTimeoutMs, whose signal warns of a leak past 10 calls
     });
   });
 

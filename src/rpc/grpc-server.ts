@@ -14,6 +14,7 @@ import { REQUEST_ID_HEADER, requestIdOf } from "./request-id.js";
 import { clientAddressKey } from "./rate-limit.js";
 import { clientAddressRule } from "./client-address.js";
 import { connectServerOptions } from "./router.js";
+import { CALLS_GRACE_MS, callsShutdown } from "./shutdown.js";
 import { serviceImpls, type Services } from "../services/index.js";
 
 export interface GrpcServer {
@@ -22,11 +23,22 @@ export interface GrpcServer {
 }
 
 /** What answers each call: the unary fast path, or Connect's own handler, with the call's client address and request id. */
-function callHandler(deps: ServerDeps, services: Services): (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void {
+function callHandler(
+  deps: ServerDeps,
+  services: Services,
+  shutdownSignal: AbortSignal,
+): (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void {
   const options = connectServerOptions(deps, services);
   // Connect's node adapter, taken apart (connectNodeAdapter), so that the unary fast path can
   // hand it a call whose body it has begun to read.
-  const router = createConnectRouter({ ...options, grpc: true, grpcWeb: false, connect: false, acceptCompression: [compressionGzip, compressionBrotli] });
+  const router = createConnectRouter({
+    ...options,
+    shutdownSignal,
+    grpc: true,
+    grpcWeb: false,
+    connect: false,
+    acceptCompression: [compressionGzip, compressionBrotli],
+  });
   options.routes(router);
   const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
   const onBug = (err: unknown, procedure: string) => logBug(deps.logger, err, { via: "grpc", procedure });
@@ -53,7 +65,8 @@ function callHandler(deps: ServerDeps, services: Services): (req: http2.Http2Ser
 }
 
 export async function startGrpcServer(deps: ServerDeps, services: Services, host: string, port: number): Promise<GrpcServer> {
-  const handler = callHandler(deps, services);
+  const shutdown = callsShutdown();
+  const handler = callHandler(deps, services, shutdown.signal);
   const { idleTimeoutMs, requestTimeoutMs, maxConcurrentStreams, maxHeaderListSize } = deps.config.grpc;
   const server = http2.createServer({ settings: { maxConcurrentStreams, maxHeaderListSize } }, handler);
   const sessions = new Set<http2.ServerHttp2Session>();
@@ -100,11 +113,13 @@ export async function startGrpcServer(deps: ServerDeps, services: Services, host
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
-        // Ask clients to go away; in-flight streams finish, idle sessions close.
+        // Ask clients to go away; in-flight streams finish (or end with UNAVAILABLE after the
+        // grace period), idle sessions close; a session still open a second later is cut.
         for (const s of sessions) s.close();
+        shutdown.begin();
         setTimeout(() => {
           for (const s of sessions) s.destroy();
-        }, 5000).unref();
+        }, CALLS_GRACE_MS + 1000).unref();
       }),
   };
 }

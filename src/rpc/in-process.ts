@@ -9,7 +9,6 @@ import {
   createHandlerContext,
   createMethodImplSpec,
   type ContextValues,
-  type HandlerContext,
   type Interceptor,
   type MethodImpl,
   type MethodImplSpec,
@@ -46,7 +45,7 @@ export type RequestInit<I extends DescMessage> = MessageInitShape<I> | (() => Me
 
 type AnyMethod = DescMethodUnary<DescMessage, DescMessage> | DescMethodServerStreaming<DescMessage, DescMessage>;
 
-function contextFor(method: AnyMethod, opts: CallOptions): HandlerContext {
+function contextFor(method: AnyMethod, opts: CallOptions, shutdownSignal: AbortSignal | undefined): ReturnType<typeof createHandlerContext> {
   const values = opts.values ?? createContextValues();
   values.set(viaKey, opts.via);
   if (opts.requestId) values.set(requestIdKey, opts.requestId);
@@ -60,6 +59,7 @@ function contextFor(method: AnyMethod, opts: CallOptions): HandlerContext {
     url: opts.url ?? `/${method.parent.typeName}/${method.name}`,
     requestHeader: opts.headers,
     requestSignal: opts.signal,
+    shutdownSignal,
     contextValues: values,
   });
   // An HTTP answer carries its response headers whatever it is, errors included.
@@ -98,8 +98,11 @@ export interface InProcessCaller {
   checks(method: DescMethodUnary, opts: CallOptions): Promise<void>;
 }
 
-/** Calls through `interceptors` (outermost first), exactly as Connect's handlers run them for RPCs. */
-export function inProcessCaller(interceptors: Interceptor[]): InProcessCaller {
+/**
+ * Calls through `interceptors` (outermost first), exactly as Connect's handlers run them for RPCs,
+ * each ended by `shutdownSignal` as theirs are (rpc/shutdown.ts).
+ */
+export function inProcessCaller(interceptors: Interceptor[], shutdownSignal?: AbortSignal): InProcessCaller {
   /** The spec, first message and interceptors of a call (a request read late is read by the innermost one). */
   const prepare = (impl: object, method: AnyMethod, init: RequestInit<DescMessage>) => {
     const spec = createMethodImplSpec(method, implOf(impl, method) as MethodImpl<AnyMethod>);
@@ -108,16 +111,18 @@ export function inProcessCaller(interceptors: Interceptor[]): InProcessCaller {
     return { spec, message, chain: lazy ? [...interceptors, readRequest(method, init)] : interceptors };
   };
   async function unary(impl: object, method: AnyMethod, init: RequestInit<DescMessage>, opts: CallOptions): Promise<unknown> {
-    const ctx = contextFor(method, opts);
+    const ctx = contextFor(method, opts, shutdownSignal);
     const { spec, message, chain } = prepare(impl, method, init);
     try {
       return await invokeUnaryImplementation(spec as Extract<MethodImplSpec, { kind: "unary" }>, ctx, message, chain);
     } finally {
       opts.onResponseHeader?.(ctx.responseHeader);
+      // As Connect's handlers do at a call's end: its signal lets go of the signals it was linked to.
+      ctx.abort();
     }
   }
   async function* serverStream(impl: object, method: AnyMethod, init: RequestInit<DescMessage>, opts: CallOptions): AsyncGenerator<unknown> {
-    const ctx = contextFor(method, opts);
+    const ctx = contextFor(method, opts, shutdownSignal);
     const { spec, message, chain } = prepare(impl, method, init);
     let answered = false;
     // The headers are known once the first message (or the refusal) is.
@@ -132,6 +137,7 @@ export function inProcessCaller(interceptors: Interceptor[]): InProcessCaller {
       }
     } finally {
       answer();
+      ctx.abort();
     }
   }
   return {

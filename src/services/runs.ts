@@ -92,7 +92,9 @@ async function* watchRun(deps: Deps, watcher: RunWatcher, req: WatchRunRequest, 
   let since = await view.version();
   let sent = run.version;
   yield { run: runMessage(run) };
-  while (!isFinished(run.state) && !ctx.signal.aborted) {
+  while (!isFinished(run.state)) {
+    // A stopping server ends the stream with UNAVAILABLE (the run is not finished: call again).
+    ctx.signal.throwIfAborted();
     // Woken by a change of the run, a change of the directory (within a second), or the time.
     const wake = new AbortController();
     let directoryChanged = false;
@@ -109,7 +111,7 @@ async function* watchRun(deps: Deps, watcher: RunWatcher, req: WatchRunRequest, 
       stopListening();
       ctx.signal.removeEventListener("abort", onCallEnd);
     }
-    if (ctx.signal.aborted) return;
+    ctx.signal.throwIfAborted();
     if (directoryChanged || !next) {
       // The caller's access as it is now (a revoked token, a removed role end the watch), and the run as it is now.
       const fresh = deps.store.directory.view();
