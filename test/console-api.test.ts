@@ -1,11 +1,13 @@
 // The public API's logs and notes from the console: a console session of an admin of the
 // project, or of its organization, reads and writes what the project's API token would; one of
 // a user with another role, or of another organization, is refused; SSO's rule holds. An
-// application token itself stays no public-API token (401). Real server, over HTTP and Connect.
-import { createClient } from "@connectrpc/connect";
+// application token stays no public-API token (401), and so does a session's secret outside
+// its cookie. Real server, over Connect as the console calls it, and /v1.
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { LogService } from "../gen/runhook/v1/log_pb.js";
+import { NoteService } from "../gen/runhook/v1/note_pb.js";
 import { addAppToken, addUser, createWorld, type World } from "../fixtures/world.js";
 import { apiClient } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
@@ -32,40 +34,65 @@ async function sessionOf(token: string): Promise<string> {
   return /rh_console=([^;]*)/.exec(res.headers.get("set-cookie")!)![1]!;
 }
 
+/** The public API's calls as the console makes them: Connect, with the session cookie, from the server's own origin; a Connect code or "ok". */
+function asConsole(cookie: string) {
+  const transport = createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" });
+  const headers = { cookie: `rh_console=${cookie}`, origin: new URL(server.baseUrl).origin };
+  const logs = createClient(LogService, transport);
+  const notes = createClient(NoteService, transport);
+  const outcome = (p: Promise<unknown>) =>
+    p.then(
+      () => "ok" as const,
+      (e: unknown) => ConnectError.from(e).code,
+    );
+  return {
+    logs,
+    notes,
+    headers,
+    /** The three reads of a project's admin: activity log, admin log, notes. */
+    reads: (scope: { projectName: string; environmentName: string }) =>
+      Promise.all([
+        outcome(logs.listActivityLogs(scope, { headers })),
+        outcome(logs.listAdminLogs({ projectName: scope.projectName }, { headers })),
+        outcome(notes.listNotes({ scope }, { headers })),
+      ]),
+  };
+}
+
 it("an admin's console session reads the logs and writes notes as the project's API token would; other roles are refused", async () => {
   const editor = await addUser(server, w, "editor");
   const outsider = await createWorld(server);
-  for (const [who, token, status] of [
-    ["project admin", await sessionOf(w.adminToken), 200],
-    ["organization admin", await sessionOf(w.ownerToken), 200],
-    ["user", await sessionOf(w.userToken), 403],
-    ["editor", await sessionOf((await addAppToken(server, editor._id)).plaintext), 403],
-    ["admin of another organization", await sessionOf(outsider.ownerToken), 403],
-    ["project admin's application token", w.adminToken, 401],
+  const scope = { projectName: w.projectName, environmentName: w.environmentName };
+  const all = (outcome: "ok" | Code) => [outcome, outcome, outcome];
+  for (const [who, token, outcome] of [
+    ["project admin", w.adminToken, "ok"],
+    ["organization admin", w.ownerToken, "ok"],
+    ["user", w.userToken, Code.PermissionDenied],
+    ["editor", (await addAppToken(server, editor._id)).plaintext, Code.PermissionDenied],
+    ["admin of another organization", outsider.ownerToken, Code.PermissionDenied],
   ] as const) {
-    const api = apiClient(server.baseUrl, token);
-    for (const path of [`${env()}/activity-logs`, `/v1/project/${w.projectName}/admin-logs`, `${env()}/notes`])
-      expect([who, path, (await api.get(path)).status]).toEqual([who, path, status]);
+    expect([who, await asConsole(await sessionOf(token)).reads(scope)]).toEqual([who, all(outcome)]);
   }
-  // A note written from an admin's session is the admin's.
   const session = await sessionOf(w.adminToken);
-  const note = await apiClient(server.baseUrl, session).post(`${env()}/notes`, { collection: w.collection, recordId: "r1", content: "<p>hi</p>" });
-  expect(note.status).toBe(201);
-  expect(note.body.user).toMatchObject({ id: w.admin._id, email: w.admin.email });
+  // Neither the application token nor the session's secret is a public-API token on /v1 (the
+  // session is a token only as the console's cookie).
+  for (const token of [w.adminToken, session])
+    for (const path of [`${env()}/activity-logs`, `/v1/project/${w.projectName}/admin-logs`, `${env()}/notes`])
+      expect([path, (await apiClient(server.baseUrl, token).get(path)).status]).toEqual([path, 401]);
+  // A note written from an admin's session is the admin's.
+  const admin = asConsole(session);
+  const note = await admin.notes.createNote({ scope, collection: w.collection, recordId: "r1", content: "<p>hi</p>" }, { headers: admin.headers });
+  expect(note.note?.user).toMatchObject({ id: w.admin._id, email: w.admin.email });
   // A project name that does not exist is refused as one without a role (no probing).
-  expect((await apiClient(server.baseUrl, session).get(`/v1/project/nope-${w.projectName}/admin-logs`)).status).toBe(403);
-  // As the console calls it: Connect, with the cookie, from the server's own origin.
-  const logs = createClient(LogService, createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" }));
-  const page = await logs.listAdminLogs(
-    { projectName: w.projectName },
-    { headers: { cookie: `rh_console=${session}`, origin: new URL(server.baseUrl).origin } },
-  );
+  expect(await admin.reads({ projectName: `nope-${w.projectName}`, environmentName: w.environmentName })).toEqual(all(Code.PermissionDenied));
+  const page = await admin.logs.listAdminLogs({ projectName: w.projectName }, { headers: admin.headers });
   expect(page.adminLogs.length).toBeGreaterThan(0);
 });
 
 it("an SSO project refuses an admin's session opened with a token made outside an SSO session", async () => {
   const sso = await createWorld(server, { requiresSso: true });
-  expect((await apiClient(server.baseUrl, await sessionOf(sso.adminToken)).get(`/v1/project/${sso.projectName}/admin-logs`)).status).toBe(403);
+  const scope = { projectName: sso.projectName, environmentName: sso.environmentName };
+  expect((await asConsole(await sessionOf(sso.adminToken)).reads(scope))[1]).toBe(Code.PermissionDenied);
   const ssoToken = (await adminClient(server.baseUrl, server.deps.config.bootstrapSecret).issueSsoToken({ userId: sso.admin._id })).plaintext;
-  expect((await apiClient(server.baseUrl, await sessionOf(ssoToken)).get(`/v1/project/${sso.projectName}/admin-logs`)).status).toBe(200);
+  expect((await asConsole(await sessionOf(ssoToken)).reads(scope))[1]).toBe("ok");
 });

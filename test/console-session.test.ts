@@ -135,3 +135,66 @@ it("counts a cookie that names no session as a failed authentication: guessing s
     await limited.stop();
   }
 });
+
+it("RUNHOOK_CONSOLE=false removes the sign-in with the pages: no session is made, and a session's cookie stands for nothing", async () => {
+  // A database of its own (this file's has used up its failed authentications), served with the console and without.
+  const on = await startServer();
+  const off = await startServer({ dbName: on.dbName, env: { RUNHOOK_CONSOLE: "false" } });
+  try {
+    const ow = await createWorld(on);
+    const post = (base: string, path: string, body: unknown, cookie = "") =>
+      fetch(`${base}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", origin: new URL(base).origin, ...(cookie ? { cookie: `rh_console=${cookie}` } : {}) },
+        body: JSON.stringify(body),
+      });
+    const cookie = cookieOf(await post(on.baseUrl, "/console/session", { token: ow.adminToken }));
+    const getWorkflow = "/runhook.v1.AdminService/GetWorkflow";
+    expect((await post(on.baseUrl, getWorkflow, { workflowId: ow.workflowId }, cookie)).status).toBe(200);
+    const refused = await post(off.baseUrl, "/console/session", { token: ow.adminToken });
+    expect(refused.status).toBe(404);
+    expect(refused.headers.get("set-cookie")).toBeNull();
+    expect((await post(off.baseUrl, getWorkflow, { workflowId: ow.workflowId }, cookie)).status).toBe(401);
+  } finally {
+    await off.stop();
+    await on.stop();
+  }
+});
+
+it("a session counts as its application token: one rate-limit budget however many sign-ins; its secret is a token only as the cookie, and only once in it", async () => {
+  const own = await startServer({ env: { RUNHOOK_ADMIN_RATE_LIMIT: "3" } });
+  try {
+    const ow = await createWorld(own);
+    const ownOrigin = new URL(own.baseUrl).origin;
+    const session = async () =>
+      cookieOf(
+        await fetch(`${own.baseUrl}/console/session`, {
+          method: "POST",
+          headers: { "content-type": "application/json", origin: ownOrigin },
+          body: JSON.stringify({ token: ow.adminToken }),
+        }),
+      );
+    const getWorkflow = (headers: Record<string, string>) =>
+      fetch(`${own.baseUrl}/runhook.v1.AdminService/GetWorkflow`, {
+        method: "POST",
+        headers: { "content-type": "application/json", origin: ownOrigin, ...headers },
+        body: JSON.stringify({ workflowId: ow.workflowId }),
+      }).then((r) => r.status);
+    const first = await session();
+    // Its secret in an Authorization header, on Connect or /v1: no token (and no call counted).
+    expect(await getWorkflow({ authorization: `Bearer ${first}` })).toBe(401);
+    expect((await fetch(`${own.baseUrl}/v1/runs/${randomUUID()}`, { headers: { authorization: `Bearer ${first}` } })).status).toBe(401);
+    // The cookie twice (one of them may be another site's of the domain): neither is trusted.
+    expect(await getWorkflow({ cookie: `rh_console=${first}; rh_console=${first}` })).toBe(401);
+    expect(await (await fetch(`${own.baseUrl}/console/session`, { headers: { cookie: `rh_console=${first}; rh_console=${first}` } })).json()).toEqual({});
+    // Three calls a minute for the token: the sessions and the token itself share them.
+    expect(await getWorkflow({ cookie: `rh_console=${first}` })).toBe(200);
+    expect(await getWorkflow({ cookie: `rh_console=${first}` })).toBe(200);
+    const second = await session();
+    expect(await getWorkflow({ cookie: `rh_console=${second}` })).toBe(200);
+    expect(await getWorkflow({ cookie: `rh_console=${second}` })).toBe(429);
+    expect(await getWorkflow({ authorization: `Bearer ${ow.adminToken}` })).toBe(429);
+  } finally {
+    await own.stop();
+  }
+});

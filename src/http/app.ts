@@ -3,7 +3,7 @@
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { Duplex } from "node:stream";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import { ConnectError, createContextValues } from "@connectrpc/connect";
+import { ConnectError, createContextValues, type ContextValues } from "@connectrpc/connect";
 import { fail } from "../domain/errors.js";
 import { isInternal } from "../rpc/errors.js";
 import type { ServerDeps } from "../rpc/server-deps.js";
@@ -19,13 +19,14 @@ import { clientAddressKey } from "../rpc/rate-limit.js";
 import { clientAddressRule } from "../rpc/client-address.js";
 import { connectServerOptions } from "../rpc/router.js";
 import { callsShutdown } from "../rpc/shutdown.js";
+import { viaSessionCookieKey } from "../rpc/session-cookie.js";
 import { inProcessCaller, type InProcessCaller } from "../rpc/in-process.js";
 import { logBug, pipelineInterceptors } from "../rpc/pipeline.js";
 import { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
 import { acceptRawBodies } from "./body.js";
 import { HEALTHZ, READYZ } from "./routes.js";
 import { registerDocsRoutes } from "./docs.js";
-import { registerConsolePages, registerConsoleSession } from "./console.js";
+import { registerConsolePages, registerConsoleSession, viaSessionCookie } from "./console.js";
 import { consoleAssets } from "./console-assets.js";
 import { openApiDocument } from "./openapi.js";
 
@@ -98,6 +99,11 @@ declare module "fastify" {
     /** The client's address by the rule both servers share (rpc/client-address.ts): what the limits count by. */
     clientAddress: string | undefined;
   }
+}
+
+/** What a Connect call on the gateway knows of its request: the client's address, its id, and whether its token is the console's cookie. */
+function connectCallValues(req: FastifyRequest): ContextValues {
+  return createContextValues().set(clientAddressKey, req.clientAddress).set(requestIdKey, req.id).set(viaSessionCookieKey, viaSessionCookie(req));
 }
 
 /**
@@ -177,13 +183,13 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
     return sendError(reply, refusal ?? fail.notFound(`no route for ${req.method} ${redactUrl(req.url)}`));
   });
 
-  // Console sign-in, and its cookie on the console's Connect calls (a hook on every route, before Connect's).
-  registerConsoleSession(app, deps);
+  // Console sign-in, and its cookie on the console's Connect calls (a hook on every route, before Connect's); none without the console.
+  if (deps.config.console) registerConsoleSession(app, deps);
   // Connect's plugin replaces the JSON body parser, so it lives in its own scope.
   await app.register(async (scope) => {
     await scope.register(fastifyConnectPlugin, {
       ...connectServerOptions(deps, services),
-      contextValues: (req) => createContextValues().set(clientAddressKey, req.clientAddress).set(requestIdKey, req.id),
+      contextValues: connectCallValues,
       shutdownSignal, // not the plugin's shutdownTimeoutMs, whose signal warns of a leak past 10 calls
     });
   });

@@ -7,6 +7,7 @@
 // cannot make a signed-in browser call runhook. Failed sign-ins count toward the limit on failed
 // authentications like any 401.
 import { Code } from "@connectrpc/connect";
+import type { IncomingMessage } from "node:http";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { ConsoleAssets } from "./console-assets.js";
 import { newConsoleSession } from "../domain/auth/console-sessions.js";
@@ -28,13 +29,27 @@ export const CONSOLE_COOKIE = "rh_console";
 /** Connect's and gRPC-Web's paths: `/<package>.<Service>/<Method>`. */
 const CONNECT_PATH = /^\/runhook\.v1\.[A-Za-z]+\//;
 
-/** The value of cookie `name` in a Cookie header. */
+/** Requests whose token the session cookie gave (rpc/session-cookie.ts accepts a session's secret from these only). */
+const tokenFromCookie = new WeakSet<IncomingMessage>();
+
+/** Whether the request's token is the console's session cookie. */
+export function viaSessionCookie(req: FastifyRequest): boolean {
+  return tokenFromCookie.has(req.raw);
+}
+
+/**
+ * The value of cookie `name` in a Cookie header; none when it comes twice (a cookie another site
+ * of the domain set beside ours, which the browser may send first: neither is trusted).
+ */
 function cookieValue(header: string | undefined, name: string): string | undefined {
+  let value: string | undefined;
   for (const part of header?.split(";") ?? []) {
     const eq = part.indexOf("=");
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+    if (eq <= 0 || part.slice(0, eq).trim() !== name) continue;
+    if (value !== undefined) return undefined;
+    value = part.slice(eq + 1).trim();
   }
-  return undefined;
+  return value;
 }
 
 /** Whether the request comes from a page of this server: its Origin is the public base URL's, or the request's own. */
@@ -75,7 +90,9 @@ export function registerConsoleSession(app: FastifyInstance, deps: ServerDeps): 
   app.addHook("onRequest", async (req) => {
     if (req.headers.authorization !== undefined || !CONNECT_PATH.test(req.url)) return;
     const secret = cookieValue(req.headers.cookie, CONSOLE_COOKIE);
-    if (secret && fromOwnOrigin(req, deps.config.publicBaseUrl)) req.raw.headers.authorization = `Bearer ${secret}`;
+    if (!secret || !fromOwnOrigin(req, deps.config.publicBaseUrl)) return;
+    req.raw.headers.authorization = `Bearer ${secret}`;
+    tokenFromCookie.add(req.raw);
   });
 
   app.post(CONSOLE_SESSION_ROUTE, async (req, reply) => {

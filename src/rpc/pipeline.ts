@@ -13,6 +13,7 @@ import { viaKey, type Via } from "../services/context.js";
 import { authThrottleInterceptor } from "./auth-throttle.js";
 import { httpRouteKey } from "./in-process.js";
 import { observeInterceptor } from "./observe.js";
+import { sessionOnlyAsCookieInterceptor } from "./session-cookie.js";
 import { adminRateLimitInterceptor, apiRateLimitInterceptor } from "./rate-limit.js";
 
 /** The log line of a bug (its caller is told INTERNAL), by entry point: the webhook's keep their own message, operators search for it. */
@@ -26,6 +27,7 @@ export function pipelineInterceptors(deps: ServerDeps): Interceptor[] {
     observeInterceptor(deps),
     errorInterceptor((err, procedure, values) => logBug(deps.logger, err, { via: values.get(viaKey), procedure, route: values.get(httpRouteKey) })),
     authThrottleInterceptor(deps.authFailures, () => deps.metrics.rateLimitRefusals.inc({ bucket: "auth" })),
+    sessionOnlyAsCookieInterceptor(),
     apiRateLimitInterceptor(deps),
     adminRateLimitInterceptor(deps),
   ];

@@ -1,8 +1,9 @@
 // The per-token rate limit of the public API, one budget for every way in: the
 // LogService, NoteService and RunService RPCs over Connect, gRPC-Web and native gRPC and the
 // /v1 REST routes, all through this one interceptor (pipeline.ts). All of them count in
-// the same store bucket, `api:<sha256 of the bearer token>`, so a token's calls share one
-// fixed-window count whatever the protocol. The limit is RUNHOOK_API_RATE_LIMIT a minute, or
+// the same store bucket, `api:<token kind>:<token id>`, so a token's calls share one
+// fixed-window count whatever the protocol (a console session counts as the application token
+// it was opened with: signing in again opens no new budget). The limit is RUNHOOK_API_RATE_LIMIT a minute, or
 // for an organization API token RUNHOOK_ORG_API_RATE_LIMIT (by default the same). Only tokens that authenticate have a bucket: a
 // missing or guessed token is answered 401 first and writes nothing (failed authentications
 // are limited per client address instead, auth-throttle.ts).
@@ -11,7 +12,7 @@ import { LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
-import { authenticateAny, bearer, hashToken } from "../domain/auth/tokens.js";
+import { authenticateAny, type AnyPrincipal } from "../domain/auth/tokens.js";
 import type { RateDecision } from "../store/rate-limits.js";
 import type { Deps } from "../deps.js";
 import { directoryOf } from "../services/context.js";
@@ -32,6 +33,11 @@ export const clientAddressKey = createContextKey<string | undefined>(undefined, 
  */
 export const answerHeadersKey = createContextKey<Headers | undefined>(undefined, { description: "headers of every answer of a REST call" });
 
+/** A token's own part of a bucket's name: a console session's is the application token it stands for. */
+function tokenBucket(principal: AnyPrincipal): string {
+  return `${principal.kind}:${principal.token._id}`;
+}
+
 /** A call's rate-limit bucket, its limit a minute and its metrics label. */
 interface ApiBucket {
   bucket: string;
@@ -42,7 +48,7 @@ interface ApiBucket {
 /** The rate-limit bucket of a call, once its token authenticates (UNAUTHENTICATED otherwise, before any write). */
 async function apiRateBucket(deps: Deps, authorization: string | null | undefined, values: ContextValues): Promise<ApiBucket> {
   const principal = await authenticateAny(directoryOf(deps, values), authorization);
-  const bucket = `api:${hashToken(bearer(authorization)!)}`;
+  const bucket = `api:${tokenBucket(principal)}`;
   if (principal.kind === "org") return { bucket, limit: deps.config.orgApiRateLimitPerMinute, label: "org-api" };
   return { bucket, limit: deps.config.apiRateLimitPerMinute, label: "api" };
 }
@@ -146,7 +152,7 @@ export function adminRateLimitInterceptor(deps: ServerDeps): Interceptor {
     const principal = await authenticateAny(directoryOf(deps, req.contextValues), authorization);
     const { perToken, perOrganization } = deps.config.adminRateLimit;
     // The organization counts only the calls its token's own limit let through.
-    const token = await hitRateLimit(deps, `admin:${hashToken(bearer(authorization)!)}`, perToken, "admin");
+    const token = await hitRateLimit(deps, `admin:${tokenBucket(principal)}`, perToken, "admin");
     const decided = token.error ? token : await hitRateLimit(deps, `admin-org:${principal.user.organizationId}`, perOrganization, "admin-org");
     if (decided.error) {
       const refused = toConnectError(decided.error);

@@ -26,7 +26,11 @@ import { runMetrics } from "../lib/metrics.js";
 import { RunWatcher } from "../domain/runs/watch.js";
 
 export const MAX_WAIT_SECONDS = 60;
-/** WatchRun re-checks the caller's access at least this often while nothing changes (and at once after a change of the directory). */
+/**
+ * WatchRun re-checks the caller's access at least this often, however often the run changes (an
+ * ended or expired console session changes no directory version), and at once after a change of
+ * the directory.
+ */
 const WATCH_RECHECK_MS = 60_000;
 
 /**
@@ -90,6 +94,7 @@ async function* watchRun(deps: Deps, watcher: RunWatcher, req: WatchRunRequest, 
   const view = directoryOf(deps, ctx.values);
   let { run } = await authorize(deps, ctx, req.runId, { directory: view });
   let since = await view.version();
+  let checkedAt = Date.now();
   let sent = run.version;
   yield { run: runMessage(run) };
   while (!isFinished(run.state)) {
@@ -106,17 +111,18 @@ async function* watchRun(deps: Deps, watcher: RunWatcher, req: WatchRunRequest, 
     ctx.signal.addEventListener("abort", onCallEnd, { once: true });
     let next: RunDoc | null;
     try {
-      next = await watcher.wait(run._id, sent, Date.now() + WATCH_RECHECK_MS, wake.signal);
+      next = await watcher.wait(run._id, sent, checkedAt + WATCH_RECHECK_MS, wake.signal);
     } finally {
       stopListening();
       ctx.signal.removeEventListener("abort", onCallEnd);
     }
     ctx.signal.throwIfAborted();
-    if (directoryChanged || !next) {
+    if (directoryChanged || !next || Date.now() >= checkedAt + WATCH_RECHECK_MS) {
       // The caller's access as it is now (a revoked token, a removed role end the watch), and the run as it is now.
       const fresh = deps.store.directory.view();
       ({ run } = await authorize(deps, ctx, req.runId, { directory: fresh }));
       since = await fresh.version();
+      checkedAt = Date.now();
     } else {
       run = next;
     }
