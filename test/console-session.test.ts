@@ -5,6 +5,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { CONSOLE_SESSION_MAX_MS } from "../src/domain/auth/console-sessions.js";
+import { CONSOLE_SIGN_INS_PER_MINUTE } from "../src/http/console.js";
 import { hashToken } from "../src/domain/auth/tokens.js";
 import { storeFixtures } from "../src/store/index.js";
 import { addAppToken, createWorld, type World } from "../fixtures/world.js";
@@ -161,7 +162,7 @@ it("RUNHOOK_CONSOLE=false removes the sign-in with the pages: no session is made
   }
 });
 
-it("a session counts as its application token: one rate-limit budget however many sign-ins; its secret is a token only as the cookie, and only once in it", async () => {
+it("a session counts as its application token: one rate-limit budget however many sign-ins, and a bounded number of sign-ins; its secret is a token only as the cookie, and only once in it", async () => {
   const own = await startServer({ env: { RUNHOOK_ADMIN_RATE_LIMIT: "3" } });
   try {
     const ow = await createWorld(own);
@@ -180,6 +181,9 @@ it("a session counts as its application token: one rate-limit budget however man
         headers: { "content-type": "application/json", origin: ownOrigin, ...headers },
         body: JSON.stringify({ workflowId: ow.workflowId }),
       }).then((r) => r.status);
+    // Stay inside one window of the limits (a minute, fixed).
+    const intoMinute = Date.now() % 60_000;
+    if (intoMinute > 45_000) await new Promise((r) => setTimeout(r, 60_500 - intoMinute));
     const first = await session();
     // Its secret in an Authorization header, on Connect or /v1: no token (and no call counted).
     expect(await getWorkflow({ authorization: `Bearer ${first}` })).toBe(401);
@@ -194,6 +198,16 @@ it("a session counts as its application token: one rate-limit budget however man
     expect(await getWorkflow({ cookie: `rh_console=${second}` })).toBe(200);
     expect(await getWorkflow({ cookie: `rh_console=${second}` })).toBe(429);
     expect(await getWorkflow({ authorization: `Bearer ${ow.adminToken}` })).toBe(429);
+    // Each sign-in stores a session: a token has CONSOLE_SIGN_INS_PER_MINUTE of them a minute (two made above).
+    for (let i = 2; i < CONSOLE_SIGN_INS_PER_MINUTE; i++) expect(await session()).not.toBe("");
+    const over = await fetch(`${own.baseUrl}/console/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: ownOrigin },
+      body: JSON.stringify({ token: ow.adminToken }),
+    });
+    expect(over.status).toBe(429);
+    expect(Number(over.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect(over.headers.get("set-cookie")).toBeNull();
   } finally {
     await own.stop();
   }

@@ -84,6 +84,16 @@ async function signingIn(deps: ServerDeps, req: FastifyRequest): Promise<AppPrin
   }
 }
 
+/** Sign-ins a minute per application token: each stores a session, so a token cannot fill the database with them. */
+export const CONSOLE_SIGN_INS_PER_MINUTE = 10;
+
+async function limitSignIns(deps: ServerDeps, principal: AppPrincipal): Promise<void> {
+  const d = await deps.store.rateLimits.hit(`console-sign-in:${principal.token._id}`, CONSOLE_SIGN_INS_PER_MINUTE, Date.now());
+  if (d.allowed) return;
+  deps.metrics.rateLimitRefusals.inc({ bucket: "console-sign-in" });
+  throw fail.throttled(d.retryAfter, `more than ${CONSOLE_SIGN_INS_PER_MINUTE} sign-ins a minute with this token; retry after ${d.retryAfter} s`);
+}
+
 export function registerConsoleSession(app: FastifyInstance, deps: ServerDeps): void {
   const secure = (req: FastifyRequest) => deps.config.publicBaseUrl.startsWith("https:") || req.protocol === "https";
   // Before Connect's plugin reads the request: the cookie, from the console's origin, stands for the token.
@@ -98,6 +108,7 @@ export function registerConsoleSession(app: FastifyInstance, deps: ServerDeps): 
   app.post(CONSOLE_SESSION_ROUTE, async (req, reply) => {
     if (!fromOwnOrigin(req, deps.config.publicBaseUrl)) throw fail.denied("sign in from the console's own page");
     const principal = await signingIn(deps, req);
+    await limitSignIns(deps, principal);
     const { doc, secret } = newConsoleSession(principal);
     await deps.store.directory.consoleSessions.insert(doc);
     const maxAgeS = Math.floor((doc.expiresAt.getTime() - Date.now()) / 1000);
