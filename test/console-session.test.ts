@@ -212,3 +212,30 @@ it("a session counts as its application token: one rate-limit budget however man
     await own.stop();
   }
 });
+
+it("behind HTTPS the cookie is __Host-rh_console and Secure: a plain rh_console (another site of the domain may set one) stands for nothing", async () => {
+  const own = await startServer({ env: { PUBLIC_BASE_URL: "https://runhook.example" } });
+  try {
+    const ow = await createWorld(own);
+    const origin = "https://runhook.example";
+    const res = await fetch(`${own.baseUrl}/console/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin },
+      body: JSON.stringify({ token: ow.adminToken }),
+    });
+    expect(res.status).toBe(201);
+    const setCookie = res.headers.get("set-cookie")!;
+    expect(setCookie).toMatch(/^__Host-rh_console=rh_ses_[^;]+; Path=\/; HttpOnly; SameSite=Strict; Max-Age=\d+; Secure$/);
+    const secret = /^__Host-rh_console=([^;]+)/.exec(setCookie)![1]!;
+    const call = (cookie: string) =>
+      fetch(`${own.baseUrl}/runhook.v1.AdminService/GetWorkflow`, {
+        method: "POST",
+        headers: { "content-type": "application/json", origin, cookie },
+        body: JSON.stringify({ workflowId: ow.workflowId }),
+      }).then((r) => r.status);
+    expect(await call(`__Host-rh_console=${secret}`)).toBe(200);
+    expect(await call(`rh_console=${secret}`)).toBe(401);
+  } finally {
+    await own.stop();
+  }
+});

@@ -1,6 +1,6 @@
 // Signing in to the console: the user gives their own application token once (POST
 // /console/session) and the browser gets a session cookie — HttpOnly (no script reads it),
-// SameSite=Strict, Secure behind HTTPS, expiring, stored hashed (domain/auth/console-sessions.ts).
+// SameSite=Strict, Secure and `__Host-` behind HTTPS, expiring, stored hashed (domain/auth/console-sessions.ts).
 // The console's Connect calls carry the cookie instead of an Authorization header; the cookie
 // stands for one only on Connect's paths and only from the console's own origin (a browser
 // always sends Origin with Connect's POSTs, which are never "simple" requests), so another site
@@ -58,8 +58,16 @@ function fromOwnOrigin(req: FastifyRequest, publicBaseUrl: string): boolean {
   return typeof origin === "string" && (origin === new URL(publicBaseUrl).origin || origin === `${req.protocol}://${req.host}`);
 }
 
+/**
+ * The session cookie's name: behind HTTPS with the `__Host-` prefix, which a browser keeps only
+ * when it is Secure, for Path=/ and with no Domain, so no other site of the domain can set it.
+ */
+function cookieName(secure: boolean): string {
+  return secure ? `__Host-${CONSOLE_COOKIE}` : CONSOLE_COOKIE;
+}
+
 function sessionCookie(value: string, maxAgeS: number, secure: boolean): string {
-  return `${CONSOLE_COOKIE}=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAgeS}${secure ? "; Secure" : ""}`;
+  return `${cookieName(secure)}=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAgeS}${secure ? "; Secure" : ""}`;
 }
 
 /** 429 when the caller's address is over its limit of failed authentications (before any secret is looked at). */
@@ -99,7 +107,7 @@ export function registerConsoleSession(app: FastifyInstance, deps: ServerDeps): 
   // Before Connect's plugin reads the request: the cookie, from the console's origin, stands for the token.
   app.addHook("onRequest", async (req) => {
     if (req.headers.authorization !== undefined || !CONNECT_PATH.test(req.url)) return;
-    const secret = cookieValue(req.headers.cookie, CONSOLE_COOKIE);
+    const secret = cookieValue(req.headers.cookie, cookieName(secure(req)));
     if (!secret || !fromOwnOrigin(req, deps.config.publicBaseUrl)) return;
     req.raw.headers.authorization = `Bearer ${secret}`;
     tokenFromCookie.add(req.raw);
@@ -122,7 +130,7 @@ export function registerConsoleSession(app: FastifyInstance, deps: ServerDeps): 
   // here costs a read of the database each time, so it is limited like guessing anywhere else.
   app.get(CONSOLE_SESSION_ROUTE, async (req, reply) => {
     reply.header("cache-control", "no-store");
-    const secret = cookieValue(req.headers.cookie, CONSOLE_COOKIE);
+    const secret = cookieValue(req.headers.cookie, cookieName(secure(req)));
     if (!secret) return {};
     refuseIfThrottled(deps, req);
     const view = deps.store.directory.view();
@@ -139,7 +147,7 @@ export function registerConsoleSession(app: FastifyInstance, deps: ServerDeps): 
 
   app.delete(CONSOLE_SESSION_ROUTE, async (req, reply) => {
     if (!fromOwnOrigin(req, deps.config.publicBaseUrl)) throw fail.denied("sign out from the console's own page");
-    const secret = cookieValue(req.headers.cookie, CONSOLE_COOKIE);
+    const secret = cookieValue(req.headers.cookie, cookieName(secure(req)));
     const session = secret ? await consoleSession(deps.store.directory.view(), `Bearer ${secret}`).catch(() => null) : null;
     if (session) await deps.store.directory.consoleSessions.remove(session._id);
     return reply
