@@ -9,6 +9,7 @@ import { create, toBinary, fromBinary } from "@bufbuild/protobuf";
 import { createContextValues, type HandlerContext } from "@connectrpc/connect";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { GetRunRequestSchema, GetRunResponseSchema, RunService } from "../gen/runhook/v1/run_pb.js";
+import { callsShutdown } from "../src/rpc/shutdown.js";
 import { unaryFastPath } from "../src/rpc/grpc-unary.js";
 
 const bugs: { procedure: string; message: string }[] = [];
@@ -23,8 +24,12 @@ beforeAll(async () => {
       return create(GetRunResponseSchema, {});
     },
   };
-  const fast = unaryFastPath([[RunService, impl]], [], 1 << 20, (err, procedure) =>
-    bugs.push({ procedure, message: err instanceof Error ? err.message : String(err) }),
+  const fast = unaryFastPath(
+    [[RunService, impl]],
+    [],
+    1 << 20,
+    (err, procedure) => bugs.push({ procedure, message: err instanceof Error ? err.message : String(err) }),
+    callsShutdown(),
   );
   server = http2.createServer((req, res) => {
     if (!fast(req, res, createContextValues(), () => res.writeHead(500).end())) res.writeHead(404).end();

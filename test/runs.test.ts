@@ -533,8 +533,9 @@ describe("following runs", () => {
         () => "ended",
         (e: grpc.ServiceError) => e.code,
       );
-      // Long polls in flight too, over Connect and /v1: each answers the run as it is when the grace period is over.
+      // Long polls in flight too, over Connect, native gRPC and /v1: each answers the run as it is when the grace period is over.
       const longPoll = client.getRun({ runId: runs[1]!._id, waitSeconds: 60, knownVersion: 0n }, { headers: auth(w.apiToken) });
+      const grpcLongPoll = grpcGetRun(own.grpcAddr, w.apiToken, { runId: runs[3]!._id, waitSeconds: 60 }).catch((e: grpc.ServiceError) => e);
       const restLongPoll = new Promise<{ status?: number; body: string }>((resolve, reject) => {
         const req = http.get(`${own.baseUrl}/v1/runs/${runs[2]!._id}?wait=60s`, { agent, headers: auth(w.apiToken) }, (res) => {
           let body = "";
@@ -552,6 +553,7 @@ describe("following runs", () => {
       expect(codes).toEqual(Array.from({ length: 12 }, () => Code.Unavailable)); // not a clean end: the runs are not finished
       expect(await grpcEnd).toBe(grpc.status.UNAVAILABLE);
       expect((await longPoll).run?.state).toBe("RUNNING");
+      expect(((await grpcLongPoll) as { run?: { state: string } }).run?.state).toBe("RUNNING");
       const rest = await restLongPoll;
       expect(rest.status).toBe(200);
       expect(JSON.parse(rest.body)).toMatchObject({ id: runs[2]!._id, state: "RUNNING" });

@@ -18,7 +18,7 @@ import { API_CHECKS, isApiRequest, registerV1Routes } from "./v1.js";
 import { clientAddressKey } from "../rpc/rate-limit.js";
 import { clientAddressRule } from "../rpc/client-address.js";
 import { connectServerOptions } from "../rpc/router.js";
-import { callsShutdown } from "../rpc/shutdown.js";
+import { callsShutdown, type CallsShutdown } from "../rpc/shutdown.js";
 import { viaSessionCookieKey } from "../rpc/session-cookie.js";
 import { inProcessCaller, type InProcessCaller } from "../rpc/in-process.js";
 import { logBug, pipelineInterceptors } from "../rpc/pipeline.js";
@@ -110,9 +110,9 @@ function connectCallValues(req: FastifyRequest): ContextValues {
  * How the gateway stops: calls still in flight end after a grace period (rpc/shutdown.ts), and
  * each connection closes once its answer is sent. Fastify closes the idle ones when the stop
  * begins; one whose call (a long poll, a stream) ends later would stay open until its keep-alive
- * timeout, holding the stop. The signal every call links to.
+ * timeout, holding the stop. What every call is ended by.
  */
-function stopsGracefully(app: FastifyInstance): AbortSignal {
+function stopsGracefully(app: FastifyInstance): CallsShutdown {
   const shutdown = callsShutdown();
   let stopping = false;
   app.addHook("preClose", (done) => {
@@ -123,7 +123,7 @@ function stopsGracefully(app: FastifyInstance): AbortSignal {
   app.addHook("onResponse", async () => {
     if (stopping) setImmediate(() => app.server.closeIdleConnections());
   });
-  return shutdown.signal;
+  return shutdown;
 }
 
 export async function buildGateway(deps: ServerDeps, services: Services): Promise<FastifyInstance> {
@@ -160,8 +160,8 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
     clampDeadlineHeaders(req.raw.headers);
   });
   app.addHook("onResponse", async (req, reply) => logAnswer(deps, req, reply));
-  const shutdownSignal = stopsGracefully(app);
-  const caller = inProcessCaller(pipelineInterceptors(deps), shutdownSignal);
+  const shutdown = stopsGracefully(app);
+  const caller = inProcessCaller(pipelineInterceptors(deps), shutdown);
   // The one answer to whatever a route, hook or body parser throws, in every plugin (they inherit it).
   app.setErrorHandler(async (err: Error & { code?: string; statusCode?: number }, req, reply) => {
     const refusal = await refusalBefore(caller, req, reply);
@@ -190,7 +190,7 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
     await scope.register(fastifyConnectPlugin, {
       ...connectServerOptions(deps, services),
       contextValues: connectCallValues,
-      shutdownSignal, // not the plugin's shutdownTimeoutMs, whose signal warns of a leak past 10 calls
+      shutdownSignal: shutdown.signal, // not the plugin's shutdownTimeoutMs, whose signal warns of a leak past 10 calls
     });
   });
 

@@ -15,6 +15,7 @@ import { APP_TOKEN_PREFIX, authenticateApp, consoleSession, type AppPrincipal } 
 import { fail } from "../domain/errors.js";
 import { authThrottled } from "../rpc/auth-throttle.js";
 import { codeOf } from "../rpc/errors.js";
+import { hitRateLimit } from "../rpc/rate-limit.js";
 import type { ServerDeps } from "../rpc/server-deps.js";
 
 export const CONSOLE_ROUTE = "/console";
@@ -96,10 +97,8 @@ async function signingIn(deps: ServerDeps, req: FastifyRequest): Promise<AppPrin
 export const CONSOLE_SIGN_INS_PER_MINUTE = 10;
 
 async function limitSignIns(deps: ServerDeps, principal: AppPrincipal): Promise<void> {
-  const d = await deps.store.rateLimits.hit(`console-sign-in:${principal.token._id}`, CONSOLE_SIGN_INS_PER_MINUTE, Date.now());
-  if (d.allowed) return;
-  deps.metrics.rateLimitRefusals.inc({ bucket: "console-sign-in" });
-  throw fail.throttled(d.retryAfter, `more than ${CONSOLE_SIGN_INS_PER_MINUTE} sign-ins a minute with this token; retry after ${d.retryAfter} s`);
+  const { error } = await hitRateLimit(deps, `console-sign-in:${principal.token._id}`, CONSOLE_SIGN_INS_PER_MINUTE, "console-sign-in");
+  if (error) throw error;
 }
 
 export function registerConsoleSession(app: FastifyInstance, deps: ServerDeps): void {

@@ -14,7 +14,7 @@ import { REQUEST_ID_HEADER, requestIdOf } from "./request-id.js";
 import { clientAddressKey } from "./rate-limit.js";
 import { clientAddressRule } from "./client-address.js";
 import { connectServerOptions } from "./router.js";
-import { CALLS_GRACE_MS, callsShutdown } from "./shutdown.js";
+import { CALLS_GRACE_MS, callsShutdown, type CallsShutdown } from "./shutdown.js";
 import { serviceImpls, type Services } from "../services/index.js";
 
 export interface GrpcServer {
@@ -23,17 +23,13 @@ export interface GrpcServer {
 }
 
 /** What answers each call: the unary fast path, or Connect's own handler, with the call's client address and request id. */
-function callHandler(
-  deps: ServerDeps,
-  services: Services,
-  shutdownSignal: AbortSignal,
-): (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void {
+function callHandler(deps: ServerDeps, services: Services, shutdown: CallsShutdown): (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void {
   const options = connectServerOptions(deps, services);
   // Connect's node adapter, taken apart (connectNodeAdapter), so that the unary fast path can
   // hand it a call whose body it has begun to read.
   const router = createConnectRouter({
     ...options,
-    shutdownSignal,
+    shutdownSignal: shutdown.signal,
     grpc: true,
     grpcWeb: false,
     connect: false,
@@ -42,7 +38,7 @@ function callHandler(
   options.routes(router);
   const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
   const onBug = (err: unknown, procedure: string) => logBug(deps.logger, err, { via: "grpc", procedure });
-  const fast = unaryFastPath(serviceImpls(services), options.interceptors ?? [], options.readMaxBytes!, onBug);
+  const fast = unaryFastPath(serviceImpls(services), options.interceptors ?? [], options.readMaxBytes!, onBug, shutdown);
   const viaConnect = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse, values: ContextValues, body?: AsyncIterable<Uint8Array>) => {
     const h = handlers.get(req.url.split("?", 1)[0]!);
     if (!h) return void res.writeHead(404).end();
@@ -66,7 +62,7 @@ function callHandler(
 
 export async function startGrpcServer(deps: ServerDeps, services: Services, host: string, port: number): Promise<GrpcServer> {
   const shutdown = callsShutdown();
-  const handler = callHandler(deps, services, shutdown.signal);
+  const handler = callHandler(deps, services, shutdown);
   const { idleTimeoutMs, requestTimeoutMs, maxConcurrentStreams, maxHeaderListSize } = deps.config.grpc;
   const server = http2.createServer({ settings: { maxConcurrentStreams, maxHeaderListSize } }, handler);
   const sessions = new Set<http2.ServerHttp2Session>();

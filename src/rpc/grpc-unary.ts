@@ -22,6 +22,7 @@ import {
 import { invokeUnaryImplementation } from "@connectrpc/connect/protocol";
 import { contentTypeProto, grpcStatusOk, headerGrpcStatus, parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { nestingReadOptions } from "./message-nesting.js";
+import type { CallsShutdown } from "./shutdown.js";
 
 type UnarySpec = Extract<MethodImplSpec, { kind: "unary" }>;
 
@@ -39,6 +40,7 @@ export function unaryFastPath(
   interceptors: Interceptor[],
   readMaxBytes: number,
   onBug: (err: unknown, procedure: string) => void,
+  shutdown: CallsShutdown,
 ): UnaryFastPath {
   const specs = new Map<string, UnarySpec>();
   for (const [service, impl] of services) {
@@ -57,7 +59,7 @@ export function unaryFastPath(
     // Node gives header names in lower case (Connect's header constants are capitalised).
     const timeout = parseTimeout((h["grpc-timeout"] as string | undefined) ?? null, Number.MAX_SAFE_INTEGER);
     if (timeout.error) return false;
-    answer(spec, interceptors, req, res, values, timeout.timeoutMs, readMaxBytes, toConnect).catch((err: unknown) => {
+    answer(spec, interceptors, req, res, values, timeout.timeoutMs, readMaxBytes, toConnect, shutdown).catch((err: unknown) => {
       // A throw outside the call (writing the headers or trailers, say): ours to fix. The stream
       // is reset, so the caller sees an error rather than waiting for an answer.
       onBug(err, req.url.slice(1));
@@ -76,6 +78,7 @@ async function answer(
   timeoutMs: number | undefined,
   readMaxBytes: number,
   toConnect: (body: AsyncIterable<Uint8Array>) => void,
+  shutdown: CallsShutdown,
 ): Promise<void> {
   // The request: read whole, up to one envelope of readMaxBytes; past that, Connect refuses it.
   const chunks: Buffer[] = [];
@@ -99,9 +102,11 @@ async function answer(
     return toConnect(replay([bytes]));
   }
 
-  // Aborted when the client goes before its answer (not at the end of every call).
+  // Aborted when the client goes before its answer (not at the end of every call), or when a
+  // stopping server's grace period is over (a long poll answers the run as it is then).
   const gone = new AbortController();
   res.once("close", () => res.writableEnded || gone.abort(new ConnectError("the client went away", Code.Canceled)));
+  const untrack = shutdown.track((reason) => gone.abort(reason));
   const ctx = createHandlerContext({
     ...spec,
     service: spec.method.parent,
@@ -125,6 +130,7 @@ async function answer(
   } catch (e) {
     setTrailerStatus(ctx.responseTrailer, e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e));
   } finally {
+    untrack();
     if (timeoutMs !== undefined) ctx.abort(); // its deadline timer
   }
   if (res.destroyed) return;

@@ -16,6 +16,7 @@ import {
 import { createAsyncIterable, invokeUnaryImplementation, transformInvokeImplementation } from "@connectrpc/connect/protocol";
 import { requestIdKey, viaKey, type Via } from "../services/context.js";
 import { answerHeadersKey, clientAddressKey } from "./rate-limit.js";
+import type { CallsShutdown } from "./shutdown.js";
 
 export interface CallOptions {
   /** The caller's request headers (its `authorization` among them). */
@@ -45,7 +46,7 @@ export type RequestInit<I extends DescMessage> = MessageInitShape<I> | (() => Me
 
 type AnyMethod = DescMethodUnary<DescMessage, DescMessage> | DescMethodServerStreaming<DescMessage, DescMessage>;
 
-function contextFor(method: AnyMethod, opts: CallOptions, shutdownSignal: AbortSignal | undefined): ReturnType<typeof createHandlerContext> {
+function contextFor(method: AnyMethod, opts: CallOptions): ReturnType<typeof createHandlerContext> {
   const values = opts.values ?? createContextValues();
   values.set(viaKey, opts.via);
   if (opts.requestId) values.set(requestIdKey, opts.requestId);
@@ -59,7 +60,6 @@ function contextFor(method: AnyMethod, opts: CallOptions, shutdownSignal: AbortS
     url: opts.url ?? `/${method.parent.typeName}/${method.name}`,
     requestHeader: opts.headers,
     requestSignal: opts.signal,
-    shutdownSignal,
     contextValues: values,
   });
   // An HTTP answer carries its response headers whatever it is, errors included.
@@ -100,9 +100,9 @@ export interface InProcessCaller {
 
 /**
  * Calls through `interceptors` (outermost first), exactly as Connect's handlers run them for RPCs,
- * each ended by `shutdownSignal` as theirs are (rpc/shutdown.ts).
+ * each ended by `shutdown` as theirs are (rpc/shutdown.ts).
  */
-export function inProcessCaller(interceptors: Interceptor[], shutdownSignal?: AbortSignal): InProcessCaller {
+export function inProcessCaller(interceptors: Interceptor[], shutdown?: CallsShutdown): InProcessCaller {
   /** The spec, first message and interceptors of a call (a request read late is read by the innermost one). */
   const prepare = (impl: object, method: AnyMethod, init: RequestInit<DescMessage>) => {
     const spec = createMethodImplSpec(method, implOf(impl, method) as MethodImpl<AnyMethod>);
@@ -111,18 +111,19 @@ export function inProcessCaller(interceptors: Interceptor[], shutdownSignal?: Ab
     return { spec, message, chain: lazy ? [...interceptors, readRequest(method, init)] : interceptors };
   };
   async function unary(impl: object, method: AnyMethod, init: RequestInit<DescMessage>, opts: CallOptions): Promise<unknown> {
-    const ctx = contextFor(method, opts, shutdownSignal);
+    const ctx = contextFor(method, opts);
+    const untrack = shutdown?.track((reason) => ctx.abort(reason));
     const { spec, message, chain } = prepare(impl, method, init);
     try {
       return await invokeUnaryImplementation(spec as Extract<MethodImplSpec, { kind: "unary" }>, ctx, message, chain);
     } finally {
+      untrack?.();
       opts.onResponseHeader?.(ctx.responseHeader);
-      // As Connect's handlers do at a call's end: its signal lets go of the signals it was linked to.
-      ctx.abort();
     }
   }
   async function* serverStream(impl: object, method: AnyMethod, init: RequestInit<DescMessage>, opts: CallOptions): AsyncGenerator<unknown> {
-    const ctx = contextFor(method, opts, shutdownSignal);
+    const ctx = contextFor(method, opts);
+    const untrack = shutdown?.track((reason) => ctx.abort(reason));
     const { spec, message, chain } = prepare(impl, method, init);
     let answered = false;
     // The headers are known once the first message (or the refusal) is.
@@ -136,8 +137,8 @@ export function inProcessCaller(interceptors: Interceptor[], shutdownSignal?: Ab
         yield m;
       }
     } finally {
+      untrack?.();
       answer();
-      ctx.abort();
     }
   }
   return {

@@ -78,7 +78,7 @@ interface ApiRateOutcome {
 }
 
 /** Counts one call against `bucket` (`limit` a minute; `label` names it in the metrics) and decides it. */
-async function hitRateLimit(deps: Deps, bucket: string, limit: number, label: string, now = Date.now()): Promise<ApiRateOutcome> {
+export async function hitRateLimit(deps: Deps, bucket: string, limit: number, label: string, now = Date.now()): Promise<ApiRateOutcome> {
   const d = await deps.store.rateLimits.hit(bucket, limit, now);
   const headers = rateLimitHeaders(d, now);
   if (d.allowed) return { headers };

@@ -11,6 +11,12 @@ export const CALLS_GRACE_MS = 5000;
 export interface CallsShutdown {
   /** Every call of the server links its own signal to this one (Connect's `shutdownSignal`). */
   signal: AbortSignal;
+  /**
+   * For a call that makes its own context (the gRPC fast path, in-process calls), cheaper than a
+   * linked signal: `end` is called with the reason once the grace period is over; the function
+   * returned forgets the call, and is called when it ends.
+   */
+  track(end: (reason: unknown) => void): () => void;
   /** Ends the calls still in flight once the grace period is over. */
   begin(): void;
 }
@@ -20,9 +26,18 @@ export function callsShutdown(graceMs = CALLS_GRACE_MS): CallsShutdown {
   // Every call in flight listens on it, and each removes its listener when it ends: there is no
   // count past which a listener would be a leak, so no warning of one.
   setMaxListeners(0, controller.signal);
+  const tracked = new Set<(reason: unknown) => void>();
+  controller.signal.addEventListener("abort", () => {
+    for (const end of tracked) end(controller.signal.reason);
+  });
   let timer: NodeJS.Timeout | undefined;
   return {
     signal: controller.signal,
+    track(end) {
+      if (controller.signal.aborted) end(controller.signal.reason);
+      tracked.add(end);
+      return () => tracked.delete(end);
+    },
     begin() {
       timer ??= setTimeout(() => controller.abort(new ConnectError("the server is stopping: call again", Code.Unavailable)), graceMs);
       timer.unref();
