@@ -16,6 +16,7 @@ import {
   type Store,
   type TtlIndex,
 } from "./store/index.js";
+import { bindUnboundSsoApiTokens } from "./domain/auth/sso-tokens.js";
 import { startEmbeddedServer, type EmbeddedServer } from "./embedded/index.js";
 import type { ServerDeps } from "./rpc/server-deps.js";
 import { AuthFailureThrottle } from "./rpc/auth-throttle.js";
@@ -108,6 +109,8 @@ export async function openDatabase(
     });
     logWriteConcern(store, logger, embedded ? config.embedded : undefined);
     await ensureIndexes(store, config.retention);
+    const bound = await bindUnboundSsoApiTokens(store.directory);
+    if (bound > 0) logger.info({ bound }, "API tokens made in SSO sessions now expire with the SSO token that made them");
     return { store, embedded };
   } catch (err) {
     await embedded?.stop();

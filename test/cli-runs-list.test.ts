@@ -121,10 +121,12 @@ describe("runhook runs list", () => {
     expect((await run(["--format", "table", "--workflow", randomUUID()])).stdout).toBe("no runs\n");
   });
 
-  it("an application token of a user lists only that user's runs", async () => {
+  it("an application token of a user who is no admin lists the runs of the workflows it may trigger, whoever started them", async () => {
     const out = await run([], w.userToken);
     expect(out.code, out.stderr).toBe(0);
-    expect(ndjsonIds(out.stdout)).toEqual(newestFirst(runs.filter((r) => r.userId === w.user._id)));
+    expect(ndjsonIds(out.stdout)).toEqual(newestFirst(runs));
+    const theirs = await run(["--user", w.admin._id], w.userToken);
+    expect(ndjsonIds(theirs.stdout)).toEqual(newestFirst(runs.filter((r) => r.userId === w.admin._id)));
   });
 
   it("exits 2 on usage errors, 4 on a 400, 5 on a bad token, 6 on another project's token", async () => {

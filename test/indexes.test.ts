@@ -17,6 +17,7 @@ import { startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, postHook, sleep } from "./helpers/webhook.js";
 import { waitForRun } from "./helpers/runs.js";
 import { createWorld, type World } from "../fixtures/world.js";
+import { bindUnboundSsoApiTokens } from "../src/domain/auth/sso-tokens.js";
 
 let server: TestServer;
 let fx: StoreFixtures;
@@ -102,6 +103,22 @@ it("every query the store made in a workload is an index scan", async () => {
       expect(page.status, JSON.stringify(page.body)).toBe(200);
       if (page.body.nextCursor) expect((await api.get(runs + qs({ ...params, limit: 1, cursor: page.body.nextCursor }))).status).toBe(200);
     }
+    // A user who is no admin sees the runs of the workflows it may trigger: one query per workflow,
+    // or, for more workflows × states than the search merges, one `$in` of them all.
+    const user = apiClient(server.baseUrl, w.userToken);
+    expect((await user.get(runs + qs({ limit: 1 }))).status).toBe(200);
+    const owner = adminClient(server.baseUrl, w.ownerToken);
+    for (let i = 0; i < 3; i++) {
+      await owner.createWorkflow({
+        renderingId: w.renderingId,
+        collectionId: w.collectionId,
+        name: `more ${i}`,
+        steps: [{ kind: { case: "loadRecord", value: {} } }],
+      });
+    }
+    expect((await user.get(runs + qs({ state: "QUEUED,RUNNING,SUCCEEDED,FAILED,CANCELLED", limit: 1 }))).status).toBe(200);
+    // What every start does: bind the SSO API tokens made before their SSO token was recorded.
+    await bindUnboundSsoApiTokens(server.deps.store.directory);
     const logs = `/v1/project/${w.projectName}/environment/${w.environmentName}/activity-logs`;
     for (const params of [
       {},

@@ -27,7 +27,9 @@ interface Hook {
 
 async function hook(opts: Parameters<typeof createWorld>[1] = {}): Promise<Hook> {
   const w = await createWorld(server, opts);
-  const admin = adminClient(server.baseUrl, w.adminToken);
+  // A project that requires SSO answers its admin only in an SSO session.
+  const adminToken = opts.requiresSso ? (await addAppToken(server, w.admin._id, { sso: true })).plaintext : w.adminToken;
+  const admin = adminClient(server.baseUrl, adminToken);
   const got = await admin.getWorkflow({ workflowId: w.workflowId });
   const publicUrl = got.workflow!.webhook!.url;
   return { w, publicUrl, url: toLocal(publicUrl), admin };

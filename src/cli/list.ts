@@ -45,7 +45,7 @@ run (NDJSON, each as GET /v1/runs/{runId} answers it) when stdout is a pipe or a
   --format table|ndjson          instead of choosing by stdout
   --base-url URL                 the runhook server (default: $RUNHOOK_URL, else http://localhost:8080)
   --token TOKEN                  a project API token, or an application token (default: $RUNHOOK_TOKEN):
-                                 a project admin's sees every run, another user's only its own runs
+                                 a project admin's sees every run, another user's those of the workflows it may trigger
 
 429 waits Retry-After; network errors and 5xx are retried with backoff for up to a minute.
 ${EXIT_CODES_HELP}`;

@@ -331,7 +331,7 @@ const RUN_LIST_QUERY: QueryParam[] = [
 ];
 
 const RUN_LIST_DESCRIPTION =
-  "Token: a project API token of the project (every run), or an application token of a user with a role on the project: a project admin (or an organization admin) sees every run, another role only the runs it triggered (userId naming someone else is a 403). " +
+  "Token: a project API token of the project (every run), or an application token of a user with a role on the project: a project admin (or an organization admin) sees every run, another role the runs of the workflows it may trigger (in the rendering's team, with a trigger role that allows it), whoever started them. " +
   "Newest first by default, in the stable order (creation time, id); each run as GET /v1/runs/{runId} answers it. Filters combine; a cursor is bound to the environment, filters, order and time ranges it was issued with (otherwise a 400).";
 
 const RUN_ROUTES = [

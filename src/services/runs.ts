@@ -1,16 +1,14 @@
 // RunService: follow (GetRun with long-poll, WatchRun) and cancel runs.
 //
-// Access: an application token of a user allowed to trigger the run's
-// workflow (assertMayTrigger), or a project API token of the run's project. CancelRun
-// takes application tokens only; an organization API token is refused (403). ListRuns
-// searches an environment's runs under the rule of domain/auth/run-scope.ts.
+// Who sees a run is one rule (domain/auth/run-scope.ts), for following, cancelling and the
+// search alike. CancelRun takes application tokens only; an organization API token is refused (403).
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { CancelRunRequest, GetRunRequest, ListRunsRequest, RunService, WatchRunRequest } from "../../gen/runhook/v1/run_pb.js";
-import { runListScope, runUserFilter } from "../domain/auth/run-scope.js";
+import { assertMaySeeRun, runListScope } from "../domain/auth/run-scope.js";
 import { cursorCodec, paging, type CursorCodec } from "../domain/logs/cursor.js";
 import { readRunPage, runSelection } from "../domain/runs/search.js";
-import { assertMayFollowRun, assertNotOrgApiToken } from "../domain/auth/access.js";
+import { assertNotOrgApiToken } from "../domain/auth/access.js";
 import { authenticateAny, type ApiPrincipal, type AppPrincipal } from "../domain/auth/tokens.js";
 import type { Deps } from "../deps.js";
 import { authorization, directoryOf, viaOf } from "./context.js";
@@ -51,7 +49,7 @@ async function authorize(
   if (!isUuid(runId)) throw fail.invalid("run_id must be a UUID");
   const run = await deps.store.runs.get(runId.toLowerCase());
   if (!run) throw fail.notFound(`run ${runId} not found`);
-  await assertMayFollowRun(directory, principal, run);
+  await assertMaySeeRun(directory, principal, run);
   return { principal, run };
 }
 
@@ -60,7 +58,7 @@ async function recheck(deps: Deps, ctx: HandlerContext, run: RunDoc): Promise<vo
   const directory = deps.store.directory.view();
   const principal = await authenticateAny(directory, authorization(ctx));
   assertNotOrgApiToken(principal);
-  await assertMayFollowRun(directory, principal, run);
+  await assertMaySeeRun(directory, principal, run);
 }
 
 async function getRun(deps: Deps, watcher: RunWatcher, req: GetRunRequest, ctx: HandlerContext) {
@@ -164,17 +162,18 @@ function timeOf(ts: Timestamp | undefined, name: string): Date | undefined {
 
 async function listRuns(deps: Deps, codec: CursorCodec, req: ListRunsRequest, ctx: HandlerContext) {
   const p = paging(req.options, { defaultOrder: "desc" });
-  const scope = await runListScope(directoryOf(deps, ctx.values), authorization(ctx), req.projectName, req.environmentName);
+  const scope = await runListScope(directoryOf(deps, ctx.values), deps.store.directory, authorization(ctx), req.projectName, req.environmentName);
   const f = req.filter;
   const selection = runSelection(
     scope.environment._id,
     {
       workflowId: f?.workflowId ?? "",
+      seenWorkflowIds: scope.workflowIds,
       collection: f?.collection ?? "",
       recordId: f?.recordId ?? "",
       states: f?.states ?? [],
       via: f?.via ?? "",
-      userId: runUserFilter(scope, f?.userId ?? ""),
+      userId: f?.userId ?? "",
       finishedFrom: timeOf(f?.finishedFrom, "finished_from"),
       finishedTo: timeOf(f?.finishedTo, "finished_to"),
     },

@@ -225,11 +225,25 @@ function appTokensStore(d: Database, v: DirectoryVersion) {
   };
 }
 
+// null also matches a missing field, as the index {sso, ssoTokenId} stores it.
+const UNBOUND_SSO = { sso: true, ssoTokenId: null } as unknown as Filter<T.ApiTokenDoc>;
+
 function apiTokensStore(d: Database, v: DirectoryVersion) {
   return {
     ...documents(d, "apiTokens"),
     /** A page of the project's API tokens, by id. */
     ofProject: (projectId: string, after: string | undefined, limit: number) => pageOf(d, "apiTokens", "projectId", projectId, after, limit),
+    /** Up to `limit` SSO API tokens not yet bound to the SSO token that made them (made before that was recorded). */
+    unboundSso: (limit: number) => d.apiTokens.find(UNBOUND_SSO, { limit }).toArray(),
+    /**
+     * Binds an unbound SSO API token to the SSO token that made it ("" for none found) and
+     * brings its expiry forward to `until` if later; whether this call bound it.
+     */
+    bindToSsoToken: (organizationId: string, id: string, ssoTokenId: string, until: Date) =>
+      v.change(
+        organizationId,
+        async () => (await d.apiTokens.updateOne({ ...UNBOUND_SSO, _id: id }, { $set: { ssoTokenId }, $min: { expiresAt: until } })).modifiedCount === 1,
+      ),
     /** Revokes the token unless it already is; whether this call revoked it. */
     revoke: (organizationId: string, id: string, at: Date) =>
       v.change(organizationId, async () => (await d.apiTokens.updateOne({ _id: id, revokedAt: null }, { $set: { revokedAt: at } })).modifiedCount === 1),

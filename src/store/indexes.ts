@@ -103,6 +103,8 @@ function directoryIndexes(d: Database): Promise<string>[] {
     d.permissions.createIndex({ renderingId: 1, _id: 1 }),
     d.workflows.createIndex({ renderingId: 1, _id: 1 }),
     d.apiTokens.createIndex({ projectId: 1, _id: 1 }),
+    // SSO API tokens not yet bound to the SSO token that made them (sso-tokens.ts, at each start).
+    d.apiTokens.createIndex({ sso: 1, ssoTokenId: 1 }),
     d.orgApiTokens.createIndex({ organizationId: 1, _id: 1 }),
   ];
 }

@@ -8,7 +8,10 @@ import type { RunDoc, RunState } from "./types.js";
 
 export interface RunSelection {
   environmentId: string;
+  /** The workflow filter as asked (what a cursor is bound to); the query reads `workflowIds` when set. */
   workflowId?: string;
+  /** Any of these workflows (empty: no run); absent: `workflowId`, or every workflow. */
+  workflowIds?: string[];
   collection?: string;
   /** Only with `collection` (the index is on both). */
   recordId?: string;
@@ -38,10 +41,17 @@ export const RUN_SEARCH_TIME_LIMIT_MS = 5000;
 
 export type RunSearch = (s: RunSelection, after: RunKey | undefined, order: 1 | -1, limit: number) => Promise<RunDoc[]>;
 
-/** The equality filters and the finish range of a selection, for one state (or none). */
-function baseFilter(s: RunSelection, state: RunState | undefined): Record<string, unknown> {
+/**
+ * The most queries one page makes (one per state and workflow, each served in index order);
+ * past it, the workflows are one `$in` filtered along the environment's index.
+ */
+export const MAX_MERGED_QUERIES = 16;
+
+/** The equality filters and the finish range of a selection, for one state and one workflow (or any). */
+function baseFilter(s: RunSelection, state: RunState | undefined, workflow: string | string[] | undefined): Record<string, unknown> {
   const f: Record<string, unknown> = { environmentId: s.environmentId };
-  if (s.workflowId) f.workflowId = s.workflowId;
+  if (typeof workflow === "string") f.workflowId = workflow;
+  else if (workflow) f.workflowId = { $in: workflow };
   if (s.collection) f.collection = s.collection;
   if (s.recordId) f.recordId = s.recordId;
   if (state) f.state = state;
@@ -80,11 +90,20 @@ async function pageOf(d: Database, base: Record<string, unknown>, s: RunSelectio
   return same.concat(rest);
 }
 
-/** RunStore.search: several states are one query each (each served in index order), merged. */
+/** The workflow filter of each query: each workflow alone while the queries stay few, else all of them at once. */
+function workflowsOf(s: RunSelection, states: number): (string | string[] | undefined)[] {
+  if (!s.workflowIds) return [s.workflowId || undefined];
+  const ids = [...new Set(s.workflowIds)];
+  return ids.length * states <= MAX_MERGED_QUERIES ? ids : [ids];
+}
+
+/** RunStore.search: several states or workflows are one query each (each served in index order), merged. */
 export function runSearch(d: Database): RunSearch {
   return async (s, after, order, limit) => {
+    if (s.workflowIds?.length === 0) return [];
     const states = s.states?.length ? [...new Set(s.states)] : [undefined];
-    const pages = await Promise.all(states.map((state) => pageOf(d, baseFilter(s, state), s, after, order, limit)));
+    const filters = workflowsOf(s, states.length).flatMap((workflow) => states.map((state) => baseFilter(s, state, workflow)));
+    const pages = await Promise.all(filters.map((filter) => pageOf(d, filter, s, after, order, limit)));
     if (pages.length === 1) return pages[0]!;
     return pages
       .flat()

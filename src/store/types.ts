@@ -123,6 +123,12 @@ export interface ApiTokenDoc extends TokenDocBase {
    * refuses them (domain/auth/access.ts, assertApiTokenMayAct).
    */
   sso?: boolean;
+  /**
+   * With `sso`: the SSO token of the session that made it, whose expiry it never outlives
+   * (domain/auth/sso-tokens.ts); "" where that token could no longer be found. Absent (null to
+   * a query) on tokens made before runhook recorded it, until the start that binds them.
+   */
+  ssoTokenId?: string;
 }
 /** An organization API token: reads its organization's own admin log (stream `m:org:<organizationId>`) over /v1, nothing else. */
 export interface OrgApiTokenDoc extends TokenDocBase {

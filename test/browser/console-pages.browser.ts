@@ -144,17 +144,17 @@ it("an admin's activity log shows a run's entries, its tail picks up new ones, a
   await done();
 });
 
-it("a user who is not an admin sees their runs and the workflow's state, but no URL, no changes and no admin pages", { timeout: 90_000 }, async () => {
+it("a user who is not an admin sees the runs of its workflows and the workflow's state, but no URL, no changes and no admin pages", { timeout: 90_000 }, async () => {
   const hook = await postHook(await hookUrl(), w.userToken, { record_id: "r4" });
   expect(hook.status).toBe(202);
   const { page, done } = await signedIn(w.userToken, w.user.email);
   await page.getByRole("link", { name: w.projectName }).click();
   await page.getByText("Your role: user").waitFor();
   for (const hidden of ["Renderings", "Project settings"]) expect(await page.getByRole("heading", { name: hidden }).count()).toBe(0);
-  // The environments, with their own runs only: no logs, no notes.
+  // The environments, with the runs of the workflows the user may trigger: no logs, no notes.
   await page.getByRole("heading", { name: "Environments" }).waitFor();
   for (const hidden of ["Activity log", "Notes"]) expect(await page.getByRole("link", { name: hidden }).count()).toBe(0);
-  await page.getByRole("link", { name: "Your runs" }).click();
+  await page.getByRole("link", { name: "Runs", exact: true }).click();
   await page.locator(`tr[data-run="${hook.body.runId}"]`).waitFor(LONG);
   // From the run to its workflow: state and rate limit, no URL, no buttons that change it.
   await page.locator(`tr[data-run="${hook.body.runId}"] a`).click();

@@ -1,5 +1,5 @@
-// A project: its environments with their runs (every role; a user who is not an admin sees its
-// own runs), logs and notes (admins); its renderings (editors and admins), each leading to its
+// A project: its environments with their runs (every role; a user who is not an admin sees those
+// of the workflows it may trigger), logs and notes (admins); its renderings (editors and admins), each leading to its
 // workflows; the admin's settings.
 import { admin } from "../api.js";
 import { href } from "../route.js";
@@ -35,7 +35,7 @@ export function ProjectPage({ projectId }: { projectId: string }) {
               <tr key={e.id}>
                 <th scope="row">{e.name}</th>
                 <td>
-                  <a href={href(["p", projectId, "env", e.name, "runs"])}>{adminHere ? "Runs" : "Your runs"}</a>
+                  <a href={href(["p", projectId, "env", e.name, "runs"])}>Runs</a>
                 </td>
                 {adminHere && (
                   <>

@@ -1,6 +1,6 @@
 // Every permission rule, in one place; RPCs, REST and executors all call these.
 import type { DirectoryReads } from "../../store/directory-cache.js";
-import type { AppTokenDoc, ProjectDoc, RenderingDoc, RunDoc, UserDoc, WorkflowDoc } from "../../store/types.js";
+import type { AppTokenDoc, ProjectDoc, RenderingDoc, UserDoc, WorkflowDoc } from "../../store/types.js";
 import { fail } from "../errors.js";
 import type { Role } from "./roles.js";
 import type { AnyPrincipal, ApiPrincipal, AppPrincipal, OrgPrincipal } from "./tokens.js";
@@ -23,6 +23,11 @@ export async function renderingDenial(
   return { reason: null, role };
 }
 
+/** Whether a user of `role` may trigger `workflow` (an empty list: every role). */
+export function triggerRoleAllows(workflow: Pick<WorkflowDoc, "triggerRoles">, role: Role): boolean {
+  return workflow.triggerRoles.length === 0 || workflow.triggerRoles.includes(role);
+}
+
 /** Throws PERMISSION_DENIED unless the token's user may trigger the workflow. */
 export async function assertMayTrigger(
   dir: DirectoryReads,
@@ -34,11 +39,17 @@ export async function assertMayTrigger(
 ): Promise<Role> {
   const r = await renderingDenial(dir, user, project, rendering);
   if (r.reason !== null) throw fail.denied(r.reason);
-  if (workflow.triggerRoles.length > 0 && !workflow.triggerRoles.includes(r.role)) {
-    throw fail.denied(`the role "${r.role}" may not trigger this workflow`);
-  }
-  if (project.requiresSso && !token.sso) throw fail.denied("the project requires a token generated in an SSO session");
+  if (!triggerRoleAllows(workflow, r.role)) throw fail.denied(`the role "${r.role}" may not trigger this workflow`);
+  assertSsoWhereRequired(project, token);
   return r.role;
+}
+
+/**
+ * Throws PERMISSION_DENIED when `project` requires SSO and the application token was not
+ * generated in an SSO session: every call that touches such a project, whatever the service.
+ */
+export function assertSsoWhereRequired(project: ProjectDoc, token: AppTokenDoc): void {
+  if (project.requiresSso && !token.sso) throw fail.denied("the project requires a token generated in an SSO session");
 }
 
 /**
@@ -46,7 +57,7 @@ export async function assertMayTrigger(
  * project requires SSO, the token was generated in an SSO session (so switching requires_sso on
  * stops the tokens made before without one, and switching it off lets them work again); and its
  * creator is still an admin of the project. Every path that accepts API tokens calls this one
- * rule: the logs and notes (apiScope) and following runs (assertMayFollowRun).
+ * rule: the logs and notes (apiScope) and runs (run-scope.ts).
  */
 export async function assertApiTokenMayAct(dir: DirectoryReads, p: ApiPrincipal): Promise<void> {
   if (p.project.requiresSso && p.token.sso !== true)
@@ -63,32 +74,6 @@ export function assertOrgApiTokenCreatorIsAdmin(p: OrgPrincipal): void {
 /** Throws PERMISSION_DENIED for an organization API token, which reads its organization's admin log and nothing else. */
 export function assertNotOrgApiToken<P extends AnyPrincipal>(p: P): asserts p is Exclude<P, OrgPrincipal> {
   if (p.kind === "org") throw fail.denied("an organization API token reads only its organization's admin log (GET /v1/organization/admin-logs)");
-}
-
-/**
- * Throws PERMISSION_DENIED unless the principal may follow (or cancel) the run: a project API
- * token of the run's project that may still act for it (assertApiTokenMayAct), or an
- * application token of a user who may trigger its workflow.
- */
-export async function assertMayFollowRun(dir: DirectoryReads, p: AppPrincipal | ApiPrincipal, run: RunDoc): Promise<void> {
-  if (p.kind === "api") {
-    if (p.project._id !== run.projectId) throw fail.denied("the API token belongs to another project");
-    await assertApiTokenMayAct(dir, p);
-    return;
-  }
-  const [project, rendering, workflow] = await Promise.all([
-    dir.projects.get(run.projectId),
-    dir.renderings.get(run.renderingId),
-    dir.workflows.get(run.workflowId),
-  ]);
-  if (!project || !rendering) throw fail.denied("the run's project or rendering no longer exists");
-  if (workflow) {
-    await assertMayTrigger(dir, p.user, p.token, project, rendering, workflow);
-    return;
-  }
-  // Workflow deleted: fall back to the rendering rule.
-  const r = await renderingDenial(dir, p.user, project, rendering);
-  if (r.reason !== null) throw fail.denied(r.reason);
 }
 
 export type DataAccess = "read" | "edit";
@@ -130,11 +115,13 @@ const NEEDED: Record<ProjectNeed, string> = {
 };
 
 /**
- * Throws PERMISSION_DENIED unless `user` holds at least `need` on `project`: the admin role,
- * for `editor` the editor role too, for `user` any role; organization admins hold everything.
+ * Throws PERMISSION_DENIED unless the caller's user holds at least `need` on `project` (the
+ * admin role, for `editor` the editor role too, for `user` any role; organization admins hold
+ * everything), and its token was made in an SSO session where the project requires one.
  */
-export async function assertProjectRole(dir: DirectoryReads, user: UserDoc, project: ProjectDoc, need: ProjectNeed): Promise<void> {
-  if (!(await holdsProjectRole(dir, user, project, need))) throw fail.denied(NEEDED[need]);
+export async function assertProjectRole(dir: DirectoryReads, p: AppPrincipal, project: ProjectDoc, need: ProjectNeed): Promise<void> {
+  if (!(await holdsProjectRole(dir, p.user, project, need))) throw fail.denied(NEEDED[need]);
+  assertSsoWhereRequired(project, p.token);
 }
 
 /** Whether `user` holds at least `need` on `project` (the rule of assertProjectRole). */
@@ -145,15 +132,16 @@ export async function holdsProjectRole(dir: DirectoryReads, user: UserDoc, proje
 }
 
 /**
- * What `user` may do with the workflows of `rendering`: `change` them — editors and admins of
- * the project and organization admins, who also copy the webhook URL (a credential) — or
+ * What the caller may do with the workflows of `rendering`: `change` them — editors and admins
+ * of the project and organization admins, who also copy the webhook URL (a credential) — or
  * `read` them without the URL: the users who may act in the rendering (renderingDenial).
- * PERMISSION_DENIED for anyone else.
+ * PERMISSION_DENIED for anyone else, and without an SSO token where the project requires one.
  */
-export async function workflowAccess(dir: DirectoryReads, user: UserDoc, project: ProjectDoc, rendering: RenderingDoc): Promise<"change" | "read"> {
-  if (await holdsProjectRole(dir, user, project, "editor")) return "change";
-  if ((await renderingDenial(dir, user, project, rendering)).reason !== null) throw fail.denied(NEEDED.editor);
-  return "read";
+export async function workflowAccess(dir: DirectoryReads, p: AppPrincipal, project: ProjectDoc, rendering: RenderingDoc): Promise<"change" | "read"> {
+  const access = (await holdsProjectRole(dir, p.user, project, "editor")) ? "change" : "read";
+  if (access === "read" && (await renderingDenial(dir, p.user, project, rendering)).reason !== null) throw fail.denied(NEEDED.editor);
+  assertSsoWhereRequired(project, p.token);
+  return access;
 }
 
 /** Throws PERMISSION_DENIED unless `actor` may create application tokens for other users: organization admins only. */

@@ -5,7 +5,7 @@
 import type { DirectoryReads } from "../../store/directory-cache.js";
 import type { EnvironmentDoc, ProjectDoc, UserDoc } from "../../store/types.js";
 import { fail } from "../errors.js";
-import { assertApiTokenMayAct, assertNotOrgApiToken, assertOrgApiTokenCreatorIsAdmin } from "./access.js";
+import { assertApiTokenMayAct, assertNotOrgApiToken, assertOrgApiTokenCreatorIsAdmin, assertSsoWhereRequired } from "./access.js";
 import {
   APP_TOKEN_PREFIX,
   authenticateAny,
@@ -28,7 +28,7 @@ export interface ApiScope {
   /**
    * `admin`: a project API token, or a console session (application token) of an admin of the
    * project or of its organization; `member`: one of a user with another role (only where a
-   * caller asks for members: the run search, which then shows the user's own runs).
+   * caller asks for members: the run search, which then shows the runs of the workflows the user may trigger).
    */
   standing: "admin" | "member";
 }
@@ -41,7 +41,7 @@ async function appTokenScope(dir: DirectoryReads, p: AppPrincipal, projectName: 
   if (!project || (!role && !p.user.organizationAdmin)) throw fail.denied("the token's user has no role on this project");
   const standing = role === "admin" || p.user.organizationAdmin ? "admin" : "member";
   if (standing === "member" && !members) throw fail.denied("only an admin of the project reads this from the console (or use the project's API token)");
-  if (project.requiresSso && !p.token.sso) throw fail.denied("the project requires a token generated in an SSO session");
+  assertSsoWhereRequired(project, p.token);
   return { user: p.user, project, standing };
 }
 

@@ -16,11 +16,12 @@ export const RUN_VIAS = ["webhook", "grpc"] as const;
 
 export interface RunFilterInput {
   workflowId: string;
+  /** The workflows whose runs the caller sees, when not all (auth/run-scope.ts). */
+  seenWorkflowIds: string[] | undefined;
   collection: string;
   recordId: string;
   states: string[];
   via: string;
-  /** Already forced to the caller when it sees only its own runs (auth/run-scope.ts). */
   userId: string;
   finishedFrom: Date | undefined;
   finishedTo: Date | undefined;
@@ -39,6 +40,12 @@ function statesOf(raw: string[]): RunState[] {
   return [...new Set(states as RunState[])].sort();
 }
 
+/** The workflows a search reads when it is restricted: the one asked for if seen, or every one seen. */
+function workflowsRead(f: RunFilterInput): { workflowIds?: string[] } {
+  if (!f.seenWorkflowIds) return {};
+  return { workflowIds: f.workflowId ? f.seenWorkflowIds.filter((id) => id === f.workflowId) : f.seenWorkflowIds };
+}
+
 /** The store's selection for a checked filter. */
 export function runSelection(environmentId: string, f: RunFilterInput, p: Paging): RunSelection {
   if (f.recordId && !f.collection) throw fail.invalid("recordId needs collection (a record id is unique within its collection)");
@@ -48,6 +55,7 @@ export function runSelection(environmentId: string, f: RunFilterInput, p: Paging
   return {
     environmentId,
     ...(f.workflowId ? { workflowId: f.workflowId } : {}),
+    ...workflowsRead(f),
     ...(f.collection ? { collection: f.collection } : {}),
     ...(f.recordId ? { recordId: f.recordId } : {}),
     ...(states.length ? { states } : {}),

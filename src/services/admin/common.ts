@@ -98,7 +98,7 @@ export async function adminLogAboutUser(
 export async function inProject(dir: DirectoryReads, p: AppPrincipal, projectId: string, need: ProjectNeed): Promise<T.ProjectDoc> {
   const project = await dir.projects.get(required(projectId, "project_id"));
   if (!project || project.organizationId !== p.user.organizationId) throw fail.notFound(`project "${projectId}" not found`);
-  await assertProjectRole(dir, p.user, project, need);
+  await assertProjectRole(dir, p, project, need);
   return project;
 }
 
@@ -110,7 +110,7 @@ export async function inProject(dir: DirectoryReads, p: AppPrincipal, projectId:
 export async function projectOf(dir: DirectoryReads, p: AppPrincipal, projectId: string | undefined, need: ProjectNeed, what: string): Promise<T.ProjectDoc> {
   const project = projectId === undefined ? null : await dir.projects.get(projectId);
   if (!project || project.organizationId !== p.user.organizationId) throw fail.notFound(`${what} not found`);
-  await assertProjectRole(dir, p.user, project, need);
+  await assertProjectRole(dir, p, project, need);
   return project;
 }
 
@@ -186,5 +186,5 @@ export async function workflowForReading(deps: Deps, view: DirectoryReads, p: Ap
 async function workflowsOf(view: DirectoryReads, p: AppPrincipal, rendering: T.RenderingDoc | null, notFound: string) {
   const project = rendering && (await view.projects.get(rendering.projectId));
   if (!rendering || !project || project.organizationId !== p.user.organizationId) throw fail.notFound(notFound);
-  return { rendering, project, access: await workflowAccess(view, p.user, project, rendering) };
+  return { rendering, project, access: await workflowAccess(view, p, project, rendering) };
 }

@@ -52,12 +52,13 @@ function ttlMs(seconds: number): number {
 }
 
 /**
- * The lifetime of a new application token: as asked (ttlMs), except that an SSO token an SSO
- * session makes never outlives the session's own token (ssoTokenExpiry).
+ * The lifetime of a new token: as asked (ttlMs), except that a token that carries its maker's
+ * SSO session (an SSO application token, an API token made in an SSO session) never outlives
+ * the session's own token (ssoTokenExpiry).
  */
-function appTokenTtlMs(caller: AppPrincipal, sso: boolean, seconds: number, now: Date): number {
+function tokenTtlMs(caller: AppPrincipal, carriesSso: boolean, seconds: number, now: Date): number {
   const ms = ttlMs(seconds);
-  if (!sso) return ms;
+  if (!carriesSso) return ms;
   return ssoTokenExpiry(caller.token, { ms, isDefault: seconds === 0 }, now).getTime() - now.getTime();
 }
 
@@ -71,17 +72,17 @@ function tokenName(name: string, fallback: string): string {
  * A new API token of `creator` (a project's or an organization's, by `prefix`): the fields both
  * kinds store (the hash, never the plaintext) and the plaintext, shown once.
  */
-function newApiToken(prefix: string, creator: T.UserDoc, req: { name: string; ttlSeconds: number }, fallbackName: string) {
+function newApiToken(prefix: string, creator: T.UserDoc, req: { name: string }, fallbackName: string, lifetime: { ttlMs: number; now: Date }) {
   const name = tokenName(req.name, fallbackName);
   const id = randomUUID();
   const t = newToken(prefix, id);
-  const now = new Date();
+  const { now } = lifetime;
   const fields: T.TokenDocBase = {
     _id: id,
     hash: t.hash,
     userId: creator._id,
     name,
-    expiresAt: new Date(now.getTime() + ttlMs(req.ttlSeconds)),
+    expiresAt: new Date(now.getTime() + lifetime.ttlMs),
     revokedAt: null,
     createdAt: now,
   };
@@ -188,7 +189,7 @@ function appTokenMethods(deps: Deps): Pick<AdminImpl, "createApplicationToken" |
       if (req.sso) assertMayIssueSsoToken(p, owner._id);
       const name = tokenName(req.name, "token");
       const now = new Date();
-      const ttl = appTokenTtlMs(p, req.sso, req.ttlSeconds, now);
+      const ttl = tokenTtlMs(p, req.sso, req.ttlSeconds, now);
       const { doc, plaintext } = await issueAppToken(deps, owner, { name, ttlMs: ttl, sso: req.sso, now });
       await adminLogAboutUser(deps, p.user, owner, "token.created", `token/${doc._id}`, {
         userId: owner._id,
@@ -240,9 +241,11 @@ function apiTokenMethods(deps: Deps): Pick<AdminImpl, "createApiToken" | "revoke
       const p = await caller(dir, ctx);
       const project = await inProject(dir, p, req.projectId, "admin");
       assertMayIssueApiToken(p, project);
-      const { fields, plaintext } = newApiToken(API_TOKEN_PREFIX, p.user, req, "api token");
+      const now = new Date();
+      const sso = p.token.sso;
+      const { fields, plaintext } = newApiToken(API_TOKEN_PREFIX, p.user, req, "api token", { ttlMs: tokenTtlMs(p, sso, req.ttlSeconds, now), now });
       // Recorded, so that a project that comes to require SSO refuses the tokens made without it.
-      const doc: T.ApiTokenDoc = { ...fields, projectId: project._id, sso: p.token.sso };
+      const doc: T.ApiTokenDoc = { ...fields, projectId: project._id, sso, ...(sso ? { ssoTokenId: p.token._id } : {}) };
       await dir.apiTokens.insert(doc);
       await adminLog(
         deps,
@@ -281,7 +284,8 @@ function orgApiTokenMethods(deps: Deps): Pick<AdminImpl, "createOrganizationApiT
     async createOrganizationApiToken(req, ctx) {
       const p = await caller(dir, ctx);
       assertOrgAdmin(p.user);
-      const { fields, plaintext } = newApiToken(ORG_API_TOKEN_PREFIX, p.user, req, "organization api token");
+      const now = new Date();
+      const { fields, plaintext } = newApiToken(ORG_API_TOKEN_PREFIX, p.user, req, "organization api token", { ttlMs: ttlMs(req.ttlSeconds), now });
       const doc: T.OrgApiTokenDoc = { ...fields, organizationId: p.user.organizationId };
       await dir.orgApiTokens.insert(doc);
       await adminLog(deps, p.user, "org_api_token.created", `org_api_token/${doc._id}`, { name: doc.name, expiresAt: doc.expiresAt.toISOString() });
