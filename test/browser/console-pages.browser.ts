@@ -144,7 +144,7 @@ it("an admin's activity log shows a run's entries, its tail picks up new ones, a
   await done();
 });
 
-it("a user who is not an admin sees the runs of its workflows and the workflow's state, but no URL, no changes and no admin pages", { timeout: 90_000 }, async () => {
+it("a user who is not an admin sees its workflows' runs and state, but no URL, no changes and no admin pages", { timeout: 90_000 }, async () => {
   const hook = await postHook(await hookUrl(), w.userToken, { record_id: "r4" });
   expect(hook.status).toBe(202);
   const { page, done } = await signedIn(w.userToken, w.user.email);
