@@ -2,26 +2,24 @@
 // `runhook admin org-api-tokens`), stored as a hash, logged in the organization's own admin
 // log, and refused (403) on every project route of the public API, which they may not read.
 import { Code } from "@connectrpc/connect";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { storeFixtures } from "../src/store/index.js";
 import { adminStream } from "../src/store/logs.js";
 import { redactUrl } from "../src/lib/logging.js";
 import { apiClient } from "./helpers/api.js";
-import { startServer, uuid, type TestServer } from "./helpers/server.js";
+import { serverForFile, uuid } from "./helpers/server.js";
 import { runCli as run } from "./helpers/cli.js";
 import { adminClient, code } from "./helpers/webhook.js";
 import { createWorld, type World } from "../fixtures/world.js";
 
-let server: TestServer;
+const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
 let w: World;
 let other: World;
 
 beforeAll(async () => {
-  server = await startServer({ env: { RUNHOOK_EXECUTOR: "false" } });
   w = await createWorld(server);
   other = await createWorld(server);
 });
-afterAll(async () => server?.stop());
 
 /** The admin log entries stored about an organization API token, with the stream each is in. */
 async function entriesAbout(tokenId: string) {

@@ -15,7 +15,7 @@ import { ListActivityLogsRequestSchema, ListActivityLogsResponseSchema, LogServi
 import { ListNotesRequestSchema, ListNotesResponseSchema, NoteService } from "../gen/runhook/v1/note_pb.js";
 import { MAX_MESSAGE_NESTING } from "../src/rpc/message-nesting.js";
 import { apiClient } from "./helpers/api.js";
-import { startServer, type TestServer } from "./helpers/server.js";
+import { serverForFile, startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow, grpcUnary } from "./helpers/webhook.js";
 import { addApiToken, createWorld, type World } from "../fixtures/world.js";
 
@@ -214,15 +214,13 @@ async function rawGrpc(addr: string, path: string, token: string, body: Buffer):
 
 describe("deeply nested request messages", () => {
   const REFUSED = `the request message is nested deeper than ${MAX_MESSAGE_NESTING} levels`;
-  let server: TestServer;
+  const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
   let w: World;
   let path: string;
   beforeAll(async () => {
-    server = await startServer({ env: { RUNHOOK_EXECUTOR: "false" } });
     w = await createWorld(server);
     path = "/runhook.v1.AdminService/PublishWorkflow";
   });
-  afterAll(async () => server?.stop());
 
   const connectPost = (contentType: string, body: Buffer | string, extra: Record<string, string> = {}) =>
     fetch(`${server.baseUrl}${path}`, {
