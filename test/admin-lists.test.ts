@@ -2,29 +2,19 @@
 // (AIP-158) with page tokens bound to the caller and the query; WhoAmI; when tokens were last
 // used; and `runhook admin … list|get|whoami`. On the real server and database.
 import { toJsonString } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { ApiTokenSchema, ApplicationTokenSchema } from "../gen/runhook/v1/admin_pb.js";
-import type { ChildProcess } from "node:child_process";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { addUser, createWorld, type World } from "../fixtures/world.js";
 import { storeFixtures, type CommandStartedEvent } from "../src/store/index.js";
 import { apiClient } from "./helpers/api.js";
 import { table } from "../src/cli/admin-reads.js";
-import { spawnCli } from "./helpers/cli.js";
-import { ROOT, serverForFile } from "./helpers/server.js";
-import { adminClient, sleep } from "./helpers/webhook.js";
+import { runCli } from "./helpers/cli.js";
+import { serverForFile } from "./helpers/server.js";
+import { adminClient, code, sleep } from "./helpers/webhook.js";
 
 const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false", RUNHOOK_ADMIN_RATE_LIMIT: "100000", RUNHOOK_ADMIN_ORG_RATE_LIMIT: "100000" } });
 const client = (token: string) => adminClient(server.baseUrl, token);
-
-async function code(p: Promise<unknown>): Promise<Code | "ok"> {
-  try {
-    await p;
-    return "ok";
-  } catch (err) {
-    return ConnectError.from(err).code;
-  }
-}
 
 /** A user of the world's organization with an application token, and its client. */
 async function member(w: World, role: "admin" | "editor" | "user" | null, inTeam = false) {
@@ -358,17 +348,7 @@ describe("last used", () => {
 });
 
 describe("runhook admin list|get|whoami (CLI)", () => {
-  const children = new Set<ChildProcess>();
-  afterAll(() => {
-    for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
-  });
-  const run = (args: string[], token: string) =>
-    spawnCli(["admin", ...args], {
-      env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("RUNHOOK_"))), RUNHOOK_URL: server.baseUrl, RUNHOOK_TOKEN: token },
-      cwd: ROOT,
-      timeoutMs: 30_000,
-      children,
-    }).exited;
+  const run = (args: string[], token: string) => runCli(["admin", ...args], { RUNHOOK_URL: server.baseUrl, RUNHOOK_TOKEN: token });
   const lines = (stdout: string) =>
     stdout
       .trim()

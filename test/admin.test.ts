@@ -2,16 +2,15 @@
 // `runhook seed --json`, on the real server and database.
 import { describe, expect, it } from "vitest";
 import { storeFixtures } from "../src/store/index.js";
-import { spawn } from "node:child_process";
-import { join } from "node:path";
 import { ConnectError, Code } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { CreateProjectRequestSchema, CreateProjectResponseSchema } from "../gen/runhook/v1/admin_pb.js";
 import type { StepSchema } from "../gen/runhook/v1/common_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { BOOTSTRAP_SECRET, ROOT, serverForFile, startServer, testDbName, testEnv } from "./helpers/server.js";
-import { adminClient, bootstrapTenant, grpcUnary, local, postHook } from "./helpers/webhook.js";
+import { BOOTSTRAP_SECRET, serverForFile, startServer, testDbName, testEnv } from "./helpers/server.js";
+import { runCli as run } from "./helpers/cli.js";
+import { adminClient, bootstrapTenant, code, grpcUnary, local, postHook } from "./helpers/webhook.js";
 
 const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
 const db = () => storeFixtures(server.deps.store);
@@ -21,15 +20,6 @@ const load: Step = { kind: { case: "loadRecord", value: {} } };
 const wait = (seconds: number): Step => ({ kind: { case: "wait", value: { seconds } } });
 const update = (set: Record<string, unknown>): Step => ({ kind: { case: "updateRecord", value: { set: set as never } } });
 const note = (content: string): Step => ({ kind: { case: "addNote", value: { content, title: "" } } });
-
-async function code(p: Promise<unknown>): Promise<Code | "ok"> {
-  try {
-    await p;
-    return "ok";
-  } catch (err) {
-    return ConnectError.from(err).code;
-  }
-}
 
 let n = 0;
 /** A fresh organization built entirely through AdminService. */
@@ -438,21 +428,6 @@ describe("AdminService: admin logs", () => {
     expect(all).not.toContain("/hooks/");
   });
 });
-
-function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [join(ROOT, "bin/runhook.js"), ...args], {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.once("exit", (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 describe("runhook admin (CLI)", () => {
   it("calls AdminService and prints JSON; usage errors (a missing, unknown or valueless flag) exit 2", async () => {

@@ -3,12 +3,12 @@
 // behind a trusted proxy counts the client address the proxy forwards, exactly as the HTTP
 // gateway does, so one guesser behind a load balancer locks out no one else.
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { BootstrapRequestSchema, BootstrapResponseSchema } from "../gen/runhook/v1/admin_pb.js";
 import { API_TOKEN_PREFIX, newToken } from "../src/domain/auth/tokens.js";
 import { storeFixtures } from "../src/store/index.js";
 import { apiClient } from "./helpers/api.js";
-import { BOOTSTRAP_SECRET, openTestApp, spawnServer, testDbName, type ChildServer, type TestApp } from "./helpers/server.js";
+import { BOOTSTRAP_SECRET, twoServersForFile, type ChildServer } from "./helpers/server.js";
 import { awaitFreshWindow, grpcUnary, sleep } from "./helpers/webhook.js";
 
 const LIMIT = 5;
@@ -17,23 +17,8 @@ const PATH = "/v1/project/any/admin-logs";
 /** A well-formed token nobody issued: it reaches the token lookup, like a real guess. */
 const guess = () => newToken(API_TOKEN_PREFIX, randomUUID()).plaintext;
 
-let app: TestApp;
-let a: ChildServer;
-let b: ChildServer;
-
-beforeAll(async () => {
-  const dbName = testDbName();
-  app = await openTestApp(dbName);
-  // The proxy in front of both is this machine.
-  const env = { RUNHOOK_EXECUTOR: "false", RUNHOOK_AUTH_FAILURE_LIMIT: String(LIMIT), RUNHOOK_TRUSTED_PROXIES: "127.0.0.1" };
-  [a, b] = await Promise.all([spawnServer(dbName, { env }), spawnServer(dbName, { env })]);
-}, 120_000);
-
-afterAll(async () => {
-  await Promise.allSettled([a?.stop(), b?.stop()]);
-  app?.stop();
-  await app?.deps.store.close();
-});
+// The proxy in front of both is this machine.
+const { app, a, b } = twoServersForFile({ RUNHOOK_EXECUTOR: "false", RUNHOOK_AUTH_FAILURE_LIMIT: String(LIMIT), RUNHOOK_TRUSTED_PROXIES: "127.0.0.1" });
 
 /** The failures of `address` the processes have shared this minute (its window document). */
 async function sharedCount(address: string): Promise<number> {

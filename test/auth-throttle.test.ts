@@ -3,17 +3,17 @@
 // never write a rate-limit bucket; X-Forwarded-For counts only from trusted proxies; the
 // operator can switch Bootstrap off. Real servers on the real database.
 import { randomBytes, randomUUID } from "node:crypto";
-import { storeFixtures } from "../src/store/index.js";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcWebTransport } from "@connectrpc/connect-node";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { beforeAll, describe, expect, it, vi } from "vitest";
 import { AdminService, BootstrapRequestSchema, BootstrapResponseSchema } from "../gen/runhook/v1/admin_pb.js";
 import { addressBucket, AuthFailureThrottle, coarseBucket } from "../src/rpc/auth-throttle.js";
 import { clientAddressRule } from "../src/rpc/client-address.js";
 import { API_TOKEN_PREFIX, newToken } from "../src/domain/auth/tokens.js";
 import { signWebhookKey, webhookUrl } from "../src/domain/webhook-keys.js";
 import { apiClient } from "./helpers/api.js";
-import { BOOTSTRAP_SECRET, startServer, type TestServer } from "./helpers/server.js";
+import { liveTokenBuckets } from "./helpers/rate-limits.js";
+import { BOOTSTRAP_SECRET, serverForFile } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow, grpcTrigger, grpcUnary } from "./helpers/webhook.js";
 import { createWorld, type World } from "../fixtures/world.js";
 
@@ -30,25 +30,16 @@ const bootstrapOverGrpc = (addr: string, secret: string) =>
   );
 
 describe("guessing tokens over /v1 and the webhook (default limit, behind a trusted proxy)", () => {
-  let server: TestServer;
+  // "" = the default limit; the proxy in front is this machine.
+  const server = serverForFile({ env: { RUNHOOK_AUTH_FAILURE_LIMIT: "", RUNHOOK_TRUSTED_PROXIES: "127.0.0.1,::1" } });
   let w: World;
   beforeAll(async () => {
-    // "" = the default limit; the proxy in front is this machine.
-    server = await startServer({ env: { RUNHOOK_AUTH_FAILURE_LIMIT: "", RUNHOOK_TRUSTED_PROXIES: "127.0.0.1,::1" } });
     w = await createWorld(server);
   });
-  afterAll(async () => server?.stop());
 
   it("1,500 made-up tokens from one address: 100 × 401, then 429 with Retry-After, and no bucket document per guess", async () => {
     await awaitFreshWindow(20_000);
-    // Token buckets; the address's failures are shared in one document of its own (`auth:<address>:<window>`).
-    const buckets = async () =>
-      (
-        await storeFixtures(server.deps.store)
-          .rateLimits.find({ expiresAt: { $gt: new Date() } })
-          .toArray()
-      ).filter((d) => !d._id.startsWith("auth:")).length;
-    const before = await buckets();
+    const before = await liveTokenBuckets(server.deps.store);
     const from = { "x-forwarded-for": "203.0.113.7" };
     const path = `/v1/project/${w.projectName}/admin-logs`;
     const statuses: number[] = [];
@@ -63,7 +54,7 @@ describe("guessing tokens over /v1 and the webhook (default limit, behind a trus
     expect(Number(last!.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     expect(last!.headers.get("x-ratelimit-limit")).toBe("100");
     expect(last!.headers.get("x-ratelimit-remaining")).toBe("0");
-    expect(await buckets()).toBe(before);
+    expect(await liveTokenBuckets(server.deps.store)).toBe(before);
     // The address is refused before its token is looked at: the real token too, and the webhook.
     expect((await apiClient(server.gateway, w.apiToken).get(path, { headers: from })).status).toBe(429);
     const hook = await server.gateway.inject({
@@ -109,13 +100,11 @@ describe("guessing tokens over /v1 and the webhook (default limit, behind a trus
 });
 
 describe("every RPC surface, Bootstrap included (limit 20, no trusted proxy)", () => {
-  let server: TestServer;
+  const server = serverForFile({ env: { RUNHOOK_AUTH_FAILURE_LIMIT: "20" } });
   let w: World;
   beforeAll(async () => {
-    server = await startServer({ env: { RUNHOOK_AUTH_FAILURE_LIMIT: "20" } });
     w = await createWorld(server);
   });
-  afterAll(async () => server?.stop());
 
   it("native gRPC Bootstrap guesses are limited, then every surface refuses the address, whatever X-Forwarded-For says", async () => {
     await awaitFreshWindow(15_000);
@@ -143,11 +132,7 @@ describe("every RPC surface, Bootstrap included (limit 20, no trusted proxy)", (
 });
 
 describe("RUNHOOK_BOOTSTRAP=off", () => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startServer({ env: { RUNHOOK_BOOTSTRAP: "off" } });
-  });
-  afterAll(async () => server?.stop());
+  const server = serverForFile({ env: { RUNHOOK_BOOTSTRAP: "off" } });
 
   it("refuses Bootstrap even with the operator secret", async () => {
     const r = await bootstrapOverGrpc(server.grpcAddr, BOOTSTRAP_SECRET);

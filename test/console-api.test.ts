@@ -3,23 +3,21 @@
 // a user with another role, or of another organization, is refused; SSO's rule holds. An
 // application token stays no public-API token (401), and so does a session's secret outside
 // its cookie. Real server, over Connect as the console calls it, and /v1.
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { Code, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { beforeAll, expect, it } from "vitest";
 import { LogService } from "../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../gen/runhook/v1/note_pb.js";
 import { addAppToken, addUser, createWorld, type World } from "../fixtures/world.js";
 import { apiClient } from "./helpers/api.js";
-import { startServer, type TestServer } from "./helpers/server.js";
-import { adminClient } from "./helpers/webhook.js";
+import { serverForFile } from "./helpers/server.js";
+import { adminClient, code } from "./helpers/webhook.js";
 
-let server: TestServer;
+const server = serverForFile();
 let w: World;
 beforeAll(async () => {
-  server = await startServer();
   w = await createWorld(server);
 });
-afterAll(async () => server?.stop());
 
 const env = () => `/v1/project/${w.projectName}/environment/${w.environmentName}`;
 
@@ -40,11 +38,6 @@ function asConsole(cookie: string) {
   const headers = { cookie: `rh_console=${cookie}`, origin: new URL(server.baseUrl).origin };
   const logs = createClient(LogService, transport);
   const notes = createClient(NoteService, transport);
-  const outcome = (p: Promise<unknown>) =>
-    p.then(
-      () => "ok" as const,
-      (e: unknown) => ConnectError.from(e).code,
-    );
   return {
     logs,
     notes,
@@ -52,9 +45,9 @@ function asConsole(cookie: string) {
     /** The three reads of a project's admin: activity log, admin log, notes. */
     reads: (scope: { projectName: string; environmentName: string }) =>
       Promise.all([
-        outcome(logs.listActivityLogs(scope, { headers })),
-        outcome(logs.listAdminLogs({ projectName: scope.projectName }, { headers })),
-        outcome(notes.listNotes({ scope }, { headers })),
+        code(logs.listActivityLogs(scope, { headers })),
+        code(logs.listAdminLogs({ projectName: scope.projectName }, { headers })),
+        code(notes.listNotes({ scope }, { headers })),
       ]),
   };
 }

@@ -3,25 +3,23 @@
 // token only from the server's own origin; revoking the token or signing out ends the session;
 // failed sign-ins count toward the limit on failed authentications. Real server and database.
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { beforeAll, expect, it } from "vitest";
 import { CONSOLE_SESSION_MAX_MS } from "../src/domain/auth/console-sessions.js";
 import { CONSOLE_SIGN_INS_PER_MINUTE } from "../src/http/console.js";
 import { hashToken } from "../src/domain/auth/tokens.js";
 import { storeFixtures } from "../src/store/index.js";
 import { addAppToken, createWorld, type World } from "../fixtures/world.js";
-import { startServer, type TestServer } from "./helpers/server.js";
+import { serverForFile, startServer } from "./helpers/server.js";
 import { adminClient } from "./helpers/webhook.js";
 
-let server: TestServer;
+const server = serverForFile({ env: { RUNHOOK_AUTH_FAILURE_LIMIT: "5" } });
 let w: World;
 let origin: string;
 
 beforeAll(async () => {
-  server = await startServer({ env: { RUNHOOK_AUTH_FAILURE_LIMIT: "5" } });
   w = await createWorld(server);
   origin = new URL(server.baseUrl).origin;
 });
-afterAll(async () => server?.stop());
 
 const signIn = (token: string, from: string | null = origin) =>
   fetch(`${server.baseUrl}/console/session`, {

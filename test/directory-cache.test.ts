@@ -6,28 +6,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RunService } from "../gen/runhook/v1/run_pb.js";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { openStore, storeFixtures, type CommandStartedEvent } from "../src/store/index.js";
 import { addUser, addAppToken, createWorld, type World } from "../fixtures/world.js";
-import { openTestApp, spawnServer, testDbName, uriFor, type ChildServer, type TestApp } from "./helpers/server.js";
+import { twoServersForFile, uriFor, type ChildServer } from "./helpers/server.js";
 import { adminClient, postHook } from "./helpers/webhook.js";
 
-let app: TestApp;
-let a: ChildServer;
-let b: ChildServer;
-
-beforeAll(async () => {
-  const dbName = testDbName();
-  app = await openTestApp(dbName);
-  const env = { RUNHOOK_EXECUTOR: "false" };
-  [a, b] = await Promise.all([spawnServer(dbName, { env }), spawnServer(dbName, { env })]);
-}, 120_000);
-
-afterAll(async () => {
-  await Promise.allSettled([a?.stop(), b?.stop()]);
-  app?.stop();
-  await app?.deps.store.close();
-});
+const { app, a, b } = twoServersForFile({ RUNHOOK_EXECUTOR: "false" });
 
 /** The webhook of `w` on `server` (its path, from the admin API). */
 async function hookOn(server: ChildServer, w: World): Promise<string> {

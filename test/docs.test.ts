@@ -1,18 +1,14 @@
 // GET /docs: the API reference page (Swagger UI) over the same document as /openapi.json,
 // every asset served by the gateway itself, outside the /v1 rate limit, and switched off by
 // RUNHOOK_DOCS=off. (test/browser/docs.browser.ts loads it in a real browser.)
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { loadConfig, ConfigError } from "../src/config.js";
-import { startServer, testEnv, testDbName, type TestServer } from "./helpers/server.js";
+import { serverForFile, testEnv, testDbName } from "./helpers/server.js";
 import { createWorld } from "../fixtures/world.js";
 
 describe("GET /docs (on)", () => {
-  let server: TestServer;
-  beforeAll(async () => {
-    // A budget of one /v1 request a minute: the page must not count against it.
-    server = await startServer({ env: { RUNHOOK_API_RATE_LIMIT: "1" } });
-  });
-  afterAll(async () => server?.stop());
+  // A budget of one /v1 request a minute: the page must not count against it.
+  const server = serverForFile({ env: { RUNHOOK_API_RATE_LIMIT: "1" } });
 
   it("answers an HTML page whose scripts and styles the gateway serves, under a CSP of its own origin", async () => {
     const res = await server.gateway.inject({ method: "GET", url: "/docs" });
@@ -62,11 +58,7 @@ describe("GET /docs (on)", () => {
 });
 
 describe("GET /docs (RUNHOOK_DOCS=off)", () => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startServer({ env: { RUNHOOK_DOCS: "off" } });
-  });
-  afterAll(async () => server?.stop());
+  const server = serverForFile({ env: { RUNHOOK_DOCS: "off" } });
 
   it("is 404, with its assets, and the document no longer lists it", async () => {
     for (const url of ["/docs", "/docs/static/swagger-ui-bundle.js", "/docs/json"]) {

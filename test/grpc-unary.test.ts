@@ -5,24 +5,22 @@
 import http2 from "node:http2";
 import { gunzipSync, gzipSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { GetWorkflowRequestSchema, GetWorkflowResponseSchema } from "../gen/runhook/v1/admin_pb.js";
 import { GetRunRequestSchema } from "../gen/runhook/v1/run_pb.js";
 import { TriggerRunRequestSchema, TriggerRunResponseSchema } from "../gen/runhook/v1/trigger_pb.js";
 import { createWorld, type World } from "../fixtures/world.js";
-import { startServer, uuid, type TestServer } from "./helpers/server.js";
+import { serverForFile, uuid } from "./helpers/server.js";
 import { adminClient } from "./helpers/webhook.js";
 
-let server: TestServer;
+const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
 let w: World;
 let webhookUrl: string;
 
 beforeAll(async () => {
-  server = await startServer({ env: { RUNHOOK_EXECUTOR: "false" } });
   w = await createWorld(server);
   webhookUrl = (await adminClient(server.baseUrl, w.ownerToken).getWorkflow({ workflowId: w.workflowId })).workflow!.webhook!.url;
 });
-afterAll(async () => server?.stop());
 
 const envelope = (payload: Uint8Array, flags = 0) => {
   const head = Buffer.alloc(5);

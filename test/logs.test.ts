@@ -4,7 +4,7 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isDuplicateKey, storeFixtures, type CommandStartedEvent, type StoreFixtures } from "../src/store/index.js";
-import { activityStream, adminStream, streamKey, watermarkId, type NewActivity } from "../src/store/logs.js";
+import { activityStream, adminStream, streamKey, watermarkId, type NewActivity, type NewAdminEntry } from "../src/store/logs.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { addApiToken, addEnvironment, addUser, createWorld, type World } from "../fixtures/world.js";
@@ -42,6 +42,21 @@ async function act(world: World, over: Partial<NewActivity> = {}): Promise<numbe
     collection: null,
     recordId: null,
     runId: null,
+    details: {},
+    ...over,
+  });
+}
+
+/** Appends an admin log entry of the world's project by its admin, a few milliseconds after the previous one. */
+async function adm(world: World, over: Partial<NewAdminEntry> = {}): Promise<number> {
+  await sleep(3);
+  return server.deps.store.logs.appendAdmin({
+    organizationId: world.orgId,
+    projectId: world.projectId,
+    environment: null,
+    actor: { id: world.admin._id, email: world.admin.email },
+    action: "webhook.enabled",
+    target: `workflow/${world.workflowId}`,
     details: {},
     ...over,
   });
@@ -102,57 +117,11 @@ beforeAll(async () => {
   ids.other = await act(other);
   ids.f = await act(w, { action: "record.updated", user: u });
 
-  const actor = { id: w.admin._id, email: w.admin.email };
-  await sleep(3);
-  ids.adm1 = await server.deps.store.logs.appendAdmin({
-    organizationId: w.orgId,
-    projectId: w.projectId,
-    environment: null,
-    actor,
-    action: "webhook.enabled",
-    target: `workflow/${w.workflowId}`,
-    details: {},
-  });
-  await sleep(3);
-  ids.adm2 = await server.deps.store.logs.appendAdmin({
-    organizationId: w.orgId,
-    projectId: w.projectId,
-    environment: "production",
-    actor: { id: w.user._id, email: w.user.email },
-    action: "workflow.published",
-    target: `workflow/${w.workflowId}`,
-    details: { version: 2 },
-  });
-  await sleep(3);
-  ids.admOrg = await server.deps.store.logs.appendAdmin({
-    organizationId: w.orgId,
-    projectId: null,
-    environment: null,
-    actor,
-    action: "token.created",
-    target: "token/x",
-    details: {},
-  });
-  await sleep(3);
-  ids.admOther = await server.deps.store.logs.appendAdmin({
-    organizationId: other.orgId,
-    projectId: other.projectId,
-    environment: null,
-    actor,
-    action: "webhook.enabled",
-    target: "workflow/y",
-    details: {},
-  });
-  await sleep(3);
-  ids.adm3 = await server.deps.store.logs.appendAdmin({
-    organizationId: w.orgId,
-    projectId: w.projectId,
-    environment: null,
-    actor,
-    action: "api_token.created",
-    target: "api_token/z",
-    details: {},
-  });
+  ids.adm1 = await adm(w);
+  ids.adm2 = await adm(w, { environment: "production", actor: { id: w.user._id, email: w.user.email }, action: "workflow.published", details: { version: 2 } });
+  ids.admOrg = await adm(w, { projectId: null, action: "token.created", target: "token/x" });
+  ids.admOther = await adm(other, { target: "workflow/y" });
+  ids.adm3 = await adm(w, { action: "api_token.created", target: "api_token/z" });
   const stream = activityStream(w.environmentId);
   for (const k of ["a", "b", "c", "d", "e", "f"]) t[k] = await timeOf("activity", stream, ids[k]!);
   for (const k of ["adm2", "adm3"]) t[k] = await timeOf("admin", adminStream(w.orgId, w.projectId), ids[k]!);

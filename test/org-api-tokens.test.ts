@@ -1,30 +1,25 @@
 // Organization API tokens: made and revoked by organization admins only (AdminService and
 // `runhook admin org-api-tokens`), stored as a hash, logged in the organization's own admin
 // log, and refused (403) on every project route of the public API, which they may not read.
-import { spawn } from "node:child_process";
-import { join } from "node:path";
-import { Code, ConnectError } from "@connectrpc/connect";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Code } from "@connectrpc/connect";
+import { beforeAll, describe, expect, it } from "vitest";
 import { storeFixtures } from "../src/store/index.js";
 import { adminStream } from "../src/store/logs.js";
 import { redactUrl } from "../src/lib/logging.js";
 import { apiClient } from "./helpers/api.js";
-import { ROOT, startServer, uuid, type TestServer } from "./helpers/server.js";
-import { adminClient } from "./helpers/webhook.js";
+import { serverForFile, uuid } from "./helpers/server.js";
+import { runCli as run } from "./helpers/cli.js";
+import { adminClient, code } from "./helpers/webhook.js";
 import { createWorld, type World } from "../fixtures/world.js";
 
-let server: TestServer;
+const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
 let w: World;
 let other: World;
 
 beforeAll(async () => {
-  server = await startServer({ env: { RUNHOOK_EXECUTOR: "false" } });
   w = await createWorld(server);
   other = await createWorld(server);
 });
-afterAll(async () => server?.stop());
-
-const failure = (p: Promise<unknown>) => p.then(() => "ok" as const).catch((e: unknown) => ConnectError.from(e).code);
 
 /** The admin log entries stored about an organization API token, with the stream each is in. */
 async function entriesAbout(tokenId: string) {
@@ -63,10 +58,10 @@ describe("CreateOrganizationApiToken", () => {
   });
 
   it("no one else: a project admin or a user is PERMISSION_DENIED; a project API token is not an application token (UNAUTHENTICATED)", async () => {
-    expect(await failure(adminClient(server.baseUrl, w.adminToken).createOrganizationApiToken({ name: "x" }))).toBe(Code.PermissionDenied);
-    expect(await failure(adminClient(server.baseUrl, w.userToken).createOrganizationApiToken({ name: "x" }))).toBe(Code.PermissionDenied);
-    expect(await failure(adminClient(server.baseUrl, w.apiToken).createOrganizationApiToken({ name: "x" }))).toBe(Code.Unauthenticated);
-    expect(await failure(adminClient(server.baseUrl, w.ownerToken).createOrganizationApiToken({ ttlSeconds: 5 }))).toBe(Code.InvalidArgument);
+    expect(await code(adminClient(server.baseUrl, w.adminToken).createOrganizationApiToken({ name: "x" }))).toBe(Code.PermissionDenied);
+    expect(await code(adminClient(server.baseUrl, w.userToken).createOrganizationApiToken({ name: "x" }))).toBe(Code.PermissionDenied);
+    expect(await code(adminClient(server.baseUrl, w.apiToken).createOrganizationApiToken({ name: "x" }))).toBe(Code.Unauthenticated);
+    expect(await code(adminClient(server.baseUrl, w.ownerToken).createOrganizationApiToken({ ttlSeconds: 5 }))).toBe(Code.InvalidArgument);
   });
 });
 
@@ -75,9 +70,9 @@ describe("RevokeOrganizationApiToken", () => {
     const made = await adminClient(server.baseUrl, w.ownerToken).createOrganizationApiToken({ name: "short-lived" });
     const projectLogs = `/v1/project/${w.projectName}/admin-logs`;
     expect((await apiClient(server.gateway, made.plaintext).get(projectLogs)).status).toBe(403);
-    expect(await failure(adminClient(server.baseUrl, other.ownerToken).revokeOrganizationApiToken({ tokenId: made.token!.id }))).toBe(Code.NotFound);
-    expect(await failure(adminClient(server.baseUrl, w.adminToken).revokeOrganizationApiToken({ tokenId: made.token!.id }))).toBe(Code.PermissionDenied);
-    expect(await failure(adminClient(server.baseUrl, w.ownerToken).revokeOrganizationApiToken({ tokenId: uuid() }))).toBe(Code.NotFound);
+    expect(await code(adminClient(server.baseUrl, other.ownerToken).revokeOrganizationApiToken({ tokenId: made.token!.id }))).toBe(Code.NotFound);
+    expect(await code(adminClient(server.baseUrl, w.adminToken).revokeOrganizationApiToken({ tokenId: made.token!.id }))).toBe(Code.PermissionDenied);
+    expect(await code(adminClient(server.baseUrl, w.ownerToken).revokeOrganizationApiToken({ tokenId: uuid() }))).toBe(Code.NotFound);
     const revoked = await adminClient(server.baseUrl, w.ownerToken).revokeOrganizationApiToken({ tokenId: made.token!.id });
     expect(revoked.token!.revokedAt).toBeDefined();
     const after = await apiClient(server.gateway, made.plaintext).get(projectLogs);
@@ -116,21 +111,6 @@ describe("access log", () => {
     }
   });
 });
-
-function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [join(ROOT, "bin/runhook.js"), ...args], {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.once("exit", (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 describe("runhook admin org-api-tokens", () => {
   it("creates and revokes an organization API token; a user who is not an organization admin is refused", async () => {

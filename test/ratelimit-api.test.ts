@@ -2,20 +2,18 @@
 // count across instances (two server processes, limit 5 per minute).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { apiClient } from "./helpers/api.js";
-import { openTestApp, spawnServer, startServer, testDbName, type ChildServer, type TestServer } from "./helpers/server.js";
+import { openTestApp, serverForFile, spawnServer, testDbName, twoServersForFile, type ChildServer } from "./helpers/server.js";
 import { addApiToken, createWorld, type World } from "../fixtures/world.js";
 import { sleep } from "../src/lib/sleep.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { adminClient } from "./helpers/webhook.js";
 
 describe("rate-limit headers", () => {
-  let server: TestServer;
+  const server = serverForFile();
   let w: World;
   beforeAll(async () => {
-    server = await startServer();
     w = await createWorld(server);
   });
-  afterAll(async () => server?.stop());
 
   it("are on every /v1 response, success or error, and count down", async () => {
     const c = apiClient(server.baseUrl, w.apiToken);
@@ -53,21 +51,10 @@ describe("rate-limit headers", () => {
 });
 
 describe("rate limit across two processes", () => {
-  let a: ChildServer;
-  let b: ChildServer;
-  let app: Awaited<ReturnType<typeof openTestApp>> | undefined;
+  const { app, a, b } = twoServersForFile({ RUNHOOK_API_RATE_LIMIT: "5", RUNHOOK_EXECUTOR: "false" });
   let w: World;
   beforeAll(async () => {
-    const dbName = testDbName();
-    app = await openTestApp(dbName);
     w = await createWorld(app);
-    const env = { RUNHOOK_API_RATE_LIMIT: "5", RUNHOOK_EXECUTOR: "false" };
-    [a, b] = await Promise.all([spawnServer(dbName, { env }), spawnServer(dbName, { env })]);
-  }, 120_000);
-  afterAll(async () => {
-    await Promise.all([a?.stop(), b?.stop()]);
-    app?.stop();
-    await app?.deps.store.close();
   });
 
   it("shares one count per token: 5 answers per window in total, then 429 with Retry-After", async () => {

@@ -5,17 +5,17 @@
 //   or a stream kept open) are refused with a clean INVALID_ARGUMENT, instead of a stack
 //   overflow or Connect's INTERNAL "parse binary: …"; what is accepted can be read back.
 import { gzipSync } from "node:zlib";
-import { storeFixtures } from "../src/store/index.js";
 import * as grpc from "@grpc/grpc-js";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { AdminService } from "../gen/runhook/v1/admin_pb.js";
 import { ListActivityLogsRequestSchema, ListActivityLogsResponseSchema, LogService } from "../gen/runhook/v1/log_pb.js";
 import { ListNotesRequestSchema, ListNotesResponseSchema, NoteService } from "../gen/runhook/v1/note_pb.js";
 import { MAX_MESSAGE_NESTING } from "../src/rpc/message-nesting.js";
 import { apiClient } from "./helpers/api.js";
-import { startServer, type TestServer } from "./helpers/server.js";
+import { liveTokenBuckets } from "./helpers/rate-limits.js";
+import { serverForFile } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow, grpcUnary } from "./helpers/webhook.js";
 import { addApiToken, createWorld, type World } from "../fixtures/world.js";
 
@@ -23,13 +23,11 @@ const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 
 describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
   const LIMIT = 9;
-  let server: TestServer;
+  const server = serverForFile({ env: { RUNHOOK_API_RATE_LIMIT: String(LIMIT), RUNHOOK_EXECUTOR: "false" } });
   let w: World;
   beforeAll(async () => {
-    server = await startServer({ env: { RUNHOOK_API_RATE_LIMIT: String(LIMIT), RUNHOOK_EXECUTOR: "false" } });
     w = await createWorld(server);
   });
-  afterAll(async () => server?.stop());
 
   it("counts LogService and NoteService calls of every protocol in the token's one budget", async () => {
     await awaitFreshWindow(20_000); // the whole budget is spent inside one window
@@ -113,14 +111,7 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
   it("calls without a token have no bucket: all UNAUTHENTICATED, no token bucket written (their limit is per address, auth-throttle.test.ts)", async () => {
     await awaitFreshWindow(10_000);
     const native = createGrpcTransport({ baseUrl: `http://${server.grpcAddr}` });
-    // Token buckets only: the address's failures have their own shared document (`auth:<address>:<window>`).
-    const tokenBuckets = async () =>
-      (
-        await storeFixtures(server.deps.store)
-          .rateLimits.find({ expiresAt: { $gt: new Date() } })
-          .toArray()
-      ).filter((d) => !d._id.startsWith("auth:")).length;
-    const before = await tokenBuckets();
+    const before = await liveTokenBuckets(server.deps.store);
     const codes: Code[] = [];
     for (let i = 0; i < LIMIT + 2; i++) {
       const err = await createClient(LogService, native)
@@ -132,7 +123,7 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
       codes.push(err!.code);
     }
     expect(codes).toEqual(Array(LIMIT + 2).fill(Code.Unauthenticated));
-    expect(await tokenBuckets()).toBe(before);
+    expect(await liveTokenBuckets(server.deps.store)).toBe(before);
   });
 });
 
@@ -214,15 +205,13 @@ async function rawGrpc(addr: string, path: string, token: string, body: Buffer):
 
 describe("deeply nested request messages", () => {
   const REFUSED = `the request message is nested deeper than ${MAX_MESSAGE_NESTING} levels`;
-  let server: TestServer;
+  const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
   let w: World;
   let path: string;
   beforeAll(async () => {
-    server = await startServer({ env: { RUNHOOK_EXECUTOR: "false" } });
     w = await createWorld(server);
     path = "/runhook.v1.AdminService/PublishWorkflow";
   });
-  afterAll(async () => server?.stop());
 
   const connectPost = (contentType: string, body: Buffer | string, extra: Record<string, string> = {}) =>
     fetch(`${server.baseUrl}${path}`, {

@@ -8,21 +8,12 @@ import { ListAdminLogsRequestSchema, ListAdminLogsResponseSchema } from "../gen/
 import { addApiToken, createWorld, type World } from "../fixtures/world.js";
 import { apiClient } from "./helpers/api.js";
 import { BOOTSTRAP_SECRET, serverForFile } from "./helpers/server.js";
-import { adminClient, grpcUnary, postHook } from "./helpers/webhook.js";
+import { adminClient, code, grpcUnary, postHook } from "./helpers/webhook.js";
 
 const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
 
 const DAY_S = 86_400;
 const seconds = (t: { seconds: bigint } | undefined) => Number(t!.seconds);
-
-async function code(p: Promise<unknown>): Promise<Code | "ok"> {
-  try {
-    await p;
-    return "ok";
-  } catch (err) {
-    return ConnectError.from(err).code;
-  }
-}
 
 describe("an SSO token made from an SSO token", () => {
   it("never expires after the token that makes it; a new SSO login starts a new lifetime", async () => {

@@ -50,6 +50,25 @@ export function isMissing(err: unknown): boolean {
   return code === Code.NotFound || code === Code.PermissionDenied;
 }
 
+/**
+ * Makes `call` whenever `deps` change (none while it is null), and hands its answer to `then`, or
+ * its failure to `failed` as the server's message, unless `deps` changed in the meantime.
+ */
+export function useCall<T>(call: (() => Promise<T>) | null, deps: unknown[], then: (answer: T) => void, failed: (message: string) => void): void {
+  const fail = useFail();
+  useEffect(() => {
+    if (!call) return;
+    let stopped = false;
+    call().then(
+      (answer) => !stopped && then(answer),
+      (err) => !stopped && failed(fail(err)),
+    );
+    return () => {
+      stopped = true;
+    };
+  }, deps);
+}
+
 export interface Loaded<T> {
   data: T | undefined;
   error: string | null;

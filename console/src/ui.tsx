@@ -1,5 +1,5 @@
 // The few components every page shares: messages, a confirmation, a copy button, a secret shown
-// once, "more" for paged lists, and times.
+// once, a list's header row, filters and "more" pages, and times.
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
@@ -114,6 +114,39 @@ export function OnceSecret({ secret, onDone }: { secret: string; onDone: () => v
         </button>
       </p>
     </div>
+  );
+}
+
+/** The header row of a list's table; a column given as false (or undefined) is left out. */
+export function ListHead({ columns }: { columns: (string | false | undefined)[] }) {
+  return (
+    <thead>
+      <tr>
+        {columns
+          .filter((c): c is string => !!c)
+          .map((c) => (
+            <th key={c} scope="col">
+              {c}
+            </th>
+          ))}
+      </tr>
+    </thead>
+  );
+}
+
+/** A list's filters: its fields, then Search, which calls `onSearch` (the page stays). */
+export function FilterForm({ onSearch, children }: { onSearch: () => void; children: ComponentChildren }) {
+  return (
+    <form
+      class="filters"
+      onSubmit={(e) => {
+        e.preventDefault();
+        onSearch();
+      }}
+    >
+      {children}
+      <button type="submit">Search</button>
+    </form>
   );
 }
 

@@ -7,31 +7,24 @@
 // whose safe answer has the focus first) and enable the webhook, set the rate limit; the focus
 // is always visible and lands where the next step is.
 import { createRequire } from "node:module";
-import type { Browser, Locator, Page } from "playwright-core";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import type { Locator, Page } from "playwright-core";
+import { beforeAll, expect, it } from "vitest";
 import { createWorld, type World } from "../../fixtures/world.js";
-import type { TestServer } from "../helpers/server.js";
 import { adminClient, postHook } from "../helpers/webhook.js";
-import { LONG, consoleServer, launch, openConsole, signIn, signedIn } from "./lib.js";
+import { LONG, browserForFile, consoleServerForFile, openConsole, signIn, signedIn } from "./lib.js";
 
 const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
 
-let server: TestServer;
-let browser: Browser;
+const server = consoleServerForFile();
+const browser = browserForFile();
 let w: World;
 let runId: string;
 
 beforeAll(async () => {
-  server = await consoleServer();
   w = await createWorld(server, { steps: [{ type: "load_record" }, { type: "wait", seconds: 1 }, { type: "update_record", set: { status: "done" } }] });
   const hook = await postHook(`${server.baseUrl}${w.hookPath}`, w.userToken, { record_id: "r1" });
   expect(hook.status).toBe(202);
   runId = hook.body.runId!;
-  browser = await launch();
-});
-afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
 });
 
 interface Violation {

@@ -9,29 +9,21 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import type { Browser } from "playwright-core";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { beforeAll, expect, it } from "vitest";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { createWorld, type World } from "../../fixtures/world.js";
-import type { TestServer } from "../helpers/server.js";
-import { consoleServer, launch, LONG, signedIn as signedInTo, type Session } from "./lib.js";
+import { browserForFile, consoleServerForFile, LONG, signedIn as signedInTo, type Session } from "./lib.js";
 import { adminClient, postHook } from "../helpers/webhook.js";
 
 const SHOTS = join(tmpdir(), "runhook-browser");
 
-let server: TestServer;
-let browser: Browser;
+const server = consoleServerForFile();
+const browser = browserForFile();
 let w: World;
 
 beforeAll(async () => {
-  server = await consoleServer();
   w = await createWorld(server, { steps: [{ type: "load_record" }, { type: "wait", seconds: 2 }, { type: "update_record", set: { status: "done" } }] });
-  browser = await launch();
   mkdirSync(SHOTS, { recursive: true });
-});
-afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
 });
 
 /** A fresh browser signed in to the console with `token`, which may download and use the clipboard. */

@@ -6,12 +6,10 @@
 import { mkdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import type { Browser } from "playwright-core";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { beforeAll, expect, it } from "vitest";
 import { createWorld, type World } from "../../fixtures/world.js";
-import type { TestServer } from "../helpers/server.js";
 import { postHook } from "../helpers/webhook.js";
-import { LONG, consoleServer, launch, signedIn } from "./lib.js";
+import { LONG, browserForFile, consoleServerForFile, signedIn } from "./lib.js";
 
 /** Where the images go: $TMPDIR/runhook-browser/readme-<name> always, docs/images/<name> when asked. */
 const PATHS = (name: string) => [
@@ -22,21 +20,15 @@ const VIEWPORT = { width: 1280, height: 720 };
 /** A README image stays small. */
 const MAX_BYTES = 150 * 1024;
 
-let server: TestServer;
-let browser: Browser;
+const server = consoleServerForFile();
+const browser = browserForFile();
 let w: World;
 
 beforeAll(async () => {
-  server = await consoleServer();
   w = await createWorld(server, {
     steps: [{ type: "load_record" }, { type: "wait", seconds: 2 }, { type: "update_record", set: { status: "shipped" } }],
   });
-  browser = await launch();
   for (const path of PATHS("x")) mkdirSync(dirname(path), { recursive: true });
-});
-afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
 });
 
 it("screenshots a finished run with a wait on its page, and the trigger settings as an admin sees them", { timeout: 90_000 }, async () => {

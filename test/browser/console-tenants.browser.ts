@@ -7,27 +7,25 @@
 // only those); nothing leaves the machine.
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import type { Page } from "playwright-core";
+import { beforeAll, expect, it } from "vitest";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { createWorld, type World } from "../../fixtures/world.js";
-import type { TestServer } from "../helpers/server.js";
 import { postHook } from "../helpers/webhook.js";
-import { LONG, consoleServer, launch, signedIn } from "./lib.js";
+import { LONG, browserForFile, consoleServerForFile, signedIn } from "./lib.js";
 
 /** The only console errors a refusal may cause: chromium's line for the refused call. */
 const REFUSED = /^Failed to load resource: the server responded with a status of (403|404) \(.*\)$/;
 const SECRET_RECORD = "t1-secret-record-7f3a";
 
-let server: TestServer;
-let browser: Browser;
+const server = consoleServerForFile();
+const browser = browserForFile();
 let w1: World;
 let w2: World;
 let runId: string;
 let noteId: string;
 
 beforeAll(async () => {
-  server = await consoleServer();
   w1 = await createWorld(server, { records: [{ id: SECRET_RECORD, status: "new" }] });
   w2 = await createWorld(server);
   const hook = await postHook(`${server.baseUrl}${w1.hookPath}`, w1.userToken, { record_id: SECRET_RECORD });
@@ -45,11 +43,6 @@ beforeAll(async () => {
     { headers: { authorization: `Bearer ${w1.apiToken}` } },
   );
   noteId = made.note!.id;
-  browser = await launch();
-});
-afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
 });
 
 /** Everything of the first tenant that must not show in the second's pages. */

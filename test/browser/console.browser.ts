@@ -6,27 +6,19 @@
 import { mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Browser } from "playwright-core";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { beforeAll, expect, it } from "vitest";
 import { createWorld, type World } from "../../fixtures/world.js";
-import type { TestServer } from "../helpers/server.js";
 import { postHook } from "../helpers/webhook.js";
-import { consoleServer, launch, signedIn } from "./lib.js";
+import { browserForFile, consoleServerForFile, signedIn } from "./lib.js";
 
 const SCREENSHOT = join(tmpdir(), "runhook-browser", "console-run.png");
 
-let server: TestServer;
-let browser: Browser;
+const server = consoleServerForFile();
+const browser = browserForFile();
 let w: World;
 
 beforeAll(async () => {
-  server = await consoleServer();
   w = await createWorld(server, { steps: [{ type: "load_record" }, { type: "wait", seconds: 2 }, { type: "update_record", set: { status: "done" } }] });
-  browser = await launch();
-});
-afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
 });
 
 it("signs in, follows a run started by a webhook call to SUCCEEDED on its timeline, and signs out", { timeout: 60_000 }, async () => {

@@ -4,50 +4,17 @@
 // leaving this machine and no error in the console (a CSP violation is one), the webhook's
 // examples must show, and "Try it out" must reach the server (PUBLIC_BASE_URL, the document's
 // server, allowed by the page's CSP). A screenshot is saved under the OS temp directory.
-import { existsSync, mkdirSync } from "node:fs";
-import { createServer } from "node:net";
+import { mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser } from "playwright-core";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { startServer, type TestServer } from "../helpers/server.js";
+import { expect, it } from "vitest";
+import { browserForFile, consoleServerForFile } from "./lib.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 const SCREENSHOT = join(tmpdir(), "runhook-browser", "docs.png");
 
-let server: TestServer;
-let browser: Browser;
-
-beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium; .ci/run does)`);
-  // The document names PUBLIC_BASE_URL as its server, so the server must know its port first.
-  const port = await freePort();
-  server = await startServer({ env: { PORT: String(port), PUBLIC_BASE_URL: `http://127.0.0.1:${port}` } });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
-});
-afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
-});
-
-/** A port free on loopback just now. */
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
+// The document names PUBLIC_BASE_URL as its server: the console's test server is on that address.
+const server = consoleServerForFile();
+const browser = browserForFile();
 
 /** Whether a URL stays on this machine (or in the page itself). */
 function local(url: string): boolean {

@@ -1,11 +1,11 @@
-// What the console's newer browser scenarios share: Debian's chromium launched headless, a test
-// server on a free loopback port, and a browser context signed in to the console that records
-// every request and every error the page logs, checked when the context is done.
+// What the browser scenarios share: Debian's chromium launched headless, a test server on a free
+// loopback port (each for the whole file), and a browser context signed in to the console that
+// records every request and every error the page logs, checked when the context is done.
 import { existsSync } from "node:fs";
 import { createServer } from "node:net";
 import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page } from "playwright-core";
 import { expect } from "vitest";
-import { startServer, type TestServer } from "../helpers/server.js";
+import { forFile, startServer, type TestServer } from "../helpers/server.js";
 
 export const CHROMIUM = "/usr/bin/chromium";
 const ARGS = [
@@ -28,15 +28,21 @@ async function freePort(): Promise<number> {
 }
 
 /** A test server whose public base URL is its own loopback address (the console's origin). */
-export async function consoleServer(): Promise<TestServer> {
+async function consoleServer(): Promise<TestServer> {
   const port = await freePort();
   return startServer({ env: { PORT: String(port), PUBLIC_BASE_URL: `http://127.0.0.1:${port}` } });
 }
 
-export async function launch(): Promise<Browser> {
+async function launch(): Promise<Browser> {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium; .ci/run does)`);
   return chromium.launch({ executablePath: CHROMIUM, args: ARGS });
 }
+
+/** consoleServer for the whole test file. */
+export const consoleServerForFile = () => forFile(consoleServer, (server) => server.stop());
+
+/** The headless chromium of the whole test file. */
+export const browserForFile = () => forFile(launch, (browser) => browser.close());
 
 export interface Session {
   page: Page;

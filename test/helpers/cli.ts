@@ -19,7 +19,7 @@ export interface CliOptions {
   timeoutMs: number;
   nodeArgs?: string[];
   /** Holds the command until it exits (the test file kills what is left at its end). */
-  children: Set<ChildProcess>;
+  children?: Set<ChildProcess>;
 }
 
 export function spawnCli(args: string[], o: CliOptions): Cli {
@@ -28,7 +28,7 @@ export function spawnCli(args: string[], o: CliOptions): Cli {
     env: o.env,
     stdio: ["ignore", "pipe", "pipe"],
   });
-  o.children.add(child);
+  o.children?.add(child);
   let stdout = "";
   let stderr = "";
   child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -37,9 +37,18 @@ export function spawnCli(args: string[], o: CliOptions): Cli {
   const exited = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
     child.once("close", (code) => {
       clearTimeout(timer);
-      o.children.delete(child);
+      o.children?.delete(child);
       resolve({ code, stdout, stderr });
     }),
   );
   return { child, out: () => stdout, err: () => stderr, exited };
+}
+
+/**
+ * `runhook args…` run to its end, in the repository, with `env` over this process's environment
+ * less its RUNHOOK_ variables (a developer's own never reach the command); killed after 60 s.
+ */
+export function runCli(args: string[], env: Record<string, string>): Cli["exited"] {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("RUNHOOK_")));
+  return spawnCli(args, { env: { ...base, ...env }, cwd: ROOT, timeoutMs: 60_000 }).exited;
 }

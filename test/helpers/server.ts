@@ -207,23 +207,55 @@ export function databasePerTest(): DatabasePerTest {
   };
 }
 
-/**
- * One server for the whole test file: started before its tests, stopped after them. It is read
- * like the server itself (`server.baseUrl`, `server.deps`), once the file's tests run.
- */
-export function serverForFile(opts?: Parameters<typeof startServer>[0]): TestServer {
-  let started: TestServer | undefined;
-  beforeAll(async () => {
-    started = await startServer(opts);
-  });
-  afterAll(async () => {
-    await started?.stop();
-  });
-  return new Proxy({} as TestServer, {
+/** What `made()` returns, read like itself (`server.baseUrl`) once it is there: in a test or a hook. */
+function readLater<T extends object>(made: () => T | undefined): T {
+  return new Proxy({} as T, {
     get(_, key) {
-      if (!started) throw new Error("the test file's server is read before it started (use it inside a test or a hook)");
-      const value = Reflect.get(started, key);
-      return typeof value === "function" ? value.bind(started) : value;
+      const target = made();
+      if (!target) throw new Error("the test file's server is read before it started (use it inside a test or a hook)");
+      const value = Reflect.get(target, key);
+      return typeof value === "function" ? value.bind(target) : value;
     },
   });
+}
+
+/** What `start` makes, for the whole test file (or describe block): made before its tests, ended by `stop` after them. */
+export function forFile<T extends object>(start: () => Promise<T>, stop: (made: T) => Promise<unknown>): T {
+  let made: T | undefined;
+  beforeAll(async () => {
+    made = await start();
+  });
+  afterAll(async () => {
+    if (made) await stop(made);
+  });
+  return readLater(() => made);
+}
+
+/** One server for the whole test file: started before its tests, stopped after them. */
+export function serverForFile(opts?: Parameters<typeof startServer>[0]): TestServer {
+  return forFile(
+    () => startServer(opts),
+    (server) => server.stop(),
+  );
+}
+
+/**
+ * Two `runhook start` processes with `env` on one fresh database, for the whole test file (or
+ * describe block), and runhook's services on that database in this process (`app`, for fixtures).
+ */
+export function twoServersForFile(env: Record<string, string>): { app: TestApp; a: ChildServer; b: ChildServer } {
+  let app: TestApp | undefined;
+  let a: ChildServer | undefined;
+  let b: ChildServer | undefined;
+  beforeAll(async () => {
+    const dbName = testDbName();
+    app = await openTestApp(dbName);
+    [a, b] = await Promise.all([spawnServer(dbName, { env }), spawnServer(dbName, { env })]);
+  });
+  afterAll(async () => {
+    await Promise.allSettled([a?.stop(), b?.stop()]);
+    app?.stop();
+    await app?.deps.store.close();
+  });
+  return { app: readLater(() => app), a: readLater(() => a), b: readLater(() => b) };
 }

@@ -2,7 +2,7 @@
 // gRPC (@grpc/grpc-js), AdminService over Connect.
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import { createClient } from "@connectrpc/connect";
+import { type Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import { TriggerRunRequestSchema, TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
@@ -49,6 +49,16 @@ export function adminClient(baseUrl: string, token: string) {
       return (req: unknown) => fn!.call(target, req, { headers });
     },
   }) as typeof client;
+}
+
+/** How a Connect call ended: "ok", or the code it failed with. */
+export async function code(p: Promise<unknown>): Promise<Code | "ok"> {
+  try {
+    await p;
+    return "ok";
+  } catch (err) {
+    return ConnectError.from(err).code;
+  }
 }
 
 export interface GrpcResult<T> {

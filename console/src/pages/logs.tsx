@@ -14,8 +14,8 @@ import {
 } from "../../../gen/runhook/v1/log_pb.js";
 import { logs } from "../api.js";
 import { go, href, useRoute } from "../route.js";
-import { isAdmin, useFail, useMe } from "../session.js";
-import { ErrorText, Field, Loading, More, When } from "../ui.js";
+import { isAdmin, useCall, useFail, useMe } from "../session.js";
+import { ErrorText, Field, FilterForm, ListHead, Loading, More, When } from "../ui.js";
 import { Crumbs, NotFound, Page, useProject } from "./common.js";
 
 type Kind = "activity" | "admin";
@@ -140,23 +140,20 @@ export function LogsPage({ kind, projectId, environment }: { kind: Kind; project
   const title = kind === "activity" ? `Activity log of ${environment}` : "Admin log";
   const path = kind === "activity" ? ["p", projectId, "env", environment!, "activity"] : ["p", projectId, "admin-log"];
 
-  useEffect(() => {
-    if (!q) return;
-    let stopped = false;
-    setRows(null);
-    loadedAt.current = new Date();
-    page(kind, q, { limit: PAGE, order: "desc", fromTime: at(q.from), toTime: at(q.to) }).then(
-      (res) => {
-        if (stopped) return;
-        setRows(res.rows);
-        setCursor(res.nextCursor);
-      },
-      (err) => !stopped && setError(fail(err)),
-    );
-    return () => {
-      stopped = true;
-    };
-  }, [name, query]);
+  useCall(
+    q &&
+      (() => {
+        setRows(null);
+        loadedAt.current = new Date();
+        return page(kind, q, { limit: PAGE, order: "desc", fromTime: at(q.from), toTime: at(q.to) });
+      }),
+    [name, query],
+    (res) => {
+      setRows(res.rows);
+      setCursor(res.nextCursor);
+    },
+    setError,
+  );
 
   // The tail: ascending from when the list was loaded (or the filter's start, if later), by the
   // cursor the server always returns with `asc`; what it brings goes on top.
@@ -251,15 +248,7 @@ export function LogsPage({ kind, projectId, environment }: { kind: Kind; project
 function LogTable({ kind, rows }: { kind: Kind; rows: Row[] }) {
   return (
     <table class={`list log ${kind}`}>
-      <thead>
-        <tr>
-          <th scope="col">When</th>
-          <th scope="col">Action</th>
-          <th scope="col">{kind === "activity" ? "User, via" : "Actor"}</th>
-          <th scope="col">{kind === "activity" ? "Record, run" : "Target"}</th>
-          <th scope="col">Details</th>
-        </tr>
-      </thead>
+      <ListHead columns={["When", "Action", kind === "activity" ? "User, via" : "Actor", kind === "activity" ? "Record, run" : "Target", "Details"]} />
       <tbody>
         {rows.map((r) => (
           <tr key={r.id} data-entry={r.id} data-action={r.action}>
@@ -300,17 +289,10 @@ function LogFilters({ kind, initial, onApply }: { kind: Kind; initial: Record<st
     <Field key={k} name={k} label={label} type={type} value={f[k] ?? ""} onValue={(v) => setF({ ...f, [k]: v })} />
   );
   return (
-    <form
-      class="filters"
-      onSubmit={(e) => {
-        e.preventDefault();
-        onApply(f);
-      }}
-    >
+    <FilterForm onSearch={() => onApply(f)}>
       {FIELDS[kind].map(([k, label]) => field(k, label))}
       {field("from", "From", "datetime-local")}
       {field("to", "Before", "datetime-local")}
-      <button type="submit">Search</button>
-    </form>
+    </FilterForm>
   );
 }

@@ -1,12 +1,12 @@
 // Notes of an environment's records (project admins): threads filtered by collection and record,
 // a new thread, replies, archive and unarchive, delete. Content is HTML the server sanitized;
 // the console shows its text only (parsed in an inert document: nothing in it runs or loads).
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import type { Note } from "../../../gen/runhook/v1/note_pb.js";
 import { notes } from "../api.js";
 import { go, useRoute } from "../route.js";
-import { isAdmin, useFail, useMe } from "../session.js";
-import { Confirm, ErrorText, Field, Loading, More, When } from "../ui.js";
+import { isAdmin, useCall, useFail, useMe } from "../session.js";
+import { Confirm, ErrorText, Field, FilterForm, Loading, More, When } from "../ui.js";
 import { Crumbs, NotFound, Page, useProject } from "./common.js";
 
 const PAGE = 20;
@@ -47,21 +47,15 @@ export function NotesPage({ projectId, environment }: { projectId: string; envir
       filter: { collection, recordId: record, ...(archived ? {} : { archived: false }) },
     });
 
-  useEffect(() => {
-    if (!scope) return;
-    let stopped = false;
-    fetchPage("").then(
-      (res) => {
-        if (stopped) return;
-        setList(res.notes);
-        setCursor(res.nextCursor);
-      },
-      (err) => !stopped && setError(fail(err)),
-    );
-    return () => {
-      stopped = true;
-    };
-  }, [name, query, round]);
+  useCall(
+    scope && (() => fetchPage("")),
+    [name, query, round],
+    (res) => {
+      setList(res.notes);
+      setCursor(res.nextCursor);
+    },
+    setError,
+  );
 
   const crumbs = <Crumbs project={project.data} trail={[[`${environment}: notes`, null]]} />;
   if (project.missing) return <NotFound what="project" />;
@@ -208,21 +202,14 @@ function NoteFilters({
 }) {
   const [f, setF] = useState(initial);
   return (
-    <form
-      class="filters"
-      onSubmit={(e) => {
-        e.preventDefault();
-        onApply(f);
-      }}
-    >
+    <FilterForm onSearch={() => onApply(f)}>
       <Field name="collection" label="Collection" value={f.collection} onValue={(v) => setF({ ...f, collection: v })} />
       <Field name="record" label="Record id" value={f.record} onValue={(v) => setF({ ...f, record: v })} />
       <label class="check">
         <input type="checkbox" name="archived" checked={f.archived} onChange={(e) => setF({ ...f, archived: e.currentTarget.checked })} />
         Include archived notes
       </label>
-      <button type="submit">Search</button>
-    </form>
+    </FilterForm>
   );
 }
 

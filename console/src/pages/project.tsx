@@ -4,7 +4,7 @@
 import { admin } from "../api.js";
 import { href } from "../route.js";
 import { isAdmin, mayChangeWorkflows, roleOn, useLoad, useMe } from "../session.js";
-import { ErrorText, Loading, Section } from "../ui.js";
+import { ErrorText, ListHead, Loading, Section } from "../ui.js";
 import { Crumbs, NotFound, Page, useProject } from "./common.js";
 
 export function ProjectPage({ projectId }: { projectId: string }) {
@@ -57,13 +57,7 @@ export function ProjectPage({ projectId }: { projectId: string }) {
           <p class="muted">A rendering is one team's configuration in one environment; its workflows and their webhooks are there.</p>
           <ErrorText error={renderings.error} />
           <table class="list renderings">
-            <thead>
-              <tr>
-                <th scope="col">Environment</th>
-                <th scope="col">Team</th>
-                <th scope="col">Workflows</th>
-              </tr>
-            </thead>
+            <ListHead columns={["Environment", "Team", "Workflows"]} />
             <tbody>
               {(renderings.data ?? []).map((r) => (
                 <tr key={r.id}>

@@ -4,7 +4,7 @@ import { useState } from "preact/hooks";
 import { admin } from "../api.js";
 import { go, href } from "../route.js";
 import { roleOn, useLoad, useMe } from "../session.js";
-import { ErrorText, Loading } from "../ui.js";
+import { ErrorText, ListHead, Loading } from "../ui.js";
 import { Page } from "./common.js";
 
 export function ProjectsPage() {
@@ -18,13 +18,7 @@ export function ProjectsPage() {
       {projects.data?.length === 0 && <p class="muted">You have no role on any project yet: an admin of your organization gives you one.</p>}
       {projects.data && projects.data.length > 0 && (
         <table class="list projects">
-          <thead>
-            <tr>
-              <th scope="col">Project</th>
-              <th scope="col">Your role</th>
-              <th scope="col">SSO</th>
-            </tr>
-          </thead>
+          <ListHead columns={["Project", "Your role", "SSO"]} />
           <tbody>
             {projects.data.map((p) => (
               <tr key={p.id}>

@@ -3,7 +3,7 @@
 import { admin } from "../api.js";
 import { href } from "../route.js";
 import { useLoad } from "../session.js";
-import { ErrorText, Loading } from "../ui.js";
+import { ErrorText, ListHead, Loading } from "../ui.js";
 import { Crumbs, NotFound, Page, useProject } from "./common.js";
 
 export function RenderingPage({ projectId, renderingId }: { projectId: string; renderingId: string }) {
@@ -18,14 +18,7 @@ export function RenderingPage({ projectId, renderingId }: { projectId: string; r
       {workflows.data?.length === 0 && <p class="muted">This rendering has no workflow yet.</p>}
       {workflows.data && workflows.data.length > 0 && (
         <table class="list workflows">
-          <thead>
-            <tr>
-              <th scope="col">Workflow</th>
-              <th scope="col">Latest active version</th>
-              <th scope="col">Webhook</th>
-              <th scope="col">Who may trigger it</th>
-            </tr>
-          </thead>
+          <ListHead columns={["Workflow", "Latest active version", "Webhook", "Who may trigger it"]} />
           <tbody>
             {workflows.data.map((w) => {
               const active = w.versions.filter((v) => v.active).at(-1);

@@ -11,7 +11,7 @@ import { runs } from "../api.js";
 import { go, href, useRoute } from "../route.js";
 import { useFail } from "../session.js";
 import { dateOf, duration } from "../time.js";
-import { ErrorText, Field, Loading, More, When } from "../ui.js";
+import { ErrorText, Field, FilterForm, ListHead, Loading, More, When } from "../ui.js";
 import { Crumbs, NotFound, Page, useProject } from "./common.js";
 
 const STATES = ["QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"];
@@ -143,16 +143,7 @@ export function RunsPage({ projectId, environment }: { projectId: string; enviro
 function RunTable({ runs: list }: { runs: Run[] }) {
   return (
     <table class="list runs">
-      <thead>
-        <tr>
-          <th scope="col">Created</th>
-          <th scope="col">State</th>
-          <th scope="col">Record</th>
-          <th scope="col">Workflow</th>
-          <th scope="col">As, via</th>
-          <th scope="col">Took</th>
-        </tr>
-      </thead>
+      <ListHead columns={["Created", "State", "Record", "Workflow", "As, via", "Took"]} />
       <tbody>
         {list.map((r) => {
           const start = dateOf(r.createdAt);
@@ -191,13 +182,7 @@ function RunFilters({ initial, onApply }: { initial: Filters; onApply: (f: Filte
     <Field name={k} label={label} type={type} value={f[k]} onValue={(v) => setF({ ...f, [k]: v })} />
   );
   return (
-    <form
-      class="filters"
-      onSubmit={(e) => {
-        e.preventDefault();
-        onApply(f);
-      }}
-    >
+    <FilterForm onSearch={() => onApply(f)}>
       {text("workflow", "Workflow id")}
       {text("collection", "Collection")}
       {text("record", "Record id")}
@@ -226,7 +211,6 @@ function RunFilters({ initial, onApply }: { initial: Filters; onApply: (f: Filte
           </label>
         ))}
       </fieldset>
-      <button type="submit">Search</button>
-    </form>
+    </FilterForm>
   );
 }

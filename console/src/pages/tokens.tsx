@@ -6,7 +6,7 @@ import { useState } from "preact/hooks";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { useFail } from "../session.js";
 import { dateOf } from "../time.js";
-import { Field, When } from "../ui.js";
+import { Field, ListHead, When } from "../ui.js";
 
 /**
  * Generating and revoking tokens of one kind: `generate` makes one (its secret shown once),
@@ -91,16 +91,7 @@ export function TokenTable<T extends Token>({
   const now = Date.now();
   return (
     <table class="list tokens">
-      <thead>
-        <tr>
-          <th scope="col">Name</th>
-          {showOwner && <th scope="col">Made by</th>}
-          <th scope="col">Created</th>
-          <th scope="col">Last used</th>
-          <th scope="col">Expires</th>
-          <th scope="col">Status</th>
-        </tr>
-      </thead>
+      <ListHead columns={["Name", showOwner && "Made by", "Created", "Last used", "Expires", "Status"]} />
       <tbody>
         {tokens.map((t) => {
           const expired = (dateOf(t.expiresAt)?.getTime() ?? Number.POSITIVE_INFINITY) <= now;

@@ -137,48 +137,26 @@ export const permissionToProto = (p: T.PermissionDoc) => ({
   scope: p.scope as JsonObject,
 });
 
-const lastUsed = (t: T.TokenDocBase) => (t.lastUsedAt ? timestampFromDate(t.lastUsedAt) : undefined);
+type Owner = { _id: string; email: string };
 
-export function apiTokenToProto(t: T.ApiTokenDoc, user: { _id: string; email: string }) {
+/** A token as AdminService shows it: what every kind has (never its hash), with what its kind adds. */
+function tokenToProto<Own extends object>(t: T.TokenDocBase, user: Owner, own: Own) {
   return {
     id: t._id,
-    projectId: t.projectId,
     user: { id: user._id, email: user.email },
     name: t.name,
     expiresAt: timestampFromDate(t.expiresAt),
     revokedAt: t.revokedAt ? timestampFromDate(t.revokedAt) : undefined,
     createdAt: timestampFromDate(t.createdAt),
-    sso: t.sso === true,
-    lastUsedAt: lastUsed(t),
+    lastUsedAt: t.lastUsedAt ? timestampFromDate(t.lastUsedAt) : undefined,
+    ...own,
   };
 }
 
-export function orgApiTokenToProto(t: T.OrgApiTokenDoc, user: { _id: string; email: string }) {
-  return {
-    id: t._id,
-    organizationId: t.organizationId,
-    user: { id: user._id, email: user.email },
-    name: t.name,
-    expiresAt: timestampFromDate(t.expiresAt),
-    revokedAt: t.revokedAt ? timestampFromDate(t.revokedAt) : undefined,
-    createdAt: timestampFromDate(t.createdAt),
-    lastUsedAt: lastUsed(t),
-  };
-}
+export const apiTokenToProto = (t: T.ApiTokenDoc, user: Owner) => tokenToProto(t, user, { projectId: t.projectId, sso: t.sso === true });
+export const orgApiTokenToProto = (t: T.OrgApiTokenDoc, user: Owner) => tokenToProto(t, user, { organizationId: t.organizationId });
+export const appTokenToProto = (t: T.AppTokenDoc, user: Owner) => tokenToProto(t, user, { sso: t.sso });
 
 export function userToProto(u: T.UserDoc) {
   return { id: u._id, organizationId: u.organizationId, email: u.email, name: u.name, organizationAdmin: u.organizationAdmin };
-}
-
-export function appTokenToProto(t: T.AppTokenDoc, user: { _id: string; email: string }) {
-  return {
-    id: t._id,
-    user: { id: user._id, email: user.email },
-    name: t.name,
-    expiresAt: timestampFromDate(t.expiresAt),
-    sso: t.sso,
-    revokedAt: t.revokedAt ? timestampFromDate(t.revokedAt) : undefined,
-    createdAt: timestampFromDate(t.createdAt),
-    lastUsedAt: lastUsed(t),
-  };
 }
