@@ -7,21 +7,12 @@ import { describe, expect, it } from "vitest";
 import { addApiToken, addAppToken, addUser, createWorld } from "../fixtures/world.js";
 import { apiClient } from "./helpers/api.js";
 import { BOOTSTRAP_SECRET, serverForFile, startServer } from "./helpers/server.js";
-import { adminClient } from "./helpers/webhook.js";
+import { adminClient, code } from "./helpers/webhook.js";
 
 const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
 
 const YEAR_S = 31_536_000;
 const seconds = (t: { seconds: bigint } | undefined) => Number(t!.seconds);
-
-async function code(p: Promise<unknown>): Promise<Code | "ok"> {
-  try {
-    await p;
-    return "ok";
-  } catch (err) {
-    return ConnectError.from(err).code;
-  }
-}
 
 describe("an API token made in an SSO session", () => {
   it("never outlives the SSO token of the session: a longer lifetime is refused, the default is cut to it", async () => {
