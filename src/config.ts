@@ -29,6 +29,8 @@ export interface Config {
   embeddedNoTableScan: boolean;
   /** The embedded database's Java heap, MB; undefined: by backend (src/embedded/process.ts). */
   embeddedHeapMb: number | undefined;
+  /** The embedded database's loopback port when this process starts it (0: any free port). */
+  embeddedPort: number;
   publicBaseUrl: string;
   /** Webhook URL signing keys by key id; `signingKeyId` signs new URLs. */
   signingKeys: Map<string, Buffer>;
@@ -313,6 +315,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     embedded: embeddedMode(env),
     embeddedNoTableScan: bool(env, "RUNHOOK_EMBEDDED_NOTABLESCAN", false),
     embeddedHeapMb: env.RUNHOOK_EMBEDDED_HEAP_MB ? int(env, "RUNHOOK_EMBEDDED_HEAP_MB", 0, 128, 1_048_576) : undefined,
+    embeddedPort: int(env, "RUNHOOK_EMBEDDED_PORT", 0, 0, 65535),
     publicBaseUrl,
     signingKeys: keys,
     signingKeyId: current,

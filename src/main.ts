@@ -17,7 +17,7 @@ import {
   type TtlIndex,
 } from "./store/index.js";
 import { bindUnboundSsoApiTokens } from "./domain/auth/sso-tokens.js";
-import { startEmbeddedServer, type EmbeddedServer } from "./embedded/index.js";
+import { EMBEDDED_HOST, startEmbeddedServer, type EmbeddedServer } from "./embedded/index.js";
 import type { ServerDeps } from "./rpc/server-deps.js";
 import { AuthFailureThrottle } from "./rpc/auth-throttle.js";
 import { buildGateway } from "./http/app.js";
@@ -27,6 +27,7 @@ import { createServices, SERVICE_DESCS, type Services } from "./services/index.j
 import { createHealthStatus, ServingStatus } from "./rpc/health.js";
 import { monitorDatabase } from "./store/monitor.js";
 import { createMetrics, startMetricsServer, type MetricsServer } from "./lib/metrics.js";
+import { checkPorts, listening, PortError, type PortUse } from "./lib/ports.js";
 
 /** Where a server on the embedded database (the demo) serves its metrics unless METRICS_PORT says otherwise. */
 export const DEMO_METRICS_PORT = 9464;
@@ -37,6 +38,70 @@ export function metricsPortFor(config: Config, mode: StartOptions["mode"]): numb
   if (mode === "offline" || config.metricsPort === "off") return undefined;
   if (config.metricsPort !== undefined) return config.metricsPort;
   return mode === "server" && !config.mongodbUri ? DEMO_METRICS_PORT : undefined;
+}
+
+/** The ports a command may listen on, each with the variable that sets it (absent: not opened). */
+export interface Ports {
+  gateway?: PortUse;
+  grpc?: PortUse;
+  metrics?: PortUse;
+  /** Without MONGODB_URI: opened only by a process that starts the embedded database, not one that joins it. */
+  embedded?: PortUse;
+}
+
+export function portsFor(config: Config, mode: StartOptions["mode"]): Ports {
+  const at = (variable: string, port: number, host = config.host): PortUse => ({ variable, port, host });
+  const metrics = metricsPortFor(config, mode);
+  return {
+    gateway: mode === "server" ? at("PORT", config.port) : undefined,
+    grpc: mode === "server" ? at("GRPC_PORT", config.grpcPort) : undefined,
+    metrics: metrics === undefined ? undefined : at("METRICS_PORT", metrics),
+    embedded: config.mongodbUri ? undefined : at("RUNHOOK_EMBEDDED_PORT", config.embeddedPort, EMBEDDED_HOST),
+  };
+}
+
+const usesOf = (ports: Ports): PortUse[] => [ports.gateway, ports.grpc, ports.metrics, ports.embedded].filter((u) => u !== undefined);
+
+/**
+ * Before anything starts: one port given twice, or a busy or forbidden gateway or gRPC port,
+ * stops the command with a PortError that names the variable and says what to do. The metrics
+ * port is tried when its server starts: busy, it is only a warning. The embedded database's is
+ * tried by the database itself, the first thing to start (it is not opened when joined).
+ */
+export function checkListenPorts(ports: Ports): Promise<void> {
+  return checkPorts(
+    usesOf(ports),
+    [ports.gateway, ports.grpc].filter((u) => u !== undefined),
+  );
+}
+
+/** Runs a real listen on `use`, one of `ports`: a port taken since the check fails as the check would have. */
+function listenOn<T>(ports: Ports, use: PortUse, listen: () => Promise<T>): Promise<T> {
+  return listening(
+    use,
+    usesOf(ports).map((u) => u.port),
+    listen,
+  );
+}
+
+/** GET /metrics on `ports.metrics`, if any; a busy or forbidden port is a warning, and the process runs without them. */
+export async function serveMetrics(
+  ports: Ports,
+  registry: Parameters<typeof startMetricsServer>[0],
+  logger: Logger,
+  started: { msg: string; fields?: object } = { msg: "metrics at /metrics" },
+): Promise<MetricsServer | undefined> {
+  const use = ports.metrics;
+  if (!use) return undefined;
+  try {
+    const server = await listenOn(ports, use, () => startMetricsServer(registry, use.host, use.port));
+    logger.info({ metrics: server.port, ...started.fields }, started.msg);
+    return server;
+  } catch (err) {
+    if (!(err instanceof PortError)) throw err;
+    logger.warn({ metrics: use.port }, `${err.message}; runhook runs without GET /metrics`);
+    return undefined;
+  }
 }
 
 /** How often the database is pinged to know whether it is reachable (health, /readyz). */
@@ -75,31 +140,34 @@ export interface StartOptions {
 }
 
 /**
- * Connects to MONGODB_URI, or to the embedded server it starts first, and creates the indexes.
- * On the memory backend only a server starts the database; a worker or seed joins it, or fails.
+ * Starts the embedded database (or joins the one another local runhook process runs for the
+ * data dir). On the memory backend only a server starts it; a worker or seed joins it, or fails.
  */
+export function startEmbedded(config: Config, logger: Logger, mode: StartOptions["mode"]): Promise<EmbeddedServer> {
+  const ports = portsFor(config, mode);
+  return listenOn(ports, ports.embedded!, () =>
+    startEmbeddedServer({
+      dataDir: config.dataDir,
+      cacheDir: config.cacheDir,
+      persistent: config.embedded === "file",
+      share: mode === "server" ? "publish" : "join",
+      port: config.embeddedPort,
+      noTableScan: config.embeddedNoTableScan,
+      heapMb: config.embeddedHeapMb,
+      progress: (m) => logger.info(m),
+    }),
+  );
+}
+
+/** Connects to MONGODB_URI, or to the embedded server it starts (or joins) first, and creates the indexes. */
 export async function openDatabase(
   config: Config,
   logger: Logger,
   mode: StartOptions["mode"],
   dbName?: string,
 ): Promise<{ store: Store; embedded?: EmbeddedServer }> {
-  let embedded: EmbeddedServer | undefined;
-  let uri = config.mongodbUri;
-  if (!uri) {
-    const persistent = config.embedded === "file";
-    const share = persistent ? undefined : mode === "server" ? "publish" : "join";
-    embedded = await startEmbeddedServer({
-      dataDir: config.dataDir,
-      cacheDir: config.cacheDir,
-      persistent,
-      share,
-      noTableScan: config.embeddedNoTableScan,
-      heapMb: config.embeddedHeapMb,
-      progress: (m) => logger.info(m),
-    });
-    uri = embedded.uri;
-  }
+  const embedded = config.mongodbUri ? undefined : await startEmbedded(config, logger, mode);
+  const uri = config.mongodbUri ?? embedded!.uri;
   try {
     const store = await openStore(uri, {
       dbName,
@@ -221,6 +289,9 @@ export function createDeps(store: Store, config: Config, logger: Logger): Server
 
 export async function startRunhook(config: Config, opts: StartOptions): Promise<Runhook> {
   const { logger } = opts;
+  const ports = portsFor(config, opts.mode);
+  // A cluster's primary checks them for its processes, which share its sockets.
+  if (opts.processIndex === undefined) await checkListenPorts(ports);
   const { store, embedded } = await openDatabase(config, logger, opts.mode, opts.dbName);
   const deps = createDeps(store, config, logger);
   const { dbMonitor } = deps;
@@ -263,25 +334,24 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
     let baseUrl: string | undefined;
     let grpcAddr: string | undefined;
     if (opts.mode === "server") {
-      gateway = await buildGateway(deps, services);
-      await gateway.listen({ port: config.port, host: config.host });
+      const app = await buildGateway(deps, services);
+      gateway = app;
+      await listenOn(ports, ports.gateway!, () => app.listen({ port: config.port, host: config.host }));
       const port = (gateway.server.address() as { port: number }).port;
       baseUrl = `http://127.0.0.1:${port}`;
       bindPublicBaseUrl(config, port);
-      grpc = await startGrpcServer(deps, services, config.host, config.grpcPort);
+      grpc = await listenOn(ports, ports.grpc!, () => startGrpcServer(deps, services, config.host, config.grpcPort));
       grpcAddr = `127.0.0.1:${grpc.port}`;
       logger.info({ http: port, grpc: grpc.port }, "runhook listening");
     }
     const firstProcess = (opts.processIndex ?? 1) === 1;
     if (opts.mode === "worker" || (opts.mode === "server" && config.executor.enabled && firstProcess)) executors = startExecutors(deps);
-    const metricsPort = metricsPortFor(config, opts.mode);
     if (opts.processIndex !== undefined) {
       // The primary asks each process for its metrics: an AggregatorRegistry made here answers it.
       new AggregatorRegistry();
       AggregatorRegistry.setRegistries([deps.metrics.registry]);
-    } else if (metricsPort !== undefined) {
-      metricsServer = await startMetricsServer(deps.metrics.registry, config.host, metricsPort);
-      logger.info({ metrics: metricsServer.port }, "metrics at /metrics");
+    } else {
+      metricsServer = await serveMetrics(ports, deps.metrics.registry, logger);
     }
     return { deps, services, gateway, baseUrl, grpcAddr, metricsPort: metricsServer?.port, stop };
   } catch (err) {

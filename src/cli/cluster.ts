@@ -9,9 +9,7 @@ import cluster, { type Worker } from "node:cluster";
 import type { Logger } from "pino";
 import { AggregatorRegistry } from "prom-client";
 import type { Config } from "../config.js";
-import { startEmbeddedServer } from "../embedded/index.js";
-import { startMetricsServer, type MetricsServer } from "../lib/metrics.js";
-import { metricsPortFor } from "../main.js";
+import { checkListenPorts, portsFor, serveMetrics, startEmbedded } from "../main.js";
 
 /** The env var telling a process of the cluster its number (1…N). */
 export const PROCESS_INDEX_ENV = "RUNHOOK_PROCESS_INDEX";
@@ -26,25 +24,17 @@ const RESTART_AFTER_MS = 1000;
 
 /** Runs the primary of `n` processes of `command` until SIGINT/SIGTERM; the exit code. */
 export async function runPrimary(command: "start" | "worker", n: number, config: Config, logger: Logger): Promise<number> {
+  const ports = portsFor(config, command === "start" ? "server" : "worker");
+  await checkListenPorts(ports);
   // The database the processes join (each one's launcher finds it by the data dir's state file).
-  const embedded = config.mongodbUri
-    ? undefined
-    : await startEmbeddedServer({
-        dataDir: config.dataDir,
-        cacheDir: config.cacheDir,
-        persistent: config.embedded === "file",
-        share: command === "start" ? "publish" : "join",
-        noTableScan: config.embeddedNoTableScan,
-        heapMb: config.embeddedHeapMb,
-        progress: (m) => logger.info(m),
-      });
-  const metricsPort = metricsPortFor(config, command === "start" ? "server" : "worker");
-  let metrics: MetricsServer | undefined;
-  if (metricsPort !== undefined) {
-    const sum = new AggregatorRegistry();
-    metrics = await startMetricsServer({ metrics: () => sum.clusterMetrics(), contentType: sum.contentType }, config.host, metricsPort);
-    logger.info({ metrics: metrics.port, processes: n }, "metrics at /metrics, summed over the processes");
-  }
+  const embedded = config.mongodbUri ? undefined : await startEmbedded(config, logger, command === "start" ? "server" : "worker");
+  const sum = ports.metrics && new AggregatorRegistry();
+  const metrics =
+    sum &&
+    (await serveMetrics(ports, { metrics: () => sum.clusterMetrics(), contentType: sum.contentType }, logger, {
+      msg: "metrics at /metrics, summed over the processes",
+      fields: { processes: n },
+    }));
   let stopping = false;
   const fork = (index: number): Worker => {
     const worker = cluster.fork({ [PROCESS_INDEX_ENV]: String(index) });

@@ -115,9 +115,11 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err) => {
-    process.stderr.write(
-      `runhook: ${err instanceof Error && err.constructor.name === "ConfigError" ? "configuration: " : ""}${err instanceof Error ? err.message : String(err)}\n`,
-    );
+    const kind = err instanceof Error && err.constructor.name === "ConfigError" ? "configuration: " : "";
+    const message = err instanceof Error ? err.message : String(err);
+    // A PortError says one thing per port, each on a line of its own.
+    const lines = err instanceof Error && err.name === "PortError" ? message.split("\n") : [message];
+    process.stderr.write(lines.map((line) => `runhook: ${kind}${line}\n`).join(""));
     process.exit(1);
   },
 );

@@ -10,6 +10,7 @@ import { joinRunning, ownServer, readState, spawnServer, START_TIMEOUT_MS, type 
 
 export { EMBEDDED_SOURCE_DIR, ensureEmbeddedJar } from "./build.js";
 export { pidAlive } from "./lock.js";
+export { EMBEDDED_HOST } from "./process.js";
 export type { EmbeddedServer } from "./process.js";
 
 export interface EmbeddedOptions {

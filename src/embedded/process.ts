@@ -8,6 +8,12 @@ import { pingServer as ping } from "../store/index.js";
 import type { Progress } from "./build.js";
 import { pidAlive } from "./lock.js";
 
+/** The address the embedded server listens on (its launcher binds it): loopback only. */
+export const EMBEDDED_HOST = "127.0.0.1";
+
+/** What a BindException of the launcher says, as the errno a listen in Node would have. */
+const BIND_ERRORS: Record<string, string> = { "Address already in use": "EADDRINUSE", "Permission denied": "EACCES" };
+
 export interface EmbeddedServer {
   uri: string;
   port: number;
@@ -116,7 +122,7 @@ export function readState(file: string): RunningState | undefined {
 export async function joinRunning(stateFile: string, progress: Progress): Promise<EmbeddedServer | undefined> {
   const state = readState(stateFile);
   if (!state || !pidAlive(state.pid)) return undefined;
-  const uri = `mongodb://127.0.0.1:${state.port}/`;
+  const uri = `mongodb://${EMBEDDED_HOST}:${state.port}/`;
   if (!(await ping(uri, 1000))) return undefined;
   progress(`using the embedded database already running on port ${state.port}`);
   return { uri, port: state.port, stop: async () => {} };
@@ -152,10 +158,19 @@ export async function spawnServer(
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   const bound = await new Promise<number>((resolve, reject) => {
     let out = "";
-    const fail = (why: string) => {
+    const fail = (why: string, code?: string) => {
       cleanup();
       child.kill("SIGKILL");
-      reject(new Error(`the embedded database (mongo-java-server) did not start: ${why}${stderr.trim() ? `: ${stderr.trim().slice(-2000)}` : ""}`));
+      const err: NodeJS.ErrnoException = new Error(
+        `the embedded database (mongo-java-server) did not start: ${why}${stderr.trim() ? `: ${stderr.trim().slice(-2000)}` : ""}`,
+      );
+      if (code) err.code = code;
+      reject(err);
+    };
+    // A port it cannot bind ends the launcher's main thread, but its network threads keep the JVM alive: fail now.
+    const onStderr = () => {
+      const bind = /java\.net\.BindException: ([^\n]*)\n/.exec(stderr);
+      if (bind) fail(`it cannot listen on port ${port}`, BIND_ERRORS[bind[1]!.trim()]);
     };
     const onData = (d: Buffer) => {
       out += d.toString();
@@ -177,14 +192,17 @@ export async function spawnServer(
     const timer = setTimeout(() => fail(`no line within ${START_TIMEOUT_MS / 1000} s and no "listening" line`), START_TIMEOUT_MS);
     const cleanup = () => {
       clearTimeout(timer);
+      child.stderr!.off("data", onStderr);
       child.stdout!.off("data", onData);
       child.off("exit", onExit);
       child.off("error", onError);
     };
     child.stdout!.on("data", onData);
+    child.stderr!.on("data", onStderr);
     child.once("exit", onExit);
     child.once("error", onError);
   });
+  progress(`embedded database listening on ${EMBEDDED_HOST}:${bound}`);
   child.stdout!.resume(); // keep draining
   // What the server says once it runs (its memory full, say) goes to our standard error.
   child.stderr!.on("data", (d: Buffer) => process.stderr.write(d));
@@ -198,7 +216,7 @@ export function ownServer(child: ChildProcess, port: number, exited: Promise<voi
   for (const s of [child.stdin, child.stdout, child.stderr]) (s as unknown as { unref?: () => void }).unref?.();
   let stopping: Promise<void> | undefined;
   return {
-    uri: `mongodb://127.0.0.1:${port}/`,
+    uri: `mongodb://${EMBEDDED_HOST}:${port}/`,
     port,
     stop() {
       stopping ??= (async () => {

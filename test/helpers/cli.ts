@@ -20,6 +20,8 @@ export interface CliOptions {
   nodeArgs?: string[];
   /** Holds the command until it exits (the test file kills what is left at its end). */
   children?: Set<ChildProcess>;
+  /** Run as this user (a test running as root that needs an unprivileged command). */
+  user?: { uid: number; gid: number };
 }
 
 export function spawnCli(args: string[], o: CliOptions): Cli {
@@ -27,6 +29,7 @@ export function spawnCli(args: string[], o: CliOptions): Cli {
     cwd: o.cwd,
     env: o.env,
     stdio: ["ignore", "pipe", "pipe"],
+    ...o.user,
   });
   o.children?.add(child);
   let stdout = "";
