@@ -288,6 +288,11 @@ export function bindPublicBaseUrl(config: Config, boundPort: number): void {
   if (config.publicBaseUrl === localBaseUrl(0)) config.publicBaseUrl = localBaseUrl(boundPort);
 }
 
+/** What the process is configured with that no log line may show: the bootstrap secret and the webhook signing keys (both base64 spellings). */
+export function configuredSecrets(config: Pick<Config, "bootstrapSecret" | "signingKeys">): string[] {
+  return [config.bootstrapSecret, ...[...config.signingKeys.values()].flatMap((key) => [key.toString("base64"), key.toString("base64url")])];
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = resolve(env.RUNHOOK_DATA_DIR || ".data");
   const port = int(env, "PORT", 8080, 0, 65535);

@@ -105,20 +105,20 @@ describe("a long call on one instance sees a change made through the other withi
     expect(end.at - revokedAt).toBeLessThan(1500);
   });
 
-  it("a user demoted during a long poll (?wait): the answer is refused", async () => {
+  it("a user demoted during a long poll (?wait): the answer is the refusal, at once rather than at the end of the wait", async () => {
     const runId = await queued();
     const run = await runs(b).getRun({ runId }, bearer(w.userToken));
-    const started = Date.now();
     const waiting = runs(b)
-      .getRun({ runId, waitSeconds: 3, knownVersion: run.run!.version }, bearer(w.userToken))
+      .getRun({ runId, waitSeconds: 30, knownVersion: run.run!.version }, bearer(w.userToken))
       .then(
         () => undefined,
         (e: unknown) => ConnectError.from(e).code,
       );
     await sleep(300);
     await adminClient(a.baseUrl, w.ownerToken).setProjectRole({ projectId: w.projectId, userId: w.user._id, role: "" });
+    const demotedAt = Date.now();
     expect(await waiting).toBe(Code.PermissionDenied);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(2500); // answered at the end of its wait, refused
+    expect(Date.now() - demotedAt).toBeLessThan(3000);
   });
 
   it("a webhook disabled during a burst on both instances: no call that began after the disable is accepted", async () => {

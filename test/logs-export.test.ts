@@ -2,11 +2,8 @@
 // and in constant memory (the server's peak RSS grows by less than 100 MB).
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { storeFixtures } from "../src/store/index.js";
-import type { ActivityLogDoc } from "../src/store/types.js";
-import { activityStream, streamKey } from "../src/store/logs.js";
 import { openTestApp, spawnServer, testDbName, type ChildServer } from "./helpers/server.js";
-import { addApiToken, createWorld, type World } from "../fixtures/world.js";
+import { addApiToken, createWorld, fillActivityLog, type World } from "../fixtures/world.js";
 import { sleep } from "../src/lib/sleep.js";
 
 const N = Number(process.env.EXPORT_ENTRIES ?? 100_000);
@@ -22,33 +19,8 @@ function rssKb(pid: number, field: "VmRSS" | "VmHWM"): number {
 beforeAll(async () => {
   const dbName = testDbName();
   app = await openTestApp(dbName);
-  const db = storeFixtures(app.deps.store);
   w = await createWorld(app);
-  const details = { workflowId: w.workflowId, note: "x".repeat(200) };
-  const stream = activityStream(w.environmentId);
-  for (let b = 0; b < N; b += 10_000) {
-    const docs: ActivityLogDoc[] = [];
-    for (let k = 1; k <= Math.min(10_000, N - b); k++) {
-      docs.push({
-        _id: streamKey(stream, b + k),
-        seq: b + k,
-        timestamp: new Date(1_700_000_000_000 + b + k),
-        projectId: w.projectId,
-        environmentId: w.environmentId,
-        environment: "production",
-        rendering: null,
-        user: { id: w.admin._id, email: w.admin.email },
-        action: "record.updated",
-        via: "workflow",
-        collection: "orders",
-        recordId: `r${b + k}`,
-        runId: null,
-        details,
-      });
-    }
-    await db.insertActivityEntries(docs, { ordered: false });
-  }
-  await db.setCounter(stream, N);
+  await fillActivityLog(app, w, N);
   // A small heap: buffering the export (~55 MB of JSON for 100,000 entries) instead of
   // streaming it would run the server out of memory; it also keeps V8 from growing lazily.
   // The young generation is fixed at Node 20's default size (16 MB semi-spaces): Node 24

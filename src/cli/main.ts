@@ -58,7 +58,7 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const json = rest.includes("--json");
-  const [{ loadConfig }, { createLogger }, { startRunhook }, { seedDemo, seedDemoIfEmpty }] = await Promise.all([
+  const [{ configuredSecrets, loadConfig }, { createLogger }, { startRunhook }, { seedDemo, seedDemoIfEmpty }] = await Promise.all([
     import("../config.js"),
     import("../lib/logging.js"),
     import("../main.js"),
@@ -69,7 +69,9 @@ async function main(argv: string[]): Promise<number> {
   const { processIndex, runPrimary } = await import("./cluster.js");
   const index = processIndex();
   // In a cluster, each process's lines say which process wrote them.
-  const logger = index === undefined ? createLogger(json ? "warn" : config.logLevel) : createLogger(config.logLevel).child({ process: index });
+  const secrets = configuredSecrets(config);
+  const logger =
+    index === undefined ? createLogger(json ? "warn" : config.logLevel, { secrets }) : createLogger(config.logLevel, { secrets }).child({ process: index });
   if (command === "seed") {
     const rh = await startRunhook(config, { mode: "offline", logger });
     try {

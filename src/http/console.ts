@@ -147,8 +147,9 @@ export function registerConsoleSession(app: FastifyInstance, deps: ServerDeps): 
   app.delete(CONSOLE_SESSION_ROUTE, async (req, reply) => {
     if (!fromOwnOrigin(req, deps.config.publicBaseUrl)) throw fail.denied("sign out from the console's own page");
     const secret = cookieValue(req.headers.cookie, cookieName(secure(req)));
-    const session = secret ? await consoleSession(deps.store.directory.view(), `Bearer ${secret}`).catch(() => null) : null;
-    if (session) await deps.store.directory.consoleSessions.remove(session._id);
+    const view = deps.store.directory.view();
+    const session = secret ? await consoleSession(view, `Bearer ${secret}`).catch(() => null) : null;
+    if (session) await deps.store.directory.consoleSessions.remove((await view.users.get(session.userId))?.organizationId ?? null, session._id);
     return reply
       .header("set-cookie", sessionCookie("", 0, secure(req)))
       .code(204)

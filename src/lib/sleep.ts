@@ -1,5 +1,8 @@
 // The one sleep.
 
+/** The longest a Node timer waits (2^31 − 1 ms, ~24.8 days, to the second below): a longer one fires at once, with a warning. */
+export const MAX_TIMER_MS = 2_147_483_000;
+
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Resolves true after `ms`, or false as soon as `signal` aborts. */

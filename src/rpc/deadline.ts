@@ -4,8 +4,9 @@
 // after 1 ms. A longer deadline is clamped to this one, before any handler reads it (both
 // protocols let a server end a call at a deadline of its own; it ends with DEADLINE_EXCEEDED).
 import type { IncomingHttpHeaders } from "node:http";
+import { MAX_TIMER_MS } from "../lib/sleep.js";
 
-export const MAX_DEADLINE_MS = 2_147_483_000;
+export const MAX_DEADLINE_MS = MAX_TIMER_MS;
 
 const UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000_001 };
 

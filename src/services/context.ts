@@ -3,7 +3,8 @@
 import { createContextKey, type ContextValues, type HandlerContext } from "@connectrpc/connect";
 import type { Deps } from "../deps.js";
 import type { TriggerBody } from "../domain/trigger.js";
-import type { DirectoryStamp, DirectoryView } from "../store/directory-cache.js";
+import type { DirectoryView } from "../store/directory-cache.js";
+import { MAX_TIMER_MS } from "../lib/sleep.js";
 
 /** How a call reached the service: native gRPC / Connect, the webhook route, or /v1 REST. */
 export type Via = "grpc" | "webhook" | "api";
@@ -44,9 +45,76 @@ export function directoryOf(deps: Pick<Deps, "store">, values: ContextValues): D
 }
 
 /**
- * `items`, for as long as the caller keeps the access `check` asks for: after a change of the
- * directory (noticed within a second, on every process), `check` runs again on a fresh view
- * before the next item, and its refusal ends the stream (a revoked token, a removed role).
+ * A long call's hold on its caller's access, as `check` decided it on a view of the directory.
+ * `wake` aborts once that decision may no longer hold — the directory changed (a revoke, a role,
+ * a sign-out: on any process, noticed within CHANGE_POLL_MS), or a token or console session the
+ * check read expired — and when the call ends; `recheck()` then decides again on a fresh view
+ * (its refusal is the call's answer) and watches that one.
+ */
+export interface AccessWatch<R> {
+  readonly wake: AbortSignal;
+  /** Whether access may have changed since the last check. */
+  readonly stale: boolean;
+  recheck(): Promise<R>;
+  stop(): void;
+}
+
+/** Watches the access `check` granted on `view` (the call's own view, already checked). */
+export async function watchAccess<R>(
+  deps: Pick<Deps, "store">,
+  view: DirectoryView,
+  check: (directory: DirectoryView) => Promise<R>,
+  callEnd?: AbortSignal,
+): Promise<AccessWatch<R>> {
+  let wake = new AbortController();
+  let stale = false;
+  let unwatch = () => {};
+  const onCallEnd = () => wake.abort();
+  callEnd?.addEventListener("abort", onCallEnd, { once: true });
+  async function watch(checked: DirectoryView): Promise<void> {
+    unwatch();
+    const mine = new AbortController();
+    wake = mine;
+    stale = false;
+    if (callEnd?.aborted) mine.abort();
+    const changed = () => {
+      stale = true;
+      mine.abort();
+    };
+    const stopListening = deps.store.directory.onChange(await checked.version(), changed);
+    const at = checked.expiresAt();
+    const timer = at === undefined ? undefined : setTimeout(changed, Math.min(Math.max(0, at - Date.now()), MAX_TIMER_MS));
+    timer?.unref();
+    unwatch = () => {
+      stopListening();
+      clearTimeout(timer);
+    };
+  }
+  await watch(view);
+  return {
+    get wake() {
+      return wake.signal;
+    },
+    get stale() {
+      return stale;
+    },
+    async recheck() {
+      const fresh = deps.store.directory.view();
+      const granted = await check(fresh);
+      await watch(fresh);
+      return granted;
+    },
+    stop() {
+      unwatch();
+      callEnd?.removeEventListener("abort", onCallEnd);
+    },
+  };
+}
+
+/**
+ * `items`, for as long as the caller keeps the access `check` asks for (already granted on the
+ * call's view): once it may have changed (AccessWatch), `check` runs again on a fresh view
+ * before the next item, and its refusal ends the stream.
  */
 export async function* whileAllowed<T>(
   deps: Pick<Deps, "store">,
@@ -54,21 +122,13 @@ export async function* whileAllowed<T>(
   check: (directory: DirectoryView) => Promise<unknown>,
   items: AsyncIterable<T>,
 ): AsyncGenerator<T> {
-  let changed = false;
-  const listen = (since: DirectoryStamp) => deps.store.directory.onChange(since, () => (changed = true));
-  let stopListening = listen(await directoryOf(deps, values).version());
+  const access = await watchAccess(deps, directoryOf(deps, values), check);
   try {
     for await (const item of items) {
-      if (changed) {
-        stopListening();
-        changed = false;
-        const fresh = deps.store.directory.view();
-        await check(fresh);
-        stopListening = listen(await fresh.version());
-      }
+      if (access.stale) await access.recheck();
       yield item;
     }
   } finally {
-    stopListening();
+    access.stop();
   }
 }

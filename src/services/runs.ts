@@ -11,7 +11,7 @@ import { readRunPage, runSelection } from "../domain/runs/search.js";
 import { assertNotOrgApiToken } from "../domain/auth/access.js";
 import { authenticateAny, type ApiPrincipal, type AppPrincipal } from "../domain/auth/tokens.js";
 import type { Deps } from "../deps.js";
-import { authorization, directoryOf, viaOf } from "./context.js";
+import { authorization, directoryOf, viaOf, watchAccess } from "./context.js";
 import type { DirectoryView } from "../store/directory-cache.js";
 import type { RunDoc } from "../store/types.js";
 import { fail } from "../domain/errors.js";
@@ -22,14 +22,9 @@ import { runMessage } from "./run-message.js";
 import { runStateMachine, type RunStateMachine } from "../domain/runs/state.js";
 import { runMetrics } from "../lib/metrics.js";
 import { RunWatcher } from "../domain/runs/watch.js";
+import { MAX_TIMER_MS } from "../lib/sleep.js";
 
 export const MAX_WAIT_SECONDS = 60;
-/**
- * WatchRun re-checks the caller's access at least this often, however often the run changes (an
- * ended or expired console session changes no directory version), and at once after a change of
- * the directory.
- */
-const WATCH_RECHECK_MS = 60_000;
 
 /**
  * The caller, and the run if they may follow it. `directory`: the call's own view (its first
@@ -54,80 +49,68 @@ async function authorize(
 }
 
 /** After a wait, the caller's access as it is now (a fresh view), before the run is answered. */
-async function recheck(deps: Deps, ctx: HandlerContext, run: RunDoc): Promise<void> {
-  const directory = deps.store.directory.view();
+async function recheck(deps: Deps, ctx: HandlerContext, run: RunDoc, directory = deps.store.directory.view()): Promise<void> {
   const principal = await authenticateAny(directory, authorization(ctx));
   assertNotOrgApiToken(principal);
   await assertMaySeeRun(directory, principal, run);
+}
+
+/**
+ * The run once its version differs from `known` (no known version: once it is finished), or as it
+ * is at the deadline or the call's end. Access is checked again whenever it may have changed: a
+ * revoke, a role change, a sign-out or an expiry refuses the answer at once.
+ */
+async function waitForRun(deps: Deps, watcher: RunWatcher, ctx: HandlerContext, run: RunDoc, known: number, deadline: number): Promise<RunDoc> {
+  const access = await watchAccess(deps, directoryOf(deps, ctx.values), (directory) => recheck(deps, ctx, run, directory), ctx.signal);
+  try {
+    while (!ctx.signal.aborted && Date.now() < deadline) {
+      const changed = await watcher.wait(run._id, known || run.version, deadline, access.wake);
+      if (access.stale) await access.recheck();
+      if (changed) run = changed;
+      if (changed && (known !== 0 || isFinished(run.state))) return run;
+    }
+  } finally {
+    access.stop();
+  }
+  return (await deps.store.runs.get(run._id)) ?? run;
 }
 
 async function getRun(deps: Deps, watcher: RunWatcher, req: GetRunRequest, ctx: HandlerContext) {
   if (req.waitSeconds > MAX_WAIT_SECONDS) throw fail.invalid(`wait_seconds must be between 0 and ${MAX_WAIT_SECONDS}`);
   let { run } = await authorize(deps, ctx, req.runId);
   const known = Number(req.knownVersion);
-  const deadline = Date.now() + req.waitSeconds * 1000;
-  let waited = false;
-  if (req.waitSeconds > 0 && known === 0) {
-    // No known version: wait until the run is finished or the time is up.
-    while (!isFinished(run.state) && !ctx.signal.aborted) {
-      waited = true;
-      const changed = await watcher.wait(run._id, run.version, deadline, ctx.signal);
-      if (!changed) {
-        run = (await deps.store.runs.get(run._id)) ?? run;
-        break;
-      }
-      run = changed;
-    }
-  } else if (req.waitSeconds > 0 && run.version === known && !isFinished(run.state)) {
-    waited = true;
-    const changed = await watcher.wait(run._id, known, deadline, ctx.signal);
-    run = changed ?? (await deps.store.runs.get(run._id)) ?? run;
+  // With a wait: until the run's version differs from the known one (none known: until it is finished), or the time is up.
+  if (req.waitSeconds > 0 && !isFinished(run.state) && (known === 0 || run.version === known)) {
+    run = await waitForRun(deps, watcher, ctx, run, known, Date.now() + req.waitSeconds * 1000);
+    // The caller's access as it is when the answer goes.
+    await recheck(deps, ctx, run);
   }
-  // A revoke or a role change made during the wait refuses the answer.
-  if (waited) await recheck(deps, ctx, run);
   return { run: runMessage(run) };
 }
 
 async function* watchRun(deps: Deps, watcher: RunWatcher, req: WatchRunRequest, ctx: HandlerContext) {
   const view = directoryOf(deps, ctx.values);
   let { run } = await authorize(deps, ctx, req.runId, { directory: view });
-  let since = await view.version();
-  let checkedAt = Date.now();
+  const access = await watchAccess(deps, view, (directory) => authorize(deps, ctx, req.runId, { directory }), ctx.signal);
   let sent = run.version;
-  yield { run: runMessage(run) };
-  while (!isFinished(run.state)) {
-    // A stopping server ends the stream with UNAVAILABLE (the run is not finished: call again).
-    ctx.signal.throwIfAborted();
-    // Woken by a change of the run, a change of the directory (within a second), or the time.
-    const wake = new AbortController();
-    let directoryChanged = false;
-    const stopListening = deps.store.directory.onChange(since, () => {
-      directoryChanged = true;
-      wake.abort();
-    });
-    const onCallEnd = () => wake.abort();
-    ctx.signal.addEventListener("abort", onCallEnd, { once: true });
-    let next: RunDoc | null;
-    try {
-      next = await watcher.wait(run._id, sent, checkedAt + WATCH_RECHECK_MS, wake.signal);
-    } finally {
-      stopListening();
-      ctx.signal.removeEventListener("abort", onCallEnd);
+  try {
+    yield { run: runMessage(run) };
+    while (!isFinished(run.state)) {
+      // A stopping server ends the stream with UNAVAILABLE (the run is not finished: call again).
+      ctx.signal.throwIfAborted();
+      // Woken by a change of the run, or of the caller's access (a revoke, a role, a sign-out, an expiry: within a second).
+      const next = await watcher.wait(run._id, sent, Date.now() + MAX_TIMER_MS, access.wake);
+      ctx.signal.throwIfAborted();
+      // A refusal ends the watch; the run comes as it is now.
+      if (access.stale) ({ run } = await access.recheck());
+      else if (next) run = next;
+      if (run.version !== sent) {
+        sent = run.version;
+        yield { run: runMessage(run) };
+      }
     }
-    ctx.signal.throwIfAborted();
-    if (directoryChanged || !next || Date.now() >= checkedAt + WATCH_RECHECK_MS) {
-      // The caller's access as it is now (a revoked token, a removed role end the watch), and the run as it is now.
-      const fresh = deps.store.directory.view();
-      ({ run } = await authorize(deps, ctx, req.runId, { directory: fresh }));
-      since = await fresh.version();
-      checkedAt = Date.now();
-    } else {
-      run = next;
-    }
-    if (run.version !== sent) {
-      sent = run.version;
-      yield { run: runMessage(run) };
-    }
+  } finally {
+    access.stop();
   }
 }
 

@@ -67,6 +67,12 @@ export type DirectoryStamp = ReadonlyMap<string, Stamp | null>;
 export interface DirectoryView extends DirectoryReads {
   /** The versions of the organizations read so far (after the call's lookups: those it depends on). */
   version(): Promise<DirectoryStamp>;
+  /**
+   * The earliest expiry (epoch ms) of the tokens and console sessions read so far that have not
+   * expired yet (undefined: none): what authenticated the call stops doing so then, with no
+   * version raised.
+   */
+  expiresAt(): number | undefined;
 }
 
 export interface DirectoryCache {
@@ -227,18 +233,29 @@ export function directoryCache(dir: OwnerReads, version: DirectoryVersion): Dire
           if (org === null) return read(...args);
           return entries.lookup(await stampOf(org), `${kind}\u0000${args.join("\u0000")}`, () => read(...args));
         };
+      let expiresAt: number | undefined;
+      const expiring =
+        <D extends { expiresAt: Date }>(read: (id: string) => Promise<D | null>) =>
+        async (id: string): Promise<D | null> => {
+          const doc = await read(id);
+          const at = doc?.expiresAt.getTime();
+          // One already expired authenticates nothing: no time to check again at.
+          if (at !== undefined && at > Date.now() && (expiresAt === undefined || at < expiresAt)) expiresAt = at;
+          return doc;
+        };
       return {
         async version() {
           const now = new Map<string, Stamp | null>();
           for (const [org, stamp] of stamps) now.set(org, await stamp);
           return now;
         },
+        expiresAt: () => expiresAt,
         workflows: { get: through("workflow", dir.workflows.get) },
-        appTokens: { get: through("appToken", dir.appTokens.get) },
-        apiTokens: { get: through("apiToken", dir.apiTokens.get) },
-        orgApiTokens: { get: through("orgApiToken", dir.orgApiTokens.get) },
-        // Read each time: a sign-out holds from the very next call, with no version raised.
-        consoleSessions: { get: dir.consoleSessions.get },
+        appTokens: { get: expiring(through("appToken", dir.appTokens.get)) },
+        apiTokens: { get: expiring(through("apiToken", dir.apiTokens.get)) },
+        orgApiTokens: { get: expiring(through("orgApiToken", dir.orgApiTokens.get)) },
+        // Read each time, never kept: a session is read by its own browser's calls only.
+        consoleSessions: { get: expiring(dir.consoleSessions.get) },
         users: { get: through("user", dir.users.get) },
         projects: { get: through("project", dir.projects.get), byName: through("projectByName", dir.projects.byName) },
         renderings: { get: through("rendering", dir.renderings.get) },

@@ -302,10 +302,17 @@ export function directoryStore(d: Database) {
     appTokens: appTokensStore(d, v),
     apiTokens: apiTokensStore(d, v),
     orgApiTokens: orgApiTokensStore(d, v),
-    // Console sessions are never cached (directory-cache.ts), so signing out needs no version raise.
     consoleSessions: {
       ...documents(d, "consoleSessions"),
-      remove: async (id: string) => void (await d.consoleSessions.deleteOne({ _id: id })),
+      /**
+       * Signs the session out. Its organization's version is raised as by a revoke, so that the long
+       * calls it holds, on every process, check it again; without an organization (its user is
+       * gone, so it authenticates nothing) there is nothing to tell.
+       */
+      remove: async (organizationId: string | null, id: string) => {
+        const remove = async () => void (await d.consoleSessions.deleteOne({ _id: id }));
+        await (organizationId === null ? remove() : v.change(organizationId, remove));
+      },
     },
     /** Records that a token authenticated a call (last-used.ts): at most one write a minute per token, never awaited. */
     tokenUsed: tokenUseRecorder((kind, id, at) => {

@@ -132,6 +132,9 @@ function directoryFixtures(d: Database) {
     /** An application token's expiry moved. */
     setAppTokenExpiry: (tokenId: string, expiresAt: Date) =>
       change(orgOfToken(tokenId), () => d.appTokens.updateOne({ _id: tokenId }, { $set: { expiresAt } })),
+    /** A console session's expiry moved (sessions are never cached, so no version is raised). */
+    setConsoleSessionExpiry: async (sessionId: string, expiresAt: Date) =>
+      void (await d.consoleSessions.updateOne({ _id: sessionId }, { $set: { expiresAt } })),
     /** An application token revoked straight in the database, as an operator's script would: under no version. */
     revokeAppTokenBehindTheCaches: async (tokenId: string) => void (await d.appTokens.updateOne({ _id: tokenId }, { $set: { revokedAt: new Date() } })),
     /** What operators are told to run after such an edit: the version of every organization raised. */

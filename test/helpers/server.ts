@@ -5,7 +5,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, beforeEach, inject } from "vitest";
-import { loadConfig } from "../../src/config.js";
+import { configuredSecrets, loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/lib/logging.js";
 import { startRunhook, type Runhook } from "../../src/main.js";
 import { seedDemo, type SeedOutput } from "../../src/cli/demo.js";
@@ -63,7 +63,7 @@ export async function startServer(opts: { dbName?: string; env?: Record<string, 
   const dbName = opts.dbName ?? testDbName();
   const env = { ...process.env, ...testEnv(dbName, opts.env) };
   const config = loadConfig(env);
-  const rh = await startRunhook(config, { mode: "server", logger: createLogger(env.LOG_LEVEL ?? "silent") });
+  const rh = await startRunhook(config, { mode: "server", logger: createLogger(env.LOG_LEVEL ?? "silent", { secrets: configuredSecrets(config) }) });
   return { ...rh, gateway: rh.gateway!, baseUrl: rh.baseUrl!, grpcAddr: rh.grpcAddr!, dbName };
 }
 
