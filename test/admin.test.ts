@@ -516,7 +516,7 @@ describe("runhook seed --json", () => {
       const b = await postHook(url, second.userToken as string, { record_id: recordIds[0] });
       expect(b.status).toBe(409);
       const wf = await storeFixtures(s.deps.store).workflows.findOne({}, { sort: { _id: 1 } });
-      expect(wf!.versions[0]!.steps).toEqual([
+      expect(await s.deps.store.immutable.workflowSteps(wf!._id, wf!.versions[0]!)).toEqual([
         { type: "load_record" },
         { type: "wait", seconds: 5 },
         { type: "update_record", set: { status: "processed" } },

@@ -179,10 +179,13 @@ it("every query the store made in a workload is an index scan", async () => {
       ["collections", (pageToken) => owner.listCollections({ environmentId: w.environmentId, pageSize: 1, pageToken })],
       ["permissions", (pageToken) => owner.listCollectionPermissions({ renderingId: w.renderingId, pageSize: 1, pageToken })],
       ["workflows", (pageToken) => owner.listWorkflows({ renderingId: w.renderingId, pageSize: 1, pageToken })],
+      ["workflow versions", (pageToken) => owner.listWorkflowVersions({ workflowId: w.workflowId, pageSize: 1, pageToken })],
       ["application tokens", (pageToken) => owner.listApplicationTokens({ pageSize: 1, pageToken })],
       ["API tokens", (pageToken) => owner.listApiTokens({ projectId: w.projectId, pageSize: 1, pageToken })],
       ["organization API tokens", (pageToken) => owner.listOrganizationApiTokens({ pageSize: 1, pageToken })],
     ];
+    // A publish (its steps stored, then the version that names them), whose answer reads them back.
+    await owner.publishWorkflow({ workflowId: w.workflowId, steps: [{ kind: { case: "loadRecord", value: {} } }] });
     for (const [, list] of lists) {
       const first = await list("");
       if (first.nextPageToken) await list(first.nextPageToken);
@@ -252,6 +255,7 @@ it("every query the store made in a workload is an index scan", async () => {
     "find collections",
     "find permissions",
     "find workflows",
+    "find workflow_steps",
     "find app_tokens",
     "find api_tokens",
     "find org_api_tokens",

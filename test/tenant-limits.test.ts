@@ -9,7 +9,6 @@ import type { StepSchema } from "../gen/runhook/v1/common_pb.js";
 import { MAX_KEPT_VERSIONS, MAX_VERSION_BYTES } from "../src/services/admin/convert.js";
 import { MAX_CACHE_BYTES, MAX_CACHED_DOC_BYTES } from "../src/store/directory-cache.js";
 import { storeFixtures, type CommandStartedEvent } from "../src/store/index.js";
-import type { WorkflowDoc } from "../src/store/types.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, grpcTrigger, postHook, sleep } from "./helpers/webhook.js";
 import * as grpc from "@grpc/grpc-js";
@@ -47,30 +46,32 @@ it("reads nothing of a workflow for calls with made-up tokens", async () => {
   expect(reads).toEqual([]);
 });
 
-it("keeps the directory cache within its bytes, whatever size the workflows read through it", async () => {
+it("keeps the directory cache within its bytes, whatever size the documents read through it", async () => {
   const w = await createWorld(server);
   const dir = server.deps.store.directory;
-  const base = (await dir.workflows.get(w.workflowId))!;
-  // Workflows of ~900 KB each, as years of large versions could leave them (written straight in).
+  const fx = storeFixtures(server.deps.store);
+  const { versions: _, ...base } = (await dir.workflows.get(w.workflowId))!;
+  // Workflows of ~900 KB each, stored with their steps inside as years of large versions once left them.
   const big = { type: "add_note" as const, title: "", content: "x".repeat(60_000) };
   const version = (n: number) => ({ version: n, active: true, publishedAt: new Date(), steps: [big] });
   const ids: string[] = [];
   for (let i = 0; i < 80; i++) {
-    const doc: WorkflowDoc = { ...base, _id: randomUUID(), name: `big-${i}`, versions: Array.from({ length: 15 }, (_, k) => version(k + 1)) };
-    await dir.workflows.insert(doc);
+    const doc = { ...base, _id: randomUUID(), name: `big-${i}`, versions: Array.from({ length: 15 }, (_, k) => version(k + 1)) };
+    await fx.insertEmbeddedStepsWorkflow(doc);
     ids.push(doc._id);
   }
   for (const id of ids) {
-    expect((await dir.view().workflows.get(id))?._id).toBe(id);
+    expect((await dir.view().workflows.get(id))?.versions).toHaveLength(15);
     expect(dir.cachedBytes()).toBeLessThanOrEqual(MAX_CACHE_BYTES);
   }
-  // One larger than a cached document may be is read, never kept.
-  const huge: WorkflowDoc = { ...base, _id: randomUUID(), name: "huge", versions: Array.from({ length: 20 }, (_, k) => version(k + 1)) };
-  await dir.workflows.insert(huge);
+  // One larger than a cached document may be (a team of 30,000 members) is read, never kept.
+  const members = Array.from({ length: 30_000 }, () => randomUUID());
+  const team = { _id: randomUUID(), projectId: w.projectId, name: "huge", memberIds: members, createdAt: new Date() };
+  await dir.teams.insert(team);
   const before = dir.cachedBytes();
-  expect((await dir.view().workflows.get(huge._id))?.versions).toHaveLength(20);
+  expect(await dir.view().teams.memberIds(team._id)).toHaveLength(members.length);
   expect(dir.cachedBytes()).toBe(before);
-  expect(MAX_CACHED_DOC_BYTES).toBeLessThan(20 * 60_000);
+  expect(MAX_CACHED_DOC_BYTES).toBeLessThan(members.length * 40);
 });
 
 it("refuses a version larger than its limit, and a publish beyond the versions a workflow keeps", async () => {

@@ -47,6 +47,21 @@ export async function signOut(): Promise<void> {
   if (!res.ok) throw new Error(`sign-out failed (${res.status})`);
 }
 
+/**
+ * Every item of a List, page after page: a page may hold fewer items than asked while more follow
+ * (the server bounds each answer's bytes).
+ */
+export async function allPages<R extends { nextPageToken: string }, T>(page: (pageToken: string) => Promise<R>, items: (answer: R) => T[]): Promise<T[]> {
+  const all: T[] = [];
+  let pageToken = "";
+  do {
+    const answer = await page(pageToken);
+    all.push(...items(answer));
+    pageToken = answer.nextPageToken;
+  } while (pageToken);
+  return all;
+}
+
 /** A call's error as a sentence, and whether it means the session is over. */
 export function describe(err: unknown): { message: string; signedOut: boolean; code: Code | null } {
   if (!(err instanceof ConnectError) && err instanceof Error) return { message: err.message, signedOut: false, code: null };

@@ -11,7 +11,7 @@ import { newRunDoc, RUN_QUEUED } from "./runs/model.js";
 import { checkedRecordId } from "./runs/records.js";
 import type { Store } from "../store/index.js";
 import type { CreateOutcome } from "../store/runs.js";
-import type { CollectionDoc, EnvironmentDoc, ProjectDoc, RenderingDoc, WorkflowDoc, WorkflowVersionDoc } from "../store/types.js";
+import type { CollectionDoc, EnvironmentDoc, ProjectDoc, RenderingDoc, WorkflowDoc, WorkflowVersionDoc, WorkflowVersionWithSteps } from "../store/types.js";
 import { verifyWebhookKey } from "./webhook-keys.js";
 import { checkIdempotencyKey, startOnce, type Outcome } from "./idempotency.js";
 
@@ -54,8 +54,8 @@ export function parseWebhookBody(raw: string | undefined): TriggerBody {
 }
 
 /** The latest active version, or undefined. */
-export function latestActive(versions: WorkflowVersionDoc[]): WorkflowVersionDoc | undefined {
-  let best: WorkflowVersionDoc | undefined;
+export function latestActive<V extends WorkflowVersionDoc>(versions: V[]): V | undefined {
+  let best: V | undefined;
   for (const v of versions) if (v.active && (!best || v.version > best.version)) best = v;
   return best;
 }
@@ -63,7 +63,7 @@ export function latestActive(versions: WorkflowVersionDoc[]): WorkflowVersionDoc
 /** Everything the checks established about one accepted call. */
 interface Accepted {
   workflow: WorkflowDoc;
-  version: WorkflowVersionDoc;
+  version: WorkflowVersionWithSteps;
   rendering: RenderingDoc;
   project: ProjectDoc;
   environment: EnvironmentDoc;
@@ -103,18 +103,19 @@ async function checkTrigger(deps: TriggerDeps, input: TriggerInput): Promise<Acc
   // caches) nothing of the tenant's, however large its workflows.
   const principal = await authenticateApp(directory, input.authorization);
 
-  // The workflow and what it names, read together.
+  // The workflow and what it names (its latest active version's steps among them: only those), read together.
   const workflowRead = directory.workflows.get(key.workflowId);
-  const relatedRead = workflowRead.then((wf) =>
-    wf
-      ? Promise.all([
-          store.immutable.rendering(wf.renderingId),
-          directory.projects.get(wf.projectId),
-          store.immutable.environment(wf.environmentId),
-          store.immutable.collection(wf.collectionId),
-        ])
-      : null,
-  );
+  const relatedRead = workflowRead.then((wf) => {
+    if (!wf) return null;
+    const active = latestActive(wf.versions);
+    return Promise.all([
+      store.immutable.rendering(wf.renderingId),
+      directory.projects.get(wf.projectId),
+      store.immutable.environment(wf.environmentId),
+      store.immutable.collection(wf.collectionId),
+      active ? store.immutable.workflowSteps(wf._id, active) : null,
+    ]);
+  });
   relatedRead.catch(() => {}); // awaited below unless an earlier check throws first
 
   // 3. The webhook: known, current generation, enabled, with an active version.
@@ -123,10 +124,13 @@ async function checkTrigger(deps: TriggerDeps, input: TriggerInput): Promise<Acc
   if (key.generation < workflow.webhook.generation) throw fail.invalid("this webhook URL was superseded by a regenerated one");
   if (key.generation > workflow.webhook.generation) throw fail.notFound("unknown webhook");
   if (!workflow.webhook.enabled) throw fail.notFound("the webhook trigger is disabled");
-  const version = latestActive(workflow.versions);
-  if (!version) throw fail.notFound("no active workflow version for the rendering");
-  const [rendering, project, environment, collection] = (await relatedRead) ?? [];
+  const active = latestActive(workflow.versions);
+  if (!active) throw fail.notFound("no active workflow version for the rendering");
+  const [rendering, project, environment, collection, steps] = (await relatedRead) ?? [];
   if (!rendering || !project || !environment || !collection) throw fail.notFound("unknown webhook");
+  // Stored before the version that names them: missing only if removed by hand.
+  if (!steps) throw new Error(`the steps of version ${active.version} of workflow ${workflow._id} are missing`);
+  const version = { ...active, steps };
 
   // 4. The token's user may trigger this workflow.
   await assertMayTrigger(directory, principal.user, principal.token, project, rendering, workflow);

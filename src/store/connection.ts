@@ -19,6 +19,7 @@ const COLLECTIONS = {
   collections: "collections",
   permissions: "permissions",
   workflows: "workflows",
+  workflowSteps: "workflow_steps",
   appTokens: "app_tokens",
   apiTokens: "api_tokens",
   orgApiTokens: "org_api_tokens",
@@ -44,6 +45,7 @@ interface Documents {
   collections: T.CollectionDoc;
   permissions: T.PermissionDoc;
   workflows: T.WorkflowDoc;
+  workflowSteps: T.WorkflowStepsDoc;
   appTokens: T.AppTokenDoc;
   apiTokens: T.ApiTokenDoc;
   orgApiTokens: T.OrgApiTokenDoc;

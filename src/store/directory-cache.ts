@@ -12,6 +12,7 @@
 // so each process learns it once per document, reading the database, and keeps it.
 import { BSON } from "mongodb";
 import { batched, ok } from "../lib/batch.js";
+import { deepFreeze } from "../lib/freeze.js";
 import { compareStamps, type DirectoryVersion, type Stamp } from "./directory-version.js";
 import { STORE_BATCHING } from "./group-commit.js";
 import type { TokenUseRecorder } from "./last-used.js";
@@ -48,14 +49,6 @@ const MAX_ENTRIES = 50_000;
 const MAX_KNOWN_OWNERS = 100_000;
 /** Every entry's key and bookkeeping, beyond its document. */
 const ENTRY_OVERHEAD_BYTES = 200;
-
-function deepFreeze<V>(value: V): V {
-  if (value && typeof value === "object" && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
-  }
-  return value;
-}
 
 /** How often a process looks for directory changes while a long call (a watch, a wait, an export) listens. */
 export const CHANGE_POLL_MS = 500;

@@ -5,7 +5,8 @@
 // such change names the organization); every call reads
 // them to decide what a caller may do, through a view of the cache (directory-cache.ts). Each
 // lookup here has its index in indexes.ts (or is by `_id`).
-import type { Collection, Filter, OptionalUnlessRequiredId } from "mongodb";
+import { randomUUID } from "node:crypto";
+import type { Collection, Document, Filter, OptionalUnlessRequiredId } from "mongodb";
 import type { Role } from "./types.js";
 import type { Database } from "./connection.js";
 import { directoryCache } from "./directory-cache.js";
@@ -64,10 +65,18 @@ function documents<K extends Kind>(d: Database, kind: K) {
  * (exclusive; undefined for the first page). Each list has its index `{field: 1, _id: 1}` in
  * indexes.ts: equality on the first key, a range on the second, which also gives the order.
  */
-function pageOf<K extends Kind>(d: Database, kind: K, field: string, value: string, after: string | undefined, limit: number): Promise<DocOf<K>[]> {
+function pageOf<K extends Kind>(
+  d: Database,
+  kind: K,
+  field: string,
+  value: string,
+  after: string | undefined,
+  limit: number,
+  projection?: Document,
+): Promise<DocOf<K>[]> {
   const coll = d[kind] as unknown as Collection<DocOf<K>>;
   const filter = { [field]: value, ...(after === undefined ? {} : { _id: { $gt: after } }) } as Filter<DocOf<K>>;
-  return coll.find(filter, { sort: { _id: 1 }, limit }).toArray() as Promise<DocOf<K>[]>;
+  return coll.find(filter, { sort: { _id: 1 }, limit, projection }).toArray() as Promise<DocOf<K>[]>;
 }
 
 /** Documents of `kind` by their ids (an `_id` lookup), in the order of their ids. */
@@ -172,14 +181,34 @@ function permissionsStore(d: Database, v: DirectoryVersion) {
   };
 }
 
+/**
+ * A workflow as every read gets it: its versions without steps. Versions stored with their steps
+ * inside (as runhook once stored them) are read without them too, so a workflow document stays
+ * small whatever its history, and the directory cache keeps it; the steps of a version are read
+ * on their own (immutable.ts workflowSteps).
+ */
+const WITHOUT_STEPS = { "versions.steps": 0 } as const;
+
 function workflowsStore(d: Database, v: DirectoryVersion) {
+  const after = { returnDocument: "after", projection: WITHOUT_STEPS } as const;
   return {
-    ...documents(d, "workflows"),
-    byName: (renderingId: string, name: string) => d.workflows.findOne({ renderingId, name }),
+    get: (id: string) => d.workflows.findOne({ _id: id }, { projection: WITHOUT_STEPS }),
+    /** A new workflow: its first version's steps are stored before (putSteps). */
+    insert: async (doc: T.WorkflowDoc) => void (await d.workflows.insertOne(doc)),
+    byName: (renderingId: string, name: string) => d.workflows.findOne({ renderingId, name }, { projection: WITHOUT_STEPS }),
     /** A page of the rendering's workflows, by id. */
-    ofRendering: (renderingId: string, after: string | undefined, limit: number) => pageOf(d, "workflows", "renderingId", renderingId, after, limit),
-    /** Only the versions: what a running step needs to know whether its version is still active. */
-    versions: async (id: string) => (await d.workflows.findOne({ _id: id }, { projection: { versions: 1 } }))?.versions ?? null,
+    ofRendering: (renderingId: string, after: string | undefined, limit: number) =>
+      pageOf(d, "workflows", "renderingId", renderingId, after, limit, WITHOUT_STEPS),
+    /**
+     * Stores a version's steps, before the version that names them (pushVersion, insert): a
+     * failure in between leaves steps that nothing names, never a version without its steps. The
+     * steps document's id, unique: a version names its own steps, whatever publishes run at once.
+     */
+    async putSteps(workflowId: string, steps: T.StepDoc[], bytes: number): Promise<string> {
+      const _id = randomUUID();
+      await d.workflowSteps.insertOne({ _id, workflowId, steps, bytes, createdAt: new Date() });
+      return _id;
+    },
     /**
      * Appends `version` if the workflow still has `count` versions (so two concurrent publishes
      * cannot take one number), also setting the trigger roles when given; the workflow after, or
@@ -190,25 +219,21 @@ function workflowsStore(d: Database, v: DirectoryVersion) {
         d.workflows.findOneAndUpdate(
           { _id: id, versions: { $size: count } },
           { $push: { versions: version }, ...(triggerRoles ? { $set: { triggerRoles } } : {}) },
-          { returnDocument: "after" },
+          after,
         ),
       ),
     /** Deactivates the version at `index` if it is still `version`; the workflow after, or null. */
     deactivateVersion: (organizationId: string, id: string, index: number, version: number) =>
       v.change(organizationId, () =>
-        d.workflows.findOneAndUpdate(
-          { _id: id, [`versions.${index}.version`]: version },
-          { $set: { [`versions.${index}.active`]: false } },
-          { returnDocument: "after" },
-        ),
+        d.workflows.findOneAndUpdate({ _id: id, [`versions.${index}.version`]: version }, { $set: { [`versions.${index}.active`]: false } }, after),
       ),
     /** The workflow after the change, or null when it is gone. */
     changeWebhook: (organizationId: string, id: string, change: WebhookChange) =>
-      v.change(organizationId, () => d.workflows.findOneAndUpdate({ _id: id }, WEBHOOK_UPDATES[change], { returnDocument: "after" })),
+      v.change(organizationId, () => d.workflows.findOneAndUpdate({ _id: id }, WEBHOOK_UPDATES[change], after)),
     /** Sets the webhook's rate limit; the workflow before the change, or null when it is gone. */
     setWebhookRateLimit: (organizationId: string, id: string, limit: number) =>
       v.change(organizationId, () =>
-        d.workflows.findOneAndUpdate({ _id: id }, { $set: { "webhook.rateLimitPerMinute": limit } }, { returnDocument: "before" }),
+        d.workflows.findOneAndUpdate({ _id: id }, { $set: { "webhook.rateLimitPerMinute": limit } }, { returnDocument: "before", projection: WITHOUT_STEPS }),
       ),
   };
 }

@@ -8,7 +8,7 @@ import { directoryVersion, EVERY_ORGANIZATION_VERSION_ID, organizationVersionId 
 import { databaseOf } from "./handle.js";
 import { finishedActiveKey } from "./runs.js";
 import type { Store } from "./index.js";
-import type { ActivityLogDoc, Role, RunDoc, RunState } from "./types.js";
+import type { ActivityLogDoc, Role, RunDoc, RunState, WorkflowDoc, WorkflowVersionWithSteps } from "./types.js";
 
 /** The reads of a collection, and nothing that changes it. */
 export type ReadView<T extends Document> = Pick<
@@ -38,6 +38,7 @@ function readViews(d: Database): Views {
     "collections",
     "permissions",
     "workflows",
+    "workflowSteps",
     "appTokens",
     "apiTokens",
     "orgApiTokens",
@@ -119,6 +120,12 @@ function directoryFixtures(d: Database) {
     removeDirectoryIntents: async (userId: string) => version.clearIntents([organizationVersionId(await orgOfUser(userId))], new Date(Date.now() + 1000)),
     /** The version document of the user's organization. */
     organizationVersion: async (userId: string) => d.directoryVersion.findOne({ _id: organizationVersionId(await orgOfUser(userId)) }),
+    /**
+     * A workflow as runhook stored workflows before a version's steps had a document of their
+     * own: each version holds its steps (an upgraded database keeps such workflows).
+     */
+    insertEmbeddedStepsWorkflow: async (doc: Omit<WorkflowDoc, "versions"> & { versions: WorkflowVersionWithSteps[] }) =>
+      void (await d.workflows.insertOne(doc as WorkflowDoc)),
     /** A user taken out of a team's members. */
     removeTeamMember: (teamId: string, userId: string) => change(orgOfTeam(teamId), () => d.teams.updateOne({ _id: teamId }, { $pull: { memberIds: userId } })),
     /** A user gone from the database (its tokens stay). */

@@ -75,11 +75,34 @@ export type StepDoc =
   | { type: "add_note"; content: string; title: string }
   | { type: "wait"; seconds: number };
 
+/**
+ * A version as its workflow lists it: a summary, its steps in a document of their own
+ * (WorkflowStepsDoc), so that a workflow stays small however long its history.
+ */
 export interface WorkflowVersionDoc {
   version: number;
   active: boolean;
-  steps: StepDoc[];
   publishedAt: Date;
+  /**
+   * The WorkflowStepsDoc of its steps. Absent on versions stored with their steps inside the
+   * workflow document, as runhook stored them before: store/immutable.ts reads both.
+   */
+  stepsId?: string;
+  /** Its steps' size as JSON (what the workflow's total is counted in); absent on those versions too. */
+  bytes?: number;
+}
+/** A version with its steps: what a trigger starts and an executor runs (and how versions were once stored). */
+export interface WorkflowVersionWithSteps extends WorkflowVersionDoc {
+  steps: StepDoc[];
+}
+/** A version's steps: written before the version that names them, never changed. */
+export interface WorkflowStepsDoc {
+  _id: string;
+  workflowId: string;
+  steps: StepDoc[];
+  /** As JSON. */
+  bytes: number;
+  createdAt: Date;
 }
 export interface WebhookDoc {
   enabled: boolean;

@@ -90,14 +90,16 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
   };
   /** The run from where `run` (as last read) stands, until it is finished or no longer ours. */
   const execute = async (run: RunDoc): Promise<void> => {
-    const versions = await deps.store.directory.workflows.versions(run.workflowId);
-    const version = versions?.find((v) => v.version === run.workflowVersion);
-    if (!versions) return await fail("the workflow no longer exists", null);
-    if (!version) return await fail(`version ${run.workflowVersion} of the workflow no longer exists`, null);
-    if (version.steps.length !== run.steps.length) return await fail(`the run's steps do not match version ${run.workflowVersion} of the workflow`, null);
-    for (let i = run.stepIndex; i < version.steps.length; i++) {
+    const workflow = await deps.store.directory.workflows.get(run.workflowId);
+    const version = workflow?.versions.find((v) => v.version === run.workflowVersion);
+    if (!workflow) return await fail("the workflow no longer exists", null);
+    // Only this version's steps are read (and kept: they never change), whatever the workflow's history.
+    const steps = version && (await deps.store.immutable.workflowSteps(workflow._id, version));
+    if (!steps) return await fail(`version ${run.workflowVersion} of the workflow no longer exists`, null);
+    if (steps.length !== run.steps.length) return await fail(`the run's steps do not match version ${run.workflowVersion} of the workflow`, null);
+    for (let i = run.stepIndex; i < steps.length; i++) {
       if (signal.aborted) return;
-      const outcome = await runStep({ ...held, run, index: i, step: version.steps[i]! });
+      const outcome = await runStep({ ...held, run, index: i, step: steps[i]! });
       if (outcome.kind === "failed") return await fail(outcome.error, i);
       if (outcome.kind === "stopped" || outcome.kind === "parked") return;
       if (outcome.kind === "finished") return await activity("workflow.run.succeeded", {});

@@ -34,8 +34,8 @@ export async function queueRun(
   const workflowId = opts.workflowId ?? world.workflowId;
   const wf = await store.directory.workflows.get(workflowId);
   if (!wf) throw new Error(`no workflow ${workflowId}`);
-  const version =
-    opts.version ?? (opts.workflowVersion !== undefined ? wf.versions.find((v) => v.version === opts.workflowVersion) : latestActive(wf.versions));
+  const stored = opts.workflowVersion !== undefined ? wf.versions.find((v) => v.version === opts.workflowVersion) : latestActive(wf.versions);
+  const version = opts.version ?? (stored && { version: stored.version, steps: (await store.immutable.workflowSteps(workflowId, stored)) ?? [] });
   if (!version) throw new Error("no such (active) workflow version");
   const collection = await store.directory.collections.get(wf.collectionId);
   const now = opts.createdAt ?? new Date();

@@ -1,6 +1,6 @@
 // A rendering's workflows: for editors and admins, and for the users who may act in it (who see
 // every webhook without its URL).
-import { admin } from "../api.js";
+import { admin, allPages } from "../api.js";
 import { href } from "../route.js";
 import { useLoad } from "../session.js";
 import { ErrorText, ListHead, Loading } from "../ui.js";
@@ -8,7 +8,14 @@ import { Crumbs, NotFound, Page, useProject } from "./common.js";
 
 export function RenderingPage({ projectId, renderingId }: { projectId: string; renderingId: string }) {
   const project = useProject(projectId);
-  const workflows = useLoad(async (signal) => (await admin.listWorkflows({ renderingId, pageSize: 1000 }, { signal })).workflows, [renderingId]);
+  const workflows = useLoad(
+    (signal) =>
+      allPages(
+        (pageToken) => admin.listWorkflows({ renderingId, pageSize: 1000, pageToken }, { signal }),
+        (r) => r.workflows,
+      ),
+    [renderingId],
+  );
   if (project.missing) return <NotFound what="project" />;
   if (workflows.missing) return <NotFound what="rendering" />;
   return (

@@ -6,7 +6,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import type { Webhook, Workflow, WorkflowVersion } from "../../../gen/runhook/v1/admin_pb.js";
 import type { Step } from "../../../gen/runhook/v1/common_pb.js";
 import { ConnectError } from "@connectrpc/connect";
-import { admin, Code } from "../api.js";
+import { admin, allPages, Code } from "../api.js";
 import { href } from "../route.js";
 import { isAdmin, mayChangeWorkflows, useFail, useLoad, useMe } from "../session.js";
 import { Confirm, CopyButton, ErrorText, Loading, Section, When } from "../ui.js";
@@ -23,7 +23,10 @@ export function WorkflowPage({ projectId, renderingId, workflowId }: Props) {
   const project = useProject(projectId);
   const workflow = useLoad(
     async (signal): Promise<Workflow> => {
-      const { workflows } = await admin.listWorkflows({ renderingId, pageSize: 1000 }, { signal });
+      const workflows = await allPages(
+        (pageToken) => admin.listWorkflows({ renderingId, pageSize: 1000, pageToken }, { signal }),
+        (r) => r.workflows,
+      );
       const found = workflows.find((w) => w.id === workflowId);
       if (!found) throw new ConnectError("This workflow is not in this rendering.", Code.NotFound);
       return found;
@@ -184,7 +187,14 @@ function RateLimitForm({ current, onSave }: { current: number; onSave: (n: numbe
 }
 
 function Versions({ workflowId }: { workflowId: string }) {
-  const versions = useLoad(async (signal) => (await admin.listWorkflowVersions({ workflowId, pageSize: 1000 }, { signal })).workflowVersions, [workflowId]);
+  const versions = useLoad(
+    (signal) =>
+      allPages(
+        (pageToken) => admin.listWorkflowVersions({ workflowId, pageSize: 1000, pageToken }, { signal }),
+        (r) => r.workflowVersions,
+      ),
+    [workflowId],
+  );
   return (
     <Section title="Versions">
       <ErrorText error={versions.error} />

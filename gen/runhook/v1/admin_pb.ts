@@ -376,7 +376,8 @@ export type WorkflowVersion = Message<"runhook.v1.WorkflowVersion"> & {
   active: boolean;
 
   /**
-   * Steps, in order.
+   * Steps, in order. Empty in ListWorkflows' answer (ListWorkflowVersions and
+   * GetWorkflow carry them).
    *
    * @generated from field: repeated runhook.v1.Step steps = 3;
    */
@@ -439,7 +440,7 @@ export type Workflow = Message<"runhook.v1.Workflow"> & {
   triggerRoles: string[];
 
   /**
-   * Versions, oldest first.
+   * Versions, oldest first (in ListWorkflows' answer, without their steps).
    *
    * @generated from field: repeated runhook.v1.WorkflowVersion versions = 6;
    */
@@ -3641,7 +3642,8 @@ export const AdminService: GenService<{
   },
   /**
    * PublishWorkflow publishes a new active version of a workflow. A version's steps are at most
-   * 64 KiB (as JSON); a workflow keeps at most 100 versions (FAILED_PRECONDITION beyond).
+   * 64 KiB (as JSON; INVALID_ARGUMENT beyond); a workflow keeps at most 100 versions, whose steps
+   * hold at most 1 MiB in all (as JSON): FAILED_PRECONDITION beyond either, naming the limit.
    *
    * @generated from rpc runhook.v1.AdminService.PublishWorkflow
    */
@@ -3661,7 +3663,7 @@ export const AdminService: GenService<{
     output: typeof DeactivateWorkflowVersionResponseSchema;
   },
   /**
-   * GetWorkflow returns a workflow with its versions and webhook.
+   * GetWorkflow returns a workflow with its versions (each with its steps) and webhook.
    *
    * @generated from rpc runhook.v1.AdminService.GetWorkflow
    */
@@ -3973,7 +3975,8 @@ export const AdminService: GenService<{
     output: typeof GetCollectionPermissionResponseSchema;
   },
   /**
-   * ListWorkflows lists a rendering's workflows with their versions and
+   * ListWorkflows lists a rendering's workflows with their versions (without
+   * their steps: `steps` is empty here, ListWorkflowVersions has them) and
    * webhooks: for project editors and admins (who change them), and for the
    * users who may act in the rendering (members of its team with a role on the
    * project), who get every webhook without its URL: only editors and admins
@@ -3987,8 +3990,8 @@ export const AdminService: GenService<{
     output: typeof ListWorkflowsResponseSchema;
   },
   /**
-   * ListWorkflowVersions lists a workflow's versions, oldest first (by version
-   * number), for whoever may list the workflow.
+   * ListWorkflowVersions lists a workflow's versions with their steps, oldest
+   * first (by version number), for whoever may list the workflow.
    *
    * @generated from rpc runhook.v1.AdminService.ListWorkflowVersions
    */

@@ -6,6 +6,7 @@ import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
 import { adminLog, caller, environmentOf, insertUnique, projectOf, reader, renderingWithCollection, required, validRoles, type AdminImpl } from "./common.js";
+import { CollectionPermissionSchema, CollectionSchema } from "../../../gen/runhook/v1/admin_pb.js";
 import { collectionToProto, isFieldName, permissionToProto } from "./convert.js";
 import { byId, pageOf } from "./paging.js";
 
@@ -44,8 +45,9 @@ function collectionReads(deps: Deps): Pick<AdminImpl, "listCollections" | "getCo
       const environment = await immutable.environment(required(req.environmentId, "environment_id"));
       await projectOf(view, p, environment?.projectId, "editor", `environment "${req.environmentId}"`);
       const page = pageOf(deps, p, { list: "collections", environmentId: environment!._id }, req);
-      const { items, nextPageToken } = page.cut(await dir.collections.list(environment!._id, page.after, page.read), byId);
-      return { collections: items.map(collectionToProto), nextPageToken };
+      const docs = await dir.collections.list(environment!._id, page.after, page.read);
+      const { items, nextPageToken } = await page.cut(docs, byId, CollectionSchema, collectionToProto);
+      return { collections: items, nextPageToken };
     },
 
     async getCollection(req, ctx) {
@@ -61,8 +63,9 @@ function collectionReads(deps: Deps): Pick<AdminImpl, "listCollections" | "getCo
       const rendering = await immutable.rendering(required(req.renderingId, "rendering_id"));
       await projectOf(view, p, rendering?.projectId, "admin", `rendering "${req.renderingId}"`);
       const page = pageOf(deps, p, { list: "permissions", renderingId: rendering!._id }, req);
-      const { items, nextPageToken } = page.cut(await dir.permissions.ofRendering(rendering!._id, page.after, page.read), byId);
-      return { collectionPermissions: items.map(permissionToProto), nextPageToken };
+      const docs = await dir.permissions.ofRendering(rendering!._id, page.after, page.read);
+      const { items, nextPageToken } = await page.cut(docs, byId, CollectionPermissionSchema, permissionToProto);
+      return { collectionPermissions: items, nextPageToken };
     },
 
     async getCollectionPermission(req, ctx) {

@@ -1,7 +1,7 @@
 // Documents ↔ AdminService messages, and validation of workflow steps.
 import type { JsonObject, JsonValue, MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { WorkflowSchema, WebhookSchema } from "../../../gen/runhook/v1/admin_pb.js";
+import type { WorkflowSchema, WorkflowVersionSchema, WebhookSchema } from "../../../gen/runhook/v1/admin_pb.js";
 import type { Step, StepSchema } from "../../../gen/runhook/v1/common_pb.js";
 import type { Config } from "../../config.js";
 import type * as T from "../../store/types.js";
@@ -29,22 +29,28 @@ function assertNoOperators(value: JsonValue, where: string): void {
   }
 }
 
-/**
- * A version's steps, stored (as JSON): at most this many bytes. With MAX_KEPT_VERSIONS, a workflow
- * stays far below MongoDB's 16 MB document limit and what a process may be made to read.
- */
+/** A version's steps, stored (as JSON): at most this many bytes. */
 export const MAX_VERSION_BYTES = 64 * 1024;
 /** Versions a workflow keeps; a publish beyond them is refused (a new workflow starts afresh). */
 export const MAX_KEPT_VERSIONS = 100;
+/**
+ * The steps of all a workflow's versions (as JSON): at most this many bytes, so that a workflow
+ * with every version's steps (GetWorkflow, PublishWorkflow) stays one bounded answer; a publish
+ * beyond is refused (a new workflow starts afresh).
+ */
+export const MAX_WORKFLOW_BYTES = 1024 * 1024;
 
-/** Proto steps → documents, validated against the collection's primary key. */
-export function stepsFromProto(steps: Step[], primaryKey: string[]): T.StepDoc[] {
+/** What steps weigh, as the limits above count them: their JSON. */
+export const stepsBytes = (steps: T.StepDoc[]) => Buffer.byteLength(JSON.stringify(steps));
+
+/** Proto steps → documents, validated against the collection's primary key, with their size (stepsBytes). */
+export function stepsFromProto(steps: Step[], primaryKey: string[]): { steps: T.StepDoc[]; bytes: number } {
   if (steps.length === 0) throw fail.invalid("steps: a workflow needs at least one step");
   if (steps.length > MAX_STEPS) throw fail.invalid(`steps: at most ${MAX_STEPS} steps`);
   const docs = steps.map((s, i) => stepFromProto(s, `steps[${i}]`, primaryKey));
-  const bytes = Buffer.byteLength(JSON.stringify(docs));
+  const bytes = stepsBytes(docs);
   if (bytes > MAX_VERSION_BYTES) throw fail.invalid(`steps: at most ${MAX_VERSION_BYTES / 1024} KiB in all (these are ${Math.ceil(bytes / 1024)} KiB)`);
-  return docs;
+  return { steps: docs, bytes };
 }
 
 function stepFromProto(s: Step, at: string, primaryKey: string[]): T.StepDoc {
@@ -104,22 +110,26 @@ export function webhookToProto(config: Config, w: T.WorkflowDoc, withUrl = true)
   };
 }
 
-export const versionToProto = (v: T.WorkflowVersionDoc) => ({
+/** A version, with its steps when given. */
+export const versionToProto = (v: T.WorkflowVersionDoc, steps: T.StepDoc[] = []): MessageInitShape<typeof WorkflowVersionSchema> => ({
   version: v.version,
   active: v.active,
-  steps: v.steps.map(stepToProto),
+  steps: steps.map(stepToProto),
   publishedAt: timestampFromDate(v.publishedAt),
 });
 
-/** The workflow; its webhook's URL only `withUrl` (webhookToProto). */
-export function workflowToProto(config: Config, w: T.WorkflowDoc, withUrl = true): MessageInitShape<typeof WorkflowSchema> {
+/**
+ * The workflow; its webhook's URL only `withUrl` (webhookToProto); each version's steps from
+ * `steps` (by version number), none without.
+ */
+export function workflowToProto(config: Config, w: T.WorkflowDoc, withUrl = true, steps?: Map<number, T.StepDoc[]>): MessageInitShape<typeof WorkflowSchema> {
   return {
     id: w._id,
     renderingId: w.renderingId,
     collectionId: w.collectionId,
     name: w.name,
     triggerRoles: w.triggerRoles,
-    versions: w.versions.map(versionToProto),
+    versions: w.versions.map((v) => versionToProto(v, steps?.get(v.version))),
     webhook: webhookToProto(config, w, withUrl),
   };
 }

@@ -6,6 +6,7 @@ import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
 import { assertOrgAdmin, assertSsoSession, holdsProjectRole } from "../../domain/auth/access.js";
 import { adminLog, caller, inProject, insertUnique, projectOf, reader, required, userInOrg, type AdminImpl } from "./common.js";
+import { EnvironmentSchema, ProjectSchema } from "../../../gen/runhook/v1/admin_pb.js";
 import { environmentToProto, projectToProto } from "./convert.js";
 import { byId, pageOf } from "./paging.js";
 import { DATA_DATABASE_NAME, isReservedDatabase } from "../../config.js";
@@ -40,8 +41,10 @@ function projectReads(deps: Deps): Pick<AdminImpl, "listProjects" | "getProject"
     async listProjects(req, ctx) {
       const { p } = await reader(deps, ctx);
       const page = pageOf(deps, p, { list: "projects" }, req);
-      const { items, nextPageToken } = page.cut(await visibleProjects(deps, p, page.after, page.read), byId);
-      return { projects: items.filter((project) => project.organizationId === p.user.organizationId).map(projectToProto), nextPageToken };
+      const docs = await visibleProjects(deps, p, page.after, page.read);
+      const shown = (project: ProjectDoc) => (project.organizationId === p.user.organizationId ? projectToProto(project) : null);
+      const { items, nextPageToken } = await page.cut(docs, byId, ProjectSchema, shown);
+      return { projects: items, nextPageToken };
     },
 
     async getProject(req, ctx) {
@@ -56,8 +59,8 @@ function projectReads(deps: Deps): Pick<AdminImpl, "listProjects" | "getProject"
       const project = await inProject(view, p, req.projectId, "user");
       const shown = environmentShown(await holdsProjectRole(view, p.user, project, "admin"));
       const page = pageOf(deps, p, { list: "environments", projectId: project._id }, req);
-      const { items, nextPageToken } = page.cut(await dir.environments.list(project._id, page.after, page.read), byId);
-      return { environments: items.map(shown), nextPageToken };
+      const { items, nextPageToken } = await page.cut(await dir.environments.list(project._id, page.after, page.read), byId, EnvironmentSchema, shown);
+      return { environments: items, nextPageToken };
     },
 
     async getEnvironment(req, ctx) {

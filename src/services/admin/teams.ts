@@ -3,6 +3,7 @@ import { randomUUID } from "node:crypto";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
 import { adminLog, caller, inProject, insertUnique, projectOf, reader, required, teamOf, userInOrg, type AdminImpl } from "./common.js";
+import { RenderingSchema, TeamSchema, UserSchema } from "../../../gen/runhook/v1/admin_pb.js";
 import { renderingToProto, teamToProto, userToProto } from "./convert.js";
 import { byId, pageOf } from "./paging.js";
 
@@ -18,8 +19,8 @@ function teamReads(deps: Deps): Pick<AdminImpl, "listTeams" | "getTeam" | "listT
       const { view, p } = await reader(deps, ctx);
       const project = await inProject(view, p, req.projectId, "admin");
       const page = pageOf(deps, p, { list: "teams", projectId: project._id }, req);
-      const { items, nextPageToken } = page.cut(await dir.teams.list(project._id, page.after, page.read), byId);
-      return { teams: items.map(teamToProto), nextPageToken };
+      const { items, nextPageToken } = await page.cut(await dir.teams.list(project._id, page.after, page.read), byId, TeamSchema, teamToProto);
+      return { teams: items, nextPageToken };
     },
 
     async getTeam(req, ctx) {
@@ -34,9 +35,18 @@ function teamReads(deps: Deps): Pick<AdminImpl, "listTeams" | "getTeam" | "listT
       const team = await dir.teams.get(required(req.teamId, "team_id"));
       await projectOf(view, p, team?.projectId, "admin", `team "${req.teamId}"`);
       const page = pageOf(deps, p, { list: "teamMembers", teamId: team!._id }, req);
-      const ids = [...team!.memberIds].sort().filter((id) => page.after === undefined || id > page.after);
-      const { items, nextPageToken } = page.cut(ids.slice(0, page.read), (id) => id);
-      return { users: (await dir.users.byIds(items)).map(userToProto), nextPageToken };
+      const ids = [...team!.memberIds]
+        .sort()
+        .filter((id) => page.after === undefined || id > page.after)
+        .slice(0, page.read);
+      const users = new Map((await dir.users.byIds(ids)).map((u) => [u._id, u]));
+      // A member whose user is gone takes its place in the order, and is not shown.
+      const shown = (id: string) => {
+        const user = users.get(id);
+        return user ? userToProto(user) : null;
+      };
+      const { items, nextPageToken } = await page.cut(ids, (id) => id, UserSchema, shown);
+      return { users: items, nextPageToken };
     },
 
     async listRenderings(req, ctx) {
@@ -50,8 +60,8 @@ function teamReads(deps: Deps): Pick<AdminImpl, "listTeams" | "getTeam" | "listT
       const docs = req.environmentId
         ? await dir.renderings.ofEnvironment(req.environmentId, page.after, page.read)
         : await dir.renderings.ofProject(project._id, page.after, page.read);
-      const { items, nextPageToken } = page.cut(docs, byId);
-      return { renderings: items.map(renderingToProto), nextPageToken };
+      const { items, nextPageToken } = await page.cut(docs, byId, RenderingSchema, renderingToProto);
+      return { renderings: items, nextPageToken };
     },
 
     async getRendering(req, ctx) {

@@ -14,6 +14,7 @@ import {
 } from "../../domain/auth/access.js";
 import type { AppPrincipal } from "../../domain/auth/tokens.js";
 import { adminLog, adminLogAboutUser, caller, inProject, projectOf, reader, required, requireOperator, userInOrg, type AdminImpl } from "./common.js";
+import { ApiTokenSchema, ApplicationTokenSchema, OrganizationApiTokenSchema } from "../../../gen/runhook/v1/admin_pb.js";
 import { apiTokenToProto, appTokenToProto, orgApiTokenToProto } from "./convert.js";
 import { byId, pageOf } from "./paging.js";
 
@@ -128,8 +129,9 @@ export function tokenReads(
       const owner = req.userId && req.userId !== p.user._id ? await userInOrg(view, p, req.userId) : p.user;
       if (!mayRevokeAppToken(p.user, owner)) throw fail.denied("only organization admins see other users' tokens");
       const page = pageOf(deps, p, { list: "applicationTokens", userId: owner._id }, req);
-      const { items, nextPageToken } = page.cut(await dir.appTokens.ofUser(owner._id, page.after, page.read), byId);
-      return { applicationTokens: items.map((t) => appTokenToProto(t, owner)), nextPageToken };
+      const docs = await dir.appTokens.ofUser(owner._id, page.after, page.read);
+      const { items, nextPageToken } = await page.cut(docs, byId, ApplicationTokenSchema, (t) => appTokenToProto(t, owner));
+      return { applicationTokens: items, nextPageToken };
     },
 
     async getApplicationToken(req, ctx) {
@@ -145,9 +147,10 @@ export function tokenReads(
       const { view, p } = await reader(deps, ctx);
       const project = await inProject(view, p, req.projectId, "admin");
       const page = pageOf(deps, p, { list: "apiTokens", projectId: project._id }, req);
-      const { items, nextPageToken } = page.cut(await dir.apiTokens.ofProject(project._id, page.after, page.read), byId);
-      const creator = await creatorsOf(deps, items);
-      return { apiTokens: items.map((t) => apiTokenToProto(t, creator(t))), nextPageToken };
+      const docs = await dir.apiTokens.ofProject(project._id, page.after, page.read);
+      const creator = await creatorsOf(deps, docs);
+      const { items, nextPageToken } = await page.cut(docs, byId, ApiTokenSchema, (t) => apiTokenToProto(t, creator(t)));
+      return { apiTokens: items, nextPageToken };
     },
 
     async getApiToken(req, ctx) {
@@ -161,9 +164,10 @@ export function tokenReads(
       const { p } = await reader(deps, ctx);
       assertOrgAdmin(p.user);
       const page = pageOf(deps, p, { list: "organizationApiTokens" }, req);
-      const { items, nextPageToken } = page.cut(await dir.orgApiTokens.ofOrganization(p.user.organizationId, page.after, page.read), byId);
-      const creator = await creatorsOf(deps, items);
-      return { organizationApiTokens: items.map((t) => orgApiTokenToProto(t, creator(t))), nextPageToken };
+      const docs = await dir.orgApiTokens.ofOrganization(p.user.organizationId, page.after, page.read);
+      const creator = await creatorsOf(deps, docs);
+      const { items, nextPageToken } = await page.cut(docs, byId, OrganizationApiTokenSchema, (t) => orgApiTokenToProto(t, creator(t)));
+      return { organizationApiTokens: items, nextPageToken };
     },
 
     async getOrganizationApiToken(req, ctx) {

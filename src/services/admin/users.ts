@@ -4,6 +4,7 @@ import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
 import { assertOrgAdmin } from "../../domain/auth/access.js";
 import { adminLogAboutUser, caller, EMAIL, insertUnique, reader, userInOrg, type AdminImpl } from "./common.js";
+import { UserSchema } from "../../../gen/runhook/v1/admin_pb.js";
 import { userToProto } from "./convert.js";
 import { byId, pageOf } from "./paging.js";
 
@@ -15,8 +16,8 @@ export function userMethods(deps: Deps): Pick<AdminImpl, "createUser" | "listUse
       const { p } = await reader(deps, ctx);
       assertOrgAdmin(p.user);
       const page = pageOf(deps, p, { list: "users" }, req);
-      const { items, nextPageToken } = page.cut(await dir.users.list(p.user.organizationId, page.after, page.read), byId);
-      return { users: items.map(userToProto), nextPageToken };
+      const { items, nextPageToken } = await page.cut(await dir.users.list(p.user.organizationId, page.after, page.read), byId, UserSchema, userToProto);
+      return { users: items, nextPageToken };
     },
 
     async getUser(req, ctx) {
