@@ -8,16 +8,21 @@ import { destination, pino, type DestinationStream, type Logger } from "pino";
 const REDACTED = "[redacted]";
 /**
  * What could be a secret, by its shape: a token of any kind runhook issues (application, project
- * API, organization API, console session) with what follows its prefix, or a long opaque string
- * (a webhook key is ~75 characters; a token's secret part alone, 43).
+ * API, organization API, console session) with what follows its prefix, whatever its case; or a
+ * long opaque string of mixed case (a webhook key is ~75 base64url characters; a token's secret
+ * part alone, 43). Ids of one case however long (UUIDs, hex trace ids, `client-<uuid>` request
+ * ids) are no secret's shape.
  */
-const SECRET_SOURCE = "rh_(?:app|api|org|ses)_[A-Za-z0-9_-]*|[A-Za-z0-9_-]{40,}";
-const SECRET = new RegExp(SECRET_SOURCE, "i");
-const SECRETS = new RegExp(SECRET_SOURCE, "gi");
+const TOKEN_SOURCE = "rh_(?:app|api|org|ses)_[A-Za-z0-9_-]*";
+const OPAQUE_SOURCE = "(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{40,}";
+const TOKEN = new RegExp(TOKEN_SOURCE, "i");
+const TOKENS = new RegExp(TOKEN_SOURCE, "gi");
+const OPAQUE = new RegExp(OPAQUE_SOURCE);
+const OPAQUES = new RegExp(OPAQUE_SOURCE, "g");
 
 /** Whether a text (as the server reads it: escapes decoded) holds what could be a secret. */
 export function holdsSecret(text: string): boolean {
-  return SECRET.test(text);
+  return TOKEN.test(text) || OPAQUE.test(text);
 }
 
 /** A part of a URL as the server reads it (escapes decoded), or as given when it does not decode. */
@@ -65,7 +70,7 @@ export function lineRedactor(secrets: readonly string[]): (line: string) => stri
   return (line) => {
     let out = line;
     for (const s of spellings) if (out.includes(s)) out = out.split(s).join(REDACTED);
-    return out.replace(SECRETS, REDACTED);
+    return out.replace(TOKENS, REDACTED).replace(OPAQUES, REDACTED);
   };
 }
 
