@@ -9,7 +9,7 @@ import type { RunDoc, StepDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
 import { closedLoop, ratio, round, sleep, summarize, type LoadStats } from "../lib/load.js";
 import { rssMb, rssSampler, type Proc } from "../lib/procs.js";
-import { runDocLike } from "./webhook.js";
+import { worldRun } from "../../fixtures/world.js";
 
 const FINISHED: string[] = FINISHED_STATES;
 
@@ -213,7 +213,7 @@ async function rawLifecycle(ctx: BenchContext, o: E2eOptions, records: number): 
     warmupPerWorker: 2,
     fn: async (i) => {
       const rec = `x${i % N}`;
-      const status = await fixtures.rawRunCycle(runDocLike(w, `${rec}-${i}`, steps), { database: w.dataDatabase, collection: w.collection, recordId: rec });
+      const status = await fixtures.rawRunCycle(worldRun(w, `${rec}-${i}`, steps), { database: w.dataDatabase, collection: w.collection, recordId: rec });
       return { ok: status === "ok", status };
     },
   });

@@ -17,7 +17,6 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Pool } from "undici";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
-import { newRunDoc } from "../../src/domain/runs/model.js";
 import { startEmbeddedServer } from "../../src/embedded/index.js";
 import { finishedActiveKey, storeFixtures, sweepExpired, type Store, type StoreFixtures } from "../../src/store/index.js";
 import { activityStream, streamKey } from "../../src/store/logs.js";
@@ -27,6 +26,7 @@ import { benchJavaOptions } from "../lib/database.js";
 import { closedLoop, percentile, ratio, round, sleep, summarize } from "../lib/load.js";
 import { probeWriter } from "../lib/probe-writer.js";
 import { cpuMeter, rssMb, type Proc } from "../lib/procs.js";
+import { worldRun } from "../../fixtures/world.js";
 import { restTrigger } from "./webhook.js";
 
 export interface SizeFigures {
@@ -135,23 +135,7 @@ const DAY = 86_400_000;
 
 /** A finished run of `w` (not on its burst records). */
 function filledRun(w: BenchWorld, i: number, createdAt: Date): RunDoc {
-  const run = newRunDoc({
-    workflowId: w.workflowId,
-    workflowVersion: 1,
-    renderingId: w.renderingId,
-    organizationId: w.orgId,
-    projectId: w.projectId,
-    environmentId: w.environmentId,
-    collectionId: w.collectionId,
-    collection: w.collection,
-    recordId: `old-${i}`,
-    userId: w.user._id,
-    userEmail: w.user.email,
-    tokenId: "filled",
-    via: "webhook",
-    steps: [...STEPS],
-    createdAt,
-  });
+  const run = worldRun(w, `old-${i}`, [...STEPS], { tokenId: "filled", createdAt });
   const finishedAt = new Date(createdAt.getTime() + 50);
   return {
     ...run,

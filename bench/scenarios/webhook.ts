@@ -3,15 +3,14 @@
 // the 409 path on one record. Every phase also records the CPU time the load generator, the
 // runhook server and the embedded Java server used, per accepted call: that tells where a gap
 // comes from. Last, the SLO rates (lib/slo.ts): the highest open-loop rate with p99 ≤ 50 ms.
-import { randomUUID } from "node:crypto";
 import http2 from "node:http2";
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Pool } from "undici";
 import { TriggerRunRequestSchema, TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
-import { newRunDoc } from "../../src/domain/runs/model.js";
 import type { Store } from "../../src/store/index.js";
-import type { RunDoc, StepDoc } from "../../src/store/types.js";
+import type { StepDoc } from "../../src/store/types.js";
+import { worldRun } from "../../fixtures/world.js";
 import { benchWorld, openStore, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
 import { closedLoop, mergeStats, ratio, round, sleep, type LoadOptions, type LoadStats, type Outcome } from "../lib/load.js";
 import { cpuMeter, rssMb, rssSampler, type Proc } from "../lib/procs.js";
@@ -62,27 +61,6 @@ export interface SloPhaseOptions {
 }
 
 const STEPS: StepDoc[] = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }];
-
-/** A run document of the shape TriggerService stores (newRunDoc): raw-insert baselines and history fixtures. */
-export function runDocLike(w: BenchWorld, recordId: string, steps: StepDoc[], createdAt?: Date): RunDoc {
-  return newRunDoc({
-    workflowId: w.workflowId,
-    workflowVersion: 1,
-    steps,
-    renderingId: w.renderingId,
-    organizationId: w.orgId,
-    projectId: w.projectId,
-    environmentId: w.environmentId,
-    collectionId: w.collectionId,
-    collection: w.collection,
-    recordId,
-    userId: w.user._id,
-    userEmail: w.user.email,
-    tokenId: randomUUID(),
-    via: "webhook",
-    createdAt,
-  });
-}
 
 export function restTrigger(pool: Pool, w: BenchWorld, expect: number) {
   const headers = { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" };
@@ -158,7 +136,7 @@ export function rawHttp2Trigger(addr: string, w: BenchWorld) {
 /** The store's insert of a run alone (runs.create: one insertOne), without the trigger's checks. */
 function rawInsert(raw: Store, w: BenchWorld) {
   return async (recordId: string): Promise<Outcome> => {
-    const res = await raw.runs.create(runDocLike(w, recordId, STEPS));
+    const res = await raw.runs.create(worldRun(w, recordId, STEPS));
     return res.created ? { ok: true, status: "inserted" } : { ok: false, status: "duplicate" };
   };
 }
@@ -166,7 +144,7 @@ function rawInsert(raw: Store, w: BenchWorld) {
 /** What the 409 path does at the least: runs.create alone, whose insert the unique index refuses, then the read of the ongoing run. */
 function rawConflict(raw: Store, w: BenchWorld, recordId: string) {
   return async (): Promise<Outcome> => {
-    const res = await raw.runs.create(runDocLike(w, recordId, STEPS));
+    const res = await raw.runs.create(worldRun(w, recordId, STEPS));
     if (res.created) return { ok: false, status: "inserted" };
     return { ok: res.ongoingRunId !== null, status: "duplicate" };
   };
@@ -358,7 +336,7 @@ export async function webhookScenario(
     try {
       const first = await restTrigger(pool, w, 202)("hot-record");
       if (!first.ok) throw new Error(`first trigger of the hot record answered ${first.status}`);
-      if (!(await raw.runs.create(runDocLike(w, "hot-record", STEPS))).created) throw new Error("the raw hot record's run was not created");
+      if (!(await raw.runs.create(worldRun(w, "hot-record", STEPS))).created) throw new Error("the raw hot record's run was not created");
       const post409 = restTrigger(pool, w, 409);
       const loads: Load[] = [
         { name: "rest", fn: () => post409("hot-record") },
