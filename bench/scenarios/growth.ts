@@ -22,6 +22,7 @@ import { finishedActiveKey, storeFixtures, sweepExpired, type Store, type StoreF
 import { activityStream, streamKey } from "../../src/store/logs.js";
 import type { ActivityLogDoc, RunDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, uriFor, type BenchContext, type BenchWorld } from "../lib/context.js";
+import { httpLimitMet } from "../lib/limits.js";
 import { benchJavaOptions } from "../lib/database.js";
 import { closedLoop, percentile, ratio, round, sleep, summarize } from "../lib/load.js";
 import { probeWriter } from "../lib/probe-writer.js";
@@ -415,9 +416,12 @@ export async function afterAccepts(
       headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" },
       body: JSON.stringify({ record_id: recordId }),
     });
-    const body = (await res.body.json()) as { runId?: string };
-    if (res.statusCode !== 202 || !body.runId) throw new Error(`webhook answered ${res.statusCode} ${JSON.stringify(body)}`);
-    return body.runId;
+    const text = await res.body.text();
+    const met = httpLimitMet(res.statusCode, text);
+    if (met) throw met;
+    const runId = res.statusCode === 202 ? (JSON.parse(text) as { runId?: string }).runId : undefined;
+    if (!runId) throw new Error(`webhook answered ${res.statusCode} ${text.slice(0, 200)}`);
+    return runId;
   };
 
   // Pick-up: runs triggered one at a time, 20 ms apart, on existing records.
@@ -445,6 +449,8 @@ export async function afterAccepts(
   const api = (path: string, accept = "application/json") =>
     pool.request({ path, method: "GET", headers: { authorization: `Bearer ${w.apiToken}`, accept } }).then(async (r) => {
       const text = await r.body.text();
+      const met = httpLimitMet(r.statusCode, text);
+      if (met) throw met;
       if (r.statusCode !== 200) throw new Error(`GET ${path} answered ${r.statusCode}: ${text.slice(0, 200)}`);
       return text;
     });
@@ -462,8 +468,6 @@ export async function afterAccepts(
   const pageCalls: Record<string, () => Promise<void>> = {};
   for (const [name, query] of Object.entries(pages)) pageCalls[name] = async () => void (await api(logs + query));
   pageCalls.adminLog = async () => void (await api(`/v1/project/${encodeURIComponent(w.projectName)}/admin-logs?limit=100&order=desc`));
-  // 40 rounds: the API token's 600 requests a minute (RUNHOOK_API_RATE_LIMIT's default, as
-  // `npm start` runs) must also cover the reads that follow (~250).
   const logPagesP50Ms = await p50sInTurn(quick ? 10 : 40, pageCalls);
 
   // The export: as many entries as arrive in 3 s (or all of them).

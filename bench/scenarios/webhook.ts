@@ -12,6 +12,7 @@ import type { Store } from "../../src/store/index.js";
 import type { StepDoc } from "../../src/store/types.js";
 import { worldRun } from "../../fixtures/world.js";
 import { benchWorld, openStore, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
+import { grpcLimitMet, httpLimitMet } from "../lib/limits.js";
 import { closedLoop, mergeStats, ratio, round, sleep, type LoadOptions, type LoadStats, type Outcome } from "../lib/load.js";
 import { cpuMeter, rssMb, rssSampler, type Proc } from "../lib/procs.js";
 import { sloSearch, type SloResult } from "../lib/slo.js";
@@ -67,6 +68,8 @@ export function restTrigger(pool: Pool, w: BenchWorld, expect: number) {
   return async (recordId: string): Promise<Outcome> => {
     const res = await pool.request({ path: w.hookPath, method: "POST", headers, body: JSON.stringify({ record_id: recordId }) });
     const text = await res.body.text();
+    const met = httpLimitMet(res.statusCode, text);
+    if (met) throw met;
     if (res.statusCode === expect && expect === 202 && !text.includes('"runId"')) return { ok: false, status: "202-without-runId" };
     return { ok: res.statusCode === expect, status: res.statusCode };
   };
@@ -81,14 +84,18 @@ export function grpcTrigger(client: grpc.Client, w: BenchWorld) {
   md.set("authorization", `Bearer ${w.userToken}`);
   const webhookUrl = `http://localhost${w.hookPath}`;
   return (recordId: string) =>
-    new Promise<Outcome>((resolve) =>
+    new Promise<Outcome>((resolve, reject) =>
       client.makeUnaryRequest(
         TRIGGER_PATH,
         encodeReq,
         (b: Buffer) => fromBinary(TriggerRunResponseSchema, b),
         { webhookUrl, recordId },
         md,
-        (err, value) => resolve(err ? { ok: false, status: `grpc-${err.code}` } : { ok: !!value?.runId, status: "ok" }),
+        (err, value) => {
+          const met = grpcLimitMet(err);
+          if (met) return reject(met);
+          resolve(err ? { ok: false, status: `grpc-${err.code}` } : { ok: !!value?.runId, status: "ok" });
+        },
       ),
     );
 }
@@ -106,7 +113,7 @@ export function rawHttp2Trigger(addr: string, w: BenchWorld) {
     authorization: `Bearer ${w.userToken}`,
   };
   const call = (recordId: string) =>
-    new Promise<Outcome>((resolve) => {
+    new Promise<Outcome>((resolve, reject) => {
       const msg = encodeReq({ webhookUrl, recordId });
       const frame = Buffer.alloc(5 + msg.length);
       frame.writeUInt32BE(msg.length, 1);
@@ -114,15 +121,20 @@ export function rawHttp2Trigger(addr: string, w: BenchWorld) {
       const req = session.request(headers);
       const chunks: Buffer[] = [];
       let status: string | undefined;
+      let message: string | undefined;
+      const ended = (h: http2.IncomingHttpHeaders) => {
+        status = String(h["grpc-status"]);
+        message = String(h["grpc-message"] ?? "");
+      };
       req.on("response", (h) => {
-        if (h["grpc-status"] !== undefined) status = String(h["grpc-status"]); // trailers-only answer
+        if (h["grpc-status"] !== undefined) ended(h); // trailers-only answer
       });
-      req.on("trailers", (t) => {
-        status = String(t["grpc-status"]);
-      });
+      req.on("trailers", ended);
       req.on("data", (d: Buffer) => chunks.push(d));
       req.on("error", (e: NodeJS.ErrnoException) => resolve({ ok: false, status: e.code ?? "error" }));
       req.on("close", () => {
+        const met = grpcLimitMet({ code: status, details: message });
+        if (met) return reject(met);
         if (status !== "0") return resolve({ ok: false, status: `grpc-${status ?? "none"}` });
         const body = Buffer.concat(chunks);
         const res = body.length >= 5 ? fromBinary(TriggerRunResponseSchema, body.subarray(5)) : undefined;
