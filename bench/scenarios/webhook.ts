@@ -175,6 +175,12 @@ function withCpu(stats: LoadStats, cpu: Record<string, number | null>): Phase {
   return { ...rest, cpuMs: cpu, cpuMsPerOk: per };
 }
 
+/** How interleaved slices loads: 200 ms apart in balanced orders, unless a smoke run (which measures nothing) runs each load once, closer. */
+export interface Slicing {
+  pauseMs: number;
+  onePass: boolean;
+}
+
 export interface Load {
   name: string;
   fn: (i: number) => Promise<Outcome>;
@@ -202,11 +208,11 @@ export async function interleaved(
   pids: Record<string, number | undefined>,
   concurrency: number,
   loads: Load[],
-  o: { repeat: number; durationMs: number; warmupPerWorker: number; pauseMs?: number },
+  o: { repeat: number; durationMs: number; warmupPerWorker: number } & Partial<Slicing>,
 ): Promise<Record<string, Phase>> {
   const parts = new Map<string, LoadStats[]>(loads.map((l) => [l.name, []]));
   const cpu = new Map<string, Record<string, number | null>>();
-  const orders = Array.from({ length: o.repeat }, () => balancedOrders(loads.length)).flat();
+  const orders = o.onePass ? [loads.map((_, j) => j)] : Array.from({ length: o.repeat }, () => balancedOrders(loads.length)).flat();
   const sliceMs = Math.max(200, Math.round(o.durationMs / orders.length));
   // Warm-up of every load first (JIT, connections), unmeasured.
   for (const l of loads) await closedLoop({ concurrency, durationMs: 0, warmupPerWorker: o.warmupPerWorker, fn: l.fn });
@@ -239,7 +245,7 @@ export function fmtCpu(p: Phase): string {
 
 export async function webhookScenario(
   ctx: BenchContext,
-  opts: { concurrencies: number[]; durationMs: number; repeat: number; conflictConcurrency: number; slo?: SloPhaseOptions },
+  opts: { concurrencies: number[]; durationMs: number; repeat: number; conflictConcurrency: number; slo?: SloPhaseOptions; slicing?: Slicing },
 ): Promise<WebhookResult> {
   const dbName = `${ctx.runTag}_hook`;
   const store = await openStore(ctx, dbName);
@@ -291,7 +297,7 @@ export async function webhookScenario(
       }
       if (h2) loads.push({ name: "grpcHttp2", fn: (i) => h2.call(`grpc-h2-${c}-${i}`) });
       try {
-        const r = await interleaved(pids, c, loads, { repeat: opts.repeat, durationMs: opts.durationMs, warmupPerWorker: c === 1 ? 20 : 2 });
+        const r = await interleaved(pids, c, loads, { repeat: opts.repeat, durationMs: opts.durationMs, warmupPerWorker: c === 1 ? 20 : 2, ...opts.slicing });
         const rest = r.rest!;
         const rawStats = r.raw!;
         const g = r.grpc ?? null;
@@ -354,7 +360,7 @@ export async function webhookScenario(
         { name: "rest", fn: () => post409("hot-record") },
         { name: "raw", fn: rawConflict(raw, w, "hot-record") },
       ];
-      const r = await interleaved(pids, c, loads, { repeat: opts.repeat, durationMs: opts.durationMs, warmupPerWorker: 2 });
+      const r = await interleaved(pids, c, loads, { repeat: opts.repeat, durationMs: opts.durationMs, warmupPerWorker: 2, ...opts.slicing });
       const rest = r.rest!;
       const rawC = r.raw!;
       ctx.log(`  409   c=${c}: ${rest.okPerSec}/s p50 ${rest.p50Ms} p99 ${rest.p99Ms} ms ${fmtOther(rest)} ${fmtCpu(rest)}`);
