@@ -19,7 +19,7 @@ import { newSigningKeys, benchWorld, spawnFor, uriFor, type BenchContext, type B
 import { openBenchDatabase } from "./lib/database.js";
 import { rssMb } from "./lib/procs.js";
 import { ratio, sleep } from "./lib/load.js";
-import { acceptTrial, afterAccepts, commitStats, fill, medianTrial, seed, spaceReuseCaughtUp, STEPS, BURST } from "./scenarios/growth.js";
+import { acceptTrial, afterAccepts, commitStats, fill, GROWTH_EFFORT, medianTrial, seed, spaceReuseCaughtUp, STEPS, BURST } from "./scenarios/growth.js";
 
 const DB_NAME = "snapshot_grow";
 const log = (m: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${m}\n`);
@@ -95,7 +95,7 @@ async function trials(dir: string | null, n: number) {
       // reads), with the live pages the space reuse moved meanwhile.
       const moved = async () => (await commitStats(storeFixtures(store), false))?.file.movedBytes ?? 0;
       const movedBefore = await moved();
-      const after = await afterAccepts(store, server, w, false);
+      const after = await afterAccepts(store, server, w, GROWTH_EFFORT.full);
       const javaRssMb = ctx.javaPid ? rssMb(ctx.javaPid) : null;
       log(
         `${empty ? "empty" : dir} after the trials: ${JSON.stringify(after)}, ${Math.round(((await moved()) - movedBefore) / 1024)} KB moved, Java RSS ${javaRssMb} MB`,
@@ -103,7 +103,7 @@ async function trials(dir: string | null, n: number) {
       // The same once the space reuse has caught up: what the reads cost without it beside them.
       await spaceReuseCaughtUp(storeFixtures(store), log);
       await sleep(60_000); // the API token's 600 calls a minute, which the first pass spent
-      const settled = await afterAccepts(store, server, w, false);
+      const settled = await afterAccepts(store, server, w, GROWTH_EFFORT.full);
       log(`${empty ? "empty" : dir} again, the space reuse caught up: ${JSON.stringify(settled)}`);
       return { c16: medianTrial(at16), c64: medianTrial(at64), after, settled, javaRssMb };
     } finally {

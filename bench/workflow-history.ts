@@ -18,11 +18,11 @@ import { storeFixtures, type Store } from "../src/store/index.js";
 import type { StepDoc } from "../src/store/types.js";
 import { keyOfUrl } from "../src/domain/webhook-keys.js";
 import { benchWorld, openStore, servicesOn, spawnFor, type BenchContext, type BenchWorld } from "./lib/context.js";
+import { httpLimitMet, WEBHOOK_RATE_LIMIT_PER_MINUTE } from "./lib/limits.js";
 import { ratio, summarize } from "./lib/load.js";
 import { standalone } from "./lib/standalone.js";
 
 const TARGET = 1.2;
-const RATE_LIMIT = 10_000_000;
 
 interface Subject {
   name: string;
@@ -42,7 +42,7 @@ const steps = (bytes: number, tag: string): StepDoc[] => [
 async function hookOf(ctx: BenchContext, store: Store, w: BenchWorld, workflowId: string): Promise<string> {
   const app = servicesOn(ctx, store);
   const answer = (await callAdmin(app.services.admin, "enableWebhook", w.ownerToken, { workflowId })) as { webhook?: { url: string } };
-  await store.directory.workflows.setWebhookRateLimit(w.orgId, workflowId, RATE_LIMIT);
+  await store.directory.workflows.setWebhookRateLimit(w.orgId, workflowId, WEBHOOK_RATE_LIMIT_PER_MINUTE);
   return `/hooks/${keyOfUrl(answer.webhook!.url)}`;
 }
 
@@ -88,12 +88,17 @@ async function round(pool: Pool, w: BenchWorld, s: Subject, recordId: string, me
     headers: { ...auth, "content-type": "application/json" },
     body: JSON.stringify({ record_id: recordId }),
   });
-  const body = (await hook.body.json()) as { runId?: string };
+  const text = await hook.body.text();
+  const met = httpLimitMet(hook.statusCode, text);
+  if (met) throw met;
+  const body = JSON.parse(text) as { runId?: string };
   if (hook.statusCode !== 202) throw new Error(`${s.name}: trigger answered ${hook.statusCode} ${JSON.stringify(body)}`);
   if (measure) s.trigger.push(performance.now() - t);
   t = performance.now();
   const run = await pool.request({ method: "GET", path: `/v1/runs/${body.runId}`, headers: auth });
-  await run.body.dump();
+  const runText = await run.body.text();
+  const runMet = httpLimitMet(run.statusCode, runText);
+  if (runMet) throw runMet;
   if (run.statusCode !== 200) throw new Error(`${s.name}: GetRun answered ${run.statusCode}`);
   if (measure) s.getRun.push(performance.now() - t);
 }
@@ -160,12 +165,7 @@ await standalone("workflow-history", async (ctx) => {
     },
   ];
   for (const s of subjects.slice(1)) s.hookPath = await hookOf(ctx, store, w, s.workflowId);
-  const server = await spawnFor(ctx, "workflow-history", "start", dbName, {
-    RUNHOOK_EXECUTOR: "false",
-    // No limit may refuse a call: the ongoing runs (executors are off) and the token's API calls.
-    RUNHOOK_PROJECT_ONGOING_RUNS_LIMIT: String(100_000_000),
-    RUNHOOK_API_RATE_LIMIT: String(1_000_000),
-  });
+  const server = await spawnFor(ctx, "workflow-history", "start", dbName, { RUNHOOK_EXECUTOR: "false" });
   const pool = new Pool(server.baseUrl!, { connections: 1, pipelining: 1 });
   try {
     for (let i = 0; i < 20; i++) for (const s of subjects) await round(pool, w, s, `warm-${i}`, false);

@@ -8,10 +8,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { timeArg } from "../src/cli/list.js";
-import { newRunDoc } from "../src/domain/runs/model.js";
 import { finishedActiveKey, storeFixtures } from "../src/store/index.js";
 import type { RunDoc, RunState } from "../src/store/types.js";
-import { createWorld, type World } from "../fixtures/world.js";
+import { createWorld, worldRun, type World } from "../fixtures/world.js";
 import { spawnCli } from "./helpers/cli.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 
@@ -24,24 +23,7 @@ const children = new Set<ChildProcess>();
 
 function runDoc(o: { state: RunState; minutesAgo: number; recordId: string; user: World["user"] }): RunDoc {
   const createdAt = new Date(Date.now() - o.minutesAgo * 60_000);
-  const doc = newRunDoc({
-    workflowId: w.workflowId,
-    workflowVersion: 1,
-    steps: [{ type: "load_record" }],
-    renderingId: w.renderingId,
-    organizationId: w.orgId,
-    projectId: w.projectId,
-    environmentId: w.environmentId,
-    collectionId: w.collectionId,
-    collection: w.collection,
-    recordId: o.recordId,
-    userId: o.user._id,
-    userEmail: o.user.email,
-    tokenId: randomUUID(),
-    via: "webhook",
-    requestId: "",
-    createdAt,
-  });
+  const doc = worldRun(w, o.recordId, [{ type: "load_record" }], { userId: o.user._id, userEmail: o.user.email, createdAt });
   const finishedAt = new Date(createdAt.getTime() + 1500);
   return { ...doc, state: o.state, finishedAt, activeKey: finishedActiveKey(doc._id, finishedAt), error: o.state === "FAILED" ? "record not found" : "" };
 }

@@ -5,10 +5,9 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ListRunsRequestSchema, ListRunsResponseSchema } from "../gen/runhook/v1/run_pb.js";
-import { newRunDoc } from "../src/domain/runs/model.js";
 import { finishedActiveKey, storeFixtures } from "../src/store/index.js";
 import type { RunDoc, RunState } from "../src/store/types.js";
-import { addAppToken, addUser, createWorld, type World } from "../fixtures/world.js";
+import { addAppToken, addUser, createWorld, worldRun, type World } from "../fixtures/world.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, grpcUnary } from "./helpers/webhook.js";
@@ -28,22 +27,11 @@ function runDoc(
   o: { state: RunState; createdAt: Date; recordId?: string; workflowId?: string; user?: World["user"]; via?: "webhook" | "grpc"; runFor?: number },
 ): RunDoc {
   const user = o.user ?? world.user;
-  const doc = newRunDoc({
+  const doc = worldRun(world, o.recordId ?? "r1", [{ type: "load_record" }], {
     workflowId: o.workflowId ?? world.workflowId,
-    workflowVersion: 1,
-    steps: [{ type: "load_record" }],
-    renderingId: world.renderingId,
-    organizationId: world.orgId,
-    projectId: world.projectId,
-    environmentId: world.environmentId,
-    collectionId: world.collectionId,
-    collection: world.collection,
-    recordId: o.recordId ?? "r1",
     userId: user._id,
     userEmail: user.email,
-    tokenId: randomUUID(),
     via: o.via ?? "webhook",
-    requestId: "",
     createdAt: o.createdAt,
   });
   const finished = ["SUCCEEDED", "FAILED", "CANCELLED"].includes(o.state);

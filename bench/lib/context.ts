@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { loadConfig, type Config } from "../../src/config.js";
 import { ensureIndexes, openStore as openStoreAt, storeFixtures, type Store } from "../../src/store/index.js";
 import { createWorld, inProcessApp, type World, type WorldOptions } from "../../fixtures/world.js";
+import { LIMITS_OUT_OF_REACH, WEBHOOK_RATE_LIMIT_PER_MINUTE } from "./limits.js";
 import { spawnRunhook, type Proc } from "./procs.js";
 
 export interface BenchContext {
@@ -52,7 +53,10 @@ process.once("exit", () => {
   for (const dir of scratchDirs) rmSync(dir, { recursive: true, force: true });
 });
 
-/** Env of a runhook process on `dbName`: ports 0, loopback, the run's signing keys, no demo, 100 ms executor poll. */
+/**
+ * Env of a runhook process on `dbName`: ports 0, loopback, the run's signing keys, no demo,
+ * 100 ms executor poll, every limit out of reach (limits.ts).
+ */
 export function serverEnv(ctx: BenchContext, dbName: string, extra: Record<string, string> = {}): Record<string, string> {
   const dataDir = mkdtempSync(join(tmpdir(), "runhook-bench-srv-"));
   scratchDirs.add(dataDir);
@@ -67,6 +71,7 @@ export function serverEnv(ctx: BenchContext, dbName: string, extra: Record<strin
     RUNHOOK_DEMO: "false",
     RUNHOOK_EXECUTOR_POLL_MS: "100",
     LOG_LEVEL: "info",
+    ...LIMITS_OUT_OF_REACH,
     ...extra,
   };
 }
@@ -112,7 +117,7 @@ export function servicesOn(ctx: BenchContext, store: Store): ReturnType<typeof i
  * database is dropped at the end.
  */
 export async function benchWorld(ctx: BenchContext, store: Store, opts: WorldOptions = {}): Promise<BenchWorld> {
-  const w = await createWorld(servicesOn(ctx, store), { rateLimitPerMinute: 10_000_000, ...opts });
+  const w = await createWorld(servicesOn(ctx, store), { rateLimitPerMinute: WEBHOOK_RATE_LIMIT_PER_MINUTE, ...opts });
   ctx.cleanups.push(() =>
     storeFixtures(store)
       .dropDataDatabase(w.dataDatabase)

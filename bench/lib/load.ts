@@ -1,7 +1,9 @@
 // A closed-loop load generator: `concurrency` workers, each issuing its next request as soon
 // as the previous one answered, for `durationMs` (or `maxRequests`, whichever comes first).
 // Latency of every request is kept (not bucketed), so p50/p99/p999 are exact for the sample.
+// A request that meets a limit (it throws LimitMet) ends the phase, which throws it.
 import { performance } from "node:perf_hooks";
+import { LimitMet } from "./limits.js";
 
 export interface Outcome {
   /** Counted as the expected answer (202 for an accept, 409 for a conflict, …). */
@@ -53,6 +55,11 @@ export interface LoadOptions {
 
 let seq = 0;
 
+/** What a request that threw counts as: its error's code. */
+export function thrownOutcome(err: unknown): Outcome {
+  return { ok: false, status: (err as { code?: string }).code ?? (err as Error).name ?? "error" };
+}
+
 export async function closedLoop(o: LoadOptions): Promise<LoadStats> {
   const limit = o.hardTimeoutMs ?? o.durationMs * 5 + 60_000;
   let timer: NodeJS.Timeout | undefined;
@@ -68,13 +75,20 @@ export async function closedLoop(o: LoadOptions): Promise<LoadStats> {
 
 async function closedLoopInner(o: LoadOptions): Promise<LoadStats> {
   const max = o.maxRequests ?? Number.MAX_SAFE_INTEGER;
+  let met: LimitMet | undefined;
+  /** What a request that threw stands for: its error's code, unless it met a limit (then the phase ends). */
+  const failed = (err: unknown): Outcome => {
+    if (err instanceof LimitMet) met ??= err;
+    return thrownOutcome(err);
+  };
   if (o.warmupPerWorker) {
     await Promise.all(
       Array.from({ length: o.concurrency }, async () => {
-        for (let k = 0; k < o.warmupPerWorker!; k++) await o.fn(seq++).catch(() => undefined);
+        for (let k = 0; k < o.warmupPerWorker! && !met; k++) await o.fn(seq++).catch(failed);
       }),
     );
   }
+  if (met) throw met;
   o.onMeasureStart?.();
   const lat: number[] = [];
   const other: Record<string, number> = {};
@@ -84,14 +98,14 @@ async function closedLoopInner(o: LoadOptions): Promise<LoadStats> {
   const end = start + o.durationMs;
   await Promise.all(
     Array.from({ length: o.concurrency }, async () => {
-      while (issued < max && performance.now() < end) {
+      while (issued < max && performance.now() < end && !met) {
         issued++;
         const t0 = performance.now();
         let r: Outcome;
         try {
           r = await o.fn(seq++);
         } catch (err) {
-          r = { ok: false, status: (err as { code?: string }).code ?? (err as Error).name ?? "error" };
+          r = failed(err);
         }
         lat.push(performance.now() - t0);
         if (r.ok) ok++;
@@ -99,6 +113,7 @@ async function closedLoopInner(o: LoadOptions): Promise<LoadStats> {
       }
     }),
   );
+  if (met) throw met;
   const durationMs = performance.now() - start;
   const sorted = Float64Array.from(lat).sort();
   return {

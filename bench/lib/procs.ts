@@ -159,12 +159,13 @@ export function rssSampler(pid: number, everyMs = 200): { stop(): number | null 
 
 const CLK_TCK = 100;
 
-/** CPU time (user + system) a process has used so far, in ms (/proc/<pid>/stat; 10 ms resolution), or null. */
-export function cpuMs(pid: number): number | null {
+/** CPU time (user + system) a process has used so far, in ms (/proc/<pid>/stat; 10 ms resolution), or null; with its ended children's too when `children`. */
+export function cpuMs(pid: number | "self", children = false): number | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK;
+    const ticks = Number(f[11]) + Number(f[12]) + (children ? Number(f[13]) + Number(f[14]) : 0);
+    return (ticks * 1000) / CLK_TCK;
   } catch {
     return null;
   }

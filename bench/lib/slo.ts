@@ -9,8 +9,10 @@
 // costs little, and its backlog is drained before the next step starts. A missed rate is tried
 // once more after a 2 s pause and counts as missed only when it misses again: on a shared
 // machine one pause (a garbage collection, the tail of the previous step) must not decide it.
+// A request that meets a limit (LimitMet) ends the search, which throws it.
 import { performance } from "node:perf_hooks";
-import { percentile, round, sleep, type Outcome } from "./load.js";
+import { LimitMet } from "./limits.js";
+import { percentile, round, sleep, thrownOutcome, type Outcome } from "./load.js";
 import { openLoop } from "./open-loop.js";
 
 export interface SloStep {
@@ -41,7 +43,7 @@ export interface SloResult {
 }
 
 export interface SloOptions {
-  /** One request; `id` is distinct for every request of the search. Must not reject. */
+  /** One request; `id` is distinct for every request of the search. A rejection is an unexpected answer, or with LimitMet the search's end. */
   call(id: string): Promise<Outcome>;
   p99LimitMs: number;
   stepMs: number;
@@ -63,13 +65,14 @@ async function sloStep(o: SloOptions, ratePerSec: number, idPrefix: string): Pro
   const allowedLate = Math.floor(((ratePerSec * o.stepMs) / 1000) * 0.01);
   let late = 0;
   let ok = 0;
+  let met: LimitMet | undefined;
   const bump = (k: string) => (other[k] = (other[k] ?? 0) + 1);
   const loop = await openLoop({
     ratePerSec,
     durationMs: o.stepMs,
     maxInFlight: o.maxInFlight ?? 2000,
     drainMs: 10_000,
-    stopEarly: () => late > allowedLate || Object.keys(other).length > 0,
+    stopEarly: () => late > allowedLate || Object.keys(other).length > 0 || met !== undefined,
     onDrop: () => bump("dropped"),
     issue: async (j, dueMs, lagMs) => {
       lag.push(lagMs);
@@ -77,7 +80,8 @@ async function sloStep(o: SloOptions, ratePerSec: number, idPrefix: string): Pro
       try {
         r = await o.call(`${idPrefix}-${j}`);
       } catch (err) {
-        r = { ok: false, status: (err as { code?: string }).code ?? (err as Error).name ?? "error" };
+        if (err instanceof LimitMet) met ??= err;
+        r = thrownOutcome(err);
       }
       const ms = performance.now() - dueMs;
       lat.push(ms);
@@ -86,6 +90,7 @@ async function sloStep(o: SloOptions, ratePerSec: number, idPrefix: string): Pro
       else bump(String(r.status));
     },
   });
+  if (met) throw met;
   if (loop.unanswered) other.unanswered = loop.unanswered;
   const sorted = Float64Array.from(lat).sort();
   const p99 = percentile(sorted, 99);

@@ -13,7 +13,7 @@ import { loadConfig } from "../../src/config.js";
 import { benchWorld, openStore, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
 import { ratio } from "../lib/load.js";
 import type { Proc } from "../lib/procs.js";
-import { fmtCpu, interleaved, restTrigger, type Phase } from "./webhook.js";
+import { fmtCpu, interleaved, restTrigger, type Phase, type Slicing } from "./webhook.js";
 
 export const BACKENDS = [
   { name: "memory", what: "memory backend", persistent: false, javaOptions: [] as string[] },
@@ -69,11 +69,18 @@ async function tearDown(s: Setup): Promise<void> {
   rmSync(s.dir, { recursive: true, force: true });
 }
 
-export async function backendsScenario(ctx: BenchContext, opts: { concurrencies: number[]; durationMs: number; repeat: number }): Promise<BackendsResult> {
+export async function backendsScenario(
+  ctx: BenchContext,
+  opts: { concurrencies: number[]; durationMs: number; repeat: number; slicing?: Slicing },
+): Promise<BackendsResult> {
   const setups: Setup[] = [];
   const levels: BackendsResult["levels"] = [];
   try {
-    for (const b of BACKENDS) setups.push(await setUp(ctx, b));
+    // Side by side: the servers of all three start in the time of one.
+    const ready = await Promise.allSettled(BACKENDS.map((b) => setUp(ctx, b)));
+    for (const r of ready) if (r.status === "fulfilled") setups.push(r.value);
+    const failed = ready.find((r) => r.status === "rejected");
+    if (failed) throw failed.reason;
     ctx.log(`  ${setups.length} database servers and runhook servers up; loads of a level interleaved in balanced orders, ${opts.durationMs} ms each`);
     for (const c of opts.concurrencies) {
       const pools = setups.map((s) => new Pool(s.server!.baseUrl!, { connections: c, pipelining: 1 }));
@@ -82,7 +89,12 @@ export async function backendsScenario(ctx: BenchContext, opts: { concurrencies:
           const post = restTrigger(pools[k]!, s.world!, 202);
           return { name: s.name, fn: (i: number) => post(`${s.name}-${c}-${i}`) };
         });
-        const byBackend = await interleaved({}, c, loads, { repeat: opts.repeat, durationMs: opts.durationMs, warmupPerWorker: c === 1 ? 20 : 2 });
+        const byBackend = await interleaved({}, c, loads, {
+          repeat: opts.repeat,
+          durationMs: opts.durationMs,
+          warmupPerWorker: c === 1 ? 20 : 2,
+          ...opts.slicing,
+        });
         for (const [name, p] of Object.entries(byBackend))
           ctx.log(`  ${name.padEnd(22)} c=${c}: ${p.okPerSec}/s p50 ${p.p50Ms} p99 ${p.p99Ms} ms ${fmtCpu(p)}`);
         levels.push({ concurrency: c, byBackend });

@@ -1,15 +1,16 @@
 // Scenario 2: trigger → SUCCEEDED for a load_record + update_record workflow, with executors
 // inside one server, in 1 worker process, in 2 worker processes. Figures come from the run
 // documents (createdAt, startedAt, finishedAt), so they do not depend on how we poll.
-import { Pool } from "undici";
+import { Pool, type Dispatcher } from "undici";
 import { FINISHED_STATES } from "../../src/domain/runs/model.js";
 import { runStateMachine } from "../../src/domain/runs/state.js";
 import { storeFixtures, type Store } from "../../src/store/index.js";
 import type { RunDoc, StepDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
+import { httpLimitMet } from "../lib/limits.js";
 import { closedLoop, ratio, round, sleep, summarize, type LoadStats } from "../lib/load.js";
 import { rssMb, rssSampler, type Proc } from "../lib/procs.js";
-import { runDocLike } from "./webhook.js";
+import { worldRun } from "../../fixtures/world.js";
 
 const FINISHED: string[] = FINISHED_STATES;
 
@@ -77,6 +78,18 @@ function latencies(docs: RunDoc[]) {
   };
 }
 
+/** A webhook answer's body; a limit's refusal throws (LimitMet). */
+async function answerOf(res: Dispatcher.ResponseData): Promise<{ runId?: string }> {
+  const text = await res.body.text();
+  const met = httpLimitMet(res.statusCode, text);
+  if (met) throw met;
+  try {
+    return JSON.parse(text) as { runId?: string };
+  } catch {
+    return {};
+  }
+}
+
 /** One run, to see whether any executor picks runs up at all. */
 async function probe(store: Store, pool: Pool, w: BenchWorld, recordId: string, timeoutMs: number): Promise<string | null> {
   const res = await pool.request({
@@ -85,7 +98,7 @@ async function probe(store: Store, pool: Pool, w: BenchWorld, recordId: string, 
     headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" },
     body: JSON.stringify({ record_id: recordId }),
   });
-  const body = (await res.body.json().catch(() => ({}))) as { runId?: string };
+  const body = await answerOf(res);
   if (res.statusCode !== 202 || !body.runId) return `webhook answered ${res.statusCode}`;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -136,8 +149,7 @@ async function runConfig(
         headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" },
         body: JSON.stringify({ record_id: nextRecord() }),
       });
-      const b = (await r.body.json().catch(() => ({}))) as { runId?: string };
-      return { status: r.statusCode, runId: b.runId };
+      return { status: r.statusCode, runId: (await answerOf(r)).runId };
     };
 
     // Paced: one run at a time, each after the previous finished being accepted, with a gap.
@@ -213,7 +225,7 @@ async function rawLifecycle(ctx: BenchContext, o: E2eOptions, records: number): 
     warmupPerWorker: 2,
     fn: async (i) => {
       const rec = `x${i % N}`;
-      const status = await fixtures.rawRunCycle(runDocLike(w, `${rec}-${i}`, steps), { database: w.dataDatabase, collection: w.collection, recordId: rec });
+      const status = await fixtures.rawRunCycle(worldRun(w, `${rec}-${i}`, steps), { database: w.dataDatabase, collection: w.collection, recordId: rec });
       return { ok: status === "ok", status };
     },
   });

@@ -17,16 +17,17 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { Pool } from "undici";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
-import { newRunDoc } from "../../src/domain/runs/model.js";
 import { startEmbeddedServer } from "../../src/embedded/index.js";
 import { finishedActiveKey, storeFixtures, sweepExpired, type Store, type StoreFixtures } from "../../src/store/index.js";
 import { activityStream, streamKey } from "../../src/store/logs.js";
 import type { ActivityLogDoc, RunDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, uriFor, type BenchContext, type BenchWorld } from "../lib/context.js";
+import { httpLimitMet } from "../lib/limits.js";
 import { benchJavaOptions } from "../lib/database.js";
 import { closedLoop, percentile, ratio, round, sleep, summarize } from "../lib/load.js";
 import { probeWriter } from "../lib/probe-writer.js";
 import { cpuMeter, rssMb, type Proc } from "../lib/procs.js";
+import { worldRun } from "../../fixtures/world.js";
 import { restTrigger } from "./webhook.js";
 
 export interface SizeFigures {
@@ -135,23 +136,7 @@ const DAY = 86_400_000;
 
 /** A finished run of `w` (not on its burst records). */
 function filledRun(w: BenchWorld, i: number, createdAt: Date): RunDoc {
-  const run = newRunDoc({
-    workflowId: w.workflowId,
-    workflowVersion: 1,
-    renderingId: w.renderingId,
-    organizationId: w.orgId,
-    projectId: w.projectId,
-    environmentId: w.environmentId,
-    collectionId: w.collectionId,
-    collection: w.collection,
-    recordId: `old-${i}`,
-    userId: w.user._id,
-    userEmail: w.user.email,
-    tokenId: "filled",
-    via: "webhook",
-    steps: [...STEPS],
-    createdAt,
-  });
+  const run = worldRun(w, `old-${i}`, [...STEPS], { tokenId: "filled", createdAt });
   const finishedAt = new Date(createdAt.getTime() + 50);
   return {
     ...run,
@@ -321,6 +306,68 @@ async function lastFinish(store: Store, ids: string[], timeoutMs: number): Promi
  */
 const ACCEPT_TRIALS = 3;
 
+/** How much each measurement does: a full run, --quick, or --smoke (a few calls of each, to see that every step runs). */
+export interface GrowthEffort {
+  /** Each accept trial's length and its warm-up calls per caller, and the trials at each concurrency (after one not counted, when warmupTrial). */
+  acceptMs: number;
+  acceptWarmup: number;
+  trials: number;
+  warmupTrial: boolean;
+  /** Runs of the pick-up, of the burst (at most BURST: the measured tenant's records), rounds of the log pages and of the other reads. */
+  pickups: number;
+  burst: number;
+  pageRounds: number;
+  readRounds: number;
+  /** How long the NDJSON export is read (at most). */
+  exportMs: number;
+  /** The space reuse has caught up when nothing moved between two looks this far apart. */
+  quietMs: number;
+  /** How long the writes are measured before the sweep. */
+  sweepBeforeMs: number;
+}
+
+export const GROWTH_EFFORT: Record<"full" | "quick" | "smoke", GrowthEffort> = {
+  full: {
+    acceptMs: 10_000,
+    acceptWarmup: 5,
+    trials: ACCEPT_TRIALS,
+    warmupTrial: true,
+    pickups: 100,
+    burst: BURST,
+    pageRounds: 40,
+    readRounds: 25,
+    exportMs: 3000,
+    quietMs: 5000,
+    sweepBeforeMs: 3000,
+  },
+  quick: {
+    acceptMs: 4000,
+    acceptWarmup: 5,
+    trials: 1,
+    warmupTrial: true,
+    pickups: 50,
+    burst: BURST,
+    pageRounds: 10,
+    readRounds: 10,
+    exportMs: 3000,
+    quietMs: 5000,
+    sweepBeforeMs: 3000,
+  },
+  smoke: {
+    acceptMs: 300,
+    acceptWarmup: 1,
+    trials: 1,
+    warmupTrial: false,
+    pickups: 3,
+    burst: 20,
+    pageRounds: 1,
+    readRounds: 1,
+    exportMs: 300,
+    quietMs: 1000,
+    sweepBeforeMs: 500,
+  },
+};
+
 /** Waits until the executors worked off the queued runs (accepted runs fail at their first step). */
 export async function queueDrained(store: Store): Promise<void> {
   for (const until = Date.now() + 600_000; (await store.runs.queueStats()).depth > 0 && Date.now() < until; ) await sleep(500);
@@ -336,20 +383,21 @@ export function medianTrial(trials: Omit<AcceptFigures, "trialsPerSec">[]): Acce
  * A bulk load writes in ten minutes what a month of traffic writes over a month, and leaves
  * the file's chunks mostly dead (29 % live after a million runs): the embedded server's space
  * reuse moves their live pages while it is idle, as a month's quiet hours would. Waits until it
- * has caught up (nothing moved between two looks 5 s apart), at most 15 minutes, so that the
+ * has caught up (nothing moved between two looks `quietMs` apart), at most 15 minutes, so that the
  * accepts measured at every size are the writes' cost, not that of the load's leftovers; the
  * seconds it took (null where the server reports no space reuse).
  */
-export async function spaceReuseCaughtUp(fx: StoreFixtures, log: (m: string) => void): Promise<number | null> {
+export async function spaceReuseCaughtUp(fx: StoreFixtures, log: (m: string) => void, quietMs = 5000): Promise<number | null> {
   const t0 = performance.now();
   let moved: number | null = null;
   for (let look = 0; performance.now() - t0 < 15 * 60_000; look++) {
     const file = (await commitStats(fx, false))?.file;
     if (file?.movedBytes === undefined) return null;
     if (file.movedBytes === moved) break;
-    if (look % 6 === 0) log(`  space reuse: ${Math.round(file.movedBytes / 2 ** 20)} MB of live pages moved, the chunks ${file.liveChunkPercent} % live`);
+    if (look % Math.ceil(30_000 / quietMs) === 0)
+      log(`  space reuse: ${Math.round(file.movedBytes / 2 ** 20)} MB of live pages moved, the chunks ${file.liveChunkPercent} % live`);
     moved = file.movedBytes;
-    await sleep(5000);
+    await sleep(quietMs);
   }
   return round((performance.now() - t0) / 1000, 0);
 }
@@ -365,6 +413,7 @@ export async function acceptTrial(
   w: BenchWorld,
   c: number,
   durationMs: number,
+  warmupPerWorker = 5,
 ): Promise<Omit<AcceptFigures, "trialsPerSec">> {
   const fx = storeFixtures(store);
   await queueDrained(store); // each trial starts from an empty queue, as the first did
@@ -373,7 +422,7 @@ export async function acceptTrial(
   const before = await commitStats(fx, true);
   const t0 = performance.now();
   const cpu = cpuMeter({ database: ctx.javaPid, runhook: server.pid });
-  const s = await closedLoop({ concurrency: c, durationMs, warmupPerWorker: 5, fn: () => trigger(`new-${randomUUID()}`) });
+  const s = await closedLoop({ concurrency: c, durationMs, warmupPerWorker, fn: () => trigger(`new-${randomUUID()}`) });
   const used = cpu.stop();
   const wallMs = performance.now() - t0;
   const after = await commitStats(fx, false);
@@ -382,22 +431,21 @@ export async function acceptTrial(
   return { perSec: s.okPerSec, p50Ms: s.p50Ms, p99Ms: s.p99Ms, cores, perCall: before && after ? workPerCall(before, after, s.ok) : null };
 }
 
-async function measure(ctx: BenchContext, store: Store, server: Proc, w: BenchWorld, stored: number, quick: boolean): Promise<SizeFigures> {
-  const durationMs = quick ? 4000 : 10_000;
+async function measure(ctx: BenchContext, store: Store, server: Proc, w: BenchWorld, stored: number, effort: GrowthEffort): Promise<SizeFigures> {
   const fx = storeFixtures(store);
   // Each trial printed as it ends: the median alone hides a trend across the trials.
   const accept = async (c: number) => {
-    const t = await acceptTrial(ctx, store, server, w, c, durationMs);
+    const t = await acceptTrial(ctx, store, server, w, c, effort.acceptMs, effort.acceptWarmup);
     ctx.log(`  c=${c}: ${JSON.stringify(t)}`);
     return t;
   };
   const liveChunkPercent = (await commitStats(fx, false))?.file.liveChunkPercent ?? null;
   // A trial not counted first: on a fresh server the first was always low (144-162/s at c=16
   // against 241-251/s for the next two), the JIT still compiling the accept path.
-  await accept(16);
+  if (effort.warmupTrial) await accept(16);
   const trials16: Omit<AcceptFigures, "trialsPerSec">[] = [];
   const trials64: Omit<AcceptFigures, "trialsPerSec">[] = [];
-  for (let i = 0; i < (quick ? 1 : ACCEPT_TRIALS); i++) {
+  for (let i = 0; i < effort.trials; i++) {
     trials16.push(await accept(16));
     trials64.push(await accept(64));
   }
@@ -408,7 +456,7 @@ async function measure(ctx: BenchContext, store: Store, server: Proc, w: BenchWo
     liveChunkPercent,
     accept16: medianTrial(trials16),
     accept64: medianTrial(trials64),
-    ...(await afterAccepts(store, server, w, quick)),
+    ...(await afterAccepts(store, server, w, effort)),
     javaRssMb: ctx.javaPid ? rssMb(ctx.javaPid) : null,
     fileMb: null,
   };
@@ -419,7 +467,7 @@ export async function afterAccepts(
   store: Store,
   server: Proc,
   w: BenchWorld,
-  quick: boolean,
+  effort: GrowthEffort,
 ): Promise<Pick<SizeFigures, "pickup" | "drainMs" | "logPagesP50Ms" | "exportPerSec" | "getRunP50Ms" | "runPagesMs" | "watchFirstP50Ms">> {
   await queueDrained(store); // before the pick-up is measured
 
@@ -431,14 +479,17 @@ export async function afterAccepts(
       headers: { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" },
       body: JSON.stringify({ record_id: recordId }),
     });
-    const body = (await res.body.json()) as { runId?: string };
-    if (res.statusCode !== 202 || !body.runId) throw new Error(`webhook answered ${res.statusCode} ${JSON.stringify(body)}`);
-    return body.runId;
+    const text = await res.body.text();
+    const met = httpLimitMet(res.statusCode, text);
+    if (met) throw met;
+    const runId = res.statusCode === 202 ? (JSON.parse(text) as { runId?: string }).runId : undefined;
+    if (!runId) throw new Error(`webhook answered ${res.statusCode} ${text.slice(0, 200)}`);
+    return runId;
   };
 
   // Pick-up: runs triggered one at a time, 20 ms apart, on existing records.
   const single: string[] = [];
-  for (let i = 0; i < (quick ? 50 : 100); i++) {
+  for (let i = 0; i < effort.pickups; i++) {
     single.push(await trigger(`r${i}`));
     await sleep(20);
   }
@@ -446,12 +497,12 @@ export async function afterAccepts(
   const picked = (await store.runs.getMany(single)).filter((r) => r.startedAt).map((r) => r.startedAt!.getTime() - r.createdAt.getTime());
   const pickup = summarize(picked);
 
-  // Drain: a burst of 500 runs on distinct existing records, 64 at a time.
+  // Drain: a burst of runs (BURST in a measured run) on distinct existing records, 64 at a time.
   const t0 = Date.now();
   const burst: string[] = [];
   await Promise.all(
     Array.from({ length: 64 }, async (_, k) => {
-      for (let i = k; i < BURST; i += 64) burst.push(await trigger(`r${i}`));
+      for (let i = k; i < effort.burst; i += 64) burst.push(await trigger(`r${i}`));
     }),
   );
   const last = await lastFinish(store, burst, 300_000);
@@ -461,12 +512,14 @@ export async function afterAccepts(
   const api = (path: string, accept = "application/json") =>
     pool.request({ path, method: "GET", headers: { authorization: `Bearer ${w.apiToken}`, accept } }).then(async (r) => {
       const text = await r.body.text();
+      const met = httpLimitMet(r.statusCode, text);
+      if (met) throw met;
       if (r.statusCode !== 200) throw new Error(`GET ${path} answered ${r.statusCode}: ${text.slice(0, 200)}`);
       return text;
     });
   const logs = `/v1/project/${encodeURIComponent(w.projectName)}/environment/${encodeURIComponent(w.environmentName)}/activity-logs`;
   const q = (p: Record<string, string>) => `?${new URLSearchParams({ limit: "100", ...p })}`;
-  const n = quick ? 10 : 25;
+  const n = effort.readRounds;
   const pages: Record<string, string> = {
     unfiltered: q({}),
     newestFirst: q({ order: "desc" }),
@@ -478,17 +531,15 @@ export async function afterAccepts(
   const pageCalls: Record<string, () => Promise<void>> = {};
   for (const [name, query] of Object.entries(pages)) pageCalls[name] = async () => void (await api(logs + query));
   pageCalls.adminLog = async () => void (await api(`/v1/project/${encodeURIComponent(w.projectName)}/admin-logs?limit=100&order=desc`));
-  // 40 rounds: the API token's 600 requests a minute (RUNHOOK_API_RATE_LIMIT's default, as
-  // `npm start` runs) must also cover the reads that follow (~250).
-  const logPagesP50Ms = await p50sInTurn(quick ? 10 : 40, pageCalls);
+  const logPagesP50Ms = await p50sInTurn(effort.pageRounds, pageCalls);
 
-  // The export: as many entries as arrive in 3 s (or all of them).
+  // The export: as many entries as arrive in 3 s (or all of them; less in a smoke run).
   let exported = 0;
   const te = performance.now();
   const res = await pool.request({ path: logs, method: "GET", headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" } });
   for await (const chunk of res.body) {
     for (const b of chunk as Buffer) if (b === 10) exported++;
-    if (performance.now() - te > 3000) break;
+    if (performance.now() - te > effort.exportMs) break;
   }
   res.body.destroy();
   const exportPerSec = round((exported / (performance.now() - te)) * 1000, 0);
@@ -568,7 +619,7 @@ function workPerCall(before: CommitStats, after: CommitStats, calls: number): Db
  * A retention sweep of `expired` runs (another tenant's, finished long ago) while 4 callers
  * trigger runs and one writer inserts a small document at a time: how long a write waited (the
  * single writes: each waits for the commit that holds it; the webhook calls: several writes and
- * reads each), during the sweep and for 3 s before it.
+ * reads each), during the sweep and for `beforeMs` before it.
  */
 async function sweepUnderWrites(
   ctx: BenchContext,
@@ -578,6 +629,7 @@ async function sweepUnderWrites(
   other: BenchWorld,
   expired: number,
   dbName: string,
+  beforeMs: number,
 ): Promise<GrowthResult["sweep"]> {
   const fx = storeFixtures(store);
   const old = Date.now() - 65 * DAY;
@@ -611,7 +663,7 @@ async function sweepUnderWrites(
     loopDelay.disable();
     return { writes: latencies(writes.latencies), longestWriteAt: writes.longestAt, calls: latencies(calls), benchLoopMaxMs: round(loopDelay.max / 1e6) };
   };
-  const before = await load(sleep(3000));
+  const before = await load(sleep(beforeMs));
   await commitStats(fx, true);
   const t0 = performance.now();
   const sweep = sweepExpired(store, undefined, new Date(), (t) => t.collection === "runs");
@@ -644,7 +696,7 @@ async function sweepUnderWrites(
 
 export async function growthScenario(
   ctx: BenchContext,
-  o: { dataDir: string; cacheDir: string; sizes: number[]; sweepRuns: number; quick: boolean },
+  o: { dataDir: string; cacheDir: string; sizes: number[]; sweepRuns: number; effort: GrowthEffort },
   stopDatabase: () => Promise<void>,
 ): Promise<GrowthResult> {
   const dbName = `${ctx.runTag}_grow`;
@@ -667,15 +719,15 @@ export async function growthScenario(
         await fill(store, [w, ...others], size - stored, ctx.log);
         fillSeconds = round((performance.now() - t) / 1000, 0);
         stored = size;
-        settleSeconds = await spaceReuseCaughtUp(storeFixtures(store), ctx.log);
+        settleSeconds = await spaceReuseCaughtUp(storeFixtures(store), ctx.log, o.effort.quietMs);
       }
       ctx.log(`- measuring at ${stored} stored…`);
-      const measured = await measure(ctx, store, server, w, stored, o.quick);
+      const measured = await measure(ctx, store, server, w, stored, o.effort);
       const figures = { ...measured, fillSeconds, settleSeconds, fileMb: round(statSync(file).size / 2 ** 20, 0) };
       ctx.log(`  ${JSON.stringify(figures)}`);
       sizes.push(figures);
     }
-    const sweep = await sweepUnderWrites(ctx, store, server, w, others[0]!, o.sweepRuns, dbName);
+    const sweep = await sweepUnderWrites(ctx, store, server, w, others[0]!, o.sweepRuns, dbName, o.effort.sweepBeforeMs);
     await server.stop();
     await store.close();
     // The database's restart: stopped (its file closed), then started until it answers.

@@ -15,6 +15,7 @@ import type { Store } from "../../src/store/index.js";
 import { storeFixtures } from "../../src/store/index.js";
 import { activityStream, type NewActivity } from "../../src/store/logs.js";
 import { benchWorld, openStore, spawnFor, uriFor, type BenchContext, type BenchWorld } from "../lib/context.js";
+import { httpLimitMet } from "../lib/limits.js";
 import { ratio, round, sleep } from "../lib/load.js";
 import { ROOT, rssMb, rssSampler } from "../lib/procs.js";
 
@@ -90,6 +91,8 @@ async function getPage(pool: Pool, w: BenchWorld, cursor: string, limit = 1000):
     headers: { authorization: `Bearer ${w.apiToken}` },
   });
   const text = await r.body.text();
+  const met = httpLimitMet(r.statusCode, text);
+  if (met) throw met;
   let body: Page["body"] = {};
   try {
     body = JSON.parse(text) as Page["body"];
@@ -250,7 +253,7 @@ export async function logsScenario(
   const dbName = `${ctx.runTag}_logs`;
   const store = await openStore(ctx, dbName);
   const w = await benchWorld(ctx, store);
-  const serverP = spawnFor(ctx, "logs", "start", dbName, { RUNHOOK_EXECUTOR: "false", RUNHOOK_API_RATE_LIMIT: "1000000" });
+  const serverP = spawnFor(ctx, "logs", "start", dbName, { RUNHOOK_EXECUTOR: "false" });
   serverP.catch(() => undefined);
 
   // The entries, appended through the store: 32 appends in flight.

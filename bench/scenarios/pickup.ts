@@ -15,7 +15,7 @@ import { startRunhook } from "../../src/main.js";
 import type { RunDoc, StepDoc } from "../../src/store/types.js";
 import { benchWorld, openStore, serverConfig, type BenchContext } from "../lib/context.js";
 import { percentile, round, sleep } from "../lib/load.js";
-import { runDocLike } from "./webhook.js";
+import { worldRun } from "../../fixtures/world.js";
 
 /** The projects of the organization whose backlog the fair-share case measures beside. */
 const BACKLOG_PROJECTS = 5;
@@ -66,7 +66,7 @@ export async function pickupScenario(
       for (let i = 0; i < count; i += 1000) {
         await storeFixtures(store).insertRuns(
           Array.from({ length: Math.min(1000, count - i) }, (_, k): RunDoc => {
-            const d = runDocLike(w, `${tag}-${i + k}`, STEPS, at);
+            const d = worldRun(w, `${tag}-${i + k}`, STEPS, { createdAt: at });
             return {
               ...d,
               activeKey: d._id,
@@ -85,7 +85,7 @@ export async function pickupScenario(
     const measure = async (from: number, withEvent: boolean) => {
       const ids: string[] = [];
       for (let i = from; i < from + o.runs; i++) {
-        const doc = runDocLike(w, `r${i}`, STEPS);
+        const doc = worldRun(w, `r${i}`, STEPS);
         const res = await store.runs.create(doc);
         if (!res.created) throw new Error(`run on r${i} not created`);
         if (withEvent) rh.deps.events.emit(RUN_QUEUED, doc._id);
@@ -124,7 +124,7 @@ export async function pickupScenario(
       for (let i = 0; i < o.backlogRuns; i += 1000) {
         await storeFixtures(store).insertRuns(
           Array.from({ length: Math.min(1000, o.backlogRuns - i) }, (_, k) =>
-            runDocLike(projects[(i + k) % BACKLOG_PROJECTS]!, `b${i + k}`, STEPS, new Date(since + i + k)),
+            worldRun(projects[(i + k) % BACKLOG_PROJECTS]!, `b${i + k}`, STEPS, { createdAt: new Date(since + i + k) }),
           ),
         );
       }

@@ -8,7 +8,8 @@ import { storeFixtures } from "../../src/store/index.js";
 import { Pool } from "undici";
 import { createLogger } from "../../src/lib/logging.js";
 import { startRunhook } from "../../src/main.js";
-import { newRunDoc, RUN_QUEUED } from "../../src/domain/runs/model.js";
+import { RUN_QUEUED } from "../../src/domain/runs/model.js";
+import { worldRun } from "../../fixtures/world.js";
 import { label, recordCommands, stagesOf, type Command } from "../lib/commands.js";
 import { benchWorld, openStore, serverConfig, uriFor, type BenchContext } from "../lib/context.js";
 import { closedLoop, round, sleep, summarize } from "../lib/load.js";
@@ -83,22 +84,7 @@ async function runRoundTrips(ctx: BenchContext, runs: number): Promise<RoundTrip
   const rec = recordCommands(storeFixtures(worker.deps.store).commandEvents());
   try {
     const one = async (i: number) => {
-      const doc = newRunDoc({
-        workflowId: w.workflowId,
-        workflowVersion: 1,
-        steps: [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }],
-        renderingId: w.renderingId,
-        organizationId: w.orgId,
-        projectId: w.projectId,
-        environmentId: w.environmentId,
-        collectionId: w.collectionId,
-        collection: w.collection,
-        recordId: `r${(i % 5) + 1}`,
-        userId: w.user._id,
-        userEmail: w.user.email,
-        tokenId: "bench",
-        via: "webhook",
-      });
+      const doc = worldRun(w, `r${(i % 5) + 1}`, [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }], { tokenId: "bench" });
       if (!(await store.runs.create(doc)).created) throw new Error("run not created");
       await sleep(5);
       rec.take();

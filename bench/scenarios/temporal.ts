@@ -13,6 +13,7 @@ import * as grpc from "@grpc/grpc-js";
 import { Pool } from "undici";
 import { benchWorld, openStore, spawnFor, type BenchContext } from "../lib/context.js";
 import { openBenchDatabase } from "../lib/database.js";
+import { grpcLimitMet } from "../lib/limits.js";
 import { ratio, sleep, type Outcome } from "../lib/load.js";
 import { freePort } from "../../test/helpers/load.js";
 import { fmtCpu, grpcTrigger, interleaved, restTrigger, type Phase } from "./webhook.js";
@@ -84,10 +85,12 @@ function startWorkflowRequest(workflowId: string): Buffer {
 function temporalStart(client: grpc.Client) {
   const identity = (b: Buffer) => b;
   return (workflowId: string) =>
-    new Promise<Outcome>((resolve) =>
-      client.makeUnaryRequest(START_PATH, identity, identity, startWorkflowRequest(workflowId), new grpc.Metadata(), (err) =>
-        resolve(err ? { ok: false, status: `grpc-${err.code}` } : { ok: true, status: "ok" }),
-      ),
+    new Promise<Outcome>((resolve, reject) =>
+      client.makeUnaryRequest(START_PATH, identity, identity, startWorkflowRequest(workflowId), new grpc.Metadata(), (err) => {
+        const met = grpcLimitMet(err, "Temporal's dev server");
+        if (met) return reject(met);
+        resolve(err ? { ok: false, status: `grpc-${err.code}` } : { ok: true, status: "ok" });
+      }),
     );
 }
 

@@ -3,16 +3,16 @@
 // the 409 path on one record. Every phase also records the CPU time the load generator, the
 // runhook server and the embedded Java server used, per accepted call: that tells where a gap
 // comes from. Last, the SLO rates (lib/slo.ts): the highest open-loop rate with p99 ≤ 50 ms.
-import { randomUUID } from "node:crypto";
 import http2 from "node:http2";
 import * as grpc from "@grpc/grpc-js";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Pool } from "undici";
 import { TriggerRunRequestSchema, TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
-import { newRunDoc } from "../../src/domain/runs/model.js";
 import type { Store } from "../../src/store/index.js";
-import type { RunDoc, StepDoc } from "../../src/store/types.js";
+import type { StepDoc } from "../../src/store/types.js";
+import { worldRun } from "../../fixtures/world.js";
 import { benchWorld, openStore, spawnFor, type BenchContext, type BenchWorld } from "../lib/context.js";
+import { grpcLimitMet, httpLimitMet } from "../lib/limits.js";
 import { closedLoop, mergeStats, ratio, round, sleep, type LoadOptions, type LoadStats, type Outcome } from "../lib/load.js";
 import { cpuMeter, rssMb, rssSampler, type Proc } from "../lib/procs.js";
 import { sloSearch, type SloResult } from "../lib/slo.js";
@@ -63,32 +63,13 @@ export interface SloPhaseOptions {
 
 const STEPS: StepDoc[] = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }];
 
-/** A run document of the shape TriggerService stores (newRunDoc): raw-insert baselines and history fixtures. */
-export function runDocLike(w: BenchWorld, recordId: string, steps: StepDoc[], createdAt?: Date): RunDoc {
-  return newRunDoc({
-    workflowId: w.workflowId,
-    workflowVersion: 1,
-    steps,
-    renderingId: w.renderingId,
-    organizationId: w.orgId,
-    projectId: w.projectId,
-    environmentId: w.environmentId,
-    collectionId: w.collectionId,
-    collection: w.collection,
-    recordId,
-    userId: w.user._id,
-    userEmail: w.user.email,
-    tokenId: randomUUID(),
-    via: "webhook",
-    createdAt,
-  });
-}
-
 export function restTrigger(pool: Pool, w: BenchWorld, expect: number) {
   const headers = { authorization: `Bearer ${w.userToken}`, "content-type": "application/json" };
   return async (recordId: string): Promise<Outcome> => {
     const res = await pool.request({ path: w.hookPath, method: "POST", headers, body: JSON.stringify({ record_id: recordId }) });
     const text = await res.body.text();
+    const met = httpLimitMet(res.statusCode, text);
+    if (met) throw met;
     if (res.statusCode === expect && expect === 202 && !text.includes('"runId"')) return { ok: false, status: "202-without-runId" };
     return { ok: res.statusCode === expect, status: res.statusCode };
   };
@@ -103,14 +84,18 @@ export function grpcTrigger(client: grpc.Client, w: BenchWorld) {
   md.set("authorization", `Bearer ${w.userToken}`);
   const webhookUrl = `http://localhost${w.hookPath}`;
   return (recordId: string) =>
-    new Promise<Outcome>((resolve) =>
+    new Promise<Outcome>((resolve, reject) =>
       client.makeUnaryRequest(
         TRIGGER_PATH,
         encodeReq,
         (b: Buffer) => fromBinary(TriggerRunResponseSchema, b),
         { webhookUrl, recordId },
         md,
-        (err, value) => resolve(err ? { ok: false, status: `grpc-${err.code}` } : { ok: !!value?.runId, status: "ok" }),
+        (err, value) => {
+          const met = grpcLimitMet(err);
+          if (met) return reject(met);
+          resolve(err ? { ok: false, status: `grpc-${err.code}` } : { ok: !!value?.runId, status: "ok" });
+        },
       ),
     );
 }
@@ -128,7 +113,7 @@ export function rawHttp2Trigger(addr: string, w: BenchWorld) {
     authorization: `Bearer ${w.userToken}`,
   };
   const call = (recordId: string) =>
-    new Promise<Outcome>((resolve) => {
+    new Promise<Outcome>((resolve, reject) => {
       const msg = encodeReq({ webhookUrl, recordId });
       const frame = Buffer.alloc(5 + msg.length);
       frame.writeUInt32BE(msg.length, 1);
@@ -136,15 +121,20 @@ export function rawHttp2Trigger(addr: string, w: BenchWorld) {
       const req = session.request(headers);
       const chunks: Buffer[] = [];
       let status: string | undefined;
+      let message: string | undefined;
+      const ended = (h: http2.IncomingHttpHeaders) => {
+        status = String(h["grpc-status"]);
+        message = String(h["grpc-message"] ?? "");
+      };
       req.on("response", (h) => {
-        if (h["grpc-status"] !== undefined) status = String(h["grpc-status"]); // trailers-only answer
+        if (h["grpc-status"] !== undefined) ended(h); // trailers-only answer
       });
-      req.on("trailers", (t) => {
-        status = String(t["grpc-status"]);
-      });
+      req.on("trailers", ended);
       req.on("data", (d: Buffer) => chunks.push(d));
       req.on("error", (e: NodeJS.ErrnoException) => resolve({ ok: false, status: e.code ?? "error" }));
       req.on("close", () => {
+        const met = grpcLimitMet({ code: status, details: message });
+        if (met) return reject(met);
         if (status !== "0") return resolve({ ok: false, status: `grpc-${status ?? "none"}` });
         const body = Buffer.concat(chunks);
         const res = body.length >= 5 ? fromBinary(TriggerRunResponseSchema, body.subarray(5)) : undefined;
@@ -158,7 +148,7 @@ export function rawHttp2Trigger(addr: string, w: BenchWorld) {
 /** The store's insert of a run alone (runs.create: one insertOne), without the trigger's checks. */
 function rawInsert(raw: Store, w: BenchWorld) {
   return async (recordId: string): Promise<Outcome> => {
-    const res = await raw.runs.create(runDocLike(w, recordId, STEPS));
+    const res = await raw.runs.create(worldRun(w, recordId, STEPS));
     return res.created ? { ok: true, status: "inserted" } : { ok: false, status: "duplicate" };
   };
 }
@@ -166,7 +156,7 @@ function rawInsert(raw: Store, w: BenchWorld) {
 /** What the 409 path does at the least: runs.create alone, whose insert the unique index refuses, then the read of the ongoing run. */
 function rawConflict(raw: Store, w: BenchWorld, recordId: string) {
   return async (): Promise<Outcome> => {
-    const res = await raw.runs.create(runDocLike(w, recordId, STEPS));
+    const res = await raw.runs.create(worldRun(w, recordId, STEPS));
     if (res.created) return { ok: false, status: "inserted" };
     return { ok: res.ongoingRunId !== null, status: "duplicate" };
   };
@@ -183,6 +173,12 @@ function withCpu(stats: LoadStats, cpu: Record<string, number | null>): Phase {
   const { samples: _, ...rest } = stats;
   const per = Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, v == null || stats.ok === 0 ? null : round(v / stats.ok, 3)]));
   return { ...rest, cpuMs: cpu, cpuMsPerOk: per };
+}
+
+/** How interleaved slices loads: 200 ms apart in balanced orders, unless a smoke run (which measures nothing) runs each load once, closer. */
+export interface Slicing {
+  pauseMs: number;
+  onePass: boolean;
 }
 
 export interface Load {
@@ -212,11 +208,11 @@ export async function interleaved(
   pids: Record<string, number | undefined>,
   concurrency: number,
   loads: Load[],
-  o: { repeat: number; durationMs: number; warmupPerWorker: number; pauseMs?: number },
+  o: { repeat: number; durationMs: number; warmupPerWorker: number } & Partial<Slicing>,
 ): Promise<Record<string, Phase>> {
   const parts = new Map<string, LoadStats[]>(loads.map((l) => [l.name, []]));
   const cpu = new Map<string, Record<string, number | null>>();
-  const orders = Array.from({ length: o.repeat }, () => balancedOrders(loads.length)).flat();
+  const orders = o.onePass ? [loads.map((_, j) => j)] : Array.from({ length: o.repeat }, () => balancedOrders(loads.length)).flat();
   const sliceMs = Math.max(200, Math.round(o.durationMs / orders.length));
   // Warm-up of every load first (JIT, connections), unmeasured.
   for (const l of loads) await closedLoop({ concurrency, durationMs: 0, warmupPerWorker: o.warmupPerWorker, fn: l.fn });
@@ -249,7 +245,7 @@ export function fmtCpu(p: Phase): string {
 
 export async function webhookScenario(
   ctx: BenchContext,
-  opts: { concurrencies: number[]; durationMs: number; repeat: number; conflictConcurrency: number; slo?: SloPhaseOptions },
+  opts: { concurrencies: number[]; durationMs: number; repeat: number; conflictConcurrency: number; slo?: SloPhaseOptions; slicing?: Slicing },
 ): Promise<WebhookResult> {
   const dbName = `${ctx.runTag}_hook`;
   const store = await openStore(ctx, dbName);
@@ -301,7 +297,7 @@ export async function webhookScenario(
       }
       if (h2) loads.push({ name: "grpcHttp2", fn: (i) => h2.call(`grpc-h2-${c}-${i}`) });
       try {
-        const r = await interleaved(pids, c, loads, { repeat: opts.repeat, durationMs: opts.durationMs, warmupPerWorker: c === 1 ? 20 : 2 });
+        const r = await interleaved(pids, c, loads, { repeat: opts.repeat, durationMs: opts.durationMs, warmupPerWorker: c === 1 ? 20 : 2, ...opts.slicing });
         const rest = r.rest!;
         const rawStats = r.raw!;
         const g = r.grpc ?? null;
@@ -358,13 +354,13 @@ export async function webhookScenario(
     try {
       const first = await restTrigger(pool, w, 202)("hot-record");
       if (!first.ok) throw new Error(`first trigger of the hot record answered ${first.status}`);
-      if (!(await raw.runs.create(runDocLike(w, "hot-record", STEPS))).created) throw new Error("the raw hot record's run was not created");
+      if (!(await raw.runs.create(worldRun(w, "hot-record", STEPS))).created) throw new Error("the raw hot record's run was not created");
       const post409 = restTrigger(pool, w, 409);
       const loads: Load[] = [
         { name: "rest", fn: () => post409("hot-record") },
         { name: "raw", fn: rawConflict(raw, w, "hot-record") },
       ];
-      const r = await interleaved(pids, c, loads, { repeat: opts.repeat, durationMs: opts.durationMs, warmupPerWorker: 2 });
+      const r = await interleaved(pids, c, loads, { repeat: opts.repeat, durationMs: opts.durationMs, warmupPerWorker: 2, ...opts.slicing });
       const rest = r.rest!;
       const rawC = r.raw!;
       ctx.log(`  409   c=${c}: ${rest.okPerSec}/s p50 ${rest.p50Ms} p99 ${rest.p99Ms} ms ${fmtOther(rest)} ${fmtCpu(rest)}`);

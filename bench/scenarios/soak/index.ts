@@ -25,6 +25,7 @@ import type { Store } from "../../../src/store/index.js";
 import { storeFixtures } from "../../../src/store/index.js";
 import type { RunState } from "../../../src/store/types.js";
 import { benchWorld, openStore, spawnFor, type BenchContext } from "../../lib/context.js";
+import { LimitMet } from "../../lib/limits.js";
 import { closedLoop, round, sleep } from "../../lib/load.js";
 import { openLoop } from "../../lib/open-loop.js";
 import { rssMb, type Proc } from "../../lib/procs.js";
@@ -80,11 +81,10 @@ export async function soakScenario(ctx: BenchContext, o: SoakOptions): Promise<S
   const steps = [{ type: "load_record" as const }, { type: "update_record" as const, set: { status: "done" } }];
   const worlds = [await benchWorld(ctx, store, { steps, records }), await benchWorld(ctx, store, { steps, records })];
   const tenants = worlds.map(tenantOf);
-  const env = { RUNHOOK_API_RATE_LIMIT: "1000000" };
   const procs: Proc[] = [];
   try {
-    procs.push(await spawnFor(ctx, "soak", "start", dbName, { ...env, RUNHOOK_EXECUTOR: o.workers > 0 ? "false" : "true" }));
-    for (let i = 0; i < o.workers; i++) procs.push(await spawnFor(ctx, "soak", "worker", dbName, env));
+    procs.push(await spawnFor(ctx, "soak", "start", dbName, { RUNHOOK_EXECUTOR: o.workers > 0 ? "false" : "true" }));
+    for (let i = 0; i < o.workers; i++) procs.push(await spawnFor(ctx, "soak", "worker", dbName));
     const server = procs[0]!;
     const pids: Record<string, number | undefined> = { server: server.pid };
     for (const [i, p] of procs.slice(1).entries()) pids[o.workers > 1 ? `worker${i + 1}` : "worker"] = p.pid;
@@ -212,6 +212,7 @@ export async function soakScenario(ctx: BenchContext, o: SoakOptions): Promise<S
       let conflicts = 0;
       let errors = 0;
       let finishedLoad = false;
+      let met: LimitMet | undefined;
 
       const report = async (w: WindowAcc) => {
         w.db = await w.dbAtEnd!;
@@ -237,7 +238,7 @@ export async function soakScenario(ctx: BenchContext, o: SoakOptions): Promise<S
             if (now < w.toMs || !(w.pending === 0 || now >= w.toMs + PRINT_GRACE_MS || finishedLoad)) break;
             await report(w);
           }
-          if (wins.every((w) => w.printed)) return;
+          if (wins.every((w) => w.printed) || met) return;
           await sleep(250);
         }
       })();
@@ -248,6 +249,7 @@ export async function soakScenario(ctx: BenchContext, o: SoakOptions): Promise<S
         maxInFlight: 2000,
         drainMs: REQUEST_TIMEOUT_MS + 5000,
         startMs: start,
+        stopEarly: () => met !== undefined,
         onDrop: (_j, due) => {
           const w = winAt(due - start);
           w.arrivals++;
@@ -259,7 +261,11 @@ export async function soakScenario(ctx: BenchContext, o: SoakOptions): Promise<S
           w.pending++;
           w.lag.push(lagMs);
           const kind = kindOf(j);
-          const answers = await call(kind);
+          const answers = await call(kind).catch((err: unknown) => {
+            if (!(err instanceof LimitMet)) throw err;
+            met ??= err;
+            return [];
+          });
           const ms = performance.now() - due;
           w.pending--;
           for (const a of answers) {
@@ -286,6 +292,7 @@ export async function soakScenario(ctx: BenchContext, o: SoakOptions): Promise<S
       });
       finishedLoad = true;
       await reporter;
+      if (met) throw met;
       clearInterval(sampler);
       sample();
       const windows = wins.map((w) => windowFigures(w, samples, names));

@@ -5,6 +5,7 @@ import type { Pool } from "undici";
 import { TriggerRunRequestSchema, TriggerRunResponseSchema } from "../../../gen/runhook/v1/trigger_pb.js";
 import { FINISHED_STATES } from "../../../src/domain/runs/model.js";
 import type { BenchWorld } from "../../lib/context.js";
+import { grpcLimitMet, httpLimitMet, LimitMet } from "../../lib/limits.js";
 import { CONFLICT_EVERY, FOLLOW_AFTER_MS, KINDS, LOG_PAGE, MIX, REQUEST_TIMEOUT_MS, type Kind } from "./model.js";
 
 interface Tenant {
@@ -57,7 +58,7 @@ export function tenantOf(w: BenchWorld): Tenant {
   };
 }
 
-/** The mixed load's requests against one server. */
+/** The mixed load's requests against one server; one that meets a limit throws LimitMet. */
 export function requests(pool: Pool, client: grpc.Client, tenants: Tenant[], records: number) {
   const counters: Record<Kind, number> = { webhook: 0, grpc: 0, runGet: 0, logsPage: 0, noteCreate: 0, noteList: 0 };
 
@@ -74,21 +75,29 @@ export function requests(pool: Pool, client: grpc.Client, tenants: Tenant[], rec
     return Promise.all(Array.from({ length: n % CONFLICT_EVERY === 0 ? 2 : 1 }, () => webhookOnce(t, body)));
   }
 
-  async function webhookOnce(t: Tenant, body: string): Promise<Answer> {
-    const res = await pool.request({ path: t.w.hookPath, method: "POST", headers: t.hookHeaders, body });
+  /** One HTTP request: its status and text; a limit's refusal throws (LimitMet). */
+  async function ask(path: string, method: "GET" | "POST", headers: Record<string, string>, body?: string) {
+    const res = await pool.request({ path, method, headers, body });
     const text = await res.body.text();
-    if (res.statusCode === 202) {
+    const met = httpLimitMet(res.statusCode, text);
+    if (met) throw met;
+    return { statusCode: res.statusCode, text };
+  }
+
+  async function webhookOnce(t: Tenant, body: string): Promise<Answer> {
+    const { statusCode, text } = await ask(t.w.hookPath, "POST", t.hookHeaders, body);
+    if (statusCode === 202) {
       const id = /"runId"\s*:\s*"([^"]+)"/.exec(text)?.[1];
       if (!id) return { status: "202-without-runId", expected: false };
       accepted(t, id);
       return { status: "202", expected: true, accepted: true };
     }
-    return { status: String(res.statusCode), expected: res.statusCode === 409, conflict: res.statusCode === 409 };
+    return { status: String(statusCode), expected: statusCode === 409, conflict: statusCode === 409 };
   }
 
   function grpcTrigger(t: Tenant): Promise<Answer> {
     const webhookUrl = `http://localhost${t.w.hookPath}`;
-    return new Promise((resolve) =>
+    return new Promise((resolve, reject) =>
       client.makeUnaryRequest(
         TRIGGER_PATH,
         encodeReq,
@@ -97,6 +106,8 @@ export function requests(pool: Pool, client: grpc.Client, tenants: Tenant[], rec
         t.grpcMd,
         { deadline: Date.now() + REQUEST_TIMEOUT_MS },
         (err, value) => {
+          const met = grpcLimitMet(err);
+          if (met) return reject(met);
           if (err)
             return resolve({
               status: `grpc-${grpc.status[err.code] ?? err.code}`,
@@ -123,23 +134,17 @@ export function requests(pool: Pool, client: grpc.Client, tenants: Tenant[], rec
     const aged = pick !== undefined;
     pick ??= t.runs[t.runs.length - 1];
     if (!pick) return { status: "no-run-yet", expected: true, skipped: true };
-    const res = await pool.request({ path: `/v1/runs/${pick.id}`, method: "GET", headers: t.userHeaders });
-    const text = await res.body.text();
+    const res = await ask(`/v1/runs/${pick.id}`, "GET", t.userHeaders);
     if (res.statusCode !== 200) return { status: String(res.statusCode), expected: false };
-    const state = /"state"\s*:\s*"([A-Z_]+)"/.exec(text)?.[1] ?? "";
+    const state = /"state"\s*:\s*"([A-Z_]+)"/.exec(res.text)?.[1] ?? "";
     return { status: "200", expected: true, ...(aged ? { finished: FINISHED.has(state) } : {}) };
   }
 
   async function logsPage(t: Tenant): Promise<Answer> {
     const used = t.cursor;
-    const res = await pool.request({
-      path: `${t.envPath}/activity-logs?limit=${LOG_PAGE}${used ? `&cursor=${encodeURIComponent(used)}` : ""}`,
-      method: "GET",
-      headers: t.apiHeaders,
-    });
-    const text = await res.body.text();
+    const res = await ask(`${t.envPath}/activity-logs?limit=${LOG_PAGE}${used ? `&cursor=${encodeURIComponent(used)}` : ""}`, "GET", t.apiHeaders);
     if (res.statusCode !== 200) return { status: String(res.statusCode), expected: false };
-    const body = JSON.parse(text) as { activityLogs?: unknown[]; nextCursor?: string };
+    const body = JSON.parse(res.text) as { activityLogs?: unknown[]; nextCursor?: string };
     // Two pages of one cursor in flight read the same entries: only the first to answer moves the tail on.
     if (body.nextCursor && t.cursor === used) {
       t.cursor = body.nextCursor;
@@ -155,15 +160,13 @@ export function requests(pool: Pool, client: grpc.Client, tenants: Tenant[], rec
       title: `soak ${n}`,
       content: `Soak note ${n}: <b>checked</b> at ${new Date().toISOString()}`,
     });
-    const res = await pool.request({ path: `${t.envPath}/notes`, method: "POST", headers: t.apiJsonHeaders, body });
-    await res.body.text();
+    const res = await ask(`${t.envPath}/notes`, "POST", t.apiJsonHeaders, body);
     return { status: String(res.statusCode), expected: res.statusCode === 201 };
   }
 
   async function noteList(t: Tenant, n: number): Promise<Answer> {
     const filter = n % 2 === 0 ? "" : `&collection=${encodeURIComponent(t.w.collection)}&recordId=r${(n * 7919) % records}`;
-    const res = await pool.request({ path: `${t.envPath}/notes?limit=20${filter}`, method: "GET", headers: t.apiHeaders });
-    await res.body.text();
+    const res = await ask(`${t.envPath}/notes?limit=20${filter}`, "GET", t.apiHeaders);
     return { status: String(res.statusCode), expected: res.statusCode === 200 };
   }
 
@@ -171,6 +174,7 @@ export function requests(pool: Pool, client: grpc.Client, tenants: Tenant[], rec
     try {
       return await p();
     } catch (err) {
+      if (err instanceof LimitMet) throw err;
       return { status: errStatus(err), expected: false };
     }
   };
@@ -180,7 +184,10 @@ export function requests(pool: Pool, client: grpc.Client, tenants: Tenant[], rec
     const t = tenants[n % tenants.length]!;
     switch (kind) {
       case "webhook":
-        return webhook(t).catch((err: unknown) => [{ status: errStatus(err), expected: false }]);
+        return webhook(t).catch((err: unknown) => {
+          if (err instanceof LimitMet) throw err;
+          return [{ status: errStatus(err), expected: false }];
+        });
       case "grpc":
         return [await once(() => grpcTrigger(t))];
       case "runGet":
