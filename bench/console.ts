@@ -9,24 +9,14 @@
 //   node --import tsx bench/console.ts [loads=20]
 // Budget: p95 ≤ BUDGET_P95_MS cold, for each page; printed as met or missed. A benchmark, not a
 // test: nothing fails on it. Uses MONGODB_URI when set, otherwise the embedded mongo-java-server.
-import { existsSync } from "node:fs";
-import { chromium, type Browser, type BrowserContext } from "playwright-core";
+import type { Browser, BrowserContext } from "playwright-core";
+import { launchChromium } from "../fixtures/chromium.js";
 import { benchWorld, openStore, spawnFor } from "./lib/context.js";
 import { percentile, round, sleep } from "./lib/load.js";
 import { standalone } from "./lib/standalone.js";
 
 /** The first-load budget on localhost: p95 of a cold load of either page, to usable. */
 export const BUDGET_P95_MS = 1000;
-const CHROMIUM = "/usr/bin/chromium";
-const ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 
 const [loads = 20] = process.argv
   .slice(2)
@@ -122,7 +112,8 @@ async function finishedRun(baseUrl: string, hookPath: string, token: string): Pr
 }
 
 await standalone("console", async (ctx) => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: apt-get install -y chromium`);
+  const browser: Browser = await launchChromium();
+  ctx.cleanups.push(() => browser.close());
   const dbName = `${ctx.runTag}_console`;
   const store = await openStore(ctx, dbName);
   const w = await benchWorld(ctx, store, {
@@ -132,8 +123,6 @@ await standalone("console", async (ctx) => {
   const baseUrl = server.baseUrl!;
   const runId = await finishedRun(baseUrl, w.hookPath, w.userToken);
   const cookie = await sessionCookie(baseUrl, w.adminToken);
-  const browser: Browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
-  ctx.cleanups.push(() => browser.close());
   ctx.log(`${loads} loads of each page, cold (a fresh context) then warm (the same context again); budget: p95 ≤ ${BUDGET_P95_MS} ms cold`);
 
   const pages = [

@@ -1,22 +1,12 @@
 // What the browser scenarios share: Debian's chromium launched headless, a test server on a free
 // loopback port (each for the whole file), and a browser context signed in to the console that
 // records every request and every error the page logs, checked when the context is done.
-import { existsSync } from "node:fs";
 import { createServer } from "node:net";
-import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page } from "playwright-core";
+import type { Browser, BrowserContext, BrowserContextOptions, Page } from "playwright-core";
+import { launchChromium } from "../../fixtures/chromium.js";
 import { expect } from "vitest";
 import { forFile, startServer, type TestServer } from "../helpers/server.js";
 
-export const CHROMIUM = "/usr/bin/chromium";
-const ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 export const LONG = { timeout: 20_000 };
 
 async function freePort(): Promise<number> {
@@ -33,16 +23,11 @@ async function consoleServer(): Promise<TestServer> {
   return startServer({ env: { PORT: String(port), PUBLIC_BASE_URL: `http://127.0.0.1:${port}` } });
 }
 
-async function launch(): Promise<Browser> {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium; .ci/run does)`);
-  return chromium.launch({ executablePath: CHROMIUM, args: ARGS });
-}
-
 /** consoleServer for the whole test file. */
 export const consoleServerForFile = () => forFile(consoleServer, (server) => server.stop());
 
 /** The headless chromium of the whole test file. */
-export const browserForFile = () => forFile(launch, (browser) => browser.close());
+export const browserForFile = () => forFile(launchChromium, (browser) => browser.close());
 
 export interface Session {
   page: Page;
