@@ -3,6 +3,7 @@
 // webhook key) is sent in every place a request has (a URL's path and query, headers, body
 // fields) to a server process, whose own output is then read; and the logger itself is given
 // each in every field a line can carry.
+import { randomUUID } from "node:crypto";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { configuredSecrets, loadConfig } from "../src/config.js";
@@ -103,12 +104,19 @@ describe("a server's own log output", () => {
       expect(raw.includes(secret), kind).toBe(false);
       expect(raw.includes(tell(secret)), kind).toBe(false);
     }
-    // What a request with a secret shows instead: its URL redacted, and a request id of the server's own
-    // (one that is the configured secret itself is redacted where it is written).
+    // What a request with a secret shows instead: its URL redacted, and a request id of the server's own.
     expect(lines.some((l) => l.msg === "request" && String(l.url).startsWith("/healthz?token=[redacted]"))).toBe(true);
     const ids = lines.filter((l) => l.url === "/healthz").map((l) => String(l.requestId));
     expect(ids.length).toBeGreaterThan(0);
-    for (const id of ids) expect(id).toMatch(/^[0-9a-f-]{36}$|^\[redacted\]$/);
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it("keeps a long request id of one case (a client's prefix and UUIDs, a trace id): echoed and logged as sent", async () => {
+    const id = `client-${randomUUID()}-${randomUUID()}`;
+    const res = await fetch(`${server.baseUrl}/healthz`, { headers: { "x-request-id": id } });
+    expect(res.headers.get("x-request-id")).toBe(id);
+    await sleep(500); // the log is written asynchronously
+    expect(server.logs.lines().some((l) => l.requestId === id)).toBe(true);
   });
 });
 

@@ -40,6 +40,9 @@ describe("an API token made in an SSO session", () => {
   it("made before the rule, is bound at start to the SSO token that made it, or stops when none is left", async () => {
     const w = await createWorld(server);
     const hour = new Date(Date.now() + 3_600_000);
+    // A longer SSO login of the admin, revoked before the API token was made: it made nothing.
+    const revoked = await addAppToken(server, w.admin._id, { sso: true, expiresAt: new Date(Date.now() + 86_400_000) });
+    await adminClient(server.baseUrl, w.ownerToken).revokeApplicationToken({ tokenId: revoked.id });
     // The admin's SSO login (an hour), then an SSO API token stored as before the rule (a day, no record of its session).
     await addAppToken(server, w.admin._id, { sso: true, expiresAt: hour });
     const bound = await addApiToken(server, w.admin._id, w.projectId, { sso: true });

@@ -246,3 +246,20 @@ it("reads nothing of a workflow's history per trigger or run read, however large
     await quiet.stop();
   }
 });
+
+it("stores nothing for a CreateWorkflow it refuses (a bad trigger role)", async () => {
+  const w = await createWorld(server);
+  const steps = storeFixtures(server.deps.store).workflowSteps;
+  const before = await steps.estimatedDocumentCount();
+  const refused = await refusal(
+    adminClient(server.baseUrl, w.ownerToken).createWorkflow({
+      renderingId: w.renderingId,
+      collectionId: w.collectionId,
+      name: "refused",
+      triggerRoles: ["nobody"],
+      steps: sized(60_000, "refused").map(stepToProto),
+    }),
+  );
+  expect(refused?.code).toBe(Code.InvalidArgument);
+  expect(await steps.estimatedDocumentCount()).toBe(before);
+});

@@ -27,7 +27,7 @@ not the run.
 
   --base-url URL   the runhook server (default: $RUNHOOK_URL, else http://localhost:8080)
   --token TOKEN    default $RUNHOOK_TOKEN: the application token that triggered the run (or one
-                   of another user allowed to trigger the workflow), or a project API token of
+                   of another user allowed to trigger the workflow, or of a project admin), or a project API token of
                    the run's project
 
 Exits 0 when the run SUCCEEDED, 10 when it FAILED and 11 when it was CANCELLED (the step's
@@ -200,7 +200,7 @@ function ttyView(out: NodeJS.WriteStream): View {
 const HINTS: Record<number, string> = {
   400: "the run id is malformed: give the runId printed by runhook trigger (a UUID)",
   401: "the token is missing, unknown, expired or revoked: use the application token that triggered the run (or a project API token of the run's project)",
-  403: "this token may not see the run: use an application token of a user allowed to trigger its workflow, or a project API token of the run's project",
+  403: "this token may not see the run: use an application token of a user allowed to trigger its workflow or of a project admin, or a project API token of the run's project",
   404: "no run with this id on this server: check the id and --base-url / RUNHOOK_URL",
 };
 

@@ -2,6 +2,7 @@
 // the /v1 REST API, health endpoints, the OpenAPI document and its reference page.
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import type { Duplex } from "node:stream";
+import type { IncomingHttpHeaders } from "node:http";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { ConnectError, createContextValues, type ContextValues } from "@connectrpc/connect";
 import { fail } from "../domain/errors.js";
@@ -13,7 +14,7 @@ import { clampDeadlineHeaders } from "../rpc/deadline.js";
 import type { Services } from "../services/index.js";
 import { callOptions, passedPipeline, sendError } from "./bridge.js";
 import { registerWebhookRoutes, WEBHOOK_ROUTE } from "./webhook.js";
-import { REQUEST_ID_HEADER, requestIdOf } from "../rpc/request-id.js";
+import { REQUEST_ID_HEADER, requestIdRule } from "../rpc/request-id.js";
 import { API_CHECKS, isApiRequest, registerV1Routes } from "./v1.js";
 import { clientAddressKey } from "../rpc/rate-limit.js";
 import { clientAddressRule } from "../rpc/client-address.js";
@@ -126,10 +127,11 @@ function stopsGracefully(app: FastifyInstance): CallsShutdown {
   return shutdown;
 }
 
-export async function buildGateway(deps: ServerDeps, services: Services): Promise<FastifyInstance> {
+/** The server's options: limits, deadlines, proxies, request ids. */
+function serverOptions(deps: ServerDeps, clients: ReturnType<typeof clientAddressRule>) {
   const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = deps.config.http;
-  const clients = clientAddressRule(deps.config.trustedProxies);
-  const app = Fastify({
+  const requestIdOf = requestIdRule(deps.config);
+  return {
     logger: false,
     bodyLimit: deps.config.bodyLimitBytes,
     return503OnClosing: true,
@@ -148,10 +150,15 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
       connectionsCheckingInterval: Math.min(30_000, Math.max(50, Math.floor(headersTimeoutMs / 4))),
     },
     clientErrorHandler: (err: Error & { code?: string }, socket: Duplex) => clientError(deps, err, socket),
-    // The caller's x-request-id when well-formed, else a new one; echoed on every answer.
+    // The caller's x-request-id when well-formed and no secret, else a new one; echoed on every answer.
     requestIdHeader: false,
-    genReqId: (req) => requestIdOf(req.headers[REQUEST_ID_HEADER]),
-  });
+    genReqId: (req: { headers: IncomingHttpHeaders }) => requestIdOf(req.headers[REQUEST_ID_HEADER]),
+  } as const;
+}
+
+export async function buildGateway(deps: ServerDeps, services: Services): Promise<FastifyInstance> {
+  const clients = clientAddressRule(deps.config.trustedProxies);
+  const app = Fastify(serverOptions(deps, clients));
 
   app.decorateRequest("clientAddress", undefined);
   app.addHook("onRequest", async (req, reply) => {

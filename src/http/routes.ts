@@ -302,7 +302,7 @@ const NOTE_ROUTES = [
 ];
 
 const RUN_GET_DESCRIPTION =
-  "Token: an application token of a user allowed to trigger the workflow, or a project API token of the run's project. " +
+  "Token: an application token of a user allowed to trigger the workflow or of an admin of the project (or of its organization), or a project API token of the run's project. " +
   "Without `wait` the run is answered at once. With `wait` and no `version` (or `version=0`) the answer comes once the run is finished (SUCCEEDED, FAILED or CANCELLED) or the wait is over, whichever is first. " +
   "With `wait` and `version` it comes as soon as the run's version differs from it, the run is finished, or the wait is over (then with the same version). A finished run is always answered at once.";
 

@@ -14,15 +14,16 @@ const REDACTED = "[redacted]";
  * ids) are no secret's shape.
  */
 const TOKEN_SOURCE = "rh_(?:app|api|org|ses)_[A-Za-z0-9_-]*";
-const OPAQUE_SOURCE = "(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{40,}";
 const TOKEN = new RegExp(TOKEN_SOURCE, "i");
 const TOKENS = new RegExp(TOKEN_SOURCE, "gi");
-const OPAQUE = new RegExp(OPAQUE_SOURCE);
-const OPAQUES = new RegExp(OPAQUE_SOURCE, "g");
+// Runs are found first and their case judged after: a pattern that looked ahead for both cases
+// would rescan a long one-case run from each position (seconds for a 16 KiB URL).
+const LONG_RUNS = /[A-Za-z0-9_-]{40,}/g;
+const isOpaque = (run: string) => /[a-z]/.test(run) && /[A-Z]/.test(run);
 
 /** Whether a text (as the server reads it: escapes decoded) holds what could be a secret. */
 export function holdsSecret(text: string): boolean {
-  return TOKEN.test(text) || OPAQUE.test(text);
+  return TOKEN.test(text) || (text.match(LONG_RUNS) ?? []).some(isOpaque);
 }
 
 /** A part of a URL as the server reads it (escapes decoded), or as given when it does not decode. */
@@ -70,7 +71,7 @@ export function lineRedactor(secrets: readonly string[]): (line: string) => stri
   return (line) => {
     let out = line;
     for (const s of spellings) if (out.includes(s)) out = out.split(s).join(REDACTED);
-    return out.replace(TOKENS, REDACTED).replace(OPAQUES, REDACTED);
+    return out.replace(TOKENS, REDACTED).replace(LONG_RUNS, (run) => (isOpaque(run) ? REDACTED : run));
   };
 }
 

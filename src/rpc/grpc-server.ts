@@ -10,7 +10,7 @@ import { createContextValues } from "@connectrpc/connect";
 import { unaryFastPath } from "./grpc-unary.js";
 import { clampDeadlineHeaders } from "./deadline.js";
 import { logBug } from "./pipeline.js";
-import { REQUEST_ID_HEADER, requestIdOf } from "./request-id.js";
+import { REQUEST_ID_HEADER, requestIdRule } from "./request-id.js";
 import { clientAddressKey } from "./rate-limit.js";
 import { clientAddressRule } from "./client-address.js";
 import { connectServerOptions } from "./router.js";
@@ -52,6 +52,7 @@ function callHandler(deps: ServerDeps, services: Services, shutdown: CallsShutdo
   };
   // The client: the peer, or behind a trusted proxy the address its x-forwarded-for names (as on the gateway).
   const clients = clientAddressRule(deps.config.trustedProxies);
+  const requestIdOf = requestIdRule(deps.config);
   return (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
     clampDeadlineHeaders(req.headers);
     const client = clients.clientAddress(req.socket?.remoteAddress, req.headers["x-forwarded-for"]);

@@ -22,8 +22,6 @@ export interface ImmutableStore {
    * stored with its steps inside the workflow document, that version alone read from it.
    */
   workflowSteps(workflowId: string, version: WorkflowVersionDoc): Promise<StepDoc[] | null>;
-  /** What the steps kept hold (bytes, as counted against MAX_CACHED_STEPS_BYTES). */
-  cachedStepsBytes(): number;
 }
 
 function cached<T>(read: (id: string) => Promise<T | null>): (id: string) => Promise<T | null> {
@@ -46,7 +44,6 @@ function stepsCache() {
   const kept = new Map<string, { steps: StepDoc[]; size: number }>();
   let bytes = 0;
   return {
-    bytes: () => bytes,
     async get(key: string, read: () => Promise<StepDoc[] | null>): Promise<StepDoc[] | null> {
       const hit = kept.get(key);
       if (hit) return hit.steps;
@@ -81,6 +78,5 @@ export function immutableStore(d: Database): ImmutableStore {
             const doc = await d.workflows.findOne({ _id: workflowId }, { projection: { _id: 1, versions: { $elemMatch: { version: v.version } } } });
             return (doc?.versions as WorkflowVersionWithSteps[] | undefined)?.[0]?.steps ?? null;
           }),
-    cachedStepsBytes: steps.bytes,
   };
 }

@@ -541,8 +541,11 @@ export const ListRunsResponseSchema: GenMessage<ListRunsResponse> = /*@__PURE__*
 /**
  * RunService follows and cancels runs.
  *
- * Authentication: an application token of a user allowed to trigger the
- * run's workflow, or a project API token of the run's project. Errors:
+ * Authentication, one rule for every method: a project API token of the run's
+ * project sees every run; an application token of an admin of the project (or
+ * of its organization) every run, of a user with another role the runs of the
+ * workflows that user may trigger (in the rendering's team, with a trigger
+ * role that allows it), whoever started them. Errors:
  * UNAUTHENTICATED (401) bad token, PERMISSION_DENIED (403) token not allowed
  * for this run, NOT_FOUND (404) unknown run, INVALID_ARGUMENT (400) bad id.
  *
@@ -575,8 +578,8 @@ export const RunService: GenService<{
     output: typeof WatchRunResponseSchema;
   },
   /**
-   * CancelRun cancels an ongoing run (application token of a user allowed to
-   * trigger the workflow). A finished run answers FAILED_PRECONDITION (HTTP 400).
+   * CancelRun cancels an ongoing run (an application token that sees the run;
+   * not a project API token). A finished run answers FAILED_PRECONDITION (HTTP 400).
    *
    * @generated from rpc runhook.v1.RunService.CancelRun
    */
@@ -588,11 +591,9 @@ export const RunService: GenService<{
   /**
    * ListRuns searches the runs of an environment, newest first by default
    * (order `desc`; `asc` oldest first), in the stable order (created_at, id).
-   * Tokens: a project API token of the project (every run), or an application
-   * token of a user with a role on the project: a project (or organization)
-   * admin sees every run, any other role only the runs it triggered (a
-   * `user_id` naming someone else is PERMISSION_DENIED). INVALID_ARGUMENT
-   * for a bad filter or a cursor of another query.
+   * Tokens: as every method, the runs listed are those the caller sees;
+   * `user_id` narrows them to one user's runs. INVALID_ARGUMENT for a bad
+   * filter or a cursor of another query.
    *
    * @generated from rpc runhook.v1.RunService.ListRuns
    */

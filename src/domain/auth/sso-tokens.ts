@@ -17,7 +17,7 @@ async function sessionOf(dir: DirectoryStore, token: ApiTokenDoc): Promise<AppTo
   for (;;) {
     const page = await dir.appTokens.ofUser(token.userId, after, BATCH);
     for (const t of page) {
-      const usableThen = t.sso && t.createdAt.getTime() <= made && t.expiresAt.getTime() > made;
+      const usableThen = t.sso && t.createdAt.getTime() <= made && t.expiresAt.getTime() > made && (!t.revokedAt || t.revokedAt.getTime() > made);
       if (usableThen && (!best || t.expiresAt > best.expiresAt)) best = t;
     }
     if (page.length < BATCH) return best;

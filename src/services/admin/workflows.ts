@@ -126,6 +126,8 @@ function workflowChanges(deps: Deps): Pick<AdminImpl, "createWorkflow" | "publis
       const name = req.name.trim();
       if (!name || name.length > 200) throw fail.invalid("name: 1 to 200 characters");
       const steps = stepsFromProto(req.steps, collection.primaryKey);
+      // Every check before the steps are stored: a refused call leaves nothing behind.
+      const triggerRoles = validRoles(req.triggerRoles, "trigger_roles");
       const now = new Date();
       const id = randomUUID();
       const stepsId = await dir.workflows.putSteps(id, steps.steps, steps.bytes);
@@ -136,7 +138,7 @@ function workflowChanges(deps: Deps): Pick<AdminImpl, "createWorkflow" | "publis
         renderingId: rendering._id,
         collectionId: collection._id,
         name,
-        triggerRoles: validRoles(req.triggerRoles, "trigger_roles"),
+        triggerRoles,
         versions: [{ version: 1, active: true, publishedAt: now, stepsId, bytes: steps.bytes }],
         webhook: { enabled: false, generation: 1, rateLimitPerMinute: config.webhookRateLimitPerMinute, everEnabled: false },
         createdAt: now,
