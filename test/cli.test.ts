@@ -14,6 +14,7 @@ import { seed, startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, local, UUID_RE } from "./helpers/webhook.js";
 import { createWorld, type World } from "../fixtures/world.js";
 import { sleep } from "../src/lib/sleep.js";
+import { errorBody } from "../src/rpc/errors.js";
 
 let server: TestServer;
 let demo: SeedOutput;
@@ -91,7 +92,7 @@ describe("runhook trigger", () => {
     expect(second.stderr).toContain(`runhook runs watch ${runId}`);
 
     expect(json.code).toBe(8);
-    expect(JSON.parse(json.stdout)).toEqual({ error: "a run of this workflow is already ongoing on this record", code: "already_exists", runId });
+    expect(JSON.parse(json.stdout)).toEqual({ ...errorBody("already_exists", "a run of this workflow is already ongoing on this record"), runId });
 
     const api = await fetch(`${server.baseUrl}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${demo.userToken}` } });
     expect(((await api.json()) as { recordId: string }).recordId).toBe(record);

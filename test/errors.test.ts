@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { fail } from "../src/domain/errors.js";
 import { codeName, httpStatusOf, ONGOING_RUN_ID, toConnectError, toHttpError } from "../src/rpc/errors.js";
 import { MongoBulkWriteError, MongoNetworkError, MongoServerError } from "../src/store/index.js";
+import { errorBody } from "../src/rpc/errors.js";
 
 const SPEC: [number, Code, string][] = [
   [400, Code.InvalidArgument, "invalid_argument"],
@@ -23,7 +24,7 @@ describe("error table", () => {
 
   it("builds the {error, code} body, with runId on 409 and Retry-After on 429", () => {
     const conflict = toHttpError(new ConnectError("a run is ongoing", Code.AlreadyExists, { [ONGOING_RUN_ID]: "r-1" }));
-    expect(conflict).toEqual({ status: 409, headers: {}, body: { error: "a run is ongoing", code: "already_exists", runId: "r-1" } });
+    expect(conflict).toEqual({ status: 409, headers: {}, body: { ...errorBody("already_exists", "a run is ongoing"), runId: "r-1" } });
     const throttled = toHttpError(fail.throttled(17));
     expect(throttled.status).toBe(429);
     expect(throttled.headers["retry-after"]).toBe("17");
@@ -32,7 +33,7 @@ describe("error table", () => {
   it("never leaks internal error messages", () => {
     const e = toHttpError(new Error("connection string mongodb://secret@host"));
     expect(e.status).toBe(500);
-    expect(e.body).toEqual({ error: "internal error", code: "internal" });
+    expect(e.body).toEqual({ code: "internal", message: "internal error", error: "internal error" });
   });
 
   it("answers an unreachable database with 503 unavailable and Retry-After, the same error for every entry point", () => {
@@ -44,7 +45,7 @@ describe("error table", () => {
       expect(toHttpError(err)).toEqual({
         status: 503,
         headers: { "retry-after": "5" },
-        body: { error: "the database is unavailable; retry later", code: "unavailable" },
+        body: errorBody("unavailable", "the database is unavailable; retry later"),
       });
       const ce = toConnectError(err);
       expect([ce.code, ce.metadata.get("retry-after")]).toEqual([Code.Unavailable, "5"]);

@@ -12,6 +12,7 @@ import { grpcGetRun, queueRun, waitForRun } from "./helpers/runs.js";
 import { serverForFile, startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow, local, postHook, sleep } from "./helpers/webhook.js";
 import { createWorld, type World } from "../fixtures/world.js";
+import { errorBody } from "../src/rpc/errors.js";
 
 const server = serverForFile();
 const db = () => storeFixtures(server.deps.store);
@@ -95,7 +96,7 @@ describe("bodies: JSON media types", () => {
     for (const ct of ["text/plain", "application/x-www-form-urlencoded", "application/jsonx", "text/json"]) {
       const res = await fetch(url, { method: "POST", headers: { ...auth(w.apiToken), "content-type": ct }, body });
       expect(res.status, ct).toBe(400);
-      expect(await res.json()).toEqual({ error: `Content-Type must be application/json, got "${ct}"`, code: "invalid_argument" });
+      expect(await res.json()).toEqual(errorBody("invalid_argument", `Content-Type must be application/json, got "${ct}"`));
     }
     const note = (await (await fetch(url, { method: "POST", headers: { ...auth(w.apiToken), "content-type": "application/json" }, body })).json()) as {
       id: string;
@@ -106,7 +107,7 @@ describe("bodies: JSON media types", () => {
     // A route that needs a body: an empty one is a 400 with the error body.
     const empty = await fetch(url, { method: "POST", headers: { ...auth(w.apiToken), "content-type": "application/json" } });
     expect(empty.status).toBe(400);
-    expect(await empty.json()).toEqual({ error: "request body must be a JSON object", code: "invalid_argument" });
+    expect(await empty.json()).toEqual(errorBody("invalid_argument", "request body must be a JSON object"));
   });
 
   it("webhook: application/json with parameters or none is accepted; other media types are 400 at the body's place in the check order", async () => {
@@ -122,7 +123,7 @@ describe("bodies: JSON media types", () => {
     // What `curl -d` sends without -H 'Content-Type: application/json'.
     const form = await postHook(url, w.userToken, body("r4"), { raw: true, contentType: "application/x-www-form-urlencoded" });
     expect(form.status).toBe(400);
-    expect(form.body).toEqual({ error: 'Content-Type must be application/json, got "application/x-www-form-urlencoded"', code: "invalid_argument" });
+    expect(form.body).toEqual(errorBody("invalid_argument", 'Content-Type must be application/json, got "application/x-www-form-urlencoded"'));
     expect(await db().runs.countDocuments({ workflowId: w.workflowId, recordId: "r4" })).toBe(0);
 
     // Earlier checks answer first: the token (step 2) and the rate limit (step 5).
@@ -150,7 +151,7 @@ describe("bodies: too large and too deep", () => {
         body: big,
       });
       expect(declared.status, target).toBe(413);
-      expect(await declared.json()).toEqual({ error: `request body larger than ${limit} bytes`, code: "resource_exhausted" });
+      expect(await declared.json()).toEqual(errorBody("resource_exhausted", `request body larger than ${limit} bytes`));
       // Chunked: no Content-Length, the limit applies to what arrives.
       const chunked = await rawHttp(
         server.baseUrl,
@@ -178,7 +179,7 @@ describe("bodies: too large and too deep", () => {
     for (const raw of [deepArray, deepInside('{"record_id":"r1",')]) {
       const res = await hook(raw);
       expect(res.status).toBe(400);
-      expect(res.body).toEqual({ error: `the JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`, code: "invalid_argument" });
+      expect(res.body).toEqual(errorBody("invalid_argument", `the JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`));
     }
     expect(await db().runs.countDocuments({ workflowId: w.workflowId })).toBe(0);
 
@@ -192,7 +193,7 @@ describe("bodies: too large and too deep", () => {
       for (const raw of [deepArray, deepInside(prefix)]) {
         const res = await api.call(method, path, { rawBody: raw });
         expect(res.status, `${method} ${path}`).toBe(400);
-        expect(res.body).toEqual({ error: `the JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`, code: "invalid_argument" });
+        expect(res.body).toEqual(errorBody("invalid_argument", `the JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`));
       }
     }
     expect((await api.get(`${notesPath(w)}/${note.body.id}`)).body).toMatchObject({ title: "", messages: [expect.anything()] });
@@ -308,7 +309,7 @@ describe("timeouts and limits against slow clients", () => {
       expect(ex.closedByServer, name).toBe(true);
       expect(ex.ms, name).toBeLessThan(limit + SLACK_MS);
       expect(ex.status, name).toBe(408);
-      expect(JSON.parse(ex.body), name).toEqual({ error: "the request was not received in time", code: "deadline_exceeded" });
+      expect(JSON.parse(ex.body), name).toEqual(errorBody("deadline_exceeded", "the request was not received in time"));
     }
     await stillServing(tight, w);
   });
@@ -316,10 +317,10 @@ describe("timeouts and limits against slow clients", () => {
   it("HTTP: oversized request headers and malformed HTTP get the {error, code} body and the connection is closed", async () => {
     const big = await rawHttp(tight.baseUrl, rawRequest("GET", "/healthz", { "X-Pad": "a".repeat(20_000) }));
     expect(big.status).toBe(431);
-    expect(JSON.parse(big.body)).toEqual({ error: "the request headers are too large", code: "resource_exhausted" });
+    expect(JSON.parse(big.body)).toEqual(errorBody("resource_exhausted", "the request headers are too large"));
     const junk = await rawHttp(tight.baseUrl, "NOT HTTP AT ALL\r\n\r\n");
     expect(junk.status).toBe(400);
-    expect(JSON.parse(junk.body)).toEqual({ error: "malformed HTTP request", code: "invalid_argument" });
+    expect(JSON.parse(junk.body)).toEqual(errorBody("invalid_argument", "malformed HTTP request"));
     expect(big.closedByServer && junk.closedByServer).toBe(true);
     await stillServing(tight, w);
   });

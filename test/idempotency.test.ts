@@ -12,6 +12,7 @@ import { ConfigError, loadConfig } from "../src/config.js";
 import { serverForFile } from "./helpers/server.js";
 import { addAppToken, addUser, createWorld, type World } from "../fixtures/world.js";
 import { adminClient, awaitFreshWindow, local, postHook, UUID_RE } from "./helpers/webhook.js";
+import { errorBody } from "../src/rpc/errors.js";
 
 const TTL_HOURS = 2;
 const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false", RUNHOOK_IDEMPOTENCY_TTL_HOURS: String(TTL_HOURS) } });
@@ -100,7 +101,7 @@ describe("idempotent webhook calls", () => {
     await finish(first.body.runId!);
     const other = await keyed(h, "r2", key);
     expect(other.status).toBe(400);
-    expect(other.body).toEqual({ error: expect.stringMatching(/Idempotency-Key was already used with another record_id/), code: "failed_precondition" });
+    expect(other.body).toEqual(errorBody("failed_precondition", expect.stringMatching(/Idempotency-Key was already used with another record_id/)));
     expect(await runsOf(h.w)).toBe(1);
   });
 
@@ -257,7 +258,7 @@ describe("idempotent webhook calls", () => {
     await db().setIdempotencyKeyTimes(keyIdOf(h, key), { reservedAt: new Date() });
     const again = await keyed(h, "r1", key);
     expect(again.status).toBe(409);
-    expect(again.body).toEqual({ error: expect.stringMatching(/still being answered: retry/), code: "aborted" });
+    expect(again.body).toEqual(errorBody("aborted", expect.stringMatching(/still being answered: retry/)));
     expect(await runsOf(h.w)).toBe(0);
   });
 

@@ -18,6 +18,7 @@ import { liveTokenBuckets } from "./helpers/rate-limits.js";
 import { serverForFile } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow, grpcUnary } from "./helpers/webhook.js";
 import { addApiToken, createWorld, type World } from "../fixtures/world.js";
+import { errorBody } from "../src/rpc/errors.js";
 
 const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 
@@ -73,7 +74,7 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
     // The budget is spent: every protocol is refused, with retry-after.
     const r4 = await rest.get(`/v1/project/${w.projectName}/admin-logs`);
     expect(r4.status).toBe(429);
-    expect(r4.body).toEqual({ error: expect.stringContaining("rate limit of 9 requests per minute exceeded"), code: "resource_exhausted" });
+    expect(r4.body).toEqual(errorBody("resource_exhausted", expect.stringContaining("rate limit of 9 requests per minute exceeded")));
     for (const [name, call] of [
       ["Connect", () => createClient(LogService, connect).listAdminLogs({ projectName: w.projectName }, { headers })],
       ["gRPC-Web", () => createClient(NoteService, grpcWeb).getNote({ ...scope, noteId: "x" }, { headers })],

@@ -24,6 +24,7 @@ import { addAppToken, addUser, createWorld } from "../fixtures/world.js";
 import { grpcGetRun, queueRun, waitForRun } from "./helpers/runs.js";
 import { adminClient, local, postHook } from "./helpers/webhook.js";
 import { sleep } from "../src/lib/sleep.js";
+import { errorBody } from "../src/rpc/errors.js";
 
 let server: TestServer;
 let db: StoreFixtures;
@@ -342,7 +343,7 @@ describe("end to end through the webhook route", () => {
     const runId = first.body.runId!;
     const second = await postHook(url, w.userToken, { record_id: "r1" });
     expect(second.status).toBe(409);
-    expect(second.body).toEqual({ error: "a run of this workflow is already ongoing on this record", code: "already_exists", runId });
+    expect(second.body).toEqual({ ...errorBody("already_exists", "a run of this workflow is already ongoing on this record"), runId });
     // The ongoing run is the one holding the (workflow, record) slot of the unique index.
     expect(await db.runs.findOne({ activeKey })).toMatchObject({ _id: runId });
 

@@ -16,6 +16,7 @@ import { queueRun } from "./helpers/runs.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow } from "./helpers/webhook.js";
 import { addApiToken, addEnvironment, createWorld, type World } from "../fixtures/world.js";
+import { errorBody } from "../src/rpc/errors.js";
 
 let server: TestServer;
 let db: StoreFixtures;
@@ -64,7 +65,7 @@ describe("logs of another project", () => {
   it("are 403 on the other project's paths, exactly like a project that does not exist", async () => {
     for (const list of ["activity-logs", "notes"]) {
       const other = await answer("GET", `${envPath(b)}/${list}`, a.apiToken);
-      expect(other).toEqual({ status: 403, body: { error: "the token does not belong to this project", code: "permission_denied" } });
+      expect(other).toEqual({ status: 403, body: errorBody("permission_denied", "the token does not belong to this project") });
       expect(await answer("GET", `/v1/project/no-such-project-${randomUUID()}/environment/production/${list}`, a.apiToken)).toEqual(other);
     }
     const admin = await answer("GET", `/v1/project/${b.projectName}/admin-logs`, a.apiToken);
@@ -124,7 +125,7 @@ describe("notes of another project", () => {
     ];
     for (const [method, suffix, body] of ops) {
       const own = await answer(method, `${envPath(a)}/notes/${bNoteId}${suffix}`, a.apiToken, body);
-      expect(own, `${method} ${suffix}`).toEqual({ status: 404, body: { error: "unknown note", code: "not_found" } });
+      expect(own, `${method} ${suffix}`).toEqual({ status: 404, body: errorBody("not_found", "unknown note") });
       expect(await answer(method, `${envPath(a)}/notes/${unknown}${suffix}`, a.apiToken, body)).toEqual(own);
       const theirs = await answer(method, `${envPath(b)}/notes/${bNoteId}${suffix}`, a.apiToken, body);
       expect(theirs.status, `${method} ${suffix}`).toBe(403);
@@ -144,7 +145,7 @@ describe("runs of another project", () => {
     // 403 for a token of another project, 404 for an unknown run. Run ids are
     // random UUIDs, so the difference tells nothing guessable.
     const other = await answer("GET", `/v1/runs/${bRunId}`, a.apiToken);
-    expect(other).toEqual({ status: 403, body: { error: "the API token belongs to another project", code: "permission_denied" } });
+    expect(other).toEqual({ status: 403, body: errorBody("permission_denied", "the API token belongs to another project") });
     expect((await answer("GET", `/v1/runs/${bRunId}?wait=30s`, a.apiToken)).status).toBe(403);
     expect((await answer("GET", `/v1/runs/${randomUUID()}`, a.apiToken)).body).toMatchObject({ code: "not_found" });
     // Cancelling takes an application token: an API token is 403 for any id, known or not.
@@ -178,7 +179,7 @@ describe("application tokens and the public API", () => {
       ] as [string, string, unknown?][]) {
         expect(await answer(method, path, token, body), `${method} ${path}`).toEqual({
           status: 401,
-          body: { error: "missing, expired or invalid bearer token", code: "unauthenticated" },
+          body: errorBody("unauthenticated", "missing, expired or invalid bearer token"),
         });
       }
     }

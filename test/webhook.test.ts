@@ -11,6 +11,7 @@ import { spawnServer, serverForFile, type ChildServer } from "./helpers/server.j
 import { addAppToken, addUser, createWorld, type World } from "../fixtures/world.js";
 import { adminClient, awaitFreshWindow, grpcTrigger, local, postHook, sleep, UUID_RE } from "./helpers/webhook.js";
 import { storeFixtures } from "../src/store/index.js";
+import { errorBody } from "../src/rpc/errors.js";
 
 const server = serverForFile({ env: { RUNHOOK_EXECUTOR: "false" } });
 
@@ -159,7 +160,7 @@ describe("webhook: success (202)", () => {
     expect(bare.status).toBe(202);
     const res = await postHook(h.url, h.w.userToken, JSON.stringify({ record_id: "r2" }), { raw: true, contentType: "text/plain" });
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ error: 'Content-Type must be application/json, got "text/plain"', code: "invalid_argument" });
+    expect(res.body).toEqual(errorBody("invalid_argument", 'Content-Type must be application/json, got "text/plain"'));
   });
 });
 
@@ -183,7 +184,7 @@ describe("webhook: 400 bad body (step 6)", () => {
       const h = await hook();
       const res = await postHook(h.url, h.w.userToken, raw, { raw: true });
       expect(res.status).toBe(400);
-      expect(res.body).toEqual({ error: expect.any(String), code: "invalid_argument" });
+      expect(res.body).toEqual(errorBody("invalid_argument", expect.any(String)));
       expect(await db().runs.countDocuments({ workflowId: h.w.workflowId })).toBe(0);
     });
   }
@@ -232,7 +233,7 @@ describe("webhook: 400 bad URL (step 1)", () => {
     for (const bad of [key.slice(0, -1), `${key}A`, `${key}=`, key.slice(1), "x", "not-a-key", key.toUpperCase(), "A".repeat(300)]) {
       const res = await postHook(prefix + bad, h.w.userToken, { record_id: "r1" });
       expect(res.status, bad).toBe(400);
-      expect(res.body).toEqual({ error: expect.any(String), code: "invalid_argument" });
+      expect(res.body).toEqual(errorBody("invalid_argument", expect.any(String)));
     }
   });
 
@@ -242,7 +243,7 @@ describe("webhook: 400 bad URL (step 1)", () => {
     for (const path of [`/hooks/x/hooks/${key}`, `/hooks/${key}/extra`, `/hooks/%20${key}`, `/hooks/${key}%20`]) {
       const res = await postHook(`${server.baseUrl}${path}`, h.w.userToken, { record_id: "r1" });
       expect(res.status, path).toBe(400);
-      expect(res.body).toEqual({ error: expect.any(String), code: "invalid_argument" });
+      expect(res.body).toEqual(errorBody("invalid_argument", expect.any(String)));
     }
     expect((await postHook(h.url, h.w.userToken, { record_id: "r1" })).status).toBe(202);
   });
@@ -282,7 +283,7 @@ describe("webhook: 401 bad token (step 2)", () => {
     for (const token of [undefined, "", "rh_app_short", `rh_app_${"A".repeat(43)}`, "Basic abc"]) {
       const res = await postHook(h.url, token, { record_id: "r1" });
       expect(res.status, String(token)).toBe(401);
-      expect(res.body).toEqual({ error: expect.any(String), code: "unauthenticated" });
+      expect(res.body).toEqual(errorBody("unauthenticated", expect.any(String)));
     }
     const res = await fetch(h.url, {
       method: "POST",
@@ -320,7 +321,7 @@ describe("webhook: 403 not authorized (step 4)", () => {
     const t = await addAppToken(server, u._id);
     const res = await postHook(h.url, t.plaintext, { record_id: "r1" });
     expect(res.status).toBe(403);
-    expect(res.body).toEqual({ error: expect.any(String), code: "permission_denied" });
+    expect(res.body).toEqual(errorBody("permission_denied", expect.any(String)));
   });
 
   it("answers 403 for a user without access to the rendering (not in its team)", async () => {
@@ -366,7 +367,7 @@ describe("webhook: 404 / 400 webhook state (step 3)", () => {
     const w = await createWorld(server);
     const res = await postHook(`${server.baseUrl}/hooks/${key}`, w.userToken, { record_id: "r1" });
     expect(res.status).toBe(404);
-    expect(res.body).toEqual({ error: expect.any(String), code: "not_found" });
+    expect(res.body).toEqual(errorBody("not_found", expect.any(String)));
   });
 
   it("answers 404 for a key naming the workflow with another rendering", async () => {
@@ -482,7 +483,7 @@ describe("webhook: one ongoing run per (workflow, record) (409)", () => {
     expect(first.status).toBe(202);
     const second = await postHook(h.url, h.w.userToken, { record_id: "r1" });
     expect(second.status).toBe(409);
-    expect(second.body).toEqual({ error: "a run of this workflow is already ongoing on this record", code: "already_exists", runId: first.body.runId });
+    expect(second.body).toEqual({ ...errorBody("already_exists", "a run of this workflow is already ongoing on this record"), runId: first.body.runId });
     await db().setRunState(first.body.runId!, "RUNNING");
     expect((await postHook(h.url, h.w.userToken, { record_id: "r1" })).body.runId).toBe(first.body.runId);
     expect(await db().runs.countDocuments({ workflowId: h.w.workflowId })).toBe(1);
@@ -529,7 +530,7 @@ describe("webhook: rate limit (429)", () => {
     expect(statuses).toEqual([202, 202, 202, 202, 202]);
     const sixth = await postHook(h.url, h.w.userToken, { record_id: "r6" });
     expect(sixth.status).toBe(429);
-    expect(sixth.body).toEqual({ error: expect.any(String), code: "resource_exhausted" });
+    expect(sixth.body).toEqual(errorBody("resource_exhausted", expect.any(String)));
     const retryAfter = sixth.headers.get("retry-after");
     expect(retryAfter).toMatch(/^\d+$/);
     expect(Number(retryAfter)).toBeGreaterThanOrEqual(1);

@@ -6,7 +6,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { ConnectError, createContextValues, type ContextValues } from "@connectrpc/connect";
 import { fail } from "../domain/errors.js";
-import { isInternal } from "../rpc/errors.js";
+import { errorBody, isInternal } from "../rpc/errors.js";
 import type { ServerDeps } from "../rpc/server-deps.js";
 import { requestIdKey } from "../services/context.js";
 import { redactUrl } from "../lib/logging.js";
@@ -44,7 +44,7 @@ function clientError(deps: ServerDeps, err: Error & { code?: string }, socket: D
         ? [431, "Request Header Fields Too Large", "resource_exhausted", "the request headers are too large"]
         : [400, "Bad Request", "invalid_argument", "malformed HTTP request"];
   deps.logger.debug({ code: err.code, status }, "client error");
-  const body = JSON.stringify({ error: message, code });
+  const body = JSON.stringify(errorBody(code, message));
   // Like Node's own handler: never write into a response already under way.
   const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
   if (socket.writable && !inFlight?.headersSent) {
@@ -59,7 +59,7 @@ function registerHealthRoutes(app: FastifyInstance, deps: ServerDeps): void {
   app.get(HEALTHZ.path, async () => ({ status: "ok" }));
   // Ready while the database answers (src/store/monitor.ts: a ping a second, so probes cost it nothing).
   app.get(READYZ.path, async (_req, reply) => {
-    if (deps.health.shuttingDown) return reply.code(503).send({ error: "shutting down", code: "unavailable" });
+    if (deps.health.shuttingDown) return reply.code(503).send(errorBody("unavailable", "shutting down"));
     if (!deps.dbMonitor.up) return sendError(reply, fail.unavailable("database unreachable"));
     return { status: "ready" };
   });
@@ -175,7 +175,7 @@ export async function buildGateway(deps: ServerDeps, services: Services): Promis
     if (refusal) return sendError(reply, refusal);
     // sendError() sends at once, so the 413 status must be set here rather than after it.
     if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE")
-      return reply.code(413).send({ error: `request body larger than ${deps.config.bodyLimitBytes} bytes`, code: "resource_exhausted" });
+      return reply.code(413).send(errorBody("resource_exhausted", `request body larger than ${deps.config.bodyLimitBytes} bytes`));
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500 && !(err instanceof ConnectError)) {
       return sendError(reply, fail.invalid(err.message));
     }

@@ -153,26 +153,30 @@ const ERROR_STATUS: Record<number, string> = {
 };
 
 /** An example answer per status: the code and a message as the gateway gives them. */
-const ERROR_EXAMPLE: Record<number, { error: string; code: string }> = {
-  400: { error: 'limit must be a whole number from 1 to 1000, got "0"', code: "invalid_argument" },
-  401: { error: "missing, expired or invalid bearer token", code: "unauthenticated" },
-  403: { error: "the token does not belong to this project", code: "permission_denied" },
-  404: { error: 'unknown environment "staging"', code: "not_found" },
-  409: { error: "the run kept changing; try again", code: "aborted" },
-  413: { error: "request body larger than 262144 bytes", code: "resource_exhausted" },
-  429: { error: "rate limit of 600 requests per minute exceeded; retry after 17 s", code: "resource_exhausted" },
+const ERROR_EXAMPLE: Record<number, { code: string; message: string }> = {
+  400: { code: "invalid_argument", message: 'limit must be a whole number from 1 to 1000, got "0"' },
+  401: { code: "unauthenticated", message: "missing, expired or invalid bearer token" },
+  403: { code: "permission_denied", message: "the token does not belong to this project" },
+  404: { code: "not_found", message: 'unknown environment "staging"' },
+  409: { code: "aborted", message: "the run kept changing; try again" },
+  413: { code: "resource_exhausted", message: "request body larger than 262144 bytes" },
+  429: { code: "resource_exhausted", message: "rate limit of 600 requests per minute exceeded; retry after 17 s" },
 };
 
 /** A JSON error answer with this description and example body. */
-export const errorAnswer = (description: string, example: Schema): Schema => ({ description, content: json(ref("Error"), example) });
+export const errorAnswer = (description: string, example: { code: string; message: string; runId?: string }): Schema => ({
+  description,
+  content: json(ref("Error"), { ...example, error: example.message }),
+});
 
 /** The body of every error answer. */
 export const ERROR_SCHEMA: Schema = {
   type: "object",
-  required: ["error", "code"],
+  required: ["code", "message", "error"],
   properties: {
-    error: { type: "string", description: "Human-readable message" },
     code: { type: "string", description: "Connect error code, e.g. not_found, invalid_argument, resource_exhausted" },
+    message: { type: "string", description: "Human-readable message" },
+    error: { type: "string", description: "The same message (the webhook's error bodies have always carried it as `error`)" },
     runId: { type: "string", description: "The ongoing run (webhook 409 only)" },
   },
   additionalProperties: false,
@@ -180,7 +184,7 @@ export const ERROR_SCHEMA: Schema = {
 
 const RETRY_AFTER_HEADER = { "Retry-After": { description: "Seconds to wait", schema: { type: "integer" } } };
 
-/** `{error, code}` answers for these statuses, with these headers (and Retry-After on 429). */
+/** `{code, message, error}` answers for these statuses, with these headers (and Retry-After on 429). */
 export function errorResponses(codes: number[], headers?: Schema): Schema {
   const answer = (c: number): Schema => {
     const all = { ...(headers ?? {}), ...(c === 429 ? RETRY_AFTER_HEADER : {}) };

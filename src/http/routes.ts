@@ -448,23 +448,20 @@ export const WEBHOOK: OtherRoute = {
       "400": errorAnswer(
         `Malformed, tampered or superseded URL; or a bad body: not JSON, not an object, record_id missing, not a string or empty, a Content-Type other than application/json, JSON nested deeper than ${MAX_JSON_DEPTH} levels; ` +
           `or an Idempotency-Key that is empty, longer than ${MAX_IDEMPOTENCY_KEY_LENGTH} characters or not printable ASCII (invalid_argument), or that was used with another record_id (failed_precondition)`,
-        { error: "record_id is required", code: "invalid_argument" },
+        { code: "invalid_argument", message: "record_id is required" },
       ),
       ...errorResponses([401]),
       "403": errorAnswer(
         "Valid token, but its user may not trigger this workflow (organization, rendering, role), or the project requires a token made in an SSO session",
-        {
-          error: 'the role "user" may not trigger this workflow',
-          code: "permission_denied",
-        },
+        { code: "permission_denied", message: 'the role "user" may not trigger this workflow' },
       ),
       "404": errorAnswer("Unknown webhook, webhook trigger disabled, or no active workflow version for the rendering", {
-        error: "the webhook trigger is disabled",
         code: "not_found",
+        message: "the webhook trigger is disabled",
       }),
       "409": errorAnswer(
         "A run of this workflow is already ongoing on this record (already_exists, with its runId); or the first call with this Idempotency-Key is still being answered (aborted): retry with the same key",
-        { error: "a run of this workflow is already ongoing on this record", code: "already_exists", runId: EXAMPLE_RUN_ID },
+        { code: "already_exists", message: "a run of this workflow is already ongoing on this record", runId: EXAMPLE_RUN_ID },
       ),
       ...errorResponses([413, 429]),
     },

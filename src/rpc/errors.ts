@@ -124,10 +124,25 @@ export function errorInterceptor(onInternal: (err: unknown, procedure: string, v
   };
 }
 
+/**
+ * Every error body of the gateway: `code` and `message` as the public API's published document
+ * has them, and `error` (the same message) as the webhook's contract has it.
+ */
+export interface ErrorBody {
+  code: string;
+  message: string;
+  error: string;
+  runId?: string;
+}
+
+export function errorBody(code: string, message: string): ErrorBody {
+  return { code, message, error: message };
+}
+
 export interface HttpError {
   status: number;
   headers: Record<string, string>;
-  body: { error: string; code: string; runId?: string };
+  body: ErrorBody;
 }
 
 /** Turns anything thrown by a handler into the gateway's error answer. */
@@ -137,10 +152,7 @@ export function toHttpError(err: unknown): HttpError {
   const headers: Record<string, string> = {};
   const retryAfter = ce.metadata.get(RETRY_AFTER);
   if (retryAfter) headers["retry-after"] = retryAfter;
-  const body: HttpError["body"] = {
-    error: ce.code === Code.Internal || ce.code === Code.Unknown ? "internal error" : ce.rawMessage,
-    code: codeName(ce.code),
-  };
+  const body = errorBody(codeName(ce.code), ce.code === Code.Internal || ce.code === Code.Unknown ? "internal error" : ce.rawMessage);
   const runId = ce.metadata.get(ONGOING_RUN_ID);
   if (runId) body.runId = runId;
   return { status: httpStatusOf(ce.code), headers, body };
