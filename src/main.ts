@@ -17,6 +17,7 @@ import {
   type TtlIndex,
 } from "./store/index.js";
 import { bindUnboundSsoApiTokens } from "./domain/auth/sso-tokens.js";
+import { numberUnnumberedUsers } from "./domain/auth/user-numbers.js";
 import { EMBEDDED_HOST, startEmbeddedServer, type EmbeddedServer } from "./embedded/index.js";
 import type { ServerDeps } from "./rpc/server-deps.js";
 import { AuthFailureThrottle } from "./rpc/auth-throttle.js";
@@ -179,6 +180,8 @@ export async function openDatabase(
     await ensureIndexes(store, config.retention);
     const bound = await bindUnboundSsoApiTokens(store.directory);
     if (bound > 0) logger.info({ bound }, "API tokens made in SSO sessions now expire with the SSO token that made them");
+    const numbered = await numberUnnumberedUsers(store.directory);
+    if (numbered > 0) logger.info({ numbered }, "users now have numbers (their ids in the public REST API)");
     return { store, embedded };
   } catch (err) {
     await embedded?.stop();

@@ -213,6 +213,7 @@ async function queueRun(deps: TriggerDeps, input: TriggerInput, a: Accepted, run
       collection: collection.name,
       recordId,
       runId: run._id,
+      workflowId: workflow._id,
       details: { workflowId: workflow._id, workflowVersion: version.version, workflowName: workflow.name, tokenId: principal.token._id },
     })
     .catch((err: unknown) => deps.logger.error({ err, runId: run._id }, "could not write the workflow.run.triggered activity entry"));

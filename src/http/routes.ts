@@ -5,7 +5,7 @@
 // after it (OTHER_ROUTES), with their documentation, and registered from their paths here.
 import type { DescMessage, DescMethodServerStreaming, DescMethodUnary, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 import { ActivityLogEntrySchema, AdminLogEntrySchema, LogService } from "../../gen/runhook/v1/log_pb.js";
-import { ListNotesResponseSchema, NoteMessageSchema, NoteSchema, NoteService } from "../../gen/runhook/v1/note_pb.js";
+import { NoteMessageSchema, NoteSchema, NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { ListRunsResponseSchema, RunSchema, RunService } from "../../gen/runhook/v1/run_pb.js";
 import { TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
 import { MAX_IDEMPOTENCY_KEY_LENGTH } from "../domain/idempotency.js";
@@ -15,20 +15,21 @@ import { MAX_JSON_DEPTH } from "../lib/json-depth.js";
 import { MAX_NOTE_TITLE_CHARS } from "../domain/notes/threads.js";
 import { MAX_NOTE_CONTENT_BYTES } from "../domain/notes/sanitize.js";
 import { MAX_RECORD_ID_CHARS } from "../domain/runs/records.js";
-import { errorAnswer, errorResponses, json, jsonBody, pathParam, ref, type Schema, type SchemaBuilder } from "./openapi-schemas.js";
+import { fail } from "../domain/errors.js";
 import {
-  boolField,
-  boolParam,
-  listOptions,
-  listParam,
-  runWait,
-  stringField,
-  stringFilters,
-  TIME_SCHEMA,
-  timeParam,
-  WAIT_SCHEMA,
-  type QueryReader,
-} from "./params.js";
+  activityFilter,
+  activityItem,
+  adminFilter,
+  adminItem,
+  noteFilter,
+  noteItem,
+  noteMessageItem,
+  parametersOf,
+  publishedOptions,
+  timeParams,
+} from "./published.js";
+import { errorAnswer, errorResponses, json, jsonBody, pathParam, ref, type Schema, type SchemaBuilder } from "./openapi-schemas.js";
+import { boolField, listOptions, listParam, runWait, stringField, stringFilters, TIME_SCHEMA, timeParam, WAIT_SCHEMA, type QueryReader } from "./params.js";
 
 /** The media type of the log exports: one ProtoJSON entry per line. */
 export const NDJSON = "application/x-ndjson";
@@ -40,6 +41,8 @@ export interface QueryParam {
   name: string;
   description: string;
   schema?: Schema;
+  /** runhook's addition to a published operation (marked as an extension in /openapi.json). */
+  addition?: true;
 }
 
 /** What a route's request mapping reads. */
@@ -79,8 +82,13 @@ interface RouteSpec<I extends DescMessage, O extends DescMessage, R extends Desc
   request(input: RouteInput): MessageInitShape<I>;
   /** The message answered as ProtoJSON, and where the RPC's answer holds it; none: an empty answer. */
   response?: { message: R; of(out: MessageShape<O>): MessageShape<R> | undefined };
-  /** With `Accept: application/x-ndjson`: the streaming RPC called with the same request, and the message of its lines. */
-  export?: { rpc: DescMethodServerStreaming<DescMessage, DescMessage>; entry: DescMessage };
+  /** The answer in the published document's shape, made from the RPC's (instead of `response`). */
+  published?: (out: MessageShape<O>, input: RouteInput) => unknown;
+  /**
+   * With `Accept: application/x-ndjson`: the streaming RPC called with the same request, the
+   * message of its lines, and each line as JSON (ProtoJSON of the message unless `line` says).
+   */
+  export?: { rpc: DescMethodServerStreaming<DescMessage, DescMessage>; entry: DescMessage; line?: (entry: unknown) => unknown };
   doc: RouteDoc;
 }
 
@@ -131,37 +139,88 @@ const LIST_QUERY: QueryParam[] = [
   { name: "to", description: "Only entries before this RFC 3339 time (at most 9 fractional digits); empty: no bound", schema: TIME_SCHEMA },
 ];
 
-const ACTIVITY_FILTERS = ["userId", "userEmail", "action", "collection", "recordId", "runId"] as const;
-const ADMIN_FILTERS = ["userId", "userEmail", "action"] as const;
-const NOTE_FILTERS: QueryParam[] = [
-  { name: "collection", description: "Only notes on this collection" },
-  { name: "recordId", description: "Only notes on this packed record id" },
-  { name: "userId", description: "Only notes by this author" },
-  {
-    name: "archived",
-    description: "true: only archived notes; false: only not archived; empty: both",
-    schema: { type: "string", enum: ["true", "false", ""] },
-  },
-];
-
 const ENV = "/v1/project/{projectName}/environment/{environmentName}";
+
+/** A note's id in /v1: its number, as the document has it (anything else is an unknown note). */
+function publishedNoteId(id: string): string {
+  if (!/^[1-9][0-9]{0,14}$/.test(id)) throw fail.notFound("unknown note");
+  return id;
+}
 const scopeOf = (p: Record<string, string>) => ({ projectName: p.projectName!, environmentName: p.environmentName! });
 
+/** What a published list answers: the document's envelope and items, with runhook's cursor at the top level. */
+interface PublishedPage {
+  hasMore: boolean;
+  nextCursor?: string;
+}
+
+/** The envelope of a published list: `hasMore`, `parameters` (as the request gave the document's), `data`, and runhook's `nextCursor`. */
+function envelope(page: PublishedPage, data: unknown[], input: RouteInput, names: readonly string[]) {
+  return {
+    hasMore: page.hasMore,
+    parameters: parametersOf(input.params, input.query, names),
+    data,
+    ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}),
+  };
+}
+
+// runhook's additions to the published lists (marked as extensions in /openapi.json).
+const CURSOR: QueryParam = {
+  name: "cursor",
+  addition: true,
+  description:
+    "runhook's cursor: nextCursor of a previous page, bound to the filters and order it was issued with. With order=asc, nextCursor is always returned: polling it yields every entry exactly once, in order (tailing). An ascending cursor whose next entries were removed by retention is a 400 failed_precondition",
+};
+const ORDER: QueryParam = {
+  name: "order",
+  addition: true,
+  description: "runhook's order: desc (the document's, newest first; the default) or asc (oldest first, the tail)",
+  schema: { type: "string", enum: ["asc", "desc", ""], default: "desc" },
+};
+
+/** A published query parameter, described by the published document. */
+const published = (name: string): QueryParam => ({ name, description: `As the published document describes ${name}` });
+const publishedParams = (names: readonly string[]) => names.map(published);
+
+const ACTIVITY_PARAMS = ["limit", "userEmail", "userId", "teamName", "collectionName", "recordId", "action", "type", ...timeParams("createdAt")] as const;
+const ADMIN_PARAMS = ["limit", "userEmail", "userId", "type", "initiator", "resource", ...timeParams("createdAt")] as const;
+const NOTE_PARAMS = [
+  "limit",
+  "userEmail",
+  "userId",
+  "teamName",
+  "collectionName",
+  "recordId",
+  ...timeParams("createdAt"),
+  ...timeParams("updatedAt"),
+  ...timeParams("archivedAt"),
+] as const;
+
 /**
- * A log list: a page of entries (LIST_QUERY and the filters), or with `Accept:
- * application/x-ndjson` the whole selection, streamed by `exportRpc` one entry a line.
+ * A published log list: the document's parameters and answer, runhook's cursor and order, and
+ * with `Accept: application/x-ndjson` the whole selection, one published item a line.
  */
-function logList<I extends DescMessage, O extends DescMessage>(
+function logList<I extends DescMessage, O extends DescMessage, E extends DescMessage>(
   at: `GET /${string}`,
   rpc: DescMethodUnary<I, O>,
-  exported: NonNullable<ApiRoute["export"]>,
-  spec: { filters: QueryParam[]; request: RouteSpec<I, O, O>["request"]; doc: RouteDoc },
+  exported: { rpc: DescMethodServerStreaming<DescMessage, DescMessage>; entry: E },
+  spec: {
+    params: readonly string[];
+    additions?: QueryParam[];
+    request: RouteSpec<I, O, O>["request"];
+    items(out: MessageShape<O>): { page: PublishedPage; data: unknown[] };
+    item(entry: MessageShape<E>): unknown;
+    doc: RouteDoc;
+  },
 ): ApiRoute {
   return route(at, rpc, {
-    query: [...LIST_QUERY, ...spec.filters],
+    query: [...publishedParams(spec.params), CURSOR, ORDER, ...(spec.additions ?? [])],
     request: spec.request,
-    response: { message: rpc.output, of: (out) => out },
-    export: exported,
+    published: (out, input) => {
+      const { page, data } = spec.items(out);
+      return envelope(page, data, input, spec.params);
+    },
+    export: { ...exported, line: spec.item as (entry: unknown) => unknown },
     doc: spec.doc,
   });
 }
@@ -172,32 +231,12 @@ const LOG_ROUTES = [
     LogService.method.listActivityLogs,
     { rpc: LogService.method.exportActivityLogs, entry: ActivityLogEntrySchema },
     {
-      filters: ACTIVITY_FILTERS.map((n) => ({ name: n, description: `Only entries with this ${n}` })),
-      request: ({ params, query }) => ({ ...scopeOf(params), options: listOptions(query), filter: stringFilters(query, ACTIVITY_FILTERS) }),
-      doc: {
-        tag: "Activity logs",
-        summary: "List the activity log of an environment",
-        description: "Stable order by id. With order=asc, nextCursor is always returned: polling it yields every entry exactly once, in order (tailing).",
-        answer: "A page of entries",
-        example: {
-          activityLogs: [
-            {
-              id: "41",
-              timestamp: "2025-03-01T10:00:00.120Z",
-              environment: "production",
-              user: { id: "8f14e45f-ceea-467f-a8f5-a1b2c3d4e5f6", email: "ops@example.com" },
-              action: "workflow.run.triggered",
-              via: "webhook",
-              collection: "orders",
-              recordId: "A-1001",
-              runId: "1c9d2a44-5b3e-4f6a-9c8d-7e6f5a4b3c2d",
-              details: { version: 3 },
-            },
-          ],
-          hasMore: false,
-          nextCursor: "eyJ2IjoxLCJpZCI6IjQxIn0",
-        },
-      },
+      params: ACTIVITY_PARAMS,
+      additions: [{ name: "runId", addition: true, description: "runhook's filter: only entries of this run" }],
+      request: ({ params, query }) => ({ ...scopeOf(params), options: publishedOptions(query), filter: activityFilter(query) }),
+      items: (out) => ({ page: out, data: out.activityLogs.map(activityItem) }),
+      item: activityItem,
+      doc: { tag: "Activity logs", summary: "List activity logs", answer: "List of activity logs" },
     },
   ),
   logList(
@@ -205,15 +244,11 @@ const LOG_ROUTES = [
     LogService.method.listAdminLogs,
     { rpc: LogService.method.exportAdminLogs, entry: AdminLogEntrySchema },
     {
-      filters: ADMIN_FILTERS.map((n) => ({ name: n, description: `Only entries with this ${n} (of the actor)` })),
-      request: ({ params, query }) => ({ projectName: params.projectName!, options: listOptions(query), filter: stringFilters(query, ADMIN_FILTERS) }),
-      doc: {
-        tag: "Admin logs",
-        summary: "List the admin log of a project",
-        description:
-          "Configuration and administrative operations of the project (organization-level entries are not included: GET /v1/organization/admin-logs lists them).",
-        answer: "A page of entries",
-      },
+      params: ADMIN_PARAMS,
+      request: ({ params, query }) => ({ projectName: params.projectName!, options: publishedOptions(query), filter: adminFilter(query) }),
+      items: (out) => ({ page: out, data: out.adminLogs.map(adminItem) }),
+      item: adminItem,
+      doc: { tag: "Admin logs", summary: "List admin logs", answer: "List of admin logs" },
     },
   ),
   logList(
@@ -221,15 +256,17 @@ const LOG_ROUTES = [
     LogService.method.listOrganizationAdminLogs,
     { rpc: LogService.method.exportOrganizationAdminLogs, entry: AdminLogEntrySchema },
     {
-      filters: ADMIN_FILTERS.map((n) => ({ name: n, description: `Only entries with this ${n} (of the actor)` })),
-      request: ({ query }) => ({ options: listOptions(query), filter: stringFilters(query, ADMIN_FILTERS) }),
+      params: ADMIN_PARAMS,
+      request: ({ query }) => ({ options: publishedOptions(query), filter: adminFilter(query) }),
+      items: (out) => ({ page: out, data: out.adminLogs.map(adminItem) }),
+      item: adminItem,
       doc: {
         tag: "Admin logs",
         summary: "List the admin log of the organization",
         description:
-          "Token: an organization API token (made by an organization admin with AdminService.CreateOrganizationApiToken); it reads its own organization's entries only, and a project API token or an application token is a 403 here. " +
+          "runhook's addition, answered as the published admin-log list. Token: an organization API token (made by an organization admin with AdminService.CreateOrganizationApiToken); it reads its own organization's entries only, and a project API token or an application token is a 403 here. " +
           "The organization's own entries: those that belong to no project (Bootstrap's, those about users without a project role, organization API tokens created and revoked); project entries are in each project's admin log. " +
-          "Stable order by id, with the same parameters, cursors and tailing as a project's admin log (order=asc always returns nextCursor). Its own per-token limit: RUNHOOK_ORG_API_RATE_LIMIT (by default the same as RUNHOOK_API_RATE_LIMIT).",
+          "Its own per-token limit: RUNHOOK_ORG_API_RATE_LIMIT (by default the same as RUNHOOK_API_RATE_LIMIT).",
         answer: "A page of entries",
       },
     },
@@ -238,22 +275,27 @@ const LOG_ROUTES = [
 
 const NOTE_ROUTES = [
   route(`GET ${ENV}/notes`, NoteService.method.listNotes, {
-    query: [...LIST_QUERY, ...NOTE_FILTERS],
-    request: ({ params, query }) => {
-      const filter = { ...stringFilters(query, ["collection", "recordId", "userId"]), archived: boolParam(query, "archived") };
-      return { scope: scopeOf(params), options: listOptions(query), filter };
-    },
-    response: { message: ListNotesResponseSchema, of: (out) => out },
-    doc: { tag: "Notes", summary: "List notes", description: "Ordered by creation; from/to apply to createdAt.", answer: "A page of notes" },
+    query: [...publishedParams(NOTE_PARAMS), CURSOR, ORDER],
+    request: ({ params, query }) => ({ scope: scopeOf(params), options: publishedOptions(query), filter: noteFilter(query) }),
+    published: (out, input) =>
+      envelope(
+        out,
+        out.notes.map((n) => noteItem(n, input.params.environmentName!)),
+        input,
+        NOTE_PARAMS,
+      ),
+    doc: { tag: "Notes", summary: "List notes", answer: "List of notes" },
   }),
   route(`POST ${ENV}/notes`, NoteService.method.createNote, {
     status: 201,
     request: ({ params, body }) => {
       const b = body();
       const text = (name: string) => stringField(b, name) ?? "";
-      return { scope: scopeOf(params), collection: text("collection"), recordId: text("recordId"), title: text("title"), content: text("content") };
+      const collection = text("collectionName") || text("collection");
+      return { scope: scopeOf(params), collection, recordId: text("recordId"), title: text("title"), content: text("content") };
     },
     response: { message: NoteSchema, of: (out) => out.note },
+    published: (out, input) => noteItem(out.note!, input.params.environmentName!),
     doc: {
       tag: "Notes",
       summary: "Create a note with its first message",
@@ -264,16 +306,18 @@ const NOTE_ROUTES = [
     },
   }),
   route(`GET ${ENV}/notes/{noteId}`, NoteService.method.getNote, {
-    request: ({ params }) => ({ scope: scopeOf(params), noteId: params.noteId! }),
+    request: ({ params }) => ({ scope: scopeOf(params), noteId: publishedNoteId(params.noteId!) }),
     response: { message: NoteSchema, of: (out) => out.note },
+    published: (out, input) => noteItem(out.note!, input.params.environmentName!),
     doc: { tag: "Notes", summary: "Get a note with its messages", answer: "The note" },
   }),
   route(`PATCH ${ENV}/notes/{noteId}`, NoteService.method.updateNote, {
     request: ({ params, body }) => {
       const b = body();
-      return { scope: scopeOf(params), noteId: params.noteId!, title: stringField(b, "title"), archived: boolField(b, "archived") };
+      return { scope: scopeOf(params), noteId: publishedNoteId(params.noteId!), title: stringField(b, "title"), archived: boolField(b, "archived") };
     },
     response: { message: NoteSchema, of: (out) => out.note },
+    published: (out, input) => noteItem(out.note!, input.params.environmentName!),
     doc: {
       tag: "Notes",
       summary: "Change the title, archive or unarchive",
@@ -284,13 +328,14 @@ const NOTE_ROUTES = [
   }),
   route(`DELETE ${ENV}/notes/{noteId}`, NoteService.method.deleteNote, {
     status: 204,
-    request: ({ params }) => ({ scope: scopeOf(params), noteId: params.noteId! }),
+    request: ({ params }) => ({ scope: scopeOf(params), noteId: publishedNoteId(params.noteId!) }),
     doc: { tag: "Notes", summary: "Delete a note (afterwards it is 404)", answer: "Deleted" },
   }),
   route(`POST ${ENV}/notes/{noteId}/messages`, NoteService.method.addNoteMessage, {
     status: 201,
-    request: ({ params, body }) => ({ scope: scopeOf(params), noteId: params.noteId!, content: stringField(body(), "content") ?? "" }),
+    request: ({ params, body }) => ({ scope: scopeOf(params), noteId: publishedNoteId(params.noteId!), content: stringField(body(), "content") ?? "" }),
     response: { message: NoteMessageSchema, of: (out) => out.message },
+    published: (out) => noteMessageItem(out.message!),
     doc: {
       tag: "Notes",
       summary: "Reply to a note",

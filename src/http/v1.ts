@@ -7,7 +7,7 @@
 // accept an empty one whatever its Content-Type, and only routes that take one parse it.
 // Whatever a route throws is answered by the gateway's error handler (app.ts).
 import { Readable } from "node:stream";
-import { create, type DescMessage, type DescService, type MessageShape } from "@bufbuild/protobuf";
+import { create, type DescService, type MessageShape } from "@bufbuild/protobuf";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
@@ -19,7 +19,7 @@ import { openApiDocument, registerOpenApiRoute } from "./openapi.js";
 import type { InProcessCaller } from "../rpc/in-process.js";
 import { callOptions, protoJson } from "./bridge.js";
 import { lenientQuery, strictQuery } from "./params.js";
-import { API_ROUTES, NDJSON, routeUrl, type ApiRoute } from "./routes.js";
+import { API_ROUTES, NDJSON, routeUrl, type ApiRoute, type RouteInput } from "./routes.js";
 
 /**
  * The method whose checks a /v1 request that reaches no implementation passes (a 404, a 413):
@@ -72,14 +72,14 @@ function wantsNdjson(req: FastifyRequest): boolean {
  * error handler and get their status and error body; after that, lines go out in ~64 KiB
  * chunks pulled only as fast as the client reads (Readable.from → pipe), so memory stays constant.
  */
-async function sendNdjson<D extends DescMessage>(reply: FastifyReply, items: AsyncIterable<{ entry?: unknown }>, schema: D): Promise<FastifyReply> {
+async function sendNdjson(reply: FastifyReply, items: AsyncIterable<{ entry?: unknown }>, line: (entry: unknown) => unknown): Promise<FastifyReply> {
   const it = items[Symbol.asyncIterator]();
   let r = await it.next();
   async function* chunks(): AsyncGenerator<string> {
     let buf = "";
     try {
       while (!r.done) {
-        if (r.value.entry) buf += `${JSON.stringify(protoJson(schema, r.value.entry as MessageShape<D>))}\n`;
+        if (r.value.entry) buf += `${JSON.stringify(line(r.value.entry))}\n`;
         if (buf.length >= NDJSON_CHUNK) {
           yield buf;
           buf = "";
@@ -102,6 +102,7 @@ async function sendNdjson<D extends DescMessage>(reply: FastifyReply, items: Asy
  * pipeline, so that the token and the rate limit answer first); its answer as ProtoJSON (or NDJSON).
  */
 async function answer(caller: InProcessCaller, r: ApiRoute, impl: object, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  let input: RouteInput | undefined;
   const init = () => {
     const query = r.lenientQuery
       ? lenientQuery(req)
@@ -109,13 +110,16 @@ async function answer(caller: InProcessCaller, r: ApiRoute, impl: object, req: F
           req,
           (r.query ?? []).map((q) => q.name),
         );
-    return r.request({ params: req.params as Record<string, string>, query, body: () => jsonObjectBody(req) });
+    input = { params: req.params as Record<string, string>, query, body: () => jsonObjectBody(req) };
+    return r.request(input);
   };
   if (r.export && wantsNdjson(req)) {
     const items = caller.serverStream(impl, r.export.rpc, init, callOptions(req, reply, "api"));
-    return sendNdjson(reply, items as AsyncIterable<{ entry?: unknown }>, r.export.entry);
+    const { entry, line } = r.export;
+    return sendNdjson(reply, items as AsyncIterable<{ entry?: unknown }>, line ?? ((e) => protoJson(entry, e as MessageShape<typeof entry>)));
   }
   const out = await caller.unary(impl, r.rpc, init, callOptions(req, reply, "api"));
+  if (r.published) return reply.code(r.status).send(r.published(out, input!));
   if (!r.response) return reply.code(r.status).send();
   const { message, of } = r.response;
   return reply.code(r.status).send(protoJson(message, of(out) ?? create(message)));

@@ -20,12 +20,13 @@ import {
   type AdminLogFilter,
   type LogService,
 } from "../../gen/runhook/v1/log_pb.js";
+import { UserRefSchema, type UserRef } from "../../gen/runhook/v1/common_pb.js";
 import { authorization, directoryOf, whileAllowed } from "./context.js";
 import type { DirectoryView } from "../store/directory-cache.js";
-import { apiScope, organizationApiScope } from "../domain/auth/api-scope.js";
+import { apiScope, organizationApiScope, type ApiScope } from "../domain/auth/api-scope.js";
 import type { Deps } from "../deps.js";
 import { activityStream, adminStream, type LogSelection } from "../store/logs.js";
-import type { ActivityLogDoc, AdminLogDoc } from "../store/types.js";
+import type { ActivityLogDoc, AdminLogDoc, UserRefDoc } from "../store/types.js";
 import { bindingHash, cursorCodec, paging, type Paging } from "../domain/logs/cursor.js";
 import { createLogReader, type LogReader } from "../domain/logs/reader.js";
 import { readPage, streamLog, type LogQuery, type LogSource } from "../domain/logs/paging.js";
@@ -53,31 +54,107 @@ export function toJsonObject(v: Record<string, unknown> | null | undefined): Jso
   return j && typeof j === "object" && !Array.isArray(j) ? j : {};
 }
 
-export function activityEntry(d: ActivityLogDoc): ActivityLogEntry {
+/** A stored time as a Timestamp: its microseconds when it has them, else its millisecond. */
+function entryTime(d: { timestamp: Date; micros?: number }) {
+  if (d.micros === undefined) return timestampFromDate(d.timestamp);
+  return { seconds: BigInt(Math.floor(d.micros / 1_000_000)), nanos: (d.micros % 1_000_000) * 1000 };
+}
+
+/** The names an entry's references are shown with, looked up once per page (the directory's cache first). */
+export interface EntryNames {
+  user(ref: UserRefDoc): Promise<UserRef>;
+  team(renderingId: string | null): Promise<string | undefined>;
+  workflow(id: string | undefined): Promise<string | undefined>;
+  /** The workflow of a run (older entries name only their run), while the run is kept. */
+  workflowOfRun(runId: string | null): Promise<string | undefined>;
+}
+
+const MAX_NAMES = 10_000;
+
+export function entryNames(deps: Deps, directory: DirectoryView): EntryNames {
+  // Bounded: an export of a long stream names many runs; past the bound, it looks them up again.
+  const memo = <T>(read: (key: string) => Promise<T>) => {
+    const seen = new Map<string, Promise<T>>();
+    return (key: string) => {
+      let v = seen.get(key);
+      if (!v) {
+        if (seen.size >= MAX_NAMES) seen.clear();
+        v = read(key);
+        seen.set(key, v);
+      }
+      return v;
+    };
+  };
+  const user = memo((id) => directory.users.get(id));
+  const team = memo(async (renderingId) => {
+    const rendering = await directory.renderings.get(renderingId);
+    return rendering ? (await directory.teams.get(rendering.teamId))?.name : undefined;
+  });
+  const workflow = memo(async (id) => (await directory.workflows.get(id))?.name);
+  const runWorkflow = memo(async (runId) => (await deps.store.runs.get(runId))?.workflowId);
+  return {
+    async user(ref) {
+      const doc = ref.id ? await user(ref.id) : null;
+      return create(UserRefSchema, { id: ref.id, email: ref.email, number: BigInt(doc?.number ?? 0), name: doc?.name ?? "" });
+    },
+    team: async (renderingId) => (renderingId ? team(renderingId) : undefined),
+    workflow: async (id) => (id ? workflow(id) : undefined),
+    workflowOfRun: async (runId) => (runId ? runWorkflow(runId) : undefined),
+  };
+}
+
+/** The step a run's entry was written by (`2. update_record`), when it says. */
+const STEP_TYPES: Record<string, string> = { "record.updated": "update_record", "note.created": "add_note" };
+function stepName(d: ActivityLogDoc): string | undefined {
+  const step = d.details?.step;
+  return typeof step === "number" && STEP_TYPES[d.action] ? `${step}. ${STEP_TYPES[d.action]}` : undefined;
+}
+
+export async function activityEntry(d: ActivityLogDoc, names: EntryNames): Promise<ActivityLogEntry> {
+  const recorded = typeof d.details?.workflowId === "string" ? d.details.workflowId : undefined;
+  const workflowId = d.workflowId ?? recorded ?? (await names.workflowOfRun(d.runId));
+  const recordedName = typeof d.details?.workflowName === "string" ? d.details.workflowName : undefined;
+  const [user, team, workflowName] = await Promise.all([names.user(d.user ?? { id: "", email: "" }), names.team(d.rendering), names.workflow(workflowId)]);
   return create(ActivityLogEntrySchema, {
     id: String(d.seq),
-    timestamp: timestampFromDate(d.timestamp),
+    timestamp: entryTime(d),
     environment: d.environment,
     rendering: d.rendering ?? undefined,
-    user: { id: d.user?.id ?? "", email: d.user?.email ?? "" },
+    user,
     action: d.action,
     via: d.via,
     collection: d.collection ?? undefined,
     recordId: d.recordId ?? undefined,
     runId: d.runId ?? undefined,
     details: toJsonObject(d.details),
+    team,
+    workflowId,
+    workflowName: workflowName ?? recordedName ?? (workflowId ? workflowId : undefined),
+    stepName: stepName(d),
   });
 }
 
-export function adminEntry(d: AdminLogDoc): AdminLogEntry {
+/** The user an admin entry is about: its target when that is a user (`user/<id>`), or its details' `userId`. */
+function subjectOf(d: AdminLogDoc): string | undefined {
+  if (d.target.startsWith("user/")) return d.target.slice("user/".length);
+  return typeof d.details?.userId === "string" ? d.details.userId : undefined;
+}
+
+export async function adminEntry(d: AdminLogDoc, names: EntryNames): Promise<AdminLogEntry> {
+  const subject = subjectOf(d);
+  const [actor, subjectRef] = await Promise.all([
+    names.user(d.actor ?? { id: "", email: "" }),
+    subject ? names.user({ id: subject, email: typeof d.details?.email === "string" ? d.details.email : "" }) : undefined,
+  ]);
   return create(AdminLogEntrySchema, {
     id: String(d.seq),
-    timestamp: timestampFromDate(d.timestamp),
+    timestamp: entryTime(d),
     environment: d.environment ?? undefined,
-    actor: { id: d.actor?.id ?? "", email: d.actor?.email ?? "" },
+    actor,
     action: d.action,
     target: d.target,
     details: toJsonObject(d.details),
+    subject: subjectRef,
   });
 }
 
@@ -87,13 +164,44 @@ export function adminEntry(d: AdminLogDoc): AdminLogEntry {
  * are refused, not misread).
  */
 function pagingBinding(list: string, scope: string, p: Paging) {
-  return { list, scope, pos: "stream-seq", order: p.order, from: p.from?.toISOString(), to: p.to?.toISOString() };
+  return { list, scope, pos: "stream-seq", order: p.order, from: p.fromMicros, to: p.toMicros };
 }
 
-function activityQuery(environmentId: string, f: ActivityLogFilter | undefined, p: Paging, list: string): LogQuery {
-  const filters = { userId: f?.userId, userEmail: f?.userEmail, action: f?.action, collection: f?.collection, recordId: f?.recordId, runId: f?.runId };
-  const selection: LogSelection = { scopeId: environmentId, ...filters, from: p.from, to: p.to };
-  const hash = bindingHash({ ...pagingBinding(list, environmentId, p), ...filters });
+/** A filter's actions: `action` and `actions` together (undefined: any). */
+function actionsOf(f: { action: string; actions: string[] } | undefined): string[] | undefined {
+  const all = [...(f?.action ? [f.action] : []), ...(f?.actions ?? [])];
+  return all.length > 0 ? [...new Set(all)].sort() : undefined;
+}
+
+/** The user a filter names by id or by number (a number no user of the organization has: NO_ONE). */
+const NO_ONE = "\u0000no-one";
+async function userOf(deps: Deps, organizationId: string, f: { userId: string; userNumber: bigint } | undefined): Promise<string | undefined> {
+  if (!f?.userNumber) return f?.userId || undefined;
+  const n = Number(f.userNumber);
+  const user = Number.isSafeInteger(n) && n > 0 ? await deps.store.directory.users.byNumber(organizationId, n) : null;
+  if (!user || (f.userId && f.userId !== user._id)) return NO_ONE;
+  return user._id;
+}
+
+/** The renderings a team filter names in an environment (a team with none there: no entry). */
+async function renderingsOf(deps: Deps, scope: ApiScope, f: ActivityLogFilter | undefined): Promise<(string | null)[] | undefined> {
+  if (!f?.team && !f?.withoutTeam) return undefined;
+  const out: (string | null)[] = f.withoutTeam ? [null] : [];
+  if (f.team) {
+    const team = await deps.store.directory.teams.byName(scope.project._id, f.team);
+    const rendering = team && (await deps.store.directory.renderings.of(team._id, scope.environment!._id));
+    out.push(rendering ? rendering._id : NO_ONE);
+  }
+  return out;
+}
+
+async function activityQuery(deps: Deps, scope: ApiScope, f: ActivityLogFilter | undefined, p: Paging, list: string): Promise<LogQuery> {
+  const environmentId = scope.environment!._id;
+  const [userId, renderings] = await Promise.all([userOf(deps, scope.project.organizationId, f), renderingsOf(deps, scope, f)]);
+  const actions = actionsOf(f);
+  const filters = { userId, userEmail: f?.userEmail, collection: f?.collection, recordId: f?.recordId, runId: f?.runId };
+  const selection: LogSelection = { scopeId: environmentId, ...filters, actions, renderings, fromMicros: p.fromMicros, toMicros: p.toMicros };
+  const hash = bindingHash({ ...pagingBinding(list, environmentId, p), ...filters, actions: actions?.join(","), renderings: renderings?.join(",") });
   return { stream: activityStream(environmentId), selection, hash };
 }
 
@@ -103,11 +211,19 @@ interface AdminScope {
   projectId: string | null;
 }
 
-function adminQuery({ organizationId, projectId }: AdminScope, f: AdminLogFilter | undefined, p: Paging, list: string): LogQuery {
+async function adminQuery(deps: Deps, { organizationId, projectId }: AdminScope, f: AdminLogFilter | undefined, p: Paging, list: string): Promise<LogQuery> {
   const scopeId = projectId ?? organizationId;
-  const filters = { userId: f?.userId, userEmail: f?.userEmail, action: f?.action };
-  const selection: LogSelection = { scopeId, ...(projectId ? {} : { organization: true }), ...filters, from: p.from, to: p.to };
-  const hash = bindingHash({ ...pagingBinding(list, scopeId, p), ...filters });
+  const actions = actionsOf(f);
+  const filters = { userId: await userOf(deps, organizationId, f), userEmail: f?.userEmail };
+  const selection: LogSelection = {
+    scopeId,
+    ...(projectId ? {} : { organization: true }),
+    ...filters,
+    actions,
+    fromMicros: p.fromMicros,
+    toMicros: p.toMicros,
+  };
+  const hash = bindingHash({ ...pagingBinding(list, scopeId, p), ...filters, actions: actions?.join(",") });
   return { stream: adminStream(organizationId, projectId), selection, hash };
 }
 
@@ -122,9 +238,10 @@ interface AdminRequest {
 }
 
 /** One page of an admin log of `scope`. */
-async function adminPage(source: LogSource, req: AdminRequest, p: Paging, scope: AdminScope, list: string) {
-  const page = await readPage(source, "admin", adminQuery(scope, req.filter, p, list), p);
-  return { adminLogs: page.docs.map(adminEntry), hasMore: page.hasMore, nextCursor: page.nextCursor };
+async function adminPage(deps: Deps, ctx: HandlerContext, source: LogSource, req: AdminRequest, p: Paging, scope: AdminScope, list: string) {
+  const page = await readPage(source, "admin", await adminQuery(deps, scope, req.filter, p, list), p);
+  const names = entryNames(deps, directoryOf(deps, ctx.values));
+  return { adminLogs: await Promise.all(page.docs.map((d) => adminEntry(d, names))), hasMore: page.hasMore, nextCursor: page.nextCursor };
 }
 
 /** Every matching entry of an admin log, for as long as `allowed` (which gives the scope) keeps granting it. */
@@ -137,8 +254,11 @@ async function* adminExport(
   list: string,
 ): AsyncGenerator<AdminLogEntry> {
   const p = paging(req.options, { ignoreLimit: true });
-  const scope = await allowed(directoryOf(deps, ctx.values));
-  for await (const d of whileAllowed(deps, ctx.values, allowed, streamLog(source, "admin", adminQuery(scope, req.filter, p, list), p))) yield adminEntry(d);
+  const directory = directoryOf(deps, ctx.values);
+  const scope = await allowed(directory);
+  const q = await adminQuery(deps, scope, req.filter, p, list);
+  const names = entryNames(deps, directory);
+  for await (const d of whileAllowed(deps, ctx.values, allowed, streamLog(source, "admin", q, p))) yield adminEntry(d, names);
 }
 
 const projectScope = (s: { project: { organizationId: string; _id: string } }): AdminScope => ({
@@ -153,28 +273,31 @@ export function createLogService(deps: Deps, opts: { reader?: LogReader } = {}):
   return {
     async listActivityLogs(req, ctx) {
       const p = paging(req.options);
-      const scope = await apiScope(directoryOf(deps, ctx.values), authorization(ctx), req.projectName, req.environmentName);
-      const q = activityQuery(scope.environment!._id, req.filter, p, "activity");
-      const page = await readPage(source, "activity", q, p);
-      return { activityLogs: page.docs.map(activityEntry), hasMore: page.hasMore, nextCursor: page.nextCursor };
+      const directory = directoryOf(deps, ctx.values);
+      const scope = await apiScope(directory, authorization(ctx), req.projectName, req.environmentName);
+      const page = await readPage(source, "activity", await activityQuery(deps, scope, req.filter, p, "activity"), p);
+      const names = entryNames(deps, directory);
+      return { activityLogs: await Promise.all(page.docs.map((d) => activityEntry(d, names))), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
     async listAdminLogs(req, ctx) {
       const p = paging(req.options);
       const scope = await apiScope(directoryOf(deps, ctx.values), authorization(ctx), req.projectName);
-      return adminPage(source, req, p, projectScope(scope), PROJECT_ADMIN);
+      return adminPage(deps, ctx, source, req, p, projectScope(scope), PROJECT_ADMIN);
     },
     async listOrganizationAdminLogs(req, ctx) {
       const p = paging(req.options);
       const scope = await organizationApiScope(directoryOf(deps, ctx.values), authorization(ctx));
-      return adminPage(source, req, p, organizationScope(scope), ORGANIZATION_ADMIN);
+      return adminPage(deps, ctx, source, req, p, organizationScope(scope), ORGANIZATION_ADMIN);
     },
     async *exportActivityLogs(req, ctx) {
       const p = paging(req.options, { ignoreLimit: true });
       const allowed = (directory: DirectoryView) => apiScope(directory, authorization(ctx), req.projectName, req.environmentName);
-      const scope = await allowed(directoryOf(deps, ctx.values));
-      const q = activityQuery(scope.environment!._id, req.filter, p, "activity");
+      const directory = directoryOf(deps, ctx.values);
+      const scope = await allowed(directory);
+      const q = await activityQuery(deps, scope, req.filter, p, "activity");
+      const names = entryNames(deps, directory);
       for await (const d of whileAllowed(deps, ctx.values, allowed, streamLog(source, "activity", q, p))) {
-        yield create(ExportActivityLogsResponseSchema, { entry: activityEntry(d) });
+        yield create(ExportActivityLogsResponseSchema, { entry: await activityEntry(d, names) });
       }
     },
     async *exportAdminLogs(req, ctx) {

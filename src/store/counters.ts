@@ -7,8 +7,8 @@ export interface CounterStore {
   /** Takes the next number of counter `name` (1, 2, 3, …): distinct across every instance. */
   next(name: string): Promise<number>;
   /**
-   * The same, with the time it was taken: the later of the clock and the counter's last stamp,
-   * so that a higher number never has an earlier time (a log stream's entries are in time order).
+   * The same, with its time in microseconds: unique, and later for a higher number whatever the
+   * callers' clocks (a log stream's entries are in time order, each at a time of its own).
    */
   nextStamped(name: string): Promise<Taken>;
   /** The highest number taken so far (0 before the first). */
@@ -33,7 +33,7 @@ export function counterStore(d: Database): CounterStore {
   // show through it; a "before" document is a copy taken under the lock.) Concurrent takers
   // of one counter share one increment (group-commit.ts).
   const next = groupedIncrement(() => d.counters, "seq");
-  const nextStamped = groupedIncrement(() => d.counters, "seq", { stamp: "at" });
+  const nextStamped = groupedIncrement(() => d.counters, "seq", { clock: "lead" });
   return {
     next: async (name) => (await next(name)).value,
     nextStamped,

@@ -31,7 +31,7 @@ export interface DirectoryReads {
   renderings: { get(id: string): Promise<T.RenderingDoc | null> };
   environments: { byName(projectId: string, name: string): Promise<T.EnvironmentDoc | null> };
   roles: { get(projectId: string, userId: string): Promise<Role | null> };
-  teams: { memberIds(id: string): Promise<string[] | null> };
+  teams: { memberIds(id: string): Promise<string[] | null>; get(id: string): Promise<T.TeamDoc | null> };
   permissions: { get(renderingId: string, collectionId: string): Promise<T.PermissionDoc | null> };
   /** Records that a token authenticated a call (a write, never awaited: last-used.ts); absent where nothing records it. */
   tokenUsed?: TokenUseRecorder;
@@ -120,7 +120,7 @@ function changeListeners(version: DirectoryVersion): DirectoryCache["onChange"] 
 }
 
 /** The reads that tell a document's organization (uncached: each process keeps only the answer). */
-type OwnerReads = DirectoryReads & { teams: { get(id: string): Promise<T.TeamDoc | null> } };
+type OwnerReads = DirectoryReads;
 
 /**
  * Per kind of lookup, its document's organization from the lookup's first argument (the
@@ -145,6 +145,7 @@ function ownerReads(dir: OwnerReads, known: (key: string, find: () => Promise<st
     environmentByName: ofProject,
     role: ofProject,
     teamMembers: (id: string) => known(`team\u0000${id}`, async () => ofProject((await dir.teams.get(id))?.projectId)),
+    team: (id: string) => known(`team\u0000${id}`, async () => ofProject((await dir.teams.get(id))?.projectId)),
     permission: ofRendering,
   };
 }
@@ -254,7 +255,7 @@ export function directoryCache(dir: OwnerReads, version: DirectoryVersion): Dire
         renderings: { get: through("rendering", dir.renderings.get) },
         environments: { byName: through("environmentByName", dir.environments.byName) },
         roles: { get: through("role", dir.roles.get) },
-        teams: { memberIds: through("teamMembers", dir.teams.memberIds) },
+        teams: { memberIds: through("teamMembers", dir.teams.memberIds), get: through("team", dir.teams.get) },
         permissions: { get: through("permission", dir.permissions.get) },
         tokenUsed: dir.tokenUsed,
       };

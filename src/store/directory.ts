@@ -12,6 +12,7 @@ import type { Database } from "./connection.js";
 import { directoryCache } from "./directory-cache.js";
 import { directoryVersion, type DirectoryVersion } from "./directory-version.js";
 import { isDuplicateKey } from "./errors.js";
+import { groupedIncrement } from "./group-commit.js";
 import { tokenUseRecorder, type TokenKind } from "./last-used.js";
 import type * as T from "./types.js";
 
@@ -287,12 +288,36 @@ function orgApiTokensStore(d: Database, v: DirectoryVersion) {
   };
 }
 
+/** The counter of an organization's user numbers. */
+export const userNumbers = (organizationId: string) => `users:${organizationId}`;
+
+function usersStore(d: Database) {
+  const next = groupedIncrement(() => d.counters, "seq");
+  const nextNumber = async (organizationId: string) => (await next(userNumbers(organizationId))).value;
+  return {
+    ...documents(d, "users"),
+    /** Stores a new user with the next number of its organization (set on `doc`). */
+    async insert(doc: T.UserDoc): Promise<void> {
+      doc.number = await nextNumber(doc.organizationId);
+      await d.users.insertOne(doc);
+    },
+    byNumber: (organizationId: string, number: number) => d.users.findOne({ organizationId, number }),
+    /** Users stored before runhook numbered them, a batch at a time. */
+    unnumbered: (limit: number) => d.users.find({ number: null } as unknown as Filter<T.UserDoc>, { sort: { number: 1, _id: 1 }, limit }).toArray(),
+    /** Gives an unnumbered user the next number of its organization; false when another process did first. */
+    async number(user: T.UserDoc): Promise<boolean> {
+      const number = await nextNumber(user.organizationId);
+      return (await d.users.updateOne({ _id: user._id, number: null } as unknown as Filter<T.UserDoc>, { $set: { number } })).modifiedCount === 1;
+    },
+  };
+}
+
 export function directoryStore(d: Database) {
   const v = directoryVersion(d);
   const store = {
     organizations: organizationsStore(d, v),
     users: {
-      ...documents(d, "users"),
+      ...usersStore(d),
       /** E-mail addresses are unique per organization, so a lookup names the organization. */
       byEmail: (organizationId: string, email: string) => d.users.findOne({ organizationId, email }),
       /** A page of the organization's users, by id. */

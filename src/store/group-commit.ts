@@ -10,6 +10,9 @@ import { isDuplicateKey, isUnavailable } from "./errors.js";
 /** While the database is unreachable, the calls waiting for the next round fail with the current one (lib/batch.ts). */
 export const STORE_BATCHING = { failsTheNext: isUnavailable };
 
+/** The counters a process keeps the last value of (groupedIncrement's clock); beyond, it reads them again. */
+const MAX_CLOCKED_DOCUMENTS = 100_000;
+
 /**
  * insertOne, grouped. A document a unique index refuses fails its own caller with a
  * duplicate-key error (isDuplicateKey), as insertOne would; the others are inserted.
@@ -41,35 +44,59 @@ export function groupedInsert<T extends Document>(coll: () => Collection<T>): (d
   }, STORE_BATCHING);
 }
 
-/** A value an increment handed out, and the document's stamp as that increment left it. */
+/** A value an increment handed out, and with a clock its time in microseconds. */
 export interface Taken {
   value: number;
-  /** The later of the stamp before the increment and the time it was made: never lower than an earlier value's. */
-  at: Date;
+  /**
+   * With `clock`: microseconds since the epoch, unique and rising with the value (a higher value
+   * always has a later time), close to the clock (see groupedIncrement).
+   */
+  micros: number;
 }
 
 /**
  * A `$inc` by one of document `_id`'s `field` (upserted), grouped: one `$inc` by n per
  * document per round. Each caller gets the value its own increment made (as if the n had
  * been made one after the other), from the document before the round's increment.
- * With `stamp`, the same update raises the document's `stamp` field to the time ($max), so the
- * values and their stamps rise together: a higher value never has an earlier stamp, whatever
- * the callers' clocks.
+ *
+ * With `clock` (a field name), every value also gets a time: value + lead, where the document's
+ * `lead` only ever rises ($max, in the same update as the increment) to "now minus the value".
+ * Values rise by at least one per call and the lead never falls, so times are unique and rise with
+ * the values whatever the callers' clocks; each is at or just after its caller's clock (by the
+ * values other processes took since this one last looked, in microseconds). The lead needs the
+ * value before the update: the value this process last saw, read once per document.
  */
 export function groupedIncrement<T extends { _id: string }>(
   coll: () => Collection<T>,
   field: string,
-  o: { onInsert?: (id: string) => Document; stamp?: string } = {},
+  o: { onInsert?: (id: string) => Document; clock?: string } = {},
 ): (id: string) => Promise<Taken> {
+  const lastSeen = new Map<string, number>();
+  async function seen(id: string): Promise<number> {
+    let v = lastSeen.get(id);
+    if (v === undefined) {
+      const doc = (await coll().findOne({ _id: id } as Filter<T>, { projection: { [field]: 1 } })) as Document | null;
+      v = (doc?.[field] as number | undefined) ?? 0;
+      // Bounded: a process forgets the documents it saw (one more read each) rather than grow.
+      if (lastSeen.size >= MAX_CLOCKED_DOCUMENTS) lastSeen.clear();
+    }
+    return v;
+  }
   async function incrementBy(id: string, n: number): Promise<Taken> {
+    const clock = o.clock;
+    const known = clock ? await seen(id) : 0;
     for (let attempt = 0; ; attempt++) {
       try {
         // "before" plus the increment: exact on every server (see counters.ts).
-        const now = new Date();
-        const update = { $inc: { [field]: n }, $setOnInsert: o.onInsert?.(id) ?? {}, ...(o.stamp ? { $max: { [o.stamp]: now } } : {}) } as UpdateFilter<T>;
+        const lead = Date.now() * 1000 - known - 1;
+        const update = { $inc: { [field]: n }, $setOnInsert: o.onInsert?.(id) ?? {}, ...(clock ? { $max: { [clock]: lead } } : {}) } as UpdateFilter<T>;
         const before = (await coll().findOneAndUpdate({ _id: id } as Filter<T>, update, { upsert: true, returnDocument: "before" })) as Document | null;
-        const stamped = o.stamp ? (before?.[o.stamp] as Date | undefined) : undefined;
-        return { value: ((before?.[field] as number | undefined) ?? 0) + n, at: stamped && stamped > now ? stamped : now };
+        const value = ((before?.[field] as number | undefined) ?? 0) + n;
+        if (!clock) return { value, micros: 0 };
+        lastSeen.set(id, value);
+        const leadBefore = before?.[clock] as number | undefined;
+        // The time of the round's last value; the others are the microseconds before it.
+        return { value, micros: value + (leadBefore !== undefined && leadBefore > lead ? leadBefore : lead) };
       } catch (err) {
         if (!isDuplicateKey(err) || attempt >= 3) throw err; // two first upserts raced: the loser updates
       }
@@ -88,7 +115,8 @@ export function groupedIncrement<T extends { _id: string }>(
       if (!top.ok) return top;
       const k = handed.get(id) ?? 0;
       handed.set(id, k + 1);
-      return ok({ value: top.value.value - counts.get(id)! + 1 + k, at: top.value.at });
+      const back = counts.get(id)! - 1 - k;
+      return ok({ value: top.value.value - back, micros: top.value.micros - back });
     });
   }, STORE_BATCHING);
 }

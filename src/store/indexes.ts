@@ -94,6 +94,9 @@ function directoryIndexes(d: Database): Promise<string>[] {
     d.orgApiTokens.createIndex({ hash: 1 }, { unique: true }),
     // The AdminService lists: a parent's documents page by id (store/directory.ts pageOf).
     d.users.createIndex({ organizationId: 1, _id: 1 }),
+    // A user by number (the public API's user ids), and the users not numbered yet (user-numbers.ts).
+    d.users.createIndex({ organizationId: 1, number: 1 }),
+    d.users.createIndex({ number: 1, _id: 1 }),
     d.projects.createIndex({ organizationId: 1, _id: 1 }),
     d.environments.createIndex({ projectId: 1, _id: 1 }),
     d.teams.createIndex({ projectId: 1, _id: 1 }),
@@ -117,6 +120,10 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
   // A user's roles and application tokens were indexed by user alone; the lists page by (user, id): those serve both.
   await dropIfThere(d.projectRoles, "userId_1");
   await dropIfThere(d.appTokens, "userId_1");
+  // A stream's time index did not hold the microseconds and the number: the longer ones serve both.
+  await dropIfThere(d.activityLogs, "environmentId_1_timestamp_1");
+  await dropIfThere(d.adminLogs, "projectId_1_timestamp_1");
+  await dropIfThere(d.adminLogs, "organizationId_1_projectId_1_timestamp_1");
   await Promise.all([
     ...ttl.map((t) => d[t.collection].createIndex({ [t.field]: 1 }, { expireAfterSeconds: t.expireAfterSeconds })),
     ...directoryIndexes(d),
@@ -129,20 +136,23 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     d.activityLogs.createIndex({ environmentId: 1, "user.id": 1, seq: 1 }),
     d.activityLogs.createIndex({ environmentId: 1, "user.email": 1, seq: 1 }),
     d.activityLogs.createIndex({ environmentId: 1, collection: 1, recordId: 1, seq: 1 }),
-    // A time range (from/to) of a stream: the entries next to its ends, whose numbers bound the
-    // range's numbers (a stream's times rise with its numbers; store/logs.ts timeBounds).
-    d.activityLogs.createIndex({ environmentId: 1, timestamp: 1 }),
+    // A team's entries (the rendering they were made in; null: none).
+    d.activityLogs.createIndex({ environmentId: 1, rendering: 1, seq: 1 }),
+    // A time range of a stream: the first entry at or after each end, whose number splits the
+    // stream (its times rise with its numbers; store/logs.ts timeBounds). In number order, older
+    // entries (no micros) included.
+    d.activityLogs.createIndex({ environmentId: 1, timestamp: 1, micros: 1, seq: 1 }),
     d.adminLogs.createIndex({ projectId: 1, seq: 1 }),
     d.adminLogs.createIndex({ projectId: 1, action: 1, seq: 1 }),
     d.adminLogs.createIndex({ projectId: 1, "actor.id": 1, seq: 1 }),
     d.adminLogs.createIndex({ projectId: 1, "actor.email": 1, seq: 1 }),
-    d.adminLogs.createIndex({ projectId: 1, timestamp: 1 }),
+    d.adminLogs.createIndex({ projectId: 1, timestamp: 1, micros: 1, seq: 1 }),
     // An organization's own stream (entries without a project): the same, under (organizationId, projectId: null).
     d.adminLogs.createIndex({ organizationId: 1, projectId: 1, seq: 1 }),
     d.adminLogs.createIndex({ organizationId: 1, projectId: 1, action: 1, seq: 1 }),
     d.adminLogs.createIndex({ organizationId: 1, projectId: 1, "actor.id": 1, seq: 1 }),
     d.adminLogs.createIndex({ organizationId: 1, projectId: 1, "actor.email": 1, seq: 1 }),
-    d.adminLogs.createIndex({ organizationId: 1, projectId: 1, timestamp: 1 }),
+    d.adminLogs.createIndex({ organizationId: 1, projectId: 1, timestamp: 1, micros: 1, seq: 1 }),
     d.notes.createIndex({ environmentId: 1, seq: 1 }),
     d.notes.createIndex({ environmentId: 1, collection: 1, recordId: 1, seq: 1 }),
     d.notes.createIndex({ seq: 1 }, { unique: true }),

@@ -45,8 +45,8 @@ export function watermarkId(stream: string): string {
   return `${stream}:watermark`;
 }
 
-export type NewActivity = Omit<ActivityLogDoc, "_id" | "seq" | "timestamp" | "tomb">;
-export type NewAdminEntry = Omit<AdminLogDoc, "_id" | "seq" | "timestamp" | "tomb">;
+export type NewActivity = Omit<ActivityLogDoc, "_id" | "seq" | "timestamp" | "micros" | "tomb">;
+export type NewAdminEntry = Omit<AdminLogDoc, "_id" | "seq" | "timestamp" | "micros" | "tomb">;
 
 /** Which entries of one stream a filtered page or an export selects (empty strings select all). */
 export interface LogSelection {
@@ -56,18 +56,28 @@ export interface LogSelection {
   organization?: boolean;
   userId?: string;
   userEmail?: string;
-  action?: string;
+  /** Entries with any of these actions (absent: any action; empty: none). */
+  actions?: readonly string[];
+  /** Activity only: entries of any of these renderings, null naming entries of none (absent: any). */
+  renderings?: readonly (string | null)[];
   collection?: string;
   recordId?: string;
   runId?: string;
-  from?: Date;
-  to?: Date;
+  /** Entries at or after this time, in microseconds since the epoch. */
+  fromMicros?: number;
+  /** Entries before this time, in microseconds since the epoch. */
+  toMicros?: number;
 }
 
 /** Whether a selection needs the query path (attribute filters or a time range). */
 export function isFiltered(s: LogSelection): boolean {
-  return Boolean(s.userId || s.userEmail || s.action || s.collection || s.recordId || s.runId || s.from || s.to);
+  return Boolean(
+    s.userId || s.userEmail || s.actions || s.renderings || s.collection || s.recordId || s.runId || s.fromMicros !== undefined || s.toMicros !== undefined,
+  );
 }
+
+/** The most queries one selection makes (one per action and rendering, each in index order, merged). */
+export const MAX_SELECTION_QUERIES = 16;
 
 export interface SeqRange {
   after?: number;
@@ -139,20 +149,68 @@ function scopeFilter(kind: LogKind, s: LogSelection): Record<string, unknown> {
   return s.organization ? { organizationId: s.scopeId, projectId: null } : { projectId: s.scopeId };
 }
 
-function selectionFilter(kind: LogKind, s: LogSelection, r: SeqRange): Record<string, unknown> {
+/** One action and one rendering of a selection's alternatives (undefined: any). */
+interface Alternative {
+  action?: string;
+  rendering?: string | null;
+}
+
+/**
+ * The queries of a selection: one per action and rendering it allows, each served in `seq`
+ * order by an index, merged by the caller; past MAX_SELECTION_QUERIES, one query with `$in`
+ * (served by the scope's index, the list filtered along it). None when it allows no action.
+ */
+function alternatives(s: LogSelection): Alternative[] {
+  const actions = s.actions ? [...new Set(s.actions)] : [undefined];
+  const renderings = s.renderings ? [...new Set(s.renderings)] : [undefined];
+  if (actions.length * renderings.length > MAX_SELECTION_QUERIES) return [{}];
+  return actions.flatMap((action) => renderings.map((rendering) => ({ action, rendering })));
+}
+
+function selectionFilter(kind: LogKind, s: LogSelection, r: SeqRange, alt: Alternative): Record<string, unknown> {
   const f = scopeFilter(kind, s);
   const user = kind === "activity" ? "user" : "actor";
   if (s.userId) f[`${user}.id`] = s.userId;
   if (s.userEmail) f[`${user}.email`] = s.userEmail;
-  if (s.action) f.action = s.action;
+  if (alt.action !== undefined) f.action = alt.action;
+  else if (s.actions) f.action = { $in: [...s.actions] };
   if (kind === "activity") {
+    if (alt.rendering !== undefined) f.rendering = alt.rendering;
+    else if (s.renderings) f.rendering = { $in: [...s.renderings] };
     if (s.collection) f.collection = s.collection;
     if (s.recordId) f.recordId = s.recordId;
     if (s.runId) f.runId = s.runId;
   }
-  if (s.from || s.to) f.timestamp = { ...(s.from ? { $gte: s.from } : {}), ...(s.to ? { $lt: s.to } : {}) };
   f.seq = seqFilter(r);
   return f;
+}
+
+/** Entries of several queries, each in `seq` order, as one list in that order (at most `limit`). */
+function mergeBySeq<T extends { seq: number }>(lists: T[][], order: 1 | -1, limit: number): T[] {
+  if (lists.length <= 1) return (lists[0] ?? []).slice(0, limit);
+  return lists
+    .flat()
+    .sort((a, b) => order * (a.seq - b.seq))
+    .slice(0, limit);
+}
+
+/** The same for cursors: a k-way merge in constant memory (one pending entry per query). */
+async function* mergeStreams<T extends { seq: number }>(streams: AsyncGenerator<T>[], order: 1 | -1): AsyncGenerator<T> {
+  const heads = await Promise.all(streams.map((it) => it.next()));
+  try {
+    for (;;) {
+      let best = -1;
+      for (let i = 0; i < heads.length; i++) {
+        const h = heads[i]!;
+        if (!h.done && (best < 0 || order * (h.value.seq - (heads[best]!.value as T).seq) < 0)) best = i;
+      }
+      if (best < 0) return;
+      yield heads[best]!.value as T;
+      heads[best] = await streams[best]!.next();
+    }
+  } finally {
+    await Promise.all(streams.map((it) => it.return(undefined)));
+  }
 }
 
 /** A tombstone: null scope fields, so no project's or environment's query ever matches it. */
@@ -195,19 +253,43 @@ function intersect(r: SeqRange, b: SeqRange): SeqRange | null {
 /** The reads of both logs: by position, by key range, and by selection (filters, time range). */
 function logReads(colls: Record<LogKind, Collection<Position>>): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "scan" | "mentionsRun"> {
   /**
-   * The numbers a selection's time range can hold. A stream's times rise with its numbers
-   * (append), so every entry up to the last one before `from` is earlier than `from`, and every
-   * entry from the first one at or after `to` is not earlier than `to`: two look-ups on the time
-   * index turn a time range deep in a long stream into a short range of numbers, and the time
-   * filter still decides within it. Numbers taken but not yet written change nothing.
+   * The number of the first entry of the selection's stream at or after `micros`, among those
+   * up to `upTo` (null: none). A stream's times rise with its numbers, so that entry splits the
+   * stream in two: every earlier number is earlier than `micros`, every later one is not. An
+   * entry's time is `micros`, or on older entries `timestamp` (a millisecond several may share),
+   * and the index on (scope, timestamp, micros, seq) lists the stream in number order: one or
+   * two look-ups on it. Positions not yet resolved are never above `upTo` (a reader's range).
    */
-  async function timeBounds(kind: LogKind, s: LogSelection, r: SeqRange): Promise<SeqRange | null> {
-    if (!s.from && !s.to) return r;
-    const nearest = (timestamp: Record<string, Date>, order: 1 | -1) =>
-      colls[kind].findOne({ ...scopeFilter(kind, s), timestamp } as Filter<Position>, { sort: { timestamp: order }, projection: { seq: 1 } });
-    const [before, after] = await Promise.all([s.from ? nearest({ $lt: s.from }, -1) : null, s.to ? nearest({ $gte: s.to }, 1) : null]);
-    return intersect(r, { after: before?.seq, before: after?.seq });
+  async function firstAtOrAfter(kind: LogKind, s: LogSelection, micros: number, upTo: number | undefined): Promise<number | null> {
+    const ms = Math.floor(micros / 1000);
+    const seq = upTo === undefined ? {} : { seq: { $lte: upTo } };
+    const first = async (f: Record<string, unknown>) =>
+      (
+        await colls[kind].findOne({ ...scopeFilter(kind, s), ...f, ...seq } as Filter<Position>, {
+          sort: { timestamp: 1, micros: 1, seq: 1 },
+          projection: { seq: 1 },
+        })
+      )?.seq ?? null;
+    if (micros % 1000 === 0) return first({ timestamp: { $gte: new Date(ms) } });
+    // Within the millisecond, only entries with a time of their own can be as late as `micros`.
+    return (await first({ timestamp: new Date(ms), micros: { $gte: micros } })) ?? first({ timestamp: { $gt: new Date(ms) } });
   }
+
+  /** A selection's time range as a range of numbers, within `r` (null: nothing there). */
+  async function timeBounds(kind: LogKind, s: LogSelection, r: SeqRange): Promise<SeqRange | null> {
+    if (s.fromMicros === undefined && s.toMicros === undefined) return r;
+    const top = r.upTo ?? (r.before !== undefined ? r.before - 1 : undefined);
+    const [from, to] = await Promise.all([
+      s.fromMicros === undefined ? undefined : firstAtOrAfter(kind, s, s.fromMicros, top),
+      s.toMicros === undefined ? undefined : firstAtOrAfter(kind, s, s.toMicros, top),
+    ]);
+    if (from === null) return null;
+    return intersect(r, { after: from === undefined ? undefined : from - 1, before: to ?? undefined });
+  }
+
+  /** One query per alternative of the selection within `range`, sorted by seq. */
+  const queries = (kind: LogKind, s: LogSelection, range: SeqRange, order: 1 | -1) =>
+    alternatives(s).map((alt) => colls[kind].find(selectionFilter(kind, s, range, alt) as Filter<Position>).sort({ seq: order }));
 
   return {
     async oldest(kind, stream) {
@@ -235,12 +317,8 @@ function logReads(colls: Record<LogKind, Collection<Position>>): Pick<LogStore, 
     async select(kind, s, r, order, limit) {
       const range = await timeBounds(kind, s, r);
       if (!range) return [];
-      const docs = await colls[kind]
-        .find(selectionFilter(kind, s, range) as Filter<Position>)
-        .sort({ seq: order })
-        .limit(limit)
-        .toArray();
-      return docs as unknown as LogDocOf<typeof kind>[];
+      const lists = await Promise.all(queries(kind, s, range, order).map((q) => q.limit(limit).toArray()));
+      return mergeBySeq(lists, order, limit) as unknown as LogDocOf<typeof kind>[];
     },
     async mentionsRun(runId) {
       return (await colls.activity.findOne({ runId } as Filter<Position>, { projection: { _id: 1 } })) !== null;
@@ -248,15 +326,15 @@ function logReads(colls: Record<LogKind, Collection<Position>>): Pick<LogStore, 
     async *scan(kind, s, r, order) {
       const range = await timeBounds(kind, s, r);
       if (!range) return;
-      const cursor = colls[kind]
-        .find(selectionFilter(kind, s, range) as Filter<Position>)
-        .sort({ seq: order })
-        .batchSize(1000);
-      try {
-        for await (const doc of cursor) yield doc as unknown as LogDocOf<typeof kind>;
-      } finally {
-        await cursor.close();
+      const cursors = queries(kind, s, range, order).map((q) => q.batchSize(1000));
+      async function* each(c: (typeof cursors)[number]) {
+        try {
+          for await (const doc of c) yield doc;
+        } finally {
+          await c.close();
+        }
       }
+      for await (const doc of mergeStreams(cursors.map(each), order)) yield doc as unknown as LogDocOf<typeof kind>;
     },
   };
 }
@@ -276,16 +354,16 @@ export function logStore(d: Database, counters: CounterStore): LogStore {
    * Takes the stream's next number, then inserts the entry there. If a reader tombstoned
    * that number meanwhile (the insert took longer than the readers' grace), the insert
    * collides and the entry takes a new, higher number: it never lands behind a position a
-   * reader has passed. The entry's time is the one its number was taken with, so a stream's
-   * times rise with its numbers (what makes a time range a range of numbers, see timeBounds).
+   * reader has passed. The entry's time is the one its number was taken with (counters.ts), so a
+   * stream's times are unique and rise with its numbers (a time range is a range of numbers).
    */
   // Entries written together go in one insert per log.
   const inserts = { activity: groupedInsert(() => colls.activity), admin: groupedInsert(() => colls.admin) };
   async function append(kind: LogKind, stream: string, entry: object, taken?: Taken): Promise<number> {
     for (let next = taken; ; next = undefined) {
-      const { value: seq, at } = next ?? (await counters.nextStamped(stream));
+      const { value: seq, micros } = next ?? (await counters.nextStamped(stream));
       try {
-        await inserts[kind]({ timestamp: at, ...entry, _id: streamKey(stream, seq), seq } as Position);
+        await inserts[kind]({ timestamp: new Date(Math.floor(micros / 1000)), micros, ...entry, _id: streamKey(stream, seq), seq } as Position);
         return seq;
       } catch (err) {
         if (!isDuplicateKey(err)) throw err;

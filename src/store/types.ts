@@ -12,6 +12,12 @@ export interface OrganizationDoc {
 export interface UserDoc {
   _id: string;
   organizationId: string;
+  /**
+   * The user's number in the organization (1, 2, …, never reused): the integer id the public
+   * REST API gives users. Absent on users stored before runhook numbered them, until the start
+   * that numbers them (domain/auth/user-numbers.ts).
+   */
+  number?: number;
   email: string;
   name: string;
   organizationAdmin: boolean;
@@ -246,7 +252,14 @@ export interface ActivityLogDoc {
   seq: number;
   /** Placeholder left by a reader for a sequence number that was never written (null scope fields). */
   tomb?: true;
+  /** The entry's time to the millisecond (what retention and the time index read). */
   timestamp: Date;
+  /**
+   * Its time in microseconds since the epoch, unique within the stream and rising with `seq`
+   * (timestamp is its millisecond). Absent on entries written before runhook kept it: their
+   * time is `timestamp`, which several may share.
+   */
+  micros?: number;
   projectId: string;
   environmentId: string;
   environment: string;
@@ -257,6 +270,8 @@ export interface ActivityLogDoc {
   collection: string | null;
   recordId: string | null;
   runId: string | null;
+  /** The run's workflow (absent on entries about no run, and on run entries written before runhook kept it). */
+  workflowId?: string;
   details: Record<string, unknown>;
 }
 
@@ -266,6 +281,8 @@ export interface AdminLogDoc {
   seq: number;
   tomb?: true;
   timestamp: Date;
+  /** As ActivityLogDoc's. */
+  micros?: number;
   organizationId: string;
   projectId: string | null;
   environment: string | null;
@@ -291,6 +308,8 @@ export interface NoteDoc {
   recordId: string;
   title: string;
   user: UserRefDoc;
+  /** The rendering (so the team) it was written in: a run's; null or absent when written through the API. */
+  renderingId?: string | null;
   messages: NoteMessageDoc[];
   createdAt: Date;
   updatedAt: Date;
@@ -300,8 +319,11 @@ export interface NoteDoc {
 export interface CounterDoc {
   _id: string;
   seq: number;
-  /** A log stream's counter: the time of its highest number (the entries' times rise with their numbers). */
-  at?: Date;
+  /**
+   * A log stream's counter: number n's time is n + lead microseconds (store/group-commit.ts), so
+   * that every entry's time is its own and rises with its number.
+   */
+  lead?: number;
 }
 /**
  * An organization's directory version (`_id: "org:<id>"`, or `"directory"` for every

@@ -85,7 +85,7 @@ export async function runDataStep(deps: Deps, run: RunDoc, step: Exclude<StepDoc
         // The same match as the read: a record that left the scope meanwhile is not written.
         if (!(await timeLimited(deps.store.records.set(ctx.environment.dataDatabase, ctx.collection.name, ctx.match, set)))) throw ctx.notFound();
       }
-      await writeRunActivity(deps.store, run, "record.updated", { fields: changed });
+      await writeRunActivity(deps.store, run, "record.updated", { fields: changed, step: run.stepIndex + 1 });
       return { changed: Object.keys(changed) };
     }
     case "add_note": {
@@ -100,13 +100,14 @@ export async function runDataStep(deps: Deps, run: RunDoc, step: Exclude<StepDoc
           title: typeof step.title === "string" ? step.title : "",
           content: typeof step.content === "string" ? step.content : "",
           user: { id: ctx.user._id, email: ctx.user.email },
+          renderingId: run.renderingId,
         });
         noteId = note._id;
       } catch (err) {
         if (err instanceof DomainError) throw new StepFailure(`add_note: ${err.message}`);
         throw err;
       }
-      await writeRunActivity(deps.store, run, "note.created", { noteId });
+      await writeRunActivity(deps.store, run, "note.created", { noteId, step: run.stepIndex + 1 });
       return { noteId };
     }
     default:

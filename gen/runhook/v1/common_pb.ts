@@ -11,7 +11,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file runhook/v1/common.proto.
  */
 export const file_runhook_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("ChdydW5ob29rL3YxL2NvbW1vbi5wcm90bxIKcnVuaG9vay52MSIkCgdVc2VyUmVmEgoKAmlkGAEgASgJEg0KBWVtYWlsGAIgASgJIssBCgRTdGVwEjEKC2xvYWRfcmVjb3JkGAEgASgLMhoucnVuaG9vay52MS5Mb2FkUmVjb3JkU3RlcEgAEjUKDXVwZGF0ZV9yZWNvcmQYAiABKAsyHC5ydW5ob29rLnYxLlVwZGF0ZVJlY29yZFN0ZXBIABIrCghhZGRfbm90ZRgDIAEoCzIXLnJ1bmhvb2sudjEuQWRkTm90ZVN0ZXBIABIkCgR3YWl0GAQgASgLMhQucnVuaG9vay52MS5XYWl0U3RlcEgAQgYKBGtpbmQiEAoOTG9hZFJlY29yZFN0ZXAiOAoQVXBkYXRlUmVjb3JkU3RlcBIkCgNzZXQYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ii0KC0FkZE5vdGVTdGVwEg8KB2NvbnRlbnQYASABKAkSDQoFdGl0bGUYAiABKAkiGwoIV2FpdFN0ZXASDwoHc2Vjb25kcxgBIAEoDWIGcHJvdG8z", [file_google_protobuf_struct]);
+  fileDesc("ChdydW5ob29rL3YxL2NvbW1vbi5wcm90bxIKcnVuaG9vay52MSJCCgdVc2VyUmVmEgoKAmlkGAEgASgJEg0KBWVtYWlsGAIgASgJEg4KBm51bWJlchgDIAEoAxIMCgRuYW1lGAQgASgJIssBCgRTdGVwEjEKC2xvYWRfcmVjb3JkGAEgASgLMhoucnVuaG9vay52MS5Mb2FkUmVjb3JkU3RlcEgAEjUKDXVwZGF0ZV9yZWNvcmQYAiABKAsyHC5ydW5ob29rLnYxLlVwZGF0ZVJlY29yZFN0ZXBIABIrCghhZGRfbm90ZRgDIAEoCzIXLnJ1bmhvb2sudjEuQWRkTm90ZVN0ZXBIABIkCgR3YWl0GAQgASgLMhQucnVuaG9vay52MS5XYWl0U3RlcEgAQgYKBGtpbmQiEAoOTG9hZFJlY29yZFN0ZXAiOAoQVXBkYXRlUmVjb3JkU3RlcBIkCgNzZXQYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ii0KC0FkZE5vdGVTdGVwEg8KB2NvbnRlbnQYASABKAkSDQoFdGl0bGUYAiABKAkiGwoIV2FpdFN0ZXASDwoHc2Vjb25kcxgBIAEoDWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * UserRef names a user in logs, notes and runs.
@@ -32,6 +32,21 @@ export type UserRef = Message<"runhook.v1.UserRef"> & {
    * @generated from field: string email = 2;
    */
   email: string;
+
+  /**
+   * The user's number in its organization (1, 2, …, never reused): the integer id the public
+   * REST API gives users. 0 when the user is no longer known.
+   *
+   * @generated from field: int64 number = 3;
+   */
+  number: bigint;
+
+  /**
+   * The user's name (empty when unknown).
+   *
+   * @generated from field: string name = 4;
+   */
+  name: string;
 };
 
 /**

@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file runhook/v1/log.proto.
  */
 export const file_runhook_v1_log: GenFile = /*@__PURE__*/
-  fileDesc("ChRydW5ob29rL3YxL2xvZy5wcm90bxIKcnVuaG9vay52MSLgAgoQQWN0aXZpdHlMb2dFbnRyeRIKCgJpZBgBIAEoCRItCgl0aW1lc3RhbXAYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2Vudmlyb25tZW50GAMgASgJEhYKCXJlbmRlcmluZxgEIAEoCUgAiAEBEiEKBHVzZXIYBSABKAsyEy5ydW5ob29rLnYxLlVzZXJSZWYSDgoGYWN0aW9uGAYgASgJEgsKA3ZpYRgHIAEoCRIXCgpjb2xsZWN0aW9uGAggASgJSAGIAQESFgoJcmVjb3JkX2lkGAkgASgJSAKIAQESEwoGcnVuX2lkGAogASgJSAOIAQESKAoHZGV0YWlscxgLIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDAoKX3JlbmRlcmluZ0INCgtfY29sbGVjdGlvbkIMCgpfcmVjb3JkX2lkQgkKB19ydW5faWQi4gEKDUFkbWluTG9nRW50cnkSCgoCaWQYASABKAkSLQoJdGltZXN0YW1wGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYCgtlbnZpcm9ubWVudBgDIAEoCUgAiAEBEiIKBWFjdG9yGAQgASgLMhMucnVuaG9vay52MS5Vc2VyUmVmEg4KBmFjdGlvbhgFIAEoCRIOCgZ0YXJnZXQYBiABKAkSKAoHZGV0YWlscxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDgoMX2Vudmlyb25tZW50IpcBCgtMaXN0T3B0aW9ucxINCgVsaW1pdBgBIAEoBRIOCgZjdXJzb3IYAiABKAkSDQoFb3JkZXIYAyABKAkSLQoJZnJvbV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgd0b190aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ/ChFBY3Rpdml0eUxvZ0ZpbHRlchIPCgd1c2VyX2lkGAEgASgJEhIKCnVzZXJfZW1haWwYAiABKAkSDgoGYWN0aW9uGAMgASgJEhIKCmNvbGxlY3Rpb24YBCABKAkSEQoJcmVjb3JkX2lkGAUgASgJEg4KBnJ1bl9pZBgGIAEoCSJFCg5BZG1pbkxvZ0ZpbHRlchIPCgd1c2VyX2lkGAEgASgJEhIKCnVzZXJfZW1haWwYAiABKAkSDgoGYWN0aW9uGAMgASgJIqIBChdMaXN0QWN0aXZpdHlMb2dzUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkSGAoQZW52aXJvbm1lbnRfbmFtZRgCIAEoCRIoCgdvcHRpb25zGAMgASgLMhcucnVuaG9vay52MS5MaXN0T3B0aW9ucxItCgZmaWx0ZXIYBCABKAsyHS5ydW5ob29rLnYxLkFjdGl2aXR5TG9nRmlsdGVyIosBChhMaXN0QWN0aXZpdHlMb2dzUmVzcG9uc2USMwoNYWN0aXZpdHlfbG9ncxgBIAMoCzIcLnJ1bmhvb2sudjEuQWN0aXZpdHlMb2dFbnRyeRIQCghoYXNfbW9yZRgCIAEoCBIYCgtuZXh0X2N1cnNvchgDIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciKCAQoUTGlzdEFkbWluTG9nc1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEigKB29wdGlvbnMYAiABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEioKBmZpbHRlchgDIAEoCzIaLnJ1bmhvb2sudjEuQWRtaW5Mb2dGaWx0ZXIiggEKFUxpc3RBZG1pbkxvZ3NSZXNwb25zZRItCgphZG1pbl9sb2dzGAEgAygLMhkucnVuaG9vay52MS5BZG1pbkxvZ0VudHJ5EhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIqQBChlFeHBvcnRBY3Rpdml0eUxvZ3NSZXF1ZXN0EhQKDHByb2plY3RfbmFtZRgBIAEoCRIYChBlbnZpcm9ubWVudF9uYW1lGAIgASgJEigKB29wdGlvbnMYAyABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEi0KBmZpbHRlchgEIAEoCzIdLnJ1bmhvb2sudjEuQWN0aXZpdHlMb2dGaWx0ZXIiSQoaRXhwb3J0QWN0aXZpdHlMb2dzUmVzcG9uc2USKwoFZW50cnkYASABKAsyHC5ydW5ob29rLnYxLkFjdGl2aXR5TG9nRW50cnkihAEKFkV4cG9ydEFkbWluTG9nc1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEigKB29wdGlvbnMYAiABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEioKBmZpbHRlchgDIAEoCzIaLnJ1bmhvb2sudjEuQWRtaW5Mb2dGaWx0ZXIiQwoXRXhwb3J0QWRtaW5Mb2dzUmVzcG9uc2USKAoFZW50cnkYASABKAsyGS5ydW5ob29rLnYxLkFkbWluTG9nRW50cnkieAogTGlzdE9yZ2FuaXphdGlvbkFkbWluTG9nc1JlcXVlc3QSKAoHb3B0aW9ucxgBIAEoCzIXLnJ1bmhvb2sudjEuTGlzdE9wdGlvbnMSKgoGZmlsdGVyGAIgASgLMhoucnVuaG9vay52MS5BZG1pbkxvZ0ZpbHRlciKOAQohTGlzdE9yZ2FuaXphdGlvbkFkbWluTG9nc1Jlc3BvbnNlEi0KCmFkbWluX2xvZ3MYASADKAsyGS5ydW5ob29rLnYxLkFkbWluTG9nRW50cnkSEAoIaGFzX21vcmUYAiABKAgSGAoLbmV4dF9jdXJzb3IYAyABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IiegoiRXhwb3J0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVxdWVzdBIoCgdvcHRpb25zGAEgASgLMhcucnVuaG9vay52MS5MaXN0T3B0aW9ucxIqCgZmaWx0ZXIYAiABKAsyGi5ydW5ob29rLnYxLkFkbWluTG9nRmlsdGVyIk8KI0V4cG9ydE9yZ2FuaXphdGlvbkFkbWluTG9nc1Jlc3BvbnNlEigKBWVudHJ5GAEgASgLMhkucnVuaG9vay52MS5BZG1pbkxvZ0VudHJ5Mo8FCgpMb2dTZXJ2aWNlEl8KEExpc3RBY3Rpdml0eUxvZ3MSIy5ydW5ob29rLnYxLkxpc3RBY3Rpdml0eUxvZ3NSZXF1ZXN0GiQucnVuaG9vay52MS5MaXN0QWN0aXZpdHlMb2dzUmVzcG9uc2UiABJWCg1MaXN0QWRtaW5Mb2dzEiAucnVuaG9vay52MS5MaXN0QWRtaW5Mb2dzUmVxdWVzdBohLnJ1bmhvb2sudjEuTGlzdEFkbWluTG9nc1Jlc3BvbnNlIgASZwoSRXhwb3J0QWN0aXZpdHlMb2dzEiUucnVuaG9vay52MS5FeHBvcnRBY3Rpdml0eUxvZ3NSZXF1ZXN0GiYucnVuaG9vay52MS5FeHBvcnRBY3Rpdml0eUxvZ3NSZXNwb25zZSIAMAESXgoPRXhwb3J0QWRtaW5Mb2dzEiIucnVuaG9vay52MS5FeHBvcnRBZG1pbkxvZ3NSZXF1ZXN0GiMucnVuaG9vay52MS5FeHBvcnRBZG1pbkxvZ3NSZXNwb25zZSIAMAESegoZTGlzdE9yZ2FuaXphdGlvbkFkbWluTG9ncxIsLnJ1bmhvb2sudjEuTGlzdE9yZ2FuaXphdGlvbkFkbWluTG9nc1JlcXVlc3QaLS5ydW5ob29rLnYxLkxpc3RPcmdhbml6YXRpb25BZG1pbkxvZ3NSZXNwb25zZSIAEoIBChtFeHBvcnRPcmdhbml6YXRpb25BZG1pbkxvZ3MSLi5ydW5ob29rLnYxLkV4cG9ydE9yZ2FuaXphdGlvbkFkbWluTG9nc1JlcXVlc3QaLy5ydW5ob29rLnYxLkV4cG9ydE9yZ2FuaXphdGlvbkFkbWluTG9nc1Jlc3BvbnNlIgAwAWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_runhook_v1_common]);
+  fileDesc("ChRydW5ob29rL3YxL2xvZy5wcm90bxIKcnVuaG9vay52MSL6AwoQQWN0aXZpdHlMb2dFbnRyeRIKCgJpZBgBIAEoCRItCgl0aW1lc3RhbXAYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2Vudmlyb25tZW50GAMgASgJEhYKCXJlbmRlcmluZxgEIAEoCUgAiAEBEiEKBHVzZXIYBSABKAsyEy5ydW5ob29rLnYxLlVzZXJSZWYSDgoGYWN0aW9uGAYgASgJEgsKA3ZpYRgHIAEoCRIXCgpjb2xsZWN0aW9uGAggASgJSAGIAQESFgoJcmVjb3JkX2lkGAkgASgJSAKIAQESEwoGcnVuX2lkGAogASgJSAOIAQESKAoHZGV0YWlscxgLIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoEdGVhbRgMIAEoCUgEiAEBEhgKC3dvcmtmbG93X2lkGA0gASgJSAWIAQESGgoNd29ya2Zsb3dfbmFtZRgOIAEoCUgGiAEBEhYKCXN0ZXBfbmFtZRgPIAEoCUgHiAEBQgwKCl9yZW5kZXJpbmdCDQoLX2NvbGxlY3Rpb25CDAoKX3JlY29yZF9pZEIJCgdfcnVuX2lkQgcKBV90ZWFtQg4KDF93b3JrZmxvd19pZEIQCg5fd29ya2Zsb3dfbmFtZUIMCgpfc3RlcF9uYW1lIogCCg1BZG1pbkxvZ0VudHJ5EgoKAmlkGAEgASgJEi0KCXRpbWVzdGFtcBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoLZW52aXJvbm1lbnQYAyABKAlIAIgBARIiCgVhY3RvchgEIAEoCzITLnJ1bmhvb2sudjEuVXNlclJlZhIOCgZhY3Rpb24YBSABKAkSDgoGdGFyZ2V0GAYgASgJEigKB2RldGFpbHMYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiQKB3N1YmplY3QYCCABKAsyEy5ydW5ob29rLnYxLlVzZXJSZWZCDgoMX2Vudmlyb25tZW50IpcBCgtMaXN0T3B0aW9ucxINCgVsaW1pdBgBIAEoBRIOCgZjdXJzb3IYAiABKAkSDQoFb3JkZXIYAyABKAkSLQoJZnJvbV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgd0b190aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLJAQoRQWN0aXZpdHlMb2dGaWx0ZXISDwoHdXNlcl9pZBgBIAEoCRISCgp1c2VyX2VtYWlsGAIgASgJEg4KBmFjdGlvbhgDIAEoCRISCgpjb2xsZWN0aW9uGAQgASgJEhEKCXJlY29yZF9pZBgFIAEoCRIOCgZydW5faWQYBiABKAkSDwoHYWN0aW9ucxgHIAMoCRITCgt1c2VyX251bWJlchgIIAEoAxIMCgR0ZWFtGAkgASgJEhQKDHdpdGhvdXRfdGVhbRgKIAEoCCJrCg5BZG1pbkxvZ0ZpbHRlchIPCgd1c2VyX2lkGAEgASgJEhIKCnVzZXJfZW1haWwYAiABKAkSDgoGYWN0aW9uGAMgASgJEg8KB2FjdGlvbnMYBCADKAkSEwoLdXNlcl9udW1iZXIYBSABKAMiogEKF0xpc3RBY3Rpdml0eUxvZ3NSZXF1ZXN0EhQKDHByb2plY3RfbmFtZRgBIAEoCRIYChBlbnZpcm9ubWVudF9uYW1lGAIgASgJEigKB29wdGlvbnMYAyABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEi0KBmZpbHRlchgEIAEoCzIdLnJ1bmhvb2sudjEuQWN0aXZpdHlMb2dGaWx0ZXIiiwEKGExpc3RBY3Rpdml0eUxvZ3NSZXNwb25zZRIzCg1hY3Rpdml0eV9sb2dzGAEgAygLMhwucnVuaG9vay52MS5BY3Rpdml0eUxvZ0VudHJ5EhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIoIBChRMaXN0QWRtaW5Mb2dzUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkSKAoHb3B0aW9ucxgCIAEoCzIXLnJ1bmhvb2sudjEuTGlzdE9wdGlvbnMSKgoGZmlsdGVyGAMgASgLMhoucnVuaG9vay52MS5BZG1pbkxvZ0ZpbHRlciKCAQoVTGlzdEFkbWluTG9nc1Jlc3BvbnNlEi0KCmFkbWluX2xvZ3MYASADKAsyGS5ydW5ob29rLnYxLkFkbWluTG9nRW50cnkSEAoIaGFzX21vcmUYAiABKAgSGAoLbmV4dF9jdXJzb3IYAyABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IipAEKGUV4cG9ydEFjdGl2aXR5TG9nc1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEhgKEGVudmlyb25tZW50X25hbWUYAiABKAkSKAoHb3B0aW9ucxgDIAEoCzIXLnJ1bmhvb2sudjEuTGlzdE9wdGlvbnMSLQoGZmlsdGVyGAQgASgLMh0ucnVuaG9vay52MS5BY3Rpdml0eUxvZ0ZpbHRlciJJChpFeHBvcnRBY3Rpdml0eUxvZ3NSZXNwb25zZRIrCgVlbnRyeRgBIAEoCzIcLnJ1bmhvb2sudjEuQWN0aXZpdHlMb2dFbnRyeSKEAQoWRXhwb3J0QWRtaW5Mb2dzUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkSKAoHb3B0aW9ucxgCIAEoCzIXLnJ1bmhvb2sudjEuTGlzdE9wdGlvbnMSKgoGZmlsdGVyGAMgASgLMhoucnVuaG9vay52MS5BZG1pbkxvZ0ZpbHRlciJDChdFeHBvcnRBZG1pbkxvZ3NSZXNwb25zZRIoCgVlbnRyeRgBIAEoCzIZLnJ1bmhvb2sudjEuQWRtaW5Mb2dFbnRyeSJ4CiBMaXN0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVxdWVzdBIoCgdvcHRpb25zGAEgASgLMhcucnVuaG9vay52MS5MaXN0T3B0aW9ucxIqCgZmaWx0ZXIYAiABKAsyGi5ydW5ob29rLnYxLkFkbWluTG9nRmlsdGVyIo4BCiFMaXN0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVzcG9uc2USLQoKYWRtaW5fbG9ncxgBIAMoCzIZLnJ1bmhvb2sudjEuQWRtaW5Mb2dFbnRyeRIQCghoYXNfbW9yZRgCIAEoCBIYCgtuZXh0X2N1cnNvchgDIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciJ6CiJFeHBvcnRPcmdhbml6YXRpb25BZG1pbkxvZ3NSZXF1ZXN0EigKB29wdGlvbnMYASABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEioKBmZpbHRlchgCIAEoCzIaLnJ1bmhvb2sudjEuQWRtaW5Mb2dGaWx0ZXIiTwojRXhwb3J0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVzcG9uc2USKAoFZW50cnkYASABKAsyGS5ydW5ob29rLnYxLkFkbWluTG9nRW50cnkyjwUKCkxvZ1NlcnZpY2USXwoQTGlzdEFjdGl2aXR5TG9ncxIjLnJ1bmhvb2sudjEuTGlzdEFjdGl2aXR5TG9nc1JlcXVlc3QaJC5ydW5ob29rLnYxLkxpc3RBY3Rpdml0eUxvZ3NSZXNwb25zZSIAElYKDUxpc3RBZG1pbkxvZ3MSIC5ydW5ob29rLnYxLkxpc3RBZG1pbkxvZ3NSZXF1ZXN0GiEucnVuaG9vay52MS5MaXN0QWRtaW5Mb2dzUmVzcG9uc2UiABJnChJFeHBvcnRBY3Rpdml0eUxvZ3MSJS5ydW5ob29rLnYxLkV4cG9ydEFjdGl2aXR5TG9nc1JlcXVlc3QaJi5ydW5ob29rLnYxLkV4cG9ydEFjdGl2aXR5TG9nc1Jlc3BvbnNlIgAwARJeCg9FeHBvcnRBZG1pbkxvZ3MSIi5ydW5ob29rLnYxLkV4cG9ydEFkbWluTG9nc1JlcXVlc3QaIy5ydW5ob29rLnYxLkV4cG9ydEFkbWluTG9nc1Jlc3BvbnNlIgAwARJ6ChlMaXN0T3JnYW5pemF0aW9uQWRtaW5Mb2dzEiwucnVuaG9vay52MS5MaXN0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVxdWVzdBotLnJ1bmhvb2sudjEuTGlzdE9yZ2FuaXphdGlvbkFkbWluTG9nc1Jlc3BvbnNlIgASggEKG0V4cG9ydE9yZ2FuaXphdGlvbkFkbWluTG9ncxIuLnJ1bmhvb2sudjEuRXhwb3J0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVxdWVzdBovLnJ1bmhvb2sudjEuRXhwb3J0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVzcG9uc2UiADABYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_runhook_v1_common]);
 
 /**
  * ActivityLogEntry is one action taken in an environment.
@@ -30,7 +30,9 @@ export type ActivityLogEntry = Message<"runhook.v1.ActivityLogEntry"> & {
   id: string;
 
   /**
-   * When the action was taken.
+   * When the action was taken, to the microsecond: unique within the environment's log and
+   * increasing in the list order (entries written before runhook kept microseconds have
+   * milliseconds, which several may share).
    *
    * @generated from field: google.protobuf.Timestamp timestamp = 2;
    */
@@ -100,6 +102,36 @@ export type ActivityLogEntry = Message<"runhook.v1.ActivityLogEntry"> & {
    * @generated from field: google.protobuf.Struct details = 11;
    */
   details?: JsonObject | undefined;
+
+  /**
+   * Name of the team whose rendering the action was taken in; unset when none (notes written
+   * through the API).
+   *
+   * @generated from field: optional string team = 12;
+   */
+  team?: string | undefined;
+
+  /**
+   * The run's workflow, for entries about a run (unset on older entries that did not record it
+   * once their run is gone).
+   *
+   * @generated from field: optional string workflow_id = 13;
+   */
+  workflowId?: string | undefined;
+
+  /**
+   * Its name.
+   *
+   * @generated from field: optional string workflow_name = 14;
+   */
+  workflowName?: string | undefined;
+
+  /**
+   * The workflow step that took the action (for example `2. update_record`), when one did.
+   *
+   * @generated from field: optional string step_name = 15;
+   */
+  stepName?: string | undefined;
 };
 
 /**
@@ -123,7 +155,7 @@ export type AdminLogEntry = Message<"runhook.v1.AdminLogEntry"> & {
   id: string;
 
   /**
-   * When the operation happened.
+   * When the operation happened, to the microsecond, as ActivityLogEntry's.
    *
    * @generated from field: google.protobuf.Timestamp timestamp = 2;
    */
@@ -166,6 +198,13 @@ export type AdminLogEntry = Message<"runhook.v1.AdminLogEntry"> & {
    * @generated from field: google.protobuf.Struct details = 7;
    */
   details?: JsonObject | undefined;
+
+  /**
+   * The user the operation is about (a role, a team membership, a token), when it is about one.
+   *
+   * @generated from field: runhook.v1.UserRef subject = 8;
+   */
+  subject?: UserRef | undefined;
 };
 
 /**
@@ -203,14 +242,14 @@ export type ListOptions = Message<"runhook.v1.ListOptions"> & {
   order: string;
 
   /**
-   * Only entries at or after this time (REST: `from`).
+   * Only entries at or after this time (REST: `createdAt.gte`, `createdAt.gt`, `createdAt.eq`).
    *
    * @generated from field: google.protobuf.Timestamp from_time = 4;
    */
   fromTime?: Timestamp | undefined;
 
   /**
-   * Only entries before this time (REST: `to`).
+   * Only entries before this time (REST: `createdAt.lt`, `createdAt.lte`, `createdAt.eq`).
    *
    * @generated from field: google.protobuf.Timestamp to_time = 5;
    */
@@ -271,6 +310,34 @@ export type ActivityLogFilter = Message<"runhook.v1.ActivityLogFilter"> & {
    * @generated from field: string run_id = 6;
    */
   runId: string;
+
+  /**
+   * Only entries with any of these actions (with `action`: either).
+   *
+   * @generated from field: repeated string actions = 7;
+   */
+  actions: string[];
+
+  /**
+   * Only entries of the user with this number (UserRef.number).
+   *
+   * @generated from field: int64 user_number = 8;
+   */
+  userNumber: bigint;
+
+  /**
+   * Only entries of this team (ActivityLogEntry.team).
+   *
+   * @generated from field: string team = 9;
+   */
+  team: string;
+
+  /**
+   * Only entries with no team (with `team`: either).
+   *
+   * @generated from field: bool without_team = 10;
+   */
+  withoutTeam: boolean;
 };
 
 /**
@@ -306,6 +373,20 @@ export type AdminLogFilter = Message<"runhook.v1.AdminLogFilter"> & {
    * @generated from field: string action = 3;
    */
   action: string;
+
+  /**
+   * Only entries with any of these actions (with `action`: either).
+   *
+   * @generated from field: repeated string actions = 4;
+   */
+  actions: string[];
+
+  /**
+   * Only entries of the actor with this number (UserRef.number).
+   *
+   * @generated from field: int64 user_number = 5;
+   */
+  userNumber: bigint;
 };
 
 /**

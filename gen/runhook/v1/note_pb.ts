@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file runhook/v1/note.proto.
  */
 export const file_runhook_v1_note: GenFile = /*@__PURE__*/
-  fileDesc("ChVydW5ob29rL3YxL25vdGUucHJvdG8SCnJ1bmhvb2sudjEipwIKBE5vdGUSCgoCaWQYASABKAkSEgoKY29sbGVjdGlvbhgCIAEoCRIRCglyZWNvcmRfaWQYAyABKAkSDQoFdGl0bGUYBCABKAkSIQoEdXNlchgFIAEoCzITLnJ1bmhvb2sudjEuVXNlclJlZhIpCghtZXNzYWdlcxgGIAMoCzIXLnJ1bmhvb2sudjEuTm90ZU1lc3NhZ2USLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLYXJjaGl2ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIn0KC05vdGVNZXNzYWdlEgoKAmlkGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSIQoEdXNlchgDIAEoCzITLnJ1bmhvb2sudjEuVXNlclJlZhIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI7CglOb3RlU2NvcGUSFAoMcHJvamVjdF9uYW1lGAEgASgJEhgKEGVudmlyb25tZW50X25hbWUYAiABKAkigAEKEUNyZWF0ZU5vdGVSZXF1ZXN0EiQKBXNjb3BlGAEgASgLMhUucnVuaG9vay52MS5Ob3RlU2NvcGUSEgoKY29sbGVjdGlvbhgCIAEoCRIRCglyZWNvcmRfaWQYAyABKAkSDQoFdGl0bGUYBCABKAkSDwoHY29udGVudBgFIAEoCSI0ChJDcmVhdGVOb3RlUmVzcG9uc2USHgoEbm90ZRgBIAEoCzIQLnJ1bmhvb2sudjEuTm90ZSJHCg5HZXROb3RlUmVxdWVzdBIkCgVzY29wZRgBIAEoCzIVLnJ1bmhvb2sudjEuTm90ZVNjb3BlEg8KB25vdGVfaWQYAiABKAkiMQoPR2V0Tm90ZVJlc3BvbnNlEh4KBG5vdGUYASABKAsyEC5ydW5ob29rLnYxLk5vdGUiaAoKTm90ZUZpbHRlchISCgpjb2xsZWN0aW9uGAEgASgJEhEKCXJlY29yZF9pZBgCIAEoCRIPCgd1c2VyX2lkGAMgASgJEhUKCGFyY2hpdmVkGAQgASgISACIAQFCCwoJX2FyY2hpdmVkIooBChBMaXN0Tm90ZXNSZXF1ZXN0EiQKBXNjb3BlGAEgASgLMhUucnVuaG9vay52MS5Ob3RlU2NvcGUSKAoHb3B0aW9ucxgCIAEoCzIXLnJ1bmhvb2sudjEuTGlzdE9wdGlvbnMSJgoGZmlsdGVyGAMgASgLMhYucnVuaG9vay52MS5Ob3RlRmlsdGVyInAKEUxpc3ROb3Rlc1Jlc3BvbnNlEh8KBW5vdGVzGAEgAygLMhAucnVuaG9vay52MS5Ob3RlEhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIowBChFVcGRhdGVOb3RlUmVxdWVzdBIkCgVzY29wZRgBIAEoCzIVLnJ1bmhvb2sudjEuTm90ZVNjb3BlEg8KB25vdGVfaWQYAiABKAkSEgoFdGl0bGUYAyABKAlIAIgBARIVCghhcmNoaXZlZBgEIAEoCEgBiAEBQggKBl90aXRsZUILCglfYXJjaGl2ZWQiNAoSVXBkYXRlTm90ZVJlc3BvbnNlEh4KBG5vdGUYASABKAsyEC5ydW5ob29rLnYxLk5vdGUiSgoRRGVsZXRlTm90ZVJlcXVlc3QSJAoFc2NvcGUYASABKAsyFS5ydW5ob29rLnYxLk5vdGVTY29wZRIPCgdub3RlX2lkGAIgASgJIhQKEkRlbGV0ZU5vdGVSZXNwb25zZSJfChVBZGROb3RlTWVzc2FnZVJlcXVlc3QSJAoFc2NvcGUYASABKAsyFS5ydW5ob29rLnYxLk5vdGVTY29wZRIPCgdub3RlX2lkGAIgASgJEg8KB2NvbnRlbnQYAyABKAkiQgoWQWRkTm90ZU1lc3NhZ2VSZXNwb25zZRIoCgdtZXNzYWdlGAEgASgLMhcucnVuaG9vay52MS5Ob3RlTWVzc2FnZTLnAwoLTm90ZVNlcnZpY2USTQoKQ3JlYXRlTm90ZRIdLnJ1bmhvb2sudjEuQ3JlYXRlTm90ZVJlcXVlc3QaHi5ydW5ob29rLnYxLkNyZWF0ZU5vdGVSZXNwb25zZSIAEkQKB0dldE5vdGUSGi5ydW5ob29rLnYxLkdldE5vdGVSZXF1ZXN0GhsucnVuaG9vay52MS5HZXROb3RlUmVzcG9uc2UiABJKCglMaXN0Tm90ZXMSHC5ydW5ob29rLnYxLkxpc3ROb3Rlc1JlcXVlc3QaHS5ydW5ob29rLnYxLkxpc3ROb3Rlc1Jlc3BvbnNlIgASTQoKVXBkYXRlTm90ZRIdLnJ1bmhvb2sudjEuVXBkYXRlTm90ZVJlcXVlc3QaHi5ydW5ob29rLnYxLlVwZGF0ZU5vdGVSZXNwb25zZSIAEk0KCkRlbGV0ZU5vdGUSHS5ydW5ob29rLnYxLkRlbGV0ZU5vdGVSZXF1ZXN0Gh4ucnVuaG9vay52MS5EZWxldGVOb3RlUmVzcG9uc2UiABJZCg5BZGROb3RlTWVzc2FnZRIhLnJ1bmhvb2sudjEuQWRkTm90ZU1lc3NhZ2VSZXF1ZXN0GiIucnVuaG9vay52MS5BZGROb3RlTWVzc2FnZVJlc3BvbnNlIgBiBnByb3RvMw", [file_google_protobuf_timestamp, file_runhook_v1_common, file_runhook_v1_log]);
+  fileDesc("ChVydW5ob29rL3YxL25vdGUucHJvdG8SCnJ1bmhvb2sudjEi0wIKBE5vdGUSCgoCaWQYASABKAkSEgoKY29sbGVjdGlvbhgCIAEoCRIRCglyZWNvcmRfaWQYAyABKAkSDQoFdGl0bGUYBCABKAkSIQoEdXNlchgFIAEoCzITLnJ1bmhvb2sudjEuVXNlclJlZhIpCghtZXNzYWdlcxgGIAMoCzIXLnJ1bmhvb2sudjEuTm90ZU1lc3NhZ2USLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLYXJjaGl2ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBm51bWJlchgKIAEoAxIRCgR0ZWFtGAsgASgJSACIAQFCBwoFX3RlYW0ifQoLTm90ZU1lc3NhZ2USCgoCaWQYASABKAkSDwoHY29udGVudBgCIAEoCRIhCgR1c2VyGAMgASgLMhMucnVuaG9vay52MS5Vc2VyUmVmEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjsKCU5vdGVTY29wZRIUCgxwcm9qZWN0X25hbWUYASABKAkSGAoQZW52aXJvbm1lbnRfbmFtZRgCIAEoCSKAAQoRQ3JlYXRlTm90ZVJlcXVlc3QSJAoFc2NvcGUYASABKAsyFS5ydW5ob29rLnYxLk5vdGVTY29wZRISCgpjb2xsZWN0aW9uGAIgASgJEhEKCXJlY29yZF9pZBgDIAEoCRINCgV0aXRsZRgEIAEoCRIPCgdjb250ZW50GAUgASgJIjQKEkNyZWF0ZU5vdGVSZXNwb25zZRIeCgRub3RlGAEgASgLMhAucnVuaG9vay52MS5Ob3RlIkcKDkdldE5vdGVSZXF1ZXN0EiQKBXNjb3BlGAEgASgLMhUucnVuaG9vay52MS5Ob3RlU2NvcGUSDwoHbm90ZV9pZBgCIAEoCSIxCg9HZXROb3RlUmVzcG9uc2USHgoEbm90ZRgBIAEoCzIQLnJ1bmhvb2sudjEuTm90ZSL7AgoKTm90ZUZpbHRlchISCgpjb2xsZWN0aW9uGAEgASgJEhEKCXJlY29yZF9pZBgCIAEoCRIPCgd1c2VyX2lkGAMgASgJEhUKCGFyY2hpdmVkGAQgASgISACIAQESEwoLdXNlcl9udW1iZXIYBSABKAMSMAoMdXBkYXRlZF9mcm9tGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX3RvGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIxCg1hcmNoaXZlZF9mcm9tGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgthcmNoaXZlZF90bxgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKdXNlcl9lbWFpbBgKIAEoCRIMCgR0ZWFtGAsgASgJEhQKDHdpdGhvdXRfdGVhbRgMIAEoCEILCglfYXJjaGl2ZWQiigEKEExpc3ROb3Rlc1JlcXVlc3QSJAoFc2NvcGUYASABKAsyFS5ydW5ob29rLnYxLk5vdGVTY29wZRIoCgdvcHRpb25zGAIgASgLMhcucnVuaG9vay52MS5MaXN0T3B0aW9ucxImCgZmaWx0ZXIYAyABKAsyFi5ydW5ob29rLnYxLk5vdGVGaWx0ZXIicAoRTGlzdE5vdGVzUmVzcG9uc2USHwoFbm90ZXMYASADKAsyEC5ydW5ob29rLnYxLk5vdGUSEAoIaGFzX21vcmUYAiABKAgSGAoLbmV4dF9jdXJzb3IYAyABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IijAEKEVVwZGF0ZU5vdGVSZXF1ZXN0EiQKBXNjb3BlGAEgASgLMhUucnVuaG9vay52MS5Ob3RlU2NvcGUSDwoHbm90ZV9pZBgCIAEoCRISCgV0aXRsZRgDIAEoCUgAiAEBEhUKCGFyY2hpdmVkGAQgASgISAGIAQFCCAoGX3RpdGxlQgsKCV9hcmNoaXZlZCI0ChJVcGRhdGVOb3RlUmVzcG9uc2USHgoEbm90ZRgBIAEoCzIQLnJ1bmhvb2sudjEuTm90ZSJKChFEZWxldGVOb3RlUmVxdWVzdBIkCgVzY29wZRgBIAEoCzIVLnJ1bmhvb2sudjEuTm90ZVNjb3BlEg8KB25vdGVfaWQYAiABKAkiFAoSRGVsZXRlTm90ZVJlc3BvbnNlIl8KFUFkZE5vdGVNZXNzYWdlUmVxdWVzdBIkCgVzY29wZRgBIAEoCzIVLnJ1bmhvb2sudjEuTm90ZVNjb3BlEg8KB25vdGVfaWQYAiABKAkSDwoHY29udGVudBgDIAEoCSJCChZBZGROb3RlTWVzc2FnZVJlc3BvbnNlEigKB21lc3NhZ2UYASABKAsyFy5ydW5ob29rLnYxLk5vdGVNZXNzYWdlMucDCgtOb3RlU2VydmljZRJNCgpDcmVhdGVOb3RlEh0ucnVuaG9vay52MS5DcmVhdGVOb3RlUmVxdWVzdBoeLnJ1bmhvb2sudjEuQ3JlYXRlTm90ZVJlc3BvbnNlIgASRAoHR2V0Tm90ZRIaLnJ1bmhvb2sudjEuR2V0Tm90ZVJlcXVlc3QaGy5ydW5ob29rLnYxLkdldE5vdGVSZXNwb25zZSIAEkoKCUxpc3ROb3RlcxIcLnJ1bmhvb2sudjEuTGlzdE5vdGVzUmVxdWVzdBodLnJ1bmhvb2sudjEuTGlzdE5vdGVzUmVzcG9uc2UiABJNCgpVcGRhdGVOb3RlEh0ucnVuaG9vay52MS5VcGRhdGVOb3RlUmVxdWVzdBoeLnJ1bmhvb2sudjEuVXBkYXRlTm90ZVJlc3BvbnNlIgASTQoKRGVsZXRlTm90ZRIdLnJ1bmhvb2sudjEuRGVsZXRlTm90ZVJlcXVlc3QaHi5ydW5ob29rLnYxLkRlbGV0ZU5vdGVSZXNwb25zZSIAElkKDkFkZE5vdGVNZXNzYWdlEiEucnVuaG9vay52MS5BZGROb3RlTWVzc2FnZVJlcXVlc3QaIi5ydW5ob29rLnYxLkFkZE5vdGVNZXNzYWdlUmVzcG9uc2UiAGIGcHJvdG8z", [file_google_protobuf_timestamp, file_runhook_v1_common, file_runhook_v1_log]);
 
 /**
  * Note is a thread on one record.
@@ -86,6 +86,20 @@ export type Note = Message<"runhook.v1.Note"> & {
    * @generated from field: google.protobuf.Timestamp archived_at = 9;
    */
   archivedAt?: Timestamp | undefined;
+
+  /**
+   * The note's number (1, 2, …, never reused): the integer id the public REST API gives notes.
+   *
+   * @generated from field: int64 number = 10;
+   */
+  number: bigint;
+
+  /**
+   * Name of the team of the rendering it was written in; unset when none (written through the API).
+   *
+   * @generated from field: optional string team = 11;
+   */
+  team?: string | undefined;
 };
 
 /**
@@ -249,7 +263,7 @@ export type GetNoteRequest = Message<"runhook.v1.GetNoteRequest"> & {
   scope?: NoteScope | undefined;
 
   /**
-   * Note id.
+   * Note id, or its number (Note.number).
    *
    * @generated from field: string note_id = 2;
    */
@@ -317,6 +331,62 @@ export type NoteFilter = Message<"runhook.v1.NoteFilter"> & {
    * @generated from field: optional bool archived = 4;
    */
   archived?: boolean | undefined;
+
+  /**
+   * Only notes by the author with this number (UserRef.number).
+   *
+   * @generated from field: int64 user_number = 5;
+   */
+  userNumber: bigint;
+
+  /**
+   * Only notes changed at or after this time.
+   *
+   * @generated from field: google.protobuf.Timestamp updated_from = 6;
+   */
+  updatedFrom?: Timestamp | undefined;
+
+  /**
+   * Only notes changed before this time.
+   *
+   * @generated from field: google.protobuf.Timestamp updated_to = 7;
+   */
+  updatedTo?: Timestamp | undefined;
+
+  /**
+   * Only notes archived at or after this time.
+   *
+   * @generated from field: google.protobuf.Timestamp archived_from = 8;
+   */
+  archivedFrom?: Timestamp | undefined;
+
+  /**
+   * Only notes archived before this time.
+   *
+   * @generated from field: google.protobuf.Timestamp archived_to = 9;
+   */
+  archivedTo?: Timestamp | undefined;
+
+  /**
+   * Only notes by the author with this e-mail.
+   *
+   * @generated from field: string user_email = 10;
+   */
+  userEmail: string;
+
+  /**
+   * Only notes of this team (Note.team).
+   *
+   * @generated from field: string team = 11;
+   */
+  team: string;
+
+  /**
+   * Only notes with no team (with `team`: either).
+   *
+   * @generated from field: bool without_team = 12;
+   */
+  withoutTeam: boolean;
 };
 
 /**
@@ -410,7 +480,7 @@ export type UpdateNoteRequest = Message<"runhook.v1.UpdateNoteRequest"> & {
   scope?: NoteScope | undefined;
 
   /**
-   * Note id.
+   * Note id, or its number (Note.number).
    *
    * @generated from field: string note_id = 2;
    */
@@ -473,7 +543,7 @@ export type DeleteNoteRequest = Message<"runhook.v1.DeleteNoteRequest"> & {
   scope?: NoteScope | undefined;
 
   /**
-   * Note id.
+   * Note id, or its number (Note.number).
    *
    * @generated from field: string note_id = 2;
    */
@@ -516,7 +586,7 @@ export type AddNoteMessageRequest = Message<"runhook.v1.AddNoteMessageRequest"> 
   scope?: NoteScope | undefined;
 
   /**
-   * Note id.
+   * Note id, or its number (Note.number).
    *
    * @generated from field: string note_id = 2;
    */

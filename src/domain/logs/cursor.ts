@@ -24,6 +24,11 @@ export type Order = "asc" | "desc";
 export interface Paging {
   limit: number;
   order: Order;
+  /** At or after this time, in microseconds since the epoch (a bound given in nanoseconds is rounded up: the same selection). */
+  fromMicros: number | undefined;
+  /** Before this time, in microseconds (rounded up likewise). */
+  toMicros: number | undefined;
+  /** The same bounds to the millisecond, rounded up likewise (what lists of millisecond times compare with). */
   from: Date | undefined;
   to: Date | undefined;
   /** Raw cursor, checked by `openCursor` against the binding hash. */
@@ -38,12 +43,15 @@ interface ListOptionsLike {
   toTime?: Timestamp;
 }
 
-function toDate(ts: Timestamp | undefined, name: string): Date | undefined {
+/** A time bound in whole microseconds, rounded up: t ≥ bound (or t < bound) selects the same times of whole microseconds. */
+function toMicros(ts: Timestamp | undefined, name: string): number | undefined {
   if (!ts) return undefined;
-  const d = timestampDate(ts);
-  if (Number.isNaN(d.getTime())) throw fail.invalid(`${name} is not a valid time`);
-  return d;
+  const micros = Number(ts.seconds) * 1_000_000 + Math.ceil(ts.nanos / 1000);
+  if (!Number.isSafeInteger(micros) || Number.isNaN(timestampDate(ts).getTime())) throw fail.invalid(`${name} is not a valid time`);
+  return micros;
 }
+
+const toDate = (micros: number | undefined) => (micros === undefined ? undefined : new Date(Math.ceil(micros / 1000)));
 
 /** Validates ListOptions (the same rules for gRPC and REST callers); `defaultOrder` when none is given (asc unless said). */
 export function paging(o: ListOptionsLike | undefined, opts: { ignoreLimit?: boolean; defaultOrder?: Order } = {}): Paging {
@@ -51,10 +59,10 @@ export function paging(o: ListOptionsLike | undefined, opts: { ignoreLimit?: boo
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw fail.invalid(`limit must be between 1 and ${MAX_LIMIT}`);
   const order = o?.order || opts.defaultOrder || "asc";
   if (order !== "asc" && order !== "desc") throw fail.invalid(`order must be "asc" or "desc"`);
-  const from = toDate(o?.fromTime, "from");
-  const to = toDate(o?.toTime, "to");
-  if (from && to && from.getTime() > to.getTime()) throw fail.invalid("from must not be after to");
-  return { limit, order, from, to, cursor: o?.cursor ?? "" };
+  const fromMicros = toMicros(o?.fromTime, "from");
+  const toMicros_ = toMicros(o?.toTime, "to");
+  if (fromMicros !== undefined && toMicros_ !== undefined && fromMicros > toMicros_) throw fail.invalid("from must not be after to");
+  return { limit, order, fromMicros, toMicros: toMicros_, from: toDate(fromMicros), to: toDate(toMicros_), cursor: o?.cursor ?? "" };
 }
 
 /** A stable hash of what a cursor is bound to: list kind, scope, filters, order, time range. */

@@ -3,7 +3,7 @@
 import { randomUUID } from "node:crypto";
 import { fail } from "../errors.js";
 import type { Store } from "../../store/index.js";
-import type { NoteScopeIds } from "../../store/notes.js";
+import type { NoteKey, NoteScopeIds } from "../../store/notes.js";
 import type { NoteDoc, NoteMessageDoc, UserRefDoc } from "../../store/types.js";
 import { sanitizeNoteContent } from "./sanitize.js";
 import { checkedRecordId } from "../runs/records.js";
@@ -18,6 +18,8 @@ export interface NewNote extends NoteScopeIds {
   title: string;
   content: string;
   user: UserRefDoc;
+  /** The rendering it is written in (a run's); none through the API. */
+  renderingId?: string;
 }
 
 /**
@@ -45,6 +47,7 @@ export async function createNote(store: Store, n: NewNote): Promise<NoteDoc> {
     recordId: n.recordId,
     title: n.title,
     user: n.user,
+    renderingId: n.renderingId ?? null,
     messages: [{ id: randomUUID(), content, user: n.user, createdAt: now }],
     createdAt: now,
     updatedAt: now,
@@ -53,7 +56,7 @@ export async function createNote(store: Store, n: NewNote): Promise<NoteDoc> {
 }
 
 /** Changes the title and/or archives (archivedAt = now) or unarchives; one conditional update. Null when unknown. */
-export async function updateNote(store: Store, scope: NoteScopeIds, noteId: string, change: { title?: string; archived?: boolean }): Promise<NoteDoc | null> {
+export async function updateNote(store: Store, scope: NoteScopeIds, noteId: NoteKey, change: { title?: string; archived?: boolean }): Promise<NoteDoc | null> {
   if (change.title !== undefined) checkTitle(change.title);
   const now = new Date();
   const set: Partial<NoteDoc> = { updatedAt: now };
@@ -69,7 +72,7 @@ export async function updateNote(store: Store, scope: NoteScopeIds, noteId: stri
 export async function addNoteMessage(
   store: Store,
   scope: NoteScopeIds,
-  noteId: string,
+  noteId: NoteKey,
   content: string,
   user: UserRefDoc,
 ): Promise<{ note: NoteDoc; message: NoteMessageDoc } | null> {

@@ -21,6 +21,7 @@ export async function writeRunActivity(
     collection: run.collection,
     recordId: run.recordId,
     runId: run._id,
+    workflowId: run.workflowId,
     details,
   });
 }

@@ -6,6 +6,7 @@ import { adminLog, caller, inProject, insertUnique, projectOf, reader, required,
 import { RenderingSchema, TeamSchema, UserSchema } from "../../../gen/runhook/v1/admin_pb.js";
 import { renderingToProto, teamToProto, userToProto } from "./convert.js";
 import { byId, pageOf } from "./paging.js";
+import { NO_TEAM } from "../../domain/teams.js";
 
 export function teamMethods(deps: Deps): Pick<AdminImpl, "createTeam" | "setTeamMember" | "createRendering"> & ReturnType<typeof teamReads> {
   return { ...teamChanges(deps), ...teamReads(deps) };
@@ -81,6 +82,7 @@ function teamChanges(deps: Deps): Pick<AdminImpl, "createTeam" | "setTeamMember"
       const project = await inProject(dir, p, req.projectId, "admin");
       const name = req.name.trim();
       if (!name || name.length > 100) throw fail.invalid("name: 1 to 100 characters");
+      if (name === NO_TEAM) throw fail.invalid(`name: "${NO_TEAM}" is what the public API calls entries of no team`);
       const team = await insertUnique(
         dir.teams.insert,
         { _id: randomUUID(), projectId: project._id, name, memberIds: [], createdAt: new Date() },
