@@ -93,7 +93,7 @@ export function createLogReader(store: Store, opts: { holeGraceMs?: number; rete
     async checkCursor(kind, stream, after) {
       if (!(await removedAfter(reader, kind, stream, after))) return;
       throw fail.precondition(
-        `the cursor points into ${kind} log entries already removed by retention (entries are kept ${retentionDays} days): start again without a cursor, or from a time (from)`,
+        `the cursor points into ${kind} log entries already removed by retention (entries are kept ${retentionDays} days): start again without a cursor, or from a time (createdAt.gte; gRPC: from_time)`,
       );
     },
   };
