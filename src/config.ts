@@ -40,9 +40,10 @@ export interface Config {
   logLevel: string;
   bodyLimitBytes: number;
   webhookRateLimitPerMinute: number;
-  apiRateLimitPerMinute: number;
-  /** Public API requests per organization API token per minute (RUNHOOK_ORG_API_RATE_LIMIT; default: apiRateLimitPerMinute). */
-  orgApiRateLimitPerMinute: number;
+  /** Public API requests per project API token or application token (RUNHOOK_API_RATE_LIMIT[_HOURLY|_DAILY]). */
+  apiRateLimit: ApiRateLimits;
+  /** Public API requests per organization API token (RUNHOOK_ORG_API_RATE_LIMIT[_HOURLY|_DAILY]; by default apiRateLimit's). */
+  orgApiRateLimit: ApiRateLimits;
   /** AdminService calls per minute: per token (RUNHOOK_ADMIN_RATE_LIMIT) and per organization (RUNHOOK_ADMIN_ORG_RATE_LIMIT). */
   adminRateLimit: { perToken: number; perOrganization: number };
   /** Ongoing (QUEUED or RUNNING) runs a project may have; a trigger beyond is 429 (RUNHOOK_PROJECT_ONGOING_RUNS_LIMIT). */
@@ -147,12 +148,21 @@ export interface WriteConcernSetting {
   journal: boolean;
 }
 
-/** Writes survive a crash of the server, and on a replica set a failover too. */
-/** Public API requests per token per minute, unless RUNHOOK_API_RATE_LIMIT says otherwise. */
-export const DEFAULT_API_RATE_LIMIT = 600;
+/** A token's public API requests per window; a call must fit in every one. */
+export interface ApiRateLimits {
+  perMinute: number;
+  perHour: number;
+  perDay: number;
+}
+
+/** Public API requests per token, unless RUNHOOK_API_RATE_LIMIT[_HOURLY|_DAILY] say otherwise (the published API's figures). */
+export const DEFAULT_API_RATE_LIMITS: Readonly<ApiRateLimits> = { perMinute: 60, perHour: 1000, perDay: 10_000 };
+/** The highest limits a token may be given: a million a minute, and that rate kept up for an hour or a day. */
+const MAX_API_RATE_LIMITS: Readonly<ApiRateLimits> = { perMinute: 1_000_000, perHour: 60_000_000, perDay: 1_440_000_000 };
 /** Processes of `runhook start` / `worker` unless RUNHOOK_PROCESSES says otherwise (see docs/operators.md for why). */
 export const DEFAULT_PROCESSES = 1;
 
+/** Writes survive a crash of the server, and on a replica set a failover too. */
 export const DEFAULT_WRITE_CONCERN: WriteConcernSetting = { w: "majority", journal: true };
 
 export interface Retention {
@@ -308,7 +318,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (mongodbUri && !/^mongodb(\+srv)?:\/\//.test(mongodbUri)) throw new ConfigError("MONGODB_URI must start with mongodb:// or mongodb+srv://");
   if (mongodbUri && /[?&]w=0(&|$)/i.test(mongodbUri))
     throw new ConfigError("MONGODB_URI must not set w=0: runhook acknowledges only writes the database has confirmed");
-  const apiRateLimitPerMinute = int(env, "RUNHOOK_API_RATE_LIMIT", DEFAULT_API_RATE_LIMIT, 1, 1_000_000);
   return {
     port,
     grpcPort: int(env, "GRPC_PORT", 50051, 0, 65535),
@@ -328,8 +337,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: env.LOG_LEVEL || "info",
     bodyLimitBytes: int(env, "RUNHOOK_BODY_LIMIT_BYTES", 256 * 1024, 1024, 64 * 1024 * 1024),
     webhookRateLimitPerMinute: int(env, "RUNHOOK_WEBHOOK_RATE_LIMIT", 60, 1, 1_000_000),
-    apiRateLimitPerMinute,
-    orgApiRateLimitPerMinute: int(env, "RUNHOOK_ORG_API_RATE_LIMIT", apiRateLimitPerMinute, 1, 1_000_000),
+    ...apiRateLimits(env),
     adminRateLimit: {
       perToken: int(env, "RUNHOOK_ADMIN_RATE_LIMIT", 300, 1, 1_000_000),
       perOrganization: int(env, "RUNHOOK_ADMIN_ORG_RATE_LIMIT", 1200, 1, 1_000_000),
@@ -360,6 +368,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     processes: processesOf(env),
     dataDatabasesAllowed: dataDatabasesAllowed(env),
   };
+}
+
+/** The public API's per-token limits: a project API token's or application token's, and an organization API token's (by default the same). */
+function apiRateLimits(env: NodeJS.ProcessEnv): Pick<Config, "apiRateLimit" | "orgApiRateLimit"> {
+  const d = DEFAULT_API_RATE_LIMITS;
+  const max = MAX_API_RATE_LIMITS;
+  const api: ApiRateLimits = {
+    perMinute: int(env, "RUNHOOK_API_RATE_LIMIT", d.perMinute, 1, max.perMinute),
+    perHour: int(env, "RUNHOOK_API_RATE_LIMIT_HOURLY", d.perHour, 1, max.perHour),
+    perDay: int(env, "RUNHOOK_API_RATE_LIMIT_DAILY", d.perDay, 1, max.perDay),
+  };
+  const org: ApiRateLimits = {
+    perMinute: int(env, "RUNHOOK_ORG_API_RATE_LIMIT", api.perMinute, 1, max.perMinute),
+    perHour: int(env, "RUNHOOK_ORG_API_RATE_LIMIT_HOURLY", api.perHour, 1, max.perHour),
+    perDay: int(env, "RUNHOOK_ORG_API_RATE_LIMIT_DAILY", api.perDay, 1, max.perDay),
+  };
+  return { apiRateLimit: api, orgApiRateLimit: org };
 }
 
 /**

@@ -200,8 +200,9 @@ describe("each token in its scope", () => {
 
   it("every answer carries the per-token rate-limit headers", async () => {
     const r = await apiClient(server.gateway, orgToken).get(ORG_LOGS);
-    expect(r.headers.get("x-ratelimit-limit")).toBe("600");
-    expect(Number(r.headers.get("x-ratelimit-remaining"))).toBeLessThan(600);
+    const perMinute = server.deps.config.orgApiRateLimit.perMinute;
+    expect(r.headers.get("x-ratelimit-limit")).toBe(String(perMinute));
+    expect(Number(r.headers.get("x-ratelimit-remaining"))).toBeLessThan(perMinute);
   });
 });
 
@@ -243,6 +244,6 @@ describe("RUNHOOK_ORG_API_RATE_LIMIT", () => {
     expect((await apiClient(limited.gateway, second).get(ORG_LOGS)).status).toBe(200);
     const project = await apiClient(limited.gateway, w.apiToken).get(`/v1/project/${w.projectName}/admin-logs`);
     expect(project.status).toBe(200);
-    expect(project.headers.get("x-ratelimit-limit")).toBe("600");
+    expect(project.headers.get("x-ratelimit-limit")).toBe(String(limited.deps.config.apiRateLimit.perMinute));
   });
 });

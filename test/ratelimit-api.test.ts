@@ -1,15 +1,65 @@
-// Per-token rate limit of the public API: headers on every /v1 response, and one shared
-// count across instances (two server processes, limit 5 per minute).
+// Per-token rate limit of the public API: its configuration (a minute, an hour and a day),
+// headers on every /v1 response for the tightest window, each window enforced on its own, and
+// one shared count across instances (two server processes, limit 5 per minute).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { apiClient } from "./helpers/api.js";
-import { openTestApp, serverForFile, spawnServer, testDbName, twoServersForFile, type ChildServer } from "./helpers/server.js";
+import { apiClient, type ApiResponse } from "./helpers/api.js";
+import {
+  openTestApp,
+  serverForFile,
+  spawnServer,
+  startServer,
+  testDbName,
+  testEnv,
+  twoServersForFile,
+  type ChildServer,
+  type TestServer,
+} from "./helpers/server.js";
 import { addApiToken, createWorld, type World } from "../fixtures/world.js";
 import { sleep } from "../src/lib/sleep.js";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { adminClient } from "./helpers/webhook.js";
+import { adminClient, awaitFreshWindow } from "./helpers/webhook.js";
+import { ConfigError, loadConfig } from "../src/config.js";
+import { errorBody } from "../src/rpc/errors.js";
+
+describe("the per-token limits' configuration", () => {
+  const UNSET = { RUNHOOK_API_RATE_LIMIT: "", RUNHOOK_API_RATE_LIMIT_HOURLY: "", RUNHOOK_API_RATE_LIMIT_DAILY: "" };
+  const load = (env: Record<string, string>) => loadConfig({ ...testEnv(testDbName()), ...UNSET, ...env });
+
+  it("defaults to 60 a minute, 1,000 an hour and 10,000 a day, for organization API tokens too", () => {
+    const config = load({});
+    expect(config.apiRateLimit).toEqual({ perMinute: 60, perHour: 1000, perDay: 10_000 });
+    expect(config.orgApiRateLimit).toEqual({ perMinute: 60, perHour: 1000, perDay: 10_000 });
+  });
+
+  it("reads each window's variable; an organization API token's follow the API's unless set", () => {
+    const config = load({
+      RUNHOOK_API_RATE_LIMIT: "7",
+      RUNHOOK_API_RATE_LIMIT_HOURLY: "70",
+      RUNHOOK_API_RATE_LIMIT_DAILY: "700",
+      RUNHOOK_ORG_API_RATE_LIMIT_DAILY: "9",
+    });
+    expect(config.apiRateLimit).toEqual({ perMinute: 7, perHour: 70, perDay: 700 });
+    expect(config.orgApiRateLimit).toEqual({ perMinute: 7, perHour: 70, perDay: 9 });
+    const org = load({ RUNHOOK_ORG_API_RATE_LIMIT: "3", RUNHOOK_ORG_API_RATE_LIMIT_HOURLY: "4" });
+    expect(org.orgApiRateLimit).toEqual({ perMinute: 3, perHour: 4, perDay: 10_000 });
+    expect(org.apiRateLimit).toEqual({ perMinute: 60, perHour: 1000, perDay: 10_000 });
+  });
+
+  it("refuses what is not a whole number from 1 to a million a minute kept up the whole window", () => {
+    const highest = { RUNHOOK_API_RATE_LIMIT: "1000000", RUNHOOK_API_RATE_LIMIT_HOURLY: "60000000", RUNHOOK_API_RATE_LIMIT_DAILY: "1440000000" };
+    expect(load(highest).apiRateLimit).toEqual({ perMinute: 1_000_000, perHour: 60_000_000, perDay: 1_440_000_000 });
+    for (const [name, top] of Object.entries(highest)) {
+      for (const bad of ["0", "-1", "1.5", "ten", " 5", String(Number(top) + 1)]) {
+        expect(() => load({ [name]: bad }), `${name}=${bad}`).toThrow(ConfigError);
+        expect(() => load({ [name.replace("RUNHOOK_", "RUNHOOK_ORG_")]: bad }), `ORG ${name}=${bad}`).toThrow(ConfigError);
+      }
+    }
+  });
+});
 
 describe("rate-limit headers", () => {
-  const server = serverForFile();
+  // The minute and the hour tie (600 each): the headers show the minute, which ends first.
+  const server = serverForFile({ env: { RUNHOOK_API_RATE_LIMIT: "600", RUNHOOK_API_RATE_LIMIT_HOURLY: "600", RUNHOOK_API_RATE_LIMIT_DAILY: "100000" } });
   let w: World;
   beforeAll(async () => {
     w = await createWorld(server);
@@ -33,7 +83,7 @@ describe("rate-limit headers", () => {
       expect(reset % 60).toBe(0);
       expect(reset).toBeGreaterThan(now - 1);
       expect(reset).toBeLessThanOrEqual(now + 61);
-      expect(r.headers.get("ratelimit-policy")).toBe("600;w=60");
+      expect(r.headers.get("ratelimit-policy")).toBe("600;w=60, 600;w=3600, 100000;w=86400");
       expect(r.headers.get("ratelimit")).toMatch(new RegExp(`^limit=600, remaining=${remaining}, reset=\\d+$`));
     }
     // Other /v1 routes (runs, unknown paths) and requests without a token carry them too.
@@ -47,6 +97,104 @@ describe("rate-limit headers", () => {
     expect(anon.headers.get("x-ratelimit-limit")).toBe(String(server.deps.config.authFailureLimitPerMinute));
     // Not on routes outside /v1.
     expect((await fetch(`${server.baseUrl}/healthz`)).headers.get("x-ratelimit-limit")).toBeNull();
+    // The API reference lists this server's windows.
+    const doc = (await server.gateway.inject({ method: "GET", url: "/openapi.json" })).json();
+    const headers = doc.paths["/v1/project/{projectName}/admin-logs"].get.responses["200"].headers;
+    expect(headers["RateLimit-Policy"].description).toContain("600;w=60, 600;w=3600, 100000;w=86400");
+  });
+});
+
+/**
+ * A refusal's Retry-After, checked against its message and against the end of the refusing
+ * window (`windowSeconds` long), as the clock read before and after the call places it.
+ */
+function retryAfterOf(r: ApiResponse, windowSeconds: number, calledAt: { before: number; after: number }): number {
+  const retryAfter = Number(r.headers.get("retry-after"));
+  expect(retryAfter).toBeGreaterThanOrEqual(1);
+  expect(r.body.message).toMatch(new RegExp(`; retry after ${retryAfter} s$`));
+  const windowEnd = (Math.floor(calledAt.before / 1000 / windowSeconds) + 1) * windowSeconds;
+  expect(windowEnd - retryAfter).toBeGreaterThanOrEqual(Math.floor(calledAt.before / 1000));
+  expect(windowEnd - retryAfter).toBeLessThanOrEqual(Math.floor(calledAt.after / 1000));
+  return retryAfter;
+}
+
+/** A call, with the clock read before and after it. */
+async function timed(call: () => Promise<ApiResponse>) {
+  const before = Date.now();
+  const r = await call();
+  return { r, calledAt: { before, after: Date.now() } };
+}
+
+describe("each window on its own: a minute, an hour, a day", () => {
+  // This server allows 5 calls an hour; the second, on the same database, 9 a minute and 8 a day.
+  const server = serverForFile({
+    env: { RUNHOOK_API_RATE_LIMIT: "1000", RUNHOOK_API_RATE_LIMIT_HOURLY: "5", RUNHOOK_API_RATE_LIMIT_DAILY: "1000", RUNHOOK_EXECUTOR: "false" },
+  });
+  let daily: TestServer;
+  let w: World;
+  beforeAll(async () => {
+    w = await createWorld(server);
+    daily = await startServer({
+      dbName: server.dbName,
+      env: { RUNHOOK_API_RATE_LIMIT: "9", RUNHOOK_API_RATE_LIMIT_HOURLY: "1000", RUNHOOK_API_RATE_LIMIT_DAILY: "8", RUNHOOK_EXECUTOR: "false" },
+    });
+  });
+  afterAll(async () => daily?.stop());
+  /** The window of an answer's X-RateLimit-Reset: a minute's is at most a minute away (the last minute of a day ends with it). */
+  const shownWindow = (r: ApiResponse) => {
+    const reset = Number(r.headers.get("x-ratelimit-reset"));
+    const window = reset - Math.floor(Date.now() / 1000) <= 60 ? "minute" : reset % 86_400 === 0 ? "day" : reset % 3600 === 0 ? "hour" : "?";
+    return `${r.headers.get("x-ratelimit-limit")}/${r.headers.get("x-ratelimit-remaining")}/${window}`;
+  };
+
+  it("the hour refuses past its limit, and the headers show the tightest window; refused calls spend no other window", async () => {
+    await awaitFreshWindow(20_000); // every window (each ends on a minute) stays the same
+    const token = (await addApiToken(server, w.admin._id, w.projectId)).plaintext;
+    const path = `/v1/project/${w.projectName}/admin-logs`;
+    const hourly = apiClient(server.gateway, token);
+    for (let i = 1; i <= 5; i++) {
+      const r = await hourly.get(path);
+      expect(r.status).toBe(200);
+      // 1000 − i left a minute and a day, 5 − i an hour.
+      expect(shownWindow(r)).toBe(`5/${5 - i}/hour`);
+      expect(r.headers.get("ratelimit")).toMatch(new RegExp(`^limit=5, remaining=${5 - i}, reset=\\d+$`));
+      expect(r.headers.get("ratelimit-policy")).toBe("1000;w=60, 5;w=3600, 1000;w=86400");
+    }
+    for (let i = 0; i < 3; i++) {
+      const { r, calledAt } = await timed(() => hourly.get(path));
+      expect(r.status).toBe(429);
+      expect(r.body).toEqual(errorBody("resource_exhausted", expect.stringMatching(/^rate limit of 5 requests per hour exceeded; retry after \d+ s$/)));
+      expect(shownWindow(r)).toBe("5/0/hour");
+      retryAfterOf(r, 3600, calledAt);
+    }
+    // The other server counts the same token in the same windows: had the three refused calls
+    // been counted, its minute (9) or its day (8) would refuse this one; they have 3 and 2 left.
+    const r = await apiClient(daily.gateway, token).get(path);
+    expect(r.status).toBe(200);
+    expect(shownWindow(r)).toBe("8/2/day");
+    expect(r.headers.get("ratelimit-policy")).toBe("9;w=60, 1000;w=3600, 8;w=86400");
+  });
+
+  it("the day refuses past its limit, with the day's Retry-After", async () => {
+    await awaitFreshWindow(20_000);
+    const token = (await addApiToken(server, w.admin._id, w.projectId)).plaintext;
+    const path = `/v1/project/${w.projectName}/environment/${w.environmentName}/notes`;
+    const api = apiClient(daily.gateway, token);
+    const shown: string[] = [];
+    for (let i = 1; i <= 8; i++) {
+      const r = await api.get(path);
+      expect(r.status).toBe(200);
+      shown.push(shownWindow(r)); // 9 − i left a minute, 8 − i a day
+    }
+    expect(shown).toEqual(["8/7/day", "8/6/day", "8/5/day", "8/4/day", "8/3/day", "8/2/day", "8/1/day", "8/0/day"]);
+    for (let i = 0; i < 3; i++) {
+      const { r, calledAt } = await timed(() => api.get(path));
+      expect(r.status).toBe(429);
+      expect(r.body).toEqual(errorBody("resource_exhausted", expect.stringMatching(/^rate limit of 8 requests per day exceeded; retry after \d+ s$/)));
+      expect(shownWindow(r)).toBe("8/0/day");
+      expect(Number(r.headers.get("x-ratelimit-reset"))).toBe(Math.floor(calledAt.before / 1000) - (Math.floor(calledAt.before / 1000) % 86_400) + 86_400);
+      retryAfterOf(r, 86_400, calledAt);
+    }
   });
 });
 
@@ -72,7 +220,9 @@ describe("rate limit across two processes", () => {
     expect(statuses.filter((s) => s === 200)).toHaveLength(5);
     expect(statuses.filter((s) => s === 429)).toHaveLength(7);
     expect(statuses.slice(0, 5).every((s) => s === 200)).toBe(true);
-    expect(throttled!.body).toEqual({ code: "resource_exhausted", error: expect.stringContaining("rate limit") });
+    expect(throttled!.body).toEqual(
+      errorBody("resource_exhausted", expect.stringMatching(/^rate limit of 5 requests per minute exceeded; retry after \d+ s$/)),
+    );
     const retryAfter = Number(throttled!.headers.get("retry-after"));
     expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(retryAfter).toBeLessThanOrEqual(60);

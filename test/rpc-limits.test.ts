@@ -1,6 +1,7 @@
 // Limits of the RPC servers (Connect / gRPC-Web on the gateway, native gRPC):
 // - the public API's per-token rate limit also covers LogService and NoteService over
-//   Connect and native gRPC, in the same budget as /v1 REST;
+//   Connect and native gRPC, in the same budget as /v1 REST, each of its windows (a minute, an
+//   hour, a day) refusing on its own with RESOURCE_EXHAUSTED and that window's retry-after;
 // - request messages nested deeper than 64 messages (JSON or binary, compressed or not, unary
 //   or a stream kept open) are refused with a clean INVALID_ARGUMENT, instead of a stack
 //   overflow or Connect's INTERNAL "parse binary: …"; what is accepted can be read back.
@@ -8,14 +9,14 @@ import { gzipSync } from "node:zlib";
 import * as grpc from "@grpc/grpc-js";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminService } from "../gen/runhook/v1/admin_pb.js";
 import { ListActivityLogsRequestSchema, ListActivityLogsResponseSchema, LogService } from "../gen/runhook/v1/log_pb.js";
 import { ListNotesRequestSchema, ListNotesResponseSchema, NoteService } from "../gen/runhook/v1/note_pb.js";
 import { MAX_MESSAGE_NESTING } from "../src/rpc/message-nesting.js";
 import { apiClient } from "./helpers/api.js";
 import { liveTokenBuckets } from "./helpers/rate-limits.js";
-import { serverForFile } from "./helpers/server.js";
+import { serverForFile, startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, awaitFreshWindow, grpcUnary } from "./helpers/webhook.js";
 import { addApiToken, createWorld, type World } from "../fixtures/world.js";
 import { errorBody } from "../src/rpc/errors.js";
@@ -74,7 +75,7 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
     // The budget is spent: every protocol is refused, with retry-after.
     const r4 = await rest.get(`/v1/project/${w.projectName}/admin-logs`);
     expect(r4.status).toBe(429);
-    expect(r4.body).toEqual(errorBody("resource_exhausted", expect.stringContaining("rate limit of 9 requests per minute exceeded")));
+    expect(r4.body).toEqual(errorBody("resource_exhausted", expect.stringMatching(/^rate limit of 9 requests per minute exceeded; retry after \d+ s$/)));
     for (const [name, call] of [
       ["Connect", () => createClient(LogService, connect).listAdminLogs({ projectName: w.projectName }, { headers })],
       ["gRPC-Web", () => createClient(NoteService, grpcWeb).getNote({ ...scope, noteId: "x" }, { headers })],
@@ -125,6 +126,115 @@ describe("per-token rate limit shared by REST, Connect and native gRPC", () => {
     }
     expect(codes).toEqual(Array(LIMIT + 2).fill(Code.Unauthenticated));
     expect(await liveTokenBuckets(server.deps.store)).toBe(before);
+  });
+});
+
+describe("each window of the per-token limit over Connect and native gRPC", () => {
+  // Project tokens: 3 calls an hour; organization API tokens: 2 a day.
+  const server = serverForFile({
+    env: {
+      RUNHOOK_API_RATE_LIMIT: "1000",
+      RUNHOOK_API_RATE_LIMIT_HOURLY: "3",
+      RUNHOOK_API_RATE_LIMIT_DAILY: "1000",
+      RUNHOOK_ORG_API_RATE_LIMIT_HOURLY: "1000",
+      RUNHOOK_ORG_API_RATE_LIMIT_DAILY: "2",
+      RUNHOOK_EXECUTOR: "false",
+    },
+  });
+  // The same database with 4 calls a minute and 4 a day per project token.
+  let other: TestServer;
+  let w: World;
+  beforeAll(async () => {
+    w = await createWorld(server);
+    other = await startServer({
+      dbName: server.dbName,
+      env: { RUNHOOK_API_RATE_LIMIT: "4", RUNHOOK_API_RATE_LIMIT_HOURLY: "1000", RUNHOOK_API_RATE_LIMIT_DAILY: "4", RUNHOOK_EXECUTOR: "false" },
+    });
+  });
+  afterAll(async () => other?.stop());
+
+  /** A call's refusal (or undefined), with the clock read before and after it. */
+  const refusalOf = async (call: () => Promise<unknown>) => {
+    const before = Date.now();
+    const err = await call().then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    return { err, before: Math.floor(before / 1000), after: Math.floor(Date.now() / 1000) };
+  };
+  /** A RESOURCE_EXHAUSTED naming `limit` a `per`, whose retry-after (in its message too) ends the window its X-RateLimit-Reset names. */
+  const expectRefusedBy = (r: Awaited<ReturnType<typeof refusalOf>>, limit: number, per: string, windowSeconds: number, name: string) => {
+    expect(r.err?.code, name).toBe(Code.ResourceExhausted);
+    const retryAfter = Number(r.err?.metadata.get("retry-after"));
+    expect(r.err?.rawMessage, name).toBe(`rate limit of ${limit} requests per ${per} exceeded; retry after ${retryAfter} s`);
+    expect([r.err?.metadata.get("x-ratelimit-limit"), r.err?.metadata.get("x-ratelimit-remaining")], name).toEqual([String(limit), "0"]);
+    const reset = Number(r.err?.metadata.get("x-ratelimit-reset"));
+    expect(reset % windowSeconds, name).toBe(0);
+    expect(reset - r.before, name).toBeGreaterThan(0);
+    expect(reset - r.before, name).toBeLessThanOrEqual(windowSeconds);
+    expect(reset - retryAfter, name).toBeGreaterThanOrEqual(r.before);
+    expect(reset - retryAfter, name).toBeLessThanOrEqual(r.after);
+  };
+
+  it("the hour refuses past its limit on every protocol, with the hour's retry-after; refused calls spend no other window", async () => {
+    await awaitFreshWindow(20_000); // every window (each ends on a minute) stays the same
+    const token = (await addApiToken(server, w.admin._id, w.projectId)).plaintext;
+    const headers = auth(token);
+    const connect = createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" });
+    const native = createGrpcTransport({ baseUrl: `http://${server.grpcAddr}` });
+    const logs = { projectName: w.projectName, environmentName: w.environmentName };
+    const shown: string[] = [];
+    const onHeader = (h: Headers) => void shown.push(`${h.get("x-ratelimit-limit")}/${h.get("x-ratelimit-remaining")}/${h.get("ratelimit-policy")}`);
+    await createClient(LogService, connect).listActivityLogs(logs, { headers, onHeader });
+    await createClient(LogService, native).listAdminLogs({ projectName: w.projectName }, { headers, onHeader });
+    await createClient(NoteService, native).listNotes({ scope: logs }, { headers, onHeader });
+    const policy = "1000;w=60, 3;w=3600, 1000;w=86400";
+    expect(shown).toEqual([`3/2/${policy}`, `3/1/${policy}`, `3/0/${policy}`]);
+
+    for (const [name, call] of [
+      ["Connect", () => createClient(LogService, connect).listAdminLogs({ projectName: w.projectName }, { headers })],
+      [
+        "gRPC stream",
+        async () => {
+          for await (const _ of createClient(LogService, native).exportActivityLogs(logs, { headers })) void _;
+        },
+      ],
+    ] as const) {
+      expectRefusedBy(await refusalOf(call), 3, "hour", 3600, name);
+    }
+    // @grpc/grpc-js sees the same, with the hour's retry-after in the trailers.
+    const g = await grpcUnary(server.grpcAddr, "/runhook.v1.NoteService/ListNotes", ListNotesRequestSchema, ListNotesResponseSchema, { scope: logs }, token);
+    expect(g.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(decodeURIComponent(g.error?.details ?? "")).toMatch(/^rate limit of 3 requests per hour exceeded; retry after \d+ s$/); // grpc-js leaves %3B as sent
+    expect(Number(g.error?.metadata.get("retry-after")[0])).toBeGreaterThanOrEqual(1);
+
+    // The other server counts the same token in the same windows: had the three refused calls
+    // been counted, its minute (4) and its day (4) would refuse this fourth call.
+    const last: string[] = [];
+    await createClient(LogService, createGrpcTransport({ baseUrl: `http://${other.grpcAddr}` })).listAdminLogs(
+      { projectName: w.projectName },
+      { headers, onHeader: (h) => void last.push(`${h.get("x-ratelimit-limit")}/${h.get("x-ratelimit-remaining")}`) },
+    );
+    expect(last).toEqual(["4/0"]);
+  });
+
+  it("an organization API token's day (RUNHOOK_ORG_API_RATE_LIMIT_DAILY) refuses past its limit, with the day's retry-after", async () => {
+    await awaitFreshWindow(20_000);
+    const orgToken = (await adminClient(server.baseUrl, w.ownerToken).createOrganizationApiToken({ name: "daily" })).plaintext;
+    const native = createGrpcTransport({ baseUrl: `http://${server.grpcAddr}` });
+    const shown: string[] = [];
+    const onHeader = (h: Headers) => void shown.push(`${h.get("x-ratelimit-limit")}/${h.get("x-ratelimit-remaining")}/${h.get("ratelimit-policy")}`);
+    for (let i = 0; i < 2; i++) await createClient(LogService, native).listOrganizationAdminLogs({}, { headers: auth(orgToken), onHeader });
+    const policy = "1000;w=60, 1000;w=3600, 2;w=86400";
+    expect(shown).toEqual([`2/1/${policy}`, `2/0/${policy}`]);
+    const connect = createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" });
+    expectRefusedBy(
+      await refusalOf(() => createClient(LogService, connect).listOrganizationAdminLogs({}, { headers: auth(orgToken) })),
+      2,
+      "day",
+      86_400,
+      "Connect",
+    );
   });
 });
 

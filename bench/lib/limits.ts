@@ -9,14 +9,19 @@ import { ROOT } from "./procs.js";
 
 /**
  * Every limit variable of the server (src/config.ts) at the highest value it takes: a project's
- * ongoing runs, a token's and an organization's calls a minute, failed authentications per
- * address, and a new webhook's rate (benchWorld sets each webhook's own higher still).
+ * ongoing runs, a token's calls a minute, an hour and a day, an organization's calls a minute,
+ * failed authentications per address, and a new webhook's rate (benchWorld sets each webhook's
+ * own higher still).
  */
 export const LIMITS_OUT_OF_REACH: Readonly<Record<string, string>> = {
   RUNHOOK_PROJECT_ONGOING_RUNS_LIMIT: "100000000",
   RUNHOOK_WEBHOOK_RATE_LIMIT: "1000000",
   RUNHOOK_API_RATE_LIMIT: "1000000",
+  RUNHOOK_API_RATE_LIMIT_HOURLY: "60000000",
+  RUNHOOK_API_RATE_LIMIT_DAILY: "1440000000",
   RUNHOOK_ORG_API_RATE_LIMIT: "1000000",
+  RUNHOOK_ORG_API_RATE_LIMIT_HOURLY: "60000000",
+  RUNHOOK_ORG_API_RATE_LIMIT_DAILY: "1440000000",
   RUNHOOK_ADMIN_RATE_LIMIT: "1000000",
   RUNHOOK_ADMIN_ORG_RATE_LIMIT: "1000000",
   RUNHOOK_AUTH_FAILURE_LIMIT: "1000000",
@@ -58,12 +63,13 @@ export function limitOf(message: string): string {
   if (/ongoing runs, its limit/.test(message)) return "RUNHOOK_PROJECT_ONGOING_RUNS_LIMIT (the project's ongoing runs)";
   if (/exceeded for this webhook/.test(message)) return "the webhook's rate limit (its workflow's rateLimitPerMinute, set by benchWorld)";
   if (/failed authentications/.test(message)) return "RUNHOOK_AUTH_FAILURE_LIMIT (failed authentications per address)";
-  const perMinute = /rate limit of (\d+) requests per minute/.exec(message)?.[1];
-  if (perMinute !== undefined) {
-    const set = Object.entries(LIMITS_OUT_OF_REACH).filter(([, v]) => v === perMinute);
+  const [, limit, per] = /rate limit of (\d+) requests per (minute|hour|day)/.exec(message) ?? [];
+  if (limit !== undefined) {
+    const window = `${per === "hour" ? "an" : "a"} ${per}`;
+    const set = Object.entries(LIMITS_OUT_OF_REACH).filter(([, v]) => v === limit);
     return set.length
-      ? `a rate limit of ${perMinute} a minute (${set.map(([k]) => k).join(" or ")})`
-      : `a rate limit of ${perMinute} a minute that the bench does not set (a token's console sign-ins, or a new one)`;
+      ? `a rate limit of ${limit} ${window} (${set.map(([k]) => k).join(" or ")})`
+      : `a rate limit of ${limit} ${window} that the bench does not set (a token's console sign-ins, or a new one)`;
   }
   return "a limit the bench does not know";
 }

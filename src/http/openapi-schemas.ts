@@ -149,7 +149,7 @@ const ERROR_STATUS: Record<number, string> = {
   404: "Unknown environment, note or run",
   409: "Conflict",
   413: "Request body too large",
-  429: "Throttled (the token's budget is shared with its LogService and NoteService RPCs); wait Retry-After seconds (apply exponential backoff)",
+  429: "Throttled: over a rate limit (on /v1, any of the token's windows, a minute, an hour or a day, whose budget its LogService, NoteService and RunService RPCs share; on a webhook, its requests per minute); wait Retry-After seconds, until the refusing window ends (apply exponential backoff)",
 };
 
 /** An example answer per status: the code and a message as the gateway gives them. */
@@ -160,7 +160,7 @@ const ERROR_EXAMPLE: Record<number, { code: string; message: string }> = {
   404: { code: "not_found", message: 'unknown environment "staging"' },
   409: { code: "aborted", message: "the run kept changing; try again" },
   413: { code: "resource_exhausted", message: "request body larger than 262144 bytes" },
-  429: { code: "resource_exhausted", message: "rate limit of 600 requests per minute exceeded; retry after 17 s" },
+  429: { code: "resource_exhausted", message: "rate limit of 1000 requests per hour exceeded; retry after 1234 s" },
 };
 
 /** A JSON error answer with this description and example body. */

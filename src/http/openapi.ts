@@ -1,25 +1,32 @@
 // GET /openapi.json: the OpenAPI 3.1 description of every plain-HTTP route of the gateway,
 // generated from the route table (routes.ts) and the protobuf message descriptors.
 import type { FastifyInstance } from "fastify";
-import { type Config, DEFAULT_API_RATE_LIMIT } from "../config.js";
+import { type ApiRateLimits, type Config, DEFAULT_API_RATE_LIMITS } from "../config.js";
+import { apiRateWindows, ratePolicy } from "../rpc/rate-limit.js";
 import { ERROR_SCHEMA, errorResponses, json, jsonBody, nameOf, pathParam, ref, requestBody, SchemaBuilder, type Schema } from "./openapi-schemas.js";
 import { API_ROUTES, DOCS, NDJSON, OPENAPI_DOCUMENT, OTHER_ROUTES, PATH_PARAMS, routeUrl, type ApiRoute } from "./routes.js";
 
 export interface OpenApiOptions {
   serverUrl?: string;
-  rateLimitPerMinute?: number;
+  /** The per-token limits the document shows in its RateLimit-Policy example. */
+  rateLimits?: ApiRateLimits;
   /** Whether GET /docs is served (and so documented). */
   docs?: boolean;
 }
 
 /** The rate-limit headers every /v1 answer carries. */
-function rateHeaders(limit: number): Schema {
+function rateHeaders(limits: ApiRateLimits): Schema {
+  const d = DEFAULT_API_RATE_LIMITS;
+  const tightest = "the tightest of the token's windows (the one with the fewest requests left after this call; of those, the one that ends first)";
   return {
-    "X-RateLimit-Limit": { description: `Requests allowed per minute for this token (default ${DEFAULT_API_RATE_LIMIT})`, schema: { type: "integer" } },
-    "X-RateLimit-Remaining": { description: "Requests left in the current window", schema: { type: "integer" } },
-    "X-RateLimit-Reset": { description: "Unix time (seconds) when the window frees", schema: { type: "integer" } },
-    RateLimit: { description: "IETF draft form: limit=N, remaining=N, reset=<seconds from now>", schema: { type: "string" } },
-    "RateLimit-Policy": { description: `IETF draft form, e.g. ${limit};w=60`, schema: { type: "string" } },
+    "X-RateLimit-Limit": {
+      description: `Requests allowed in ${tightest}; every window is enforced (by default ${d.perMinute} a minute, ${d.perHour} an hour and ${d.perDay} a day per token)`,
+      schema: { type: "integer" },
+    },
+    "X-RateLimit-Remaining": { description: "Requests left in that window", schema: { type: "integer" } },
+    "X-RateLimit-Reset": { description: "Unix time (seconds) when that window ends", schema: { type: "integer" } },
+    RateLimit: { description: "IETF draft form of the same window: limit=N, remaining=N, reset=<seconds from now>", schema: { type: "string" } },
+    "RateLimit-Policy": { description: `IETF draft form, every window: ${ratePolicy(apiRateWindows(limits))}`, schema: { type: "string" } },
   };
 }
 
@@ -88,7 +95,7 @@ const DESCRIPTION =
   "Slow clients: request headers must arrive within RUNHOOK_HTTP_HEADERS_TIMEOUT_MS (10 s by default) and the whole request within RUNHOOK_HTTP_REQUEST_TIMEOUT_MS (30 s), otherwise the answer is 408 {error, code: deadline_exceeded} and the connection is closed; answers themselves (long-polls, exports) may take longer.";
 
 export function buildOpenApi(opts: OpenApiOptions = {}): Schema {
-  const paths = pathsOf(rateHeaders(opts.rateLimitPerMinute ?? DEFAULT_API_RATE_LIMIT), opts.docs ?? false);
+  const paths = pathsOf(rateHeaders(opts.rateLimits ?? DEFAULT_API_RATE_LIMITS), opts.docs ?? false);
   const tags = [...new Set(Object.values(paths).flatMap((ops) => Object.values(ops as Record<string, Schema>).flatMap((op) => op.tags as string[])))];
   return {
     openapi: "3.1.0",
@@ -116,7 +123,7 @@ const documents = new WeakMap<Config, Schema>();
 export function openApiDocument(config: Config): Schema {
   let doc = documents.get(config);
   if (!doc) {
-    doc = buildOpenApi({ serverUrl: config.publicBaseUrl, rateLimitPerMinute: config.apiRateLimitPerMinute, docs: config.docs });
+    doc = buildOpenApi({ serverUrl: config.publicBaseUrl, rateLimits: config.apiRateLimit, docs: config.docs });
     documents.set(config, doc);
   }
   return doc;

@@ -135,6 +135,7 @@ export class AuthFailureThrottle {
       remaining: Math.max(0, this.limit - count),
       resetAt: Math.ceil(windowEnd / 1000),
       retryAfter: allowed ? 0 : Math.max(1, Math.ceil((windowEnd - now) / 1000)),
+      windowSeconds: WINDOW_MS / 1000,
     };
   }
 
@@ -224,7 +225,7 @@ export function authThrottleInterceptor(throttle: AuthFailureThrottle, onRefusal
       onRefusal();
       // Every /v1 answer carries rate-limit figures: here, those of this limit.
       const answerHeaders = req.contextValues.get(answerHeadersKey);
-      if (answerHeaders && API_RATE_LIMITED_SERVICES.has(req.service.typeName)) setRateLimitHeaders(answerHeaders, d);
+      if (answerHeaders && API_RATE_LIMITED_SERVICES.has(req.service.typeName)) setRateLimitHeaders(answerHeaders, [d]);
       throw authThrottled(d);
     }
     try {

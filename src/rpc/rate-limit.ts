@@ -1,10 +1,11 @@
 // The per-token rate limit of the public API, one budget for every way in: the
 // LogService, NoteService and RunService RPCs over Connect, gRPC-Web and native gRPC and the
 // /v1 REST routes, all through this one interceptor (pipeline.ts). All of them count in
-// the same store bucket, `api:<token kind>:<token id>`, so a token's calls share one
-// fixed-window count whatever the protocol (a console session counts as the application token
-// it was opened with: signing in again opens no new budget). The limit is RUNHOOK_API_RATE_LIMIT a minute, or
-// for an organization API token RUNHOOK_ORG_API_RATE_LIMIT (by default the same). Only tokens that authenticate have a bucket: a
+// the same store bucket, `api:<token kind>:<token id>`, so a token's calls share the
+// same fixed-window counts whatever the protocol (a console session counts as the application token
+// it was opened with: signing in again opens no new budget). A call must fit in three windows,
+// a minute, an hour and a day (RUNHOOK_API_RATE_LIMIT, _HOURLY, _DAILY; for an organization API
+// token RUNHOOK_ORG_API_RATE_LIMIT…, by default the same). Only tokens that authenticate have a bucket: a
 // missing or guessed token is answered 401 first and writes nothing (failed authentications
 // are limited per client address instead, auth-throttle.ts).
 import { Code, ConnectError, createContextKey, type ContextValues, type Interceptor } from "@connectrpc/connect";
@@ -13,7 +14,8 @@ import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import { authenticateAny, type AnyPrincipal } from "../domain/auth/tokens.js";
-import type { RateDecision } from "../store/rate-limits.js";
+import type { ApiRateLimits } from "../config.js";
+import { RATE_WINDOW_MS, type RateDecision, type RateWindow } from "../store/rate-limits.js";
 import type { Deps } from "../deps.js";
 import { directoryOf } from "../services/context.js";
 import type { ServerDeps } from "./server-deps.js";
@@ -38,36 +40,64 @@ function tokenBucket(principal: AnyPrincipal): string {
   return `${principal.kind}:${principal.token._id}`;
 }
 
-/** A call's rate-limit bucket, its limit a minute and its metrics label. */
+/** A call's rate-limit bucket, its windows and its metrics label. */
 interface ApiBucket {
   bucket: string;
-  limit: number;
+  windows: RateWindow[];
   label: string;
+}
+
+const MINUTE_S = RATE_WINDOW_MS / 1000;
+const HOUR_S = 3600;
+const DAY_S = 86_400;
+const WINDOW_NAMES: Readonly<Record<number, string>> = { [MINUTE_S]: "minute", [HOUR_S]: "hour", [DAY_S]: "day" };
+
+/** The windows of a token's public API limits: a minute, an hour and a day. */
+export function apiRateWindows(limits: ApiRateLimits): RateWindow[] {
+  return [
+    { limit: limits.perMinute, seconds: MINUTE_S },
+    { limit: limits.perHour, seconds: HOUR_S },
+    { limit: limits.perDay, seconds: DAY_S },
+  ];
+}
+
+/** The IETF draft RateLimit-Policy of these windows, e.g. `60;w=60, 1000;w=3600, 10000;w=86400`. */
+export function ratePolicy(windows: readonly RateWindow[]): string {
+  return windows.map((w) => `${w.limit};w=${w.seconds}`).join(", ");
 }
 
 /** The rate-limit bucket of a call, once its token authenticates (UNAUTHENTICATED otherwise, before any write). */
 async function apiRateBucket(deps: Deps, authorization: string | null | undefined, values: ContextValues): Promise<ApiBucket> {
   const principal = await authenticateAny(directoryOf(deps, values), authorization);
   const bucket = `api:${tokenBucket(principal)}`;
-  if (principal.kind === "org") return { bucket, limit: deps.config.orgApiRateLimitPerMinute, label: "org-api" };
-  return { bucket, limit: deps.config.apiRateLimitPerMinute, label: "api" };
+  if (principal.kind === "org") return { bucket, windows: apiRateWindows(deps.config.orgApiRateLimit), label: "org-api" };
+  return { bucket, windows: apiRateWindows(deps.config.apiRateLimit), label: "api" };
 }
 
-/** X-RateLimit-* and the IETF draft RateLimit / RateLimit-Policy headers of a decision. */
-function rateLimitHeaders(d: RateDecision, now = Date.now()): Record<string, string> {
+/** The window a client has to heed: the one with the fewest requests left, and of those the one that ends first. */
+function tightest(decisions: readonly RateDecision[]): RateDecision {
+  return decisions.reduce((t, d) => (d.remaining < t.remaining || (d.remaining === t.remaining && d.resetAt < t.resetAt) ? d : t));
+}
+
+/**
+ * X-RateLimit-* and the IETF draft RateLimit headers of the tightest window of a call's
+ * decisions (one per window), and RateLimit-Policy listing every window.
+ */
+function rateLimitHeaders(decisions: readonly RateDecision[], now = Date.now()): Record<string, string> {
+  const d = tightest(decisions);
   const resetIn = Math.max(0, d.resetAt - Math.floor(now / 1000));
   return {
     "x-ratelimit-limit": String(d.limit),
     "x-ratelimit-remaining": String(d.remaining),
     "x-ratelimit-reset": String(d.resetAt),
-    "ratelimit-policy": `${d.limit};w=60`,
+    "ratelimit-policy": ratePolicy(decisions.map((w) => ({ limit: w.limit, seconds: w.windowSeconds }))),
     ratelimit: `limit=${d.limit}, remaining=${d.remaining}, reset=${resetIn}`,
   };
 }
 
-/** Sets the rate-limit headers of a decision on an answer's headers. */
-export function setRateLimitHeaders(h: Headers, d: RateDecision): void {
-  for (const [k, v] of Object.entries(rateLimitHeaders(d))) h.set(k, v);
+/** Sets the rate-limit headers of a call's decisions (one per window) on an answer's headers. */
+export function setRateLimitHeaders(h: Headers, decisions: readonly RateDecision[]): void {
+  for (const [k, v] of Object.entries(rateLimitHeaders(decisions))) h.set(k, v);
 }
 
 interface ApiRateOutcome {
@@ -77,13 +107,22 @@ interface ApiRateOutcome {
   error?: DomainError;
 }
 
-/** Counts one call against `bucket` (`limit` a minute; `label` names it in the metrics) and decides it. */
-export async function hitRateLimit(deps: Deps, bucket: string, limit: number, label: string, now = Date.now()): Promise<ApiRateOutcome> {
-  const d = await deps.store.rateLimits.hit(bucket, limit, now);
-  const headers = rateLimitHeaders(d, now);
-  if (d.allowed) return { headers };
+/** Counts one call against every window of `bucket` (`label` names it in the metrics) and decides it: refused when over any. */
+export async function hitRateLimits(deps: Deps, bucket: string, windows: readonly RateWindow[], label: string, now = Date.now()): Promise<ApiRateOutcome> {
+  const decisions = await deps.store.rateLimits.hitWindows(bucket, windows, now);
+  const headers = rateLimitHeaders(decisions, now);
+  const refusing = decisions.filter((d) => !d.allowed);
+  if (refusing.length === 0) return { headers };
   deps.metrics.rateLimitRefusals.inc({ bucket: label });
-  return { headers, error: fail.throttled(d.retryAfter, `rate limit of ${d.limit} requests per minute exceeded; retry after ${d.retryAfter} s`) };
+  // The call fits again once every refusing window has ended: the last of them names the wait.
+  const d = refusing.reduce((last, r) => (r.retryAfter > last.retryAfter ? r : last));
+  const per = WINDOW_NAMES[d.windowSeconds] ?? `${d.windowSeconds} s`;
+  return { headers, error: fail.throttled(d.retryAfter, `rate limit of ${d.limit} requests per ${per} exceeded; retry after ${d.retryAfter} s`) };
+}
+
+/** Counts one call against `bucket`'s one-minute window (`limit` a minute) and decides it. */
+export function hitRateLimit(deps: Deps, bucket: string, limit: number, label: string, now = Date.now()): Promise<ApiRateOutcome> {
+  return hitRateLimits(deps, bucket, [{ limit, seconds: MINUTE_S }], label, now);
 }
 
 /** The bucket of a call; a REST call's 401 shows the figures of its address's limit on failed authentications instead, as they will be once it counts. */
@@ -94,7 +133,7 @@ async function bucketOrRefusal(deps: ServerDeps, authorization: string | null, v
   } catch (err) {
     if (answerHeaders && codeOf(err) === Code.Unauthenticated) {
       const d = deps.authFailures.check(values.get(clientAddressKey));
-      setRateLimitHeaders(answerHeaders, { ...d, remaining: Math.max(0, d.remaining - 1) });
+      setRateLimitHeaders(answerHeaders, [{ ...d, remaining: Math.max(0, d.remaining - 1) }]);
     }
     throw err;
   }
@@ -112,7 +151,7 @@ export function apiRateLimitInterceptor(deps: ServerDeps): Interceptor {
     if (!API_RATE_LIMITED_SERVICES.has(req.service.typeName)) return next(req);
     const answerHeaders = req.contextValues.get(answerHeadersKey);
     const bucket = await bucketOrRefusal(deps, req.header.get("authorization"), req.contextValues);
-    const { headers, error } = await hitRateLimit(deps, bucket.bucket, bucket.limit, bucket.label);
+    const { headers, error } = await hitRateLimits(deps, bucket.bucket, bucket.windows, bucket.label);
     const annotate = (h: Headers) => {
       for (const [k, v] of Object.entries(headers)) h.set(k, v);
     };

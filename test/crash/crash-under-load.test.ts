@@ -35,7 +35,7 @@ let limited: World;
 let mainUrl: string;
 let limitedUrl: string;
 
-const env = { RUNHOOK_EXECUTOR_LEASE_MS: String(LEASE_MS), RUNHOOK_EXECUTOR_POLL_MS: String(POLL_MS), RUNHOOK_API_RATE_LIMIT: "1000000" };
+const env = { RUNHOOK_EXECUTOR_LEASE_MS: String(LEASE_MS), RUNHOOK_EXECUTOR_POLL_MS: String(POLL_MS) };
 const steps = [
   { type: "load_record" },
   { type: "wait", seconds: 1 },

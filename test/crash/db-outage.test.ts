@@ -75,7 +75,6 @@ beforeAll(async () => {
       MONGODB_URI: uri(),
       RUNHOOK_DB_TIMEOUT_MS: String(DB_TIMEOUT_MS),
       RUNHOOK_EXECUTOR_LEASE_MS: String(LEASE_MS),
-      RUNHOOK_API_RATE_LIMIT: "1000000",
     },
   });
   logs = server.logs;

@@ -32,7 +32,6 @@ const env = {
   RUNHOOK_EMBEDDED: "file",
   RUNHOOK_DATA_DIR: dataDir,
   RUNHOOK_EXECUTOR_LEASE_MS: String(LEASE_MS),
-  RUNHOOK_API_RATE_LIMIT: "1000000",
   METRICS_PORT: "off", // a server on the embedded database serves them on 9464, which another runhook may hold
 };
 const steps = [{ type: "load_record" }, { type: "update_record", set: { status: "done" } }] as const;

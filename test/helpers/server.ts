@@ -30,6 +30,13 @@ export function uriFor(dbName: string): string {
   return `${m[1]}/${dbName}${m[3] ?? ""}`;
 }
 
+/** Per-token limits of the public API that no test reaches: the highest each variable takes. */
+export const API_RATE_LIMITS_OUT_OF_REACH = {
+  RUNHOOK_API_RATE_LIMIT: "1000000",
+  RUNHOOK_API_RATE_LIMIT_HOURLY: "60000000",
+  RUNHOOK_API_RATE_LIMIT_DAILY: "1440000000",
+} as const;
+
 export function testEnv(dbName: string, extra: Record<string, string> = {}): Record<string, string> {
   return {
     MONGODB_URI: uriFor(dbName),
@@ -46,6 +53,9 @@ export function testEnv(dbName: string, extra: Record<string, string> = {}): Rec
     RUNHOOK_EMBEDDED_NOTABLESCAN: "true",
     // Tests make many 401s from one address; the throttle's own test sets its limit.
     RUNHOOK_AUTH_FAILURE_LIMIT: "1000000",
+    // The public API's per-token limits (60 a minute, 1,000 an hour, 10,000 a day by default) out
+    // of reach, organization API tokens' with them; the tests of these limits set their own.
+    ...API_RATE_LIMITS_OUT_OF_REACH,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
     ...extra,
   };
