@@ -266,7 +266,7 @@ const LOG_ROUTES = [
         description:
           "runhook's addition, answered as the published admin-log list. Token: an organization API token (made by an organization admin with AdminService.CreateOrganizationApiToken); it reads its own organization's entries only, and a project API token or an application token is a 403 here. " +
           "The organization's own entries: those that belong to no project (Bootstrap's, those about users without a project role, organization API tokens created and revoked); project entries are in each project's admin log. " +
-          "Its own per-token limit: RUNHOOK_ORG_API_RATE_LIMIT (by default the same as RUNHOOK_API_RATE_LIMIT).",
+          "Its own per-token limits: RUNHOOK_ORG_API_RATE_LIMIT, RUNHOOK_ORG_API_RATE_LIMIT_HOURLY and RUNHOOK_ORG_API_RATE_LIMIT_DAILY (by default the same as the project API tokens').",
         answer: "A page of entries",
       },
     },

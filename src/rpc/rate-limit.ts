@@ -74,9 +74,14 @@ async function apiRateBucket(deps: Deps, authorization: string | null | undefine
   return { bucket, windows: apiRateWindows(deps.config.apiRateLimit), label: "api" };
 }
 
-/** The window a client has to heed: the one with the fewest requests left, and of those the one that ends first. */
+/**
+ * The window a client has to heed: the one with the fewest requests left; of those, the one that
+ * ends first, or when none are left the one that ends last (then X-RateLimit-Reset agrees with
+ * Retry-After).
+ */
 function tightest(decisions: readonly RateDecision[]): RateDecision {
-  return decisions.reduce((t, d) => (d.remaining < t.remaining || (d.remaining === t.remaining && d.resetAt < t.resetAt) ? d : t));
+  const sooner = (d: RateDecision, t: RateDecision) => (d.remaining === 0 ? d.resetAt > t.resetAt : d.resetAt < t.resetAt);
+  return decisions.reduce((t, d) => (d.remaining < t.remaining || (d.remaining === t.remaining && sooner(d, t)) ? d : t));
 }
 
 /**
