@@ -134,7 +134,6 @@ function actionsWhere<M>(table: Record<string, M>, keep: (m: M) => boolean): str
 
 // ---------------------------------------------------------------- query parameters
 
-
 const TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?([Zz]|[+-]\d{2}:?\d{2})?$/;
 
 /**
