@@ -131,15 +131,15 @@ export function terminalSafeJson(v: unknown): unknown {
   return v;
 }
 
-/** The `{"error", "code", …}` body of an error answer, as far as present. */
-export function errorBody(a: Answer): { error?: string; code?: string; runId?: string } {
+/** The `{"code", "message", "error", …}` body of an error answer, as far as present. */
+export function errorBody(a: Answer): { message?: string; error?: string; code?: string; runId?: string } {
   const j = a.json;
-  return j && typeof j === "object" && !Array.isArray(j) ? (j as { error?: string; code?: string; runId?: string }) : {};
+  return j && typeof j === "object" && !Array.isArray(j) ? (j as { message?: string; error?: string; code?: string; runId?: string }) : {};
 }
 
 export function errorMessage(a: Answer): string {
   const b = errorBody(a);
-  return b.error ?? (a.text.trim().slice(0, 200) || `HTTP ${a.status}`);
+  return b.message ?? b.error ?? (a.text.trim().slice(0, 200) || `HTTP ${a.status}`);
 }
 
 /** A network-level failure (no HTTP answer): connection refused, reset, timeout. */

@@ -35,7 +35,7 @@ In a browser: ${out.baseUrl}/console (sign in with the application token above; 
 Follow a run (<runId> from the 202): answers once the run is finished, or after 60 s at most:
   curl -s '${out.baseUrl}/v1/runs/<runId>?wait=60s' -H 'Authorization: Bearer ${out.userToken}'
 
-Activity logs:
+Activity logs, newest first (runhook logs tail follows them as they come):
   curl -s '${out.baseUrl}/v1/project/${out.projectName}/environment/${out.environmentName}/activity-logs?limit=10' -H 'Authorization: Bearer ${out.apiToken}'
 
 The same from the command line:

@@ -1,7 +1,8 @@
 // `runhook logs tail`: follows `nextCursor` (order=asc) of the activity log or the admin log
-// forever and prints every entry once, as one NDJSON line on stdout. The cursor is saved
-// atomically after every page and resumed from at start; 429 waits Retry-After, network
-// errors and 5xx back off exponentially with jitter; SIGINT/SIGTERM stop after the page in hand.
+// forever and prints every entry once, as the published item (one NDJSON line) on stdout. The
+// cursor is saved atomically after every page and resumed from at start; 429 waits Retry-After,
+// network errors and 5xx back off exponentially with jitter; when caught up, polls are spread
+// over what is left of the token's rate limit; SIGINT/SIGTERM stop after the page in hand.
 import { once } from "node:events";
 import { open, readFile, rename, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
@@ -26,26 +27,36 @@ import {
   type Answer,
 } from "./common.js";
 
+/** The page size the public API allows at most. */
+const MAX_LIMIT = 100;
+
 export const TAIL_USAGE = `usage: runhook logs tail --project P --environment E [filters] [--cursor-file F] [--limit N]
                          [--interval SECONDS] [--base-url URL] [--token TOKEN]
-       runhook logs tail --project P --admin [--action A] [--user-id ID] [--user-email EMAIL] …
+       runhook logs tail --project P --admin [--type T] [--resource R] [--initiator I] [--user-id N] …
 
 Prints every entry of an environment's activity log (or, with --admin, of the project's admin
-log) once, oldest first, as one JSON object per line (NDJSON) on stdout, and keeps following
-new entries until stopped (Ctrl-C or SIGTERM, exit 0). Messages go to stderr.
+log) once, oldest first, as one JSON object per line (NDJSON) on stdout: the item the public
+API lists (GET …/activity-logs, …/admin-logs). It keeps following new entries until stopped
+(Ctrl-C or SIGTERM, exit 0). Messages go to stderr.
 
   --project P          project name
   --environment E      environment name (activity log; not with --admin)
   --admin              the project's admin log instead
-  --action A  --user-id ID  --user-email EMAIL            filters of both logs
-  --collection C  --record-id R  --run-id RUN              filters of the activity log
+  --user-id N  --user-email EMAIL  --type T                 filters of both logs (N: the user's
+                       number, as items show it in user.id; T: read or write for the activity
+                       log, add, remove, update or initial for the admin log)
+  --action A  --team NAME  --collection C  --record-id R  --run-id RUN
+                       filters of the activity log (A: the public API's action, such as
+                       triggerWorkflow, update, createNote; --team "(no team)": entries of none)
+  --resource R  --initiator I                               filters of the admin log
   --cursor-file F      resume from the cursor saved in F, and save it there (atomically) after
                        every page: a restarted tail continues where it stopped. Entries are
                        printed before their page's cursor is saved, so a crash in between
                        repeats at most that page; a stop by signal repeats nothing.
                        The cursor is bound to the log and filters: change them → new file.
-  --limit N            page size, 1-1000 (default 1000)
-  --interval SECONDS   pause when caught up (default 1)
+  --limit N            page size, 1-${MAX_LIMIT} (default ${MAX_LIMIT})
+  --interval SECONDS   pause when caught up (default 1; longer when the token's rate limit
+                       would not last otherwise)
   --base-url URL       the runhook server (default: $RUNHOOK_URL, else http://localhost:8080)
   --token TOKEN        project API token (default: $RUNHOOK_TOKEN)
 
@@ -53,13 +64,18 @@ new entries until stopped (Ctrl-C or SIGTERM, exit 0). Messages go to stderr.
 jitter (1 s, 2 s, 4 s … 60 s), forever. 400, 401, 403 and 404 stop with the reason.
 ${EXIT_CODES_HELP}`;
 
-const FILTERS: Record<string, { param: string; admin: boolean }> = {
-  action: { param: "action", admin: true },
-  "user-id": { param: "userId", admin: true },
-  "user-email": { param: "userEmail", admin: true },
-  collection: { param: "collection", admin: false },
-  "record-id": { param: "recordId", admin: false },
-  "run-id": { param: "runId", admin: false },
+/** Each filter flag: its query parameter and the logs that take it. */
+const FILTERS: Record<string, { param: string; log: "activity" | "admin" | "both" }> = {
+  "user-id": { param: "userId", log: "both" },
+  "user-email": { param: "userEmail", log: "both" },
+  type: { param: "type", log: "both" },
+  action: { param: "action", log: "activity" },
+  team: { param: "teamName", log: "activity" },
+  collection: { param: "collectionName", log: "activity" },
+  "record-id": { param: "recordId", log: "activity" },
+  "run-id": { param: "runId", log: "activity" },
+  resource: { param: "resource", log: "admin" },
+  initiator: { param: "initiator", log: "admin" },
 };
 
 /** The cursor saved in `file`; "" when there is none yet. */
@@ -135,8 +151,6 @@ interface TailPlan {
   /** The list's URL, and its query without the cursor. */
   url: string;
   query: URLSearchParams;
-  /** Where the entries are in a page: `activityLogs` or `adminLogs`. */
-  itemsKey: string;
   intervalMs: number;
   cursorFile: string | undefined;
   base: string;
@@ -169,11 +183,13 @@ function planTail(args: string[], env: NodeJS.ProcessEnv): TailPlan | undefined 
   for (const [flag, f] of Object.entries(FILTERS)) {
     const v = str(values, flag);
     if (v === undefined) continue;
-    if (admin && !f.admin) throw new UsageError(`--${flag} filters the activity log only (not with --admin)`);
+    if (f.log !== "both" && admin !== (f.log === "admin"))
+      throw new UsageError(admin ? `--${flag} filters the activity log only (not with --admin)` : `--${flag} filters the admin log only (with --admin)`);
     query.set(f.param, v);
   }
-  const limitRaw = str(values, "limit") ?? "1000";
-  if (!/^\d+$/.test(limitRaw) || Number(limitRaw) < 1 || Number(limitRaw) > 1000) throw new UsageError("--limit must be a whole number from 1 to 1000");
+  const limitRaw = str(values, "limit") ?? String(MAX_LIMIT);
+  if (!/^\d+$/.test(limitRaw) || Number(limitRaw) < 1 || Number(limitRaw) > MAX_LIMIT)
+    throw new UsageError(`--limit must be a whole number from 1 to ${MAX_LIMIT}`);
   query.set("limit", limitRaw);
   const intervalRaw = str(values, "interval") ?? "1";
   const intervalMs = Number(intervalRaw) * 1000;
@@ -183,7 +199,7 @@ function planTail(args: string[], env: NodeJS.ProcessEnv): TailPlan | undefined 
   const token = tokenOf(values, env, "a project API token");
   const p = encodeURIComponent(project);
   const url = admin ? `${base}/v1/project/${p}/admin-logs` : `${base}/v1/project/${p}/environment/${encodeURIComponent(environment!)}/activity-logs`;
-  return { admin, project, environment, url, query, itemsKey: admin ? "adminLogs" : "activityLogs", intervalMs, cursorFile, base, token };
+  return { admin, project, environment, url, query, intervalMs, cursorFile, base, token };
 }
 
 const PREFIX = "runhook logs tail";
@@ -282,7 +298,7 @@ async function follow(plan: TailPlan, stopWatch: StopWatch): Promise<void> {
 async function takePage(plan: TailPlan, a: Answer, at: TailPosition, stopWatch: StopWatch): Promise<boolean> {
   const stop = stopWatch.stop;
   const body = a.json as { hasMore?: boolean; nextCursor?: string } & Record<string, unknown>;
-  const items = body?.[plan.itemsKey];
+  const items = body?.data;
   if (!Array.isArray(items)) throw new CliError(`unexpected answer: ${a.text.slice(0, 200)}`, EXIT.ERROR);
   if (items.length > 0) {
     if (!process.stdout.write(`${items.map((e) => terminalSafe(JSON.stringify(e))).join("\n")}\n`))
@@ -294,11 +310,23 @@ async function takePage(plan: TailPlan, a: Answer, at: TailPosition, stopWatch: 
     at.cursorFromFile = undefined;
     if (plan.cursorFile) await saveCursor(plan.cursorFile, at.cursor);
   }
-  if (body.hasMore !== true) await sleep(plan.intervalMs, stop);
+  if (body.hasMore !== true) await sleep(Math.max(plan.intervalMs, budgetPauseMs(a.headers)), stop);
   else if (a.headers.get("x-ratelimit-remaining") === "0") {
     // The window is used up: wait for it to free rather than collect a 429.
     const reset = Number(a.headers.get("x-ratelimit-reset")) * 1000;
     if (Number.isFinite(reset) && reset > Date.now()) await sleep(Math.min(60_000, reset - Date.now() + Math.random() * 500), stop);
   }
   return true;
+}
+
+/**
+ * The pause between polls that spreads the calls left in the token's tightest rate-limit window
+ * (X-RateLimit-Remaining, X-RateLimit-Reset) over the time until it resets: a tail polling an
+ * idle log all day long slows down instead of running into the daily limit. At most 10 minutes.
+ */
+function budgetPauseMs(headers: Headers, now = Date.now()): number {
+  const remaining = Number(headers.get("x-ratelimit-remaining") ?? Number.NaN);
+  const resetMs = Number(headers.get("x-ratelimit-reset") ?? Number.NaN) * 1000 - now;
+  if (!Number.isFinite(remaining) || !Number.isFinite(resetMs) || resetMs <= 0) return 0;
+  return Math.min(600_000, resetMs / Math.max(1, remaining));
 }
