@@ -2,8 +2,8 @@
 // records, 16 callers); right after a 202, at a random point, runhook and its Java database are
 // killed with SIGKILL in the same instant. After each restart on the same data: every
 // acknowledged run exists and finishes, no (workflow, record) has two runs, every index holds
-// one entry per document, and the activity log, read to its end, has exactly one
-// workflow.run.triggered entry per acknowledged run.
+// one entry per document, and the activity log, read to its end (the public API's tail,
+// order=asc), has exactly one triggerWorkflow entry per acknowledged run.
 // Then the database alone is killed while it writes large batches: its file must open again.
 // `npm run test:crash`; RUNHOOK_CRASH_ROUNDS (default 3) sets the number of power cuts.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -121,21 +121,24 @@ async function loadAndCut(round: number, killAfterMs: number): Promise<{ acked: 
   return { acked, statuses: tally(statuses, (s) => s) };
 }
 
+/** An activity-log item of the public API, as far as read here. */
+type ActivityItem = { action: string; workflow?: { runId: string } };
+
 /** Every page of the environment's activity log, oldest first; fails if it does not end within `ms`. */
-async function readActivityLog(ms: number): Promise<Array<{ action: string; runId?: string }>> {
-  const entries: Array<{ action: string; runId?: string }> = [];
+async function readActivityLog(ms: number): Promise<ActivityItem[]> {
+  const entries: ActivityItem[] = [];
   const deadline = Date.now() + ms;
   const path = `/v1/project/${world.projectName}/environment/${world.environmentName}/activity-logs`;
   for (let cursor: string | undefined; ; ) {
     expect(Date.now(), "the activity log did not end").toBeLessThan(deadline);
-    const qs = new URLSearchParams({ order: "asc", limit: "500", ...(cursor ? { cursor } : {}) });
+    const qs = new URLSearchParams({ order: "asc", limit: "100", ...(cursor ? { cursor } : {}) });
     const res = await fetch(`${server!.baseUrl}${path}?${qs}`, {
       headers: { authorization: `Bearer ${world.apiToken}` },
       signal: AbortSignal.timeout(Math.max(1, deadline - Date.now())),
     });
     expect(res.status).toBe(200);
-    const body = (await res.json()) as { activityLogs: Array<{ action: string; runId?: string }>; hasMore: boolean; nextCursor?: string };
-    entries.push(...body.activityLogs);
+    const body = (await res.json()) as { data: ActivityItem[]; hasMore: boolean; nextCursor?: string };
+    entries.push(...body.data);
     if (!body.hasMore) return entries;
     cursor = body.nextCursor;
   }
@@ -186,8 +189,8 @@ describe("power cut", () => {
       // The activity log ends, and holds one trigger entry per acknowledged run.
       const log = await readActivityLog(60_000);
       const triggered = tally(
-        log.filter((e) => e.action === "workflow.run.triggered"),
-        (e) => e.runId ?? "",
+        log.filter((e) => e.action === "triggerWorkflow"),
+        (e) => e.workflow?.runId ?? "",
       );
       expect(allAcked.filter((id) => triggered[id] !== 1).map((id) => `${id}: ${triggered[id] ?? 0}`)).toEqual([]);
       expect(Object.entries(triggered).filter(([, n]) => n > 1)).toEqual([]);
