@@ -85,6 +85,8 @@ export interface Headline {
   logsPagingPerSec: number | null;
   logsPagingVsRawScan: number | null;
   logsPagingAgainVsRawScan: number | null;
+  /** Newest first by createdAt.lt (no target: shown beside the two ascending passes). */
+  logsPagingNewestFirstVsRawScan: number | null;
   logsExportVsRawScan: number | null;
   tailMs: number | null;
   rssIdleMb: number | null;
@@ -136,6 +138,7 @@ export function headline(r: BenchResults): Headline {
     logsPagingPerSec: l?.paging?.entriesPerSec ?? null,
     logsPagingVsRawScan: l?.pagingVsRawScan ?? null,
     logsPagingAgainVsRawScan: l?.pagingAgainVsRawScan ?? null,
+    logsPagingNewestFirstVsRawScan: l?.pagingNewestFirstVsRawScan ?? null,
     logsExportVsRawScan: l?.exportVsRawScan ?? null,
     tailMs: tail,
     rssIdleMb: w?.rss.idleMb ?? l?.rss?.idleMb ?? null,
@@ -312,14 +315,16 @@ export function renderMarkdown(r: BenchResults): string {
     out.push("| read | entries | entries/s | vs raw scan |", "|---|---:|---:|---:|");
     out.push(`| raw driver cursor scan | ${l.rawScan.entries} | ${l.rawScan.entriesPerSec} | 100% |`);
     out.push(
-      `| raw driver, paged by \`_id\` ranges of 1000 | ${l.rawPaged.entries} | ${l.rawPaged.entriesPerSec}${l.rawPaged.partial ? " (time limit)" : ""} | ${pct(l.rawPaged.entriesPerSec / l.rawScan.entriesPerSec)} |`,
+      `| raw driver, paged by \`_id\` ranges of ${l.pageSize} | ${l.rawPaged.entries} | ${l.rawPaged.entriesPerSec}${l.rawPaged.partial ? " (time limit)" : ""} | ${pct(l.rawPaged.entriesPerSec / l.rawScan.entriesPerSec)} |`,
     );
     if (!l.available) out.push(`| REST paging | ${l.reason ?? "not available"} | | |`);
     else {
       const pg = (name: string, x: NonNullable<LogsResult["paging"]>, rr: number | null) =>
         `| ${name} (${x.pages} pages, page p50 ${x.pageP50Ms} ms, max ${x.pageMaxMs} ms) | ${x.entries} | ${x.entriesPerSec}${x.partial ? " (time limit)" : ""} | ${pct(rr)} |`;
-      out.push(pg("REST paging, limit=1000, first pass: positions above the watermark", l.paging!, l.pagingVsRawScan));
-      if (l.pagingAgain) out.push(pg("REST paging, limit=1000, again: below the watermark", l.pagingAgain, l.pagingAgainVsRawScan));
+      const paged = `REST paging, limit=${l.pageSize}`;
+      out.push(pg(`${paged}, order=asc + cursor, first pass: positions above the watermark`, l.paging!, l.pagingVsRawScan));
+      if (l.pagingAgain) out.push(pg(`${paged}, order=asc + cursor, again: below the watermark`, l.pagingAgain, l.pagingAgainVsRawScan));
+      if (l.pagingNewestFirst) out.push(pg(`${paged}, newest first by createdAt.lt`, l.pagingNewestFirst, l.pagingNewestFirstVsRawScan));
       out.push(
         l.export
           ? `| REST NDJSON export | ${l.export.entries} | ${l.export.entriesPerSec}${l.export.partial ? " (time limit)" : ""} | ${pct(l.exportVsRawScan)} |`
@@ -330,7 +335,7 @@ export function renderMarkdown(r: BenchResults): string {
     if (t) {
       out.push(
         "",
-        `Tail: ${t.writers} writers in ${t.processes} processes appended ${t.entries} entries through the store while one consumer polled \`nextCursor\` (limit 1000, 100 ms after a caught-up page): ` +
+        `Tail: ${t.writers} writers in ${t.processes} processes appended ${t.entries} entries through the store while one consumer polled \`nextCursor\` (order=asc, limit ${l.pageSize}, 100 ms after a caught-up page): ` +
           `${t.received} received in ${t.ms} ms (the writers took ${f(t.writersMs)} ms), ${t.polls} polls, ${t.tombstones} tombstones, ${t.duplicates} duplicates, ${t.outOfOrder} out of order${t.partial ? "; stopped at the time limit" : ""}${t.error ? `; error: ${t.error}` : ""}.`,
       );
     }

@@ -1,7 +1,8 @@
 // A writer process for the tailing test and the log benchmark: LOOPS concurrent loops, each
 // appending COUNT activity entries one after the other through the store (the real ordering
 // protocol). Env: MONGODB_URI (the database in its path), COUNT, LOOPS, WRITER, PROJECT_ID,
-// ENV_ID.
+// ENV_ID. Each entry says which loop wrote it and its count in that loop twice: in its details
+// ({w, i}, read over gRPC) and as its record id (`<w>:<i>`, which the public API's items show).
 // Prints one JSON line {writer, entries, ms} when done.
 import { performance } from "node:perf_hooks";
 import { openStore } from "../src/store/index.js";
@@ -25,7 +26,7 @@ await Promise.all(
         action: "tail",
         via: "api",
         collection: null,
-        recordId: null,
+        recordId: `${writer}.${loop}:${i}`,
         runId: null,
         details: { w: `${writer}.${loop}`, i },
       });

@@ -1,12 +1,16 @@
-// Scenario 3: reading activity logs over the public REST API.
-// - Paging: GET …/activity-logs?limit=1000 following nextCursor, on entries appended through
-//   the store (store.logs.appendActivity). The first pass finds every position above the
-//   stream's watermark (nothing has read the stream yet) and raises it; a second pass reads
-//   below the watermark (range reads). Then the NDJSON export. All against one raw driver
-//   cursor over the same entries (find({environmentId}).sort({seq: 1})).
+// Scenario 3: reading activity logs over the public REST API (the published list: pages of at
+// most 100 items).
+// - Paging: GET …/activity-logs?order=asc&limit=100 following nextCursor (the tail's way), on
+//   entries appended through the store (store.logs.appendActivity). The first pass finds every
+//   position above the stream's watermark (nothing has read the stream yet) and raises it; a
+//   second pass reads below the watermark (range reads). Then newest first the published way,
+//   each page `createdAt.lt` the last item's createdAt. Then the NDJSON export (oldest first).
+//   All against one raw driver cursor over the same entries
+//   (find({environmentId}).sort({seq: 1})).
 // - Tail: 4 writers (2 processes × 2 loops, scripts/append-activity.ts) append 20,000 entries
-//   through the store while a consumer polls nextCursor; the time until it has received every
-//   entry, exactly once and in each writer's order.
+//   through the store while a consumer polls nextCursor (order=asc); the time until it has
+//   received every entry, exactly once and in each writer's order (the writer and its count
+//   are each entry's record id).
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -14,6 +18,7 @@ import { Pool } from "undici";
 import type { Store } from "../../src/store/index.js";
 import { storeFixtures } from "../../src/store/index.js";
 import { activityStream, type NewActivity } from "../../src/store/logs.js";
+import { PUBLISHED_MAX_LIMIT } from "../../src/http/published.js";
 import { benchWorld, openStore, spawnFor, uriFor, type BenchContext, type BenchWorld } from "../lib/context.js";
 import { httpLimitMet } from "../lib/limits.js";
 import { ratio, round, sleep } from "../lib/load.js";
@@ -53,15 +58,20 @@ export interface LogsResult {
   available: boolean;
   reason?: string;
   rawScan: RateFigure;
-  /** Raw driver, paged by `_id` ranges of 1000 (the shape of an unfiltered page below the watermark). */
+  /** Raw driver, paged by `_id` ranges of PAGE (the shape of an unfiltered page below the watermark). */
   rawPaged: RateFigure & { pages: number };
-  /** First pass: positions above the watermark, found one by one (32 look-ups in flight). */
+  /** The page size of the REST reads: the most the published list allows. */
+  pageSize: number;
+  /** First pass (order=asc + cursor): positions above the watermark, found one by one (32 look-ups in flight). */
   paging?: PagingFigure;
-  /** Second pass: below the watermark the first pass raised, range reads. */
+  /** Second pass (order=asc + cursor): below the watermark the first pass raised, range reads. */
   pagingAgain?: PagingFigure;
+  /** Newest first, each page `createdAt.lt` the last item's createdAt (the published document's paging). */
+  pagingNewestFirst?: PagingFigure;
   export?: RateFigure;
   pagingVsRawScan: number | null;
   pagingAgainVsRawScan: number | null;
+  pagingNewestFirstVsRawScan: number | null;
   exportVsRawScan: number | null;
   tail?: TailResult;
   rss?: { idleMb: number | null; endMb: number | null; peakMb: number | null };
@@ -78,15 +88,20 @@ function activityPath(w: BenchWorld): string {
   return `/v1/project/${encodeURIComponent(w.projectName)}/environment/${encodeURIComponent(w.environmentName)}/activity-logs`;
 }
 
+/** The page size of every REST read. */
+const PAGE = PUBLISHED_MAX_LIMIT;
+
 interface Page {
   status: number;
   text: string;
-  body: { activityLogs?: { id: string; details?: { w?: string; i?: number } }[]; hasMore?: boolean; nextCursor?: string };
+  body: { data?: { id: string; createdAt: string; recordIds: string[] }[]; hasMore?: boolean; nextCursor?: string };
 }
 
-async function getPage(pool: Pool, w: BenchWorld, cursor: string, limit = 1000): Promise<Page> {
+/** A page of the list: oldest first after `cursor` (the tail), or with `query` as given. */
+async function getPage(pool: Pool, w: BenchWorld, at: { cursor: string } | { query: Record<string, string> }, limit = PAGE): Promise<Page> {
+  const query = "query" in at ? at.query : { order: "asc", ...(at.cursor ? { cursor: at.cursor } : {}) };
   const r = await pool.request({
-    path: `${activityPath(w)}?limit=${limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`,
+    path: `${activityPath(w)}?${new URLSearchParams({ limit: String(limit), ...query })}`,
     method: "GET",
     headers: { authorization: `Bearer ${w.apiToken}` },
   });
@@ -102,26 +117,41 @@ async function getPage(pool: Pool, w: BenchWorld, cursor: string, limit = 1000):
   return { status: r.statusCode, text, body };
 }
 
-/** Pages through the whole log; null and a reason when the API does not answer pages. */
-async function pageAll(pool: Pool, w: BenchWorld, expected: number, timeLimitMs: number): Promise<{ fig: PagingFigure } | { reason: string }> {
+/**
+ * Pages through the whole log, oldest first following nextCursor, or (newestFirst) newest first
+ * with `createdAt.lt` the last item's createdAt; null and a reason when the API does not answer
+ * pages.
+ */
+async function pageAll(
+  pool: Pool,
+  w: BenchWorld,
+  o: { expected: number; timeLimitMs: number; newestFirst?: boolean },
+): Promise<{ fig: PagingFigure } | { reason: string }> {
   const t = performance.now();
   let count = 0;
   let pages = 0;
-  let cursor = "";
+  let at: Parameters<typeof getPage>[2] = o.newestFirst ? { query: {} } : { cursor: "" };
   let partial = false;
   const pageMs: number[] = [];
-  const maxPages = Math.ceil(expected / 1000) + 5;
+  const maxPages = Math.ceil(o.expected / PAGE) + 5;
   for (;;) {
     const p0 = performance.now();
-    const p = await getPage(pool, w, cursor);
+    const p = await getPage(pool, w, at);
     pageMs.push(performance.now() - p0);
-    if (p.status !== 200 || !Array.isArray(p.body.activityLogs)) return { reason: `activity-logs API: GET answered ${p.status} ${p.text.slice(0, 200)}` };
-    count += p.body.activityLogs.length;
+    const data = p.body.data;
+    if (p.status !== 200 || !Array.isArray(data)) return { reason: `activity-logs API: GET answered ${p.status} ${p.text.slice(0, 200)}` };
+    count += data.length;
     pages++;
     if (!p.body.hasMore) break;
-    if (!p.body.nextCursor) return { reason: "activity-logs API: hasMore without nextCursor" };
-    cursor = p.body.nextCursor;
-    if (pages >= maxPages || performance.now() - t > timeLimitMs) {
+    if (o.newestFirst) {
+      const last = data[data.length - 1];
+      if (!last) return { reason: "activity-logs API: hasMore on an empty page" };
+      at = { query: { "createdAt.lt": last.createdAt } };
+    } else {
+      if (!p.body.nextCursor) return { reason: "activity-logs API: hasMore without nextCursor" };
+      at = { cursor: p.body.nextCursor };
+    }
+    if (pages >= maxPages || performance.now() - t > o.timeLimitMs) {
       partial = true;
       break;
     }
@@ -197,7 +227,7 @@ async function tail(
     tombstones: 0,
     partial: false,
   };
-  const first = await getPage(pool, w, "", 1);
+  const first = await getPage(pool, w, { cursor: "" }, 1);
   let cursor = first.body.nextCursor ?? "";
   if (first.status !== 200 || !cursor) throw new Error(`tail: the first page answered ${first.status} ${first.text.slice(0, 200)}`);
   const t0 = performance.now();
@@ -211,19 +241,23 @@ async function tail(
   try {
     for (;;) {
       const doneBefore = writersDone;
-      const p = await getPage(pool, w, cursor);
+      const p = await getPage(pool, w, { cursor });
       res.polls++;
       if (p.status !== 200 || !p.body.nextCursor) throw new Error(`tail: a page answered ${p.status} ${p.text.slice(0, 200)}`);
       cursor = p.body.nextCursor;
-      for (const e of p.body.activityLogs ?? []) {
+      for (const e of p.body.data ?? []) {
         const id = Number(e.id);
         if (id <= lastId) res.outOfOrder++;
         lastId = id;
-        const key = `${e.details?.w}:${e.details?.i}`;
+        // The writer's record id: `<writer>:<its count>`.
+        const key = e.recordIds[0] ?? "";
+        const cut = key.lastIndexOf(":");
+        const writer = key.slice(0, cut);
+        const i = Number(key.slice(cut + 1));
         if (seen.has(key)) res.duplicates++;
         seen.add(key);
-        if (e.details?.i !== (nextI.get(e.details?.w ?? "") ?? 0)) res.outOfOrder++;
-        nextI.set(e.details?.w ?? "", (e.details?.i ?? 0) + 1);
+        if (i !== (nextI.get(writer) ?? 0)) res.outOfOrder++;
+        nextI.set(writer, i + 1);
       }
       res.received = seen.size;
       if (doneBefore && !p.body.hasMore) break;
@@ -274,7 +308,7 @@ export async function logsScenario(
   const rawScan = fig(k, performance.now() - t);
   ctx.log(`  raw cursor scan: ${rawScan.entries} entries, ${rawScan.entriesPerSec}/s`);
 
-  // Raw driver, paged by `_id` ranges the way an unfiltered page below the watermark is read.
+  // Raw driver, paged by `_id` ranges the way an unfiltered page below the watermark is read, in pages of the API's size.
   t = performance.now();
   const stream = activityStream(w.environmentId);
   let last = `${stream}:`;
@@ -285,11 +319,11 @@ export async function logsScenario(
     const page = await storeFixtures(store)
       .activityLogs.find({ _id: { $gt: last, $lt: `${stream};` } })
       .sort({ _id: 1 })
-      .limit(1000)
+      .limit(PAGE)
       .toArray();
     rawPages++;
     pagedN += page.length;
-    if (page.length < 1000) break;
+    if (page.length < PAGE) break;
     last = page[page.length - 1]!._id;
     if (performance.now() - t > o.timeLimitMs) {
       partial = true;
@@ -297,7 +331,7 @@ export async function logsScenario(
     }
   }
   const rawPaged = { ...fig(pagedN, performance.now() - t, partial), pages: rawPages };
-  ctx.log(`  raw paged by _id (limit 1000): ${rawPaged.entries} entries, ${rawPaged.entriesPerSec}/s${partial ? " (time limit)" : ""}`);
+  ctx.log(`  raw paged by _id (limit ${PAGE}): ${rawPaged.entries} entries, ${rawPaged.entriesPerSec}/s${partial ? " (time limit)" : ""}`);
 
   const res: LogsResult = {
     entries: o.entries,
@@ -305,8 +339,10 @@ export async function logsScenario(
     available: false,
     rawScan,
     rawPaged,
+    pageSize: PAGE,
     pagingVsRawScan: null,
     pagingAgainVsRawScan: null,
+    pagingNewestFirstVsRawScan: null,
     exportVsRawScan: null,
   };
   const server = await serverP;
@@ -314,7 +350,7 @@ export async function logsScenario(
   const sampler = rssSampler(server.pid);
   const pool = new Pool(server.baseUrl!, { connections: 1, pipelining: 1, bodyTimeout: 300_000, headersTimeout: 300_000 });
   try {
-    const first = await pageAll(pool, w, o.entries, o.timeLimitMs);
+    const first = await pageAll(pool, w, { expected: o.entries, timeLimitMs: o.timeLimitMs });
     if ("reason" in first) {
       res.reason = first.reason;
       ctx.log(`  ${res.reason}`);
@@ -327,7 +363,7 @@ export async function logsScenario(
       `  REST paging, first pass: ${first.fig.entries} entries in ${first.fig.pages} pages, ${first.fig.entriesPerSec}/s (page p50 ${first.fig.pageP50Ms} ms, max ${first.fig.pageMaxMs} ms)${first.fig.partial ? " (time limit)" : ""}`,
     );
     if (first.fig.entries !== o.entries && !first.fig.partial) ctx.log(`  WARNING: paging returned ${first.fig.entries} entries, expected ${o.entries}`);
-    const again = await pageAll(pool, w, o.entries, o.timeLimitMs);
+    const again = await pageAll(pool, w, { expected: o.entries, timeLimitMs: o.timeLimitMs });
     if ("fig" in again) {
       res.pagingAgain = again.fig;
       res.pagingAgainVsRawScan = ratio(again.fig.entriesPerSec, rawScan.entriesPerSec);
@@ -335,10 +371,24 @@ export async function logsScenario(
         `  REST paging, again: ${again.fig.entries} entries, ${again.fig.entriesPerSec}/s (page p50 ${again.fig.pageP50Ms} ms, max ${again.fig.pageMaxMs} ms)`,
       );
     }
+    const newest = await pageAll(pool, w, { expected: o.entries, timeLimitMs: o.timeLimitMs, newestFirst: true });
+    if ("fig" in newest) {
+      res.pagingNewestFirst = newest.fig;
+      res.pagingNewestFirstVsRawScan = ratio(newest.fig.entriesPerSec, rawScan.entriesPerSec);
+      ctx.log(
+        `  REST paging, newest first by createdAt.lt: ${newest.fig.entries} entries, ${newest.fig.entriesPerSec}/s (page p50 ${newest.fig.pageP50Ms} ms, max ${newest.fig.pageMaxMs} ms)${newest.fig.partial ? " (time limit)" : ""}`,
+      );
+      if (newest.fig.entries !== o.entries && !newest.fig.partial)
+        ctx.log(`  WARNING: paging by createdAt.lt returned ${newest.fig.entries} entries, expected ${o.entries}`);
+    } else ctx.log(`  REST paging, newest first by createdAt.lt: ${newest.reason}`);
 
-    // NDJSON export of the same selection.
+    // NDJSON export of the same selection, oldest first.
     t = performance.now();
-    const r = await pool.request({ path: activityPath(w), method: "GET", headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" } });
+    const r = await pool.request({
+      path: `${activityPath(w)}?order=asc`,
+      method: "GET",
+      headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" },
+    });
     const ctype = String(r.headers["content-type"] ?? "");
     let lines = 0;
     partial = false;
