@@ -3,8 +3,8 @@
 // entries added (as a month of traffic would leave them: spread over three tenants, most of it
 // another tenant's, and the measured environment's own stream) — it measures webhook accepts
 // at 16 and 64 callers, the pick-up delay of runs triggered one at a time, how long a burst of
-// 500 runs takes to finish, log pages (unfiltered, by action, record, user, a time range, the
-// admin log), the NDJSON export's rate, GET run and WatchRun's first message, and run search
+// 500 runs takes to finish, log pages of the published list (oldest first, newest first, by
+// action, record, user, a time range, the admin log), the NDJSON export's rate, GET run and WatchRun's first message, and run search
 // pages (ListRuns over REST: unfiltered, by workflow, record, state, user, the failed runs of
 // the last hour, a second page). At the largest
 // size, also a retention sweep of 100,000 expired runs under concurrent writes (the longest a
@@ -462,6 +462,34 @@ async function measure(ctx: BenchContext, store: Store, server: Proc, w: BenchWo
   };
 }
 
+const activityLogsPath = (w: BenchWorld) =>
+  `/v1/project/${encodeURIComponent(w.projectName)}/environment/${encodeURIComponent(w.environmentName)}/activity-logs`;
+
+/**
+ * The log pages measured, each a page of 100 of the published list: oldest first (order=asc,
+ * the tail's first page), newest first (the list's default), by action (`triggerWorkflow`: one
+ * runhook action, a quarter of the entries), by record, by user (the admin's number: every
+ * tenth entry), the last 10 minutes (oldest first, by createdAt), and the admin log.
+ */
+async function logPageCalls(store: Store, w: BenchWorld, api: (path: string) => Promise<string>): Promise<Record<string, () => Promise<void>>> {
+  const logs = activityLogsPath(w);
+  const q = (p: Record<string, string>) => `?${new URLSearchParams({ limit: "100", ...p })}`;
+  const adminNumber = (await store.directory.users.get(w.admin._id))?.number;
+  if (!adminNumber) throw new Error(`the bench world's admin ${w.admin._id} has no user number`);
+  const pages: Record<string, string> = {
+    unfiltered: q({ order: "asc" }),
+    newestFirst: q({}),
+    byAction: q({ action: "triggerWorkflow" }),
+    byRecord: q({ collectionName: w.collection, recordId: "r7" }),
+    byUser: q({ userId: String(adminNumber) }),
+    timeRange: q({ "createdAt.gte": new Date(Date.now() - 10 * 60_000).toISOString(), "createdAt.lt": new Date().toISOString(), order: "asc" }),
+  };
+  const calls: Record<string, () => Promise<void>> = {};
+  for (const [name, query] of Object.entries(pages)) calls[name] = async () => void (await api(logs + query));
+  calls.adminLog = async () => void (await api(`/v1/project/${encodeURIComponent(w.projectName)}/admin-logs?limit=100`));
+  return calls;
+}
+
 /** The figures measured after the accept trials: pick-up, a burst's drain, and the reads. */
 export async function afterAccepts(
   store: Store,
@@ -517,26 +545,18 @@ export async function afterAccepts(
       if (r.statusCode !== 200) throw new Error(`GET ${path} answered ${r.statusCode}: ${text.slice(0, 200)}`);
       return text;
     });
-  const logs = `/v1/project/${encodeURIComponent(w.projectName)}/environment/${encodeURIComponent(w.environmentName)}/activity-logs`;
-  const q = (p: Record<string, string>) => `?${new URLSearchParams({ limit: "100", ...p })}`;
+  const logs = activityLogsPath(w);
   const n = effort.readRounds;
-  const pages: Record<string, string> = {
-    unfiltered: q({}),
-    newestFirst: q({ order: "desc" }),
-    byAction: q({ action: "record.updated", order: "desc" }),
-    byRecord: q({ collection: w.collection, recordId: "r7", order: "desc" }),
-    byUser: q({ userId: w.admin._id, order: "desc" }),
-    timeRange: q({ from: new Date(Date.now() - 10 * 60_000).toISOString(), to: new Date().toISOString() }),
-  };
-  const pageCalls: Record<string, () => Promise<void>> = {};
-  for (const [name, query] of Object.entries(pages)) pageCalls[name] = async () => void (await api(logs + query));
-  pageCalls.adminLog = async () => void (await api(`/v1/project/${encodeURIComponent(w.projectName)}/admin-logs?limit=100&order=desc`));
-  const logPagesP50Ms = await p50sInTurn(effort.pageRounds, pageCalls);
+  const logPagesP50Ms = await p50sInTurn(effort.pageRounds, await logPageCalls(store, w, api));
 
-  // The export: as many entries as arrive in 3 s (or all of them; less in a smoke run).
+  // The export, oldest first: as many entries as arrive in 3 s (or all of them; less in a smoke run).
   let exported = 0;
   const te = performance.now();
-  const res = await pool.request({ path: logs, method: "GET", headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" } });
+  const res = await pool.request({
+    path: `${logs}?order=asc`,
+    method: "GET",
+    headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" },
+  });
   for await (const chunk of res.body) {
     for (const b of chunk as Buffer) if (b === 10) exported++;
     if (performance.now() - te > effort.exportMs) break;

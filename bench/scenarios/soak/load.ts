@@ -142,20 +142,21 @@ export function requests(pool: Pool, client: grpc.Client, tenants: Tenant[], rec
 
   async function logsPage(t: Tenant): Promise<Answer> {
     const used = t.cursor;
-    const res = await ask(`${t.envPath}/activity-logs?limit=${LOG_PAGE}${used ? `&cursor=${encodeURIComponent(used)}` : ""}`, "GET", t.apiHeaders);
+    const query = new URLSearchParams({ order: "asc", limit: String(LOG_PAGE), ...(used ? { cursor: used } : {}) });
+    const res = await ask(`${t.envPath}/activity-logs?${query}`, "GET", t.apiHeaders);
     if (res.statusCode !== 200) return { status: String(res.statusCode), expected: false };
-    const body = JSON.parse(res.text) as { activityLogs?: unknown[]; nextCursor?: string };
+    const body = JSON.parse(res.text) as { data?: unknown[]; nextCursor?: string };
     // Two pages of one cursor in flight read the same entries: only the first to answer moves the tail on.
     if (body.nextCursor && t.cursor === used) {
       t.cursor = body.nextCursor;
-      return { status: "200", expected: true, entries: body.activityLogs?.length ?? 0 };
+      return { status: "200", expected: true, entries: body.data?.length ?? 0 };
     }
     return { status: "200", expected: true };
   }
 
   async function noteCreate(t: Tenant, n: number): Promise<Answer> {
     const body = JSON.stringify({
-      collection: t.w.collection,
+      collectionName: t.w.collection,
       recordId: `r${(n * 7919) % records}`,
       title: `soak ${n}`,
       content: `Soak note ${n}: <b>checked</b> at ${new Date().toISOString()}`,
@@ -165,7 +166,7 @@ export function requests(pool: Pool, client: grpc.Client, tenants: Tenant[], rec
   }
 
   async function noteList(t: Tenant, n: number): Promise<Answer> {
-    const filter = n % 2 === 0 ? "" : `&collection=${encodeURIComponent(t.w.collection)}&recordId=r${(n * 7919) % records}`;
+    const filter = n % 2 === 0 ? "" : `&collectionName=${encodeURIComponent(t.w.collection)}&recordId=r${(n * 7919) % records}`;
     const res = await ask(`${t.envPath}/notes?limit=20${filter}`, "GET", t.apiHeaders);
     return { status: String(res.statusCode), expected: res.statusCode === 200 };
   }

@@ -1,3 +1,5 @@
+import { PUBLISHED_MAX_LIMIT } from "../../../src/http/published.js";
+
 export type Kind = "webhook" | "grpc" | "runGet" | "logsPage" | "noteCreate" | "noteList";
 export const KINDS: Kind[] = ["webhook", "grpc", "runGet", "logsPage", "noteCreate", "noteList"];
 /** Arrivals per 100 of each kind. */
@@ -6,7 +8,7 @@ export const KIND_LABEL: Record<Kind, string> = {
   webhook: "POST /hooks/{key}",
   grpc: "gRPC TriggerRun",
   runGet: "GET /v1/runs/{id}",
-  logsPage: "GET …/activity-logs (tail)",
+  logsPage: "GET …/activity-logs (tail: order=asc)",
   noteCreate: "POST …/notes",
   noteList: "GET …/notes",
 };
@@ -25,7 +27,8 @@ export const REQUEST_TIMEOUT_MS = 30_000;
 export const FOLLOW_AFTER_MS = 1000;
 /** Every CONFLICT_EVERY-th REST trigger of a tenant goes out twice at once on the same record (→ one 409). */
 export const CONFLICT_EVERY = 50;
-export const LOG_PAGE = 200;
+/** An activity-log page of the tail: the most the published list gives. */
+export const LOG_PAGE = PUBLISHED_MAX_LIMIT;
 export const RSS_EVERY_MS = 5000;
 /** A minute is printed once all its requests answered, or this long after it ended. */
 export const PRINT_GRACE_MS = 10_000;
