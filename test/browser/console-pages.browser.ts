@@ -198,7 +198,14 @@ it("an admin generates a project API token under API access, uses it on /v1, and
   await page.getByRole("button", { name: "Generate new token" }).click();
   const secret = (await page.locator("code.secret-value").textContent({ timeout: 20_000 }))!;
   const adminLogs = () => fetch(`${server.baseUrl}/v1/project/${w.projectName}/admin-logs?limit=1`, { headers: { authorization: `Bearer ${secret}` } });
-  expect((await adminLogs()).status).toBe(200);
+  const listed = await adminLogs();
+  expect(listed.status).toBe(200);
+  // The published list: the newest entry, the token's own creation.
+  expect(await listed.json()).toMatchObject({
+    hasMore: true,
+    parameters: { projectName: w.projectName, limit: 1 },
+    data: [{ object: "adminLog", type: "update", resource: "user-project" }],
+  });
   await page.getByRole("button", { name: "I have copied it" }).click();
   const row = page.locator("tr.token", { hasText: "siem" });
   await row.getByRole("button", { name: "Revoke" }).click();

@@ -2,7 +2,7 @@
 // browser of playwright's own: none can be downloaded here). The page must render the
 // webhook and the activity-logs operations from the gateway's own assets, with no request
 // leaving this machine and no error in the console (a CSP violation is one), the webhook's
-// examples must show, and "Try it out" must reach the server (PUBLIC_BASE_URL, the document's
+// examples and the activity logs' published parameters must show, and "Try it out" must reach the server (PUBLIC_BASE_URL, the document's
 // server, allowed by the page's CSP). A screenshot is saved under the OS temp directory.
 import { mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -49,6 +49,17 @@ it("renders the webhook and activity-logs operations with their examples, from l
   await opened.locator(".responses-table").first().waitFor({ state: "visible" });
   expect(await opened.textContent()).toContain("A-1001");
   expect(await opened.locator('.response[data-code="409"]').textContent()).toContain("already_exists");
+
+  // The activity-logs operation shows the published document's parameters and runhook's additions.
+  await activityLogs.click();
+  const logsOp = page.locator(".opblock.is-open", { has: page.locator('[data-path="/v1/project/{projectName}/environment/{environmentName}/activity-logs"]') });
+  await logsOp.locator(".parameters").first().waitFor({ state: "visible" });
+  const names = (await logsOp.locator(".parameters .parameter__name").allTextContents()).map((n) => n.replace(/\s*\*$/, "").trim()); // "*": required
+  expect(names).toEqual(
+    expect.arrayContaining(["projectName", "limit", "userId", "teamName", "collectionName", "action", "createdAt.lt", "cursor", "order", "runId"]),
+  );
+  expect(names).not.toContain("from");
+  expect(names).not.toContain("collection");
 
   // "Try it out" on GET /healthz: the browser calls the server the document names.
   const healthz = page.locator('.opblock-summary-path[data-path="/healthz"]');
