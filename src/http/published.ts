@@ -3,7 +3,7 @@
 // LogService and NoteService requests, and their answers — the envelope `{hasMore, parameters,
 // data}` and the published items — made from the services' messages. The one mapping of
 // runhook's actions onto the document's enums is here too (docs/integrators.md shows it).
-import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { UserRef } from "../../gen/runhook/v1/common_pb.js";
 import type { ActivityLogEntry, AdminLogEntry } from "../../gen/runhook/v1/log_pb.js";
 import type { Note, NoteMessage } from "../../gen/runhook/v1/note_pb.js";
@@ -311,9 +311,10 @@ export function parametersOf(path: Record<string, string>, query: QueryReader, n
 
 /** A time as the document shows it: RFC 3339 in UTC, to the microsecond. */
 export function publishedTime(t: Timestamp | undefined): string {
-  if (!t) return new Date(0).toISOString();
-  const iso = timestampDate(t).toISOString(); // milliseconds
-  const micros = String(Math.floor(t.nanos / 1000) % 1000).padStart(3, "0");
+  const { seconds, nanos } = t ?? { seconds: 0n, nanos: 0 };
+  // The millisecond the time falls in (timestampDate rounds to the nearest: .999999 would read as the next one).
+  const iso = new Date(Number(seconds) * 1000 + Math.floor(nanos / 1_000_000)).toISOString();
+  const micros = String(Math.floor(nanos / 1000) % 1000).padStart(3, "0");
   return `${iso.slice(0, -1)}${micros}Z`;
 }
 
