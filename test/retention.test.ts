@@ -220,7 +220,7 @@ describe("retention", () => {
       expect(r.body).toEqual(
         errorBody(
           "failed_precondition",
-          "the cursor points into activity log entries already removed by retention (entries are kept 400 days): start again without a cursor, or from a time (from)",
+          "the cursor points into activity log entries already removed by retention (entries are kept 400 days): start again without a cursor, or from a time (createdAt.gte; gRPC: from_time)",
         ),
       );
     }
