@@ -22,13 +22,17 @@ export interface PublishedNote {
 export interface PublishedWorld extends SeedOutput {
   /** The demo's runs, one per record, finished. */
   runIds: string[];
+  /** The e-mail address of the runs' user (the application token's). */
+  runUser: string;
   /** The notes made through /v1, in the order made (the workflow's own notes are not among them). */
   notes: PublishedNote[];
+  /** Their author's e-mail address (the API token's maker). */
+  noteAuthor: string;
 }
 
 const NOTES = 5;
 
-async function runDemoWorkflow(server: TestServer, demo: SeedOutput): Promise<string[]> {
+async function runDemoWorkflow(server: TestServer, demo: SeedOutput): Promise<{ runIds: string[]; runUser: string }> {
   const hook = `${server.baseUrl}${new URL(demo.webhookUrl).pathname}`;
   const runIds: string[] = [];
   for (const recordId of demo.recordIds) {
@@ -40,20 +44,22 @@ async function runDemoWorkflow(server: TestServer, demo: SeedOutput): Promise<st
   const done = await Promise.all(runIds.map((id) => waitForRun(server.deps.store, id, undefined, 30_000)));
   const failed = done.filter((r) => r.state !== "SUCCEEDED");
   if (failed.length > 0) throw new Error(`demo runs did not succeed: ${JSON.stringify(failed.map((r) => [r._id, r.state]))}`);
-  return runIds;
+  return { runIds, runUser: done[0]!.userEmail };
 }
 
 /** Notes on the demo's records: even ones get a reply, the second is archived. */
-async function writeNotes(server: TestServer, demo: SeedOutput): Promise<PublishedNote[]> {
+async function writeNotes(server: TestServer, demo: SeedOutput): Promise<{ notes: PublishedNote[]; noteAuthor: string }> {
   const api = apiClient(server.baseUrl, demo.apiToken);
   const notes = `/v1/project/${demo.projectName}/environment/${demo.environmentName}/notes`;
   const made: PublishedNote[] = [];
+  let noteAuthor = "";
   for (let i = 0; i < NOTES; i++) {
     const recordId = demo.recordIds[i % demo.recordIds.length]!;
     const title = `Review ${i + 1}`;
     const note = await api.post(notes, { collectionName: demo.collection, recordId, title, content: `<p>Checked order <b>${recordId}</b>.</p>` });
     if (note.status !== 201) throw new Error(`POST notes answered ${note.status} ${JSON.stringify(note.body)}`);
     const id = note.body.id as number;
+    noteAuthor = note.body.user.email as string;
     const replies = i % 2 === 0 ? 1 : 0;
     if (replies) {
       const reply = await api.post(`${notes}/${id}/messages`, { content: "<p>Confirmed.</p>" });
@@ -66,13 +72,13 @@ async function writeNotes(server: TestServer, demo: SeedOutput): Promise<Publish
     }
     made.push({ id, recordId, title, replies, archived });
   }
-  return made;
+  return { notes: made, noteAuthor };
 }
 
 /** Seeds the demo on `server`'s database, runs its workflow on every record and writes notes. */
 export async function seedPublishedWorld(server: TestServer): Promise<PublishedWorld> {
   const demo = await seed(server);
-  const runIds = await runDemoWorkflow(server, demo);
+  const runs = await runDemoWorkflow(server, demo);
   const notes = await writeNotes(server, demo);
-  return { ...demo, runIds, notes };
+  return { ...demo, ...runs, ...notes };
 }
