@@ -9,7 +9,8 @@ import type { ActivityLogEntry, AdminLogEntry } from "../../gen/runhook/v1/log_p
 import type { Note, NoteMessage } from "../../gen/runhook/v1/note_pb.js";
 import { fail } from "../domain/errors.js";
 import { NO_TEAM } from "../domain/teams.js";
-import type { QueryReader } from "./params.js";
+import { EMAIL } from "../services/admin/common.js";
+import { parseRfc3339, type QueryReader } from "./params.js";
 
 // ---------------------------------------------------------------- actions
 
@@ -237,6 +238,13 @@ export function publishedOptions(query: QueryReader) {
 
 const text = (query: QueryReader, name: string) => query(name) ?? "";
 
+/** `userEmail`, an e-mail address (the document's `format: email`) as runhook takes users' addresses. */
+function userEmailOf(query: QueryReader): string {
+  const v = text(query, "userEmail");
+  if (v && !EMAIL.test(v)) throw fail.invalid(`userEmail must be an e-mail address, got "${v}"`);
+  return v;
+}
+
 /** The team filter: a team's name, or NO_TEAM for entries and notes of none. */
 function teamFilter(query: QueryReader): { team: string; withoutTeam: boolean } {
   const name = text(query, "teamName");
@@ -250,7 +258,7 @@ export function activityFilter(query: QueryReader) {
   // runhook records changes only: `type=read` selects nothing.
   const actions = type === "read" ? [""] : action ? actionsWhere(ACTIVITY_MAPPING, (m) => m.action === action) : [];
   return {
-    userEmail: text(query, "userEmail"),
+    userEmail: userEmailOf(query),
     userNumber: userNumberOf(query),
     ...teamFilter(query),
     collection: text(query, "collectionName"),
@@ -272,7 +280,7 @@ export function adminFilter(query: QueryReader) {
         (m) => (!type || m.type === type) && (!resource || m.resource === resource) && (!initiator || (m.initiator ?? "administrator") === initiator),
       )
     : [];
-  return { userEmail: text(query, "userEmail"), userNumber: userNumberOf(query), actions };
+  return { userEmail: userEmailOf(query), userNumber: userNumberOf(query), actions };
 }
 
 /** The notes filter of the document's parameters. */
@@ -280,7 +288,7 @@ export function noteFilter(query: QueryReader) {
   const updated = timeRange(query, "updatedAt");
   const archived = timeRange(query, "archivedAt");
   return {
-    userEmail: text(query, "userEmail"),
+    userEmail: userEmailOf(query),
     userNumber: userNumberOf(query),
     ...teamFilter(query),
     collection: text(query, "collectionName"),
@@ -302,9 +310,19 @@ export function parametersOf(path: Record<string, string>, query: QueryReader, n
   for (const name of names) {
     const v = query(name);
     if (v === undefined || v === "" || name === "limit") continue;
-    out[name] = name === "userId" ? Number(v) : v;
+    out[name] = name === "userId" ? Number(v) : isTimeParam(name) ? echoedDateTime(v, name) : v;
   }
   return out;
+}
+
+const isTimeParam = (name: string) => TIME_OPS.some((op) => name.endsWith(`.${op}`));
+
+/**
+ * A date-time filter as `parameters` gives it back: the document types it `date-time` (RFC 3339),
+ * so the other forms it accepts (`2024-06-04T09:21`, no offset) come back as the same instant in UTC.
+ */
+function echoedDateTime(v: string, name: string): string {
+  return parseRfc3339(v) ? v : publishedTime(parseDateTime(v, name));
 }
 
 // ---------------------------------------------------------------- items
