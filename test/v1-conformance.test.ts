@@ -150,6 +150,7 @@ async function problemsOf(op: PublishedOperation, query: Query, source?: Item): 
   const r = await get(urlOf(op, query));
   if (r.status !== 200) return [`${where}: ${r.status} ${JSON.stringify(r.body)}`];
   const problems = violations(op.ok, r.body).map((v) => `${where}: ${v}`);
+  if (!r.headers.get("content-type")?.startsWith("application/json")) problems.push(`${where}: content-type ${r.headers.get("content-type")}`);
   if (!echoes(op, query, r.body.parameters)) problems.push(`${where}: parameters ${JSON.stringify(r.body.parameters)}`);
   problems.push(...orderProblems(op, r.body.data ?? []).map((p) => `${where}: ${p}`));
   const page = promised(op, query);
