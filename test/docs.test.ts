@@ -37,9 +37,11 @@ describe("GET /docs (on)", () => {
     const hook = doc.paths["/hooks/{key}"].post;
     expect(hook.requestBody.content["application/json"].example).toEqual({ record_id: "A-1001" });
     expect(hook.responses["409"].content["application/json"].example).toMatchObject({ code: "already_exists", runId: expect.any(String) });
+    // The published operations keep the published examples; runhook's own have theirs.
     const logs = doc.paths["/v1/project/{projectName}/environment/{environmentName}/activity-logs"].get;
-    expect(logs.responses["200"].content["application/json"].example.activityLogs[0]).toMatchObject({ action: "workflow.run.triggered" });
-    expect(logs.responses["429"].content["application/json"].example).toMatchObject({ code: "resource_exhausted" });
+    expect(logs.responses["200"].content["application/json"].example.data[0]).toMatchObject({ object: "activityLog" });
+    const run = doc.paths["/v1/runs/{runId}"].get;
+    expect(run.responses["429"].content["application/json"].example).toMatchObject({ code: "resource_exhausted" });
   });
 
   it("is not subject to the /v1 rate limit", async () => {

@@ -1,5 +1,7 @@
 // Tailing is exact: while 4 writers in 2 other processes append 20,000 entries, a
-// consumer polling nextCursor (order asc) receives each exactly once, in order.
+// consumer polling nextCursor (order asc) receives each exactly once, in order. The published
+// items name an entry by its id (its number in the stream); what each writer wrote there (its
+// loop and counter, in the entry's details) is read from the store once the writers are done.
 import { spawn } from "node:child_process";
 import { storeFixtures } from "../src/store/index.js";
 import { activityStream } from "../src/store/logs.js";
@@ -48,7 +50,8 @@ it(`delivers ${PROCESSES * LOOPS * PER_LOOP} concurrently written entries exactl
   const total = PROCESSES * LOOPS * PER_LOOP;
   const c = apiClient(server.baseUrl, w.apiToken);
   const path = `/v1/project/${w.projectName}/environment/${w.environmentName}/activity-logs`;
-  let cursor = (await c.get(path + qs({ limit: 1 }))).body.nextCursor as string;
+  const tail = { order: "asc", limit: 100 };
+  let cursor = (await c.get(path + qs({ ...tail, limit: 1 }))).body.nextCursor as string;
   expect(cursor).toBeTypeOf("string");
 
   let writersDone = false;
@@ -56,46 +59,56 @@ it(`delivers ${PROCESSES * LOOPS * PER_LOOP} concurrently written entries exactl
   const writers = Promise.all(Array.from({ length: PROCESSES }, (_, i) => writerProcess(`p${i}`))).finally(() => (writersDone = true));
   writers.catch(() => {});
 
-  const seen = new Set<string>();
-  const nextI = new Map<string, number>();
-  let lastId = 0;
+  /** The ids received, in the order received. */
+  const received: number[] = [];
   let polls = 0;
-  let dupes = 0;
-  let outOfOrder = 0;
   for (;;) {
     const doneBefore = writersDone;
-    const r = await c.get(path + qs({ limit: 1000, cursor }));
+    const r = await c.get(path + qs({ ...tail, cursor }));
     polls++;
     expect(r.status).toBe(200);
     expect(r.body.nextCursor).toBeTypeOf("string");
     cursor = r.body.nextCursor;
-    for (const e of r.body.activityLogs) {
-      const id = Number(e.id);
-      if (id <= lastId) {
-        outOfOrder++;
-        if (outOfOrder < 5) console.log("id order", lastId, id);
-      }
-      lastId = id;
-      const key = `${e.details.w}:${e.details.i}`;
-      if (seen.has(key)) dupes++;
-      seen.add(key);
-      // Each writer loop writes i = 0, 1, 2, … sequentially: they must arrive in that order.
-      const expectNext = nextI.get(e.details.w) ?? 0;
-      if (e.details.i !== expectNext) {
-        outOfOrder++;
-        if (outOfOrder < 5) console.log("writer order", e.details.w, expectNext, e.details.i, id);
-      }
-      nextI.set(e.details.w, e.details.i + 1);
-    }
+    received.push(...r.body.data.map((e: { id: string }) => Number(e.id)));
     if (doneBefore && !r.body.hasMore) break;
     if (!r.body.hasMore) await sleep(500); // caught up: poll again shortly
   }
   await writers;
   const ms = Date.now() - t0;
+  const fx = storeFixtures(server.deps.store);
+  // What each writer wrote at each position of the environment's stream.
+  const written = new Map<number, { w: string; i: number }>();
+  for (const d of await fx.activityLogs.find({ environmentId: w.environmentId }).toArray()) written.set(d.seq, d.details as { w: string; i: number });
+  const seen = new Set<string>();
+  const nextI = new Map<string, number>();
+  let lastId = 0;
+  let dupes = 0;
+  let outOfOrder = 0;
+  for (const id of received) {
+    if (id <= lastId) {
+      outOfOrder++;
+      if (outOfOrder < 5) console.log("id order", lastId, id);
+    }
+    lastId = id;
+    const e = written.get(id);
+    expect(e, `entry ${id}`).toBeDefined();
+    const key = `${e!.w}:${e!.i}`;
+    if (seen.has(key)) dupes++;
+    seen.add(key);
+    // Each writer loop writes i = 0, 1, 2, … sequentially: they must arrive in that order.
+    const expectNext = nextI.get(e!.w) ?? 0;
+    if (e!.i !== expectNext) {
+      outOfOrder++;
+      if (outOfOrder < 5) console.log("writer order", e!.w, expectNext, e!.i, id);
+    }
+    nextI.set(e!.w, e!.i + 1);
+  }
   // The stream's positions (its `_id` range) that hold a tombstone.
   const stream = activityStream(w.environmentId);
-  const tombs = await storeFixtures(server.deps.store).activityLogs.countDocuments({ _id: { $gt: `${stream}:`, $lt: `${stream};` }, tomb: true });
+  const tombs = await fx.activityLogs.countDocuments({ _id: { $gt: `${stream}:`, $lt: `${stream};` }, tomb: true });
   console.log(`tail: ${total} entries, ${polls} polls, ${ms} ms, ${tombs} tombstones`);
+  expect(written.size).toBe(total);
+  expect(received.length).toBe(total);
   expect(dupes).toBe(0);
   expect(outOfOrder).toBe(0);
   expect(seen.size).toBe(total);

@@ -1,5 +1,6 @@
-// GET /openapi.json: a valid OpenAPI 3.1 document that describes exactly the plain-HTTP
-// routes the gateway serves (collected from Fastify with an onRoute hook).
+// GET /openapi.json: a valid OpenAPI 3.0.3 document that describes exactly the plain-HTTP
+// routes the gateway serves (collected from Fastify with an onRoute hook). That it is the
+// published document plus runhook's marked additions: test/openapi-published.test.ts.
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import { startServer, type TestServer } from "./helpers/server.js";
@@ -30,8 +31,9 @@ beforeAll(async () => {
 });
 afterAll(async () => server?.stop());
 
-it("is a valid OpenAPI 3.1 document", async () => {
-  expect(doc.openapi).toBe("3.1.0");
+// The validator holds schemas to 3.0's: a 3.1 form (a `type` list, `const`, a numeric `exclusiveMinimum`) fails it.
+it("is a valid OpenAPI 3.0.3 document", async () => {
+  expect(doc.openapi).toBe("3.0.3");
   const v = new Validator();
   const result = await v.validate(structuredClone(doc));
   expect(result.errors ?? [], JSON.stringify(result.errors, null, 1)?.slice(0, 2000)).toEqual([]);
@@ -82,27 +84,40 @@ it("documents exactly the routes Fastify serves (Connect RPC paths aside)", () =
   });
 });
 
-it("generates schemas from the proto descriptors (lowerCamelCase, WKTs)", () => {
+it("generates runhook's own schemas from the proto descriptors (lowerCamelCase, WKTs) and the published items", () => {
   const s = doc.components.schemas;
-  expect(s.ActivityLogEntry.properties).toMatchObject({
+  expect(s.Run.properties).toMatchObject({
     id: { type: "string" },
-    timestamp: { type: "string", format: "date-time" },
+    createdAt: { type: "string", format: "date-time" },
     recordId: { type: "string" },
-    runId: { type: "string" },
     user: { $ref: "#/components/schemas/UserRef" },
-    details: { type: "object" },
+    steps: { type: "array", items: { $ref: "#/components/schemas/StepResult" } },
+    // 64-bit integers are strings in ProtoJSON.
+    version: { type: "string", format: "int64" },
   });
-  expect(s.Note.properties.messages).toEqual({ type: "array", items: { $ref: "#/components/schemas/NoteMessage" } });
-  expect(s.ListNotesResponse.properties).toHaveProperty("hasMore", { type: "boolean" });
-  expect(s.ListActivityLogsResponse.properties).toHaveProperty("nextCursor");
-  expect(s.Error.required).toEqual(["error", "code"]);
-  expect(s.CreateNoteBody.properties).not.toHaveProperty("scope");
-  expect(doc.components.securitySchemes.bearer).toMatchObject({ type: "http", scheme: "bearer" });
-  const list = doc.paths["/v1/project/{projectName}/environment/{environmentName}/activity-logs"].get;
-  expect(list.parameters.map((p: any) => p.name)).toEqual(
-    expect.arrayContaining(["limit", "cursor", "order", "from", "to", "userId", "userEmail", "action", "collection", "recordId", "runId"]),
+  expect(s.ListRunsResponse.properties).toHaveProperty("hasMore", { type: "boolean" });
+  expect(s.ListRunsResponse.properties).toHaveProperty("nextCursor");
+  expect(s.Error).toMatchObject({ required: ["code", "message", "error"], additionalProperties: false });
+  // The notes' routes answer the published items, which the published lists hold.
+  expect(s.note.properties.messages.items).toEqual({ ...s["note-message"], "x-runhook-addition": undefined });
+  const notes = "/v1/project/{projectName}/environment/{environmentName}/notes";
+  expect(doc.paths[notes].post.responses["201"].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/note" });
+  expect(doc.paths[`${notes}/{noteId}/messages`].post.responses["201"].content["application/json"].schema).toEqual({
+    $ref: "#/components/schemas/note-message",
+  });
+  expect(doc.paths[`${notes}/{noteId}`].get.parameters).toContainEqual(
+    expect.objectContaining({ name: "noteId", in: "path", schema: { type: "integer", minimum: 1 } }),
   );
-  expect(list.responses["200"].headers).toHaveProperty("X-RateLimit-Remaining");
+  expect(s.CreateNoteBody.properties).toHaveProperty("collectionName");
+  expect(s.CreateNoteBody.properties.title).toEqual({ type: "string", nullable: true });
+  expect(s.CreateNoteBody.properties).not.toHaveProperty("scope");
+  // One security scheme, the published one, for every authenticated operation.
+  expect(Object.keys(doc.components.securitySchemes)).toEqual(["bearerAuth"]);
+  expect(doc.paths["/v1/runs/{runId}"].get.security).toEqual([{ bearerAuth: [] }]);
+  const org = doc.paths["/v1/organization/admin-logs"].get;
+  expect(org.parameters.map((p: any) => p.name)).not.toContain("projectName");
+  expect(org.responses["200"].content["application/json"].schema.properties.parameters.properties).not.toHaveProperty("projectName");
+  expect(org.responses["200"].content["application/x-ndjson"].schema).toEqual({ $ref: "#/components/schemas/adminLog" });
   const hook = doc.paths["/hooks/{key}"].post;
   expect(Object.keys(hook.responses).sort()).toEqual(["202", "400", "401", "403", "404", "409", "413", "429"]);
   expect(hook.parameters).toContainEqual(expect.objectContaining({ name: "Idempotency-Key", in: "header", required: false }));

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../src/config.js";
 import { startRunhook } from "../src/main.js";
 import { Code } from "@connectrpc/connect";
-import { toConnectError } from "../src/rpc/errors.js";
+import { errorBody, toConnectError } from "../src/rpc/errors.js";
 import { ensureIndexes, MongoServerError, openStore, sweepExpired, ttlIndexes, type Store } from "../src/store/index.js";
 import { activityStream } from "../src/store/logs.js";
 import { apiClient, qs } from "./helpers/api.js";
@@ -113,6 +113,10 @@ describe("retention", () => {
   };
   const sweep = (now: Date) => sweepExpired(server.deps.store, server.deps.config.retention, now);
   const activity = (w: World) => `/v1/project/${w.projectName}/environment/${w.environmentName}/activity-logs`;
+  /** The runs a page of the activity log names (published items name a run in their workflow). */
+  const runsOf = (page: { data: { workflow?: { runId: string } }[] }) => page.data.map((e) => e.workflow?.runId);
+  /** The tail's paging: oldest first, nextCursor always. */
+  const tail = { order: "asc" };
 
   it("declares the TTL indexes with the configured expiry, and follows a changed setting", async () => {
     const db = storeFixtures(server.deps.store);
@@ -162,7 +166,7 @@ describe("retention", () => {
     await waitForRun(server.deps.store, ongoing, (r) => r.state === "RUNNING");
     await adminClient(server.baseUrl, quick.adminToken).setWebhookRateLimit({ workflowId: quick.workflowId, rateLimitPerMinute: 120 });
     const api = apiClient(server.gateway, quick.apiToken);
-    const adminLogs = async () => (await api.get(`/v1/project/${quick.projectName}/admin-logs`)).body.adminLogs as unknown[];
+    const adminLogs = async () => (await api.get(`/v1/project/${quick.projectName}/admin-logs`)).body.data as unknown[];
     const runStatus = async (id: string) => (await api.get(`/v1/runs/${id}`)).status;
     expect(await runStatus(finished)).toBe(200);
     expect((await adminLogs()).length).toBeGreaterThan(0); // the world's making, and the change above
@@ -175,18 +179,18 @@ describe("retention", () => {
     expect(removed.runs).toBeGreaterThanOrEqual(1);
     expect(await runStatus(finished)).toBe(404);
     expect((await server.deps.store.runs.get(ongoing))?.state).toBe("RUNNING");
-    expect((await api.get(activity(quick))).body.activityLogs.length).toBeGreaterThanOrEqual(2);
+    expect(runsOf((await api.get(activity(quick))).body)).toContain(finished);
     // The logs go after 400 days: the activity log (entries and placeholders) and the admin log.
     await sweep(daysFromNow(401));
     expect((await server.deps.store.runs.get(ongoing))?.state).toBe("RUNNING");
-    expect((await api.get(activity(quick))).body.activityLogs).toEqual([]);
+    expect((await api.get(activity(quick))).body.data).toEqual([]);
     expect(await adminLogs()).toEqual([]);
     // What comes later is listed as usual.
     const fresh = await trigger(quick, quick.recordIds[1]!);
     await waitForRun(server.deps.store, fresh);
     await sweep(daysFromNow(1));
     expect(await runStatus(fresh)).toBe(200);
-    expect((await api.get(activity(quick))).body.activityLogs.map((e: { runId: string }) => e.runId)).toContain(fresh);
+    expect(runsOf((await api.get(activity(quick))).body)).toContain(fresh);
   });
 
   it("refuses a cursor into removed entries (400 failed_precondition), over /v1 and in `runhook logs tail`; a caught-up cursor goes on", async () => {
@@ -195,41 +199,58 @@ describe("retention", () => {
     for (const r of w.recordIds.slice(0, 2)) await waitForRun(server.deps.store, await trigger(w, r));
     // A cursor after the first entry (its successors not yet passed by any reader), one
     // mid-way (below the watermark of a full read), one of a filtered list, and one caught up.
-    const early = (await api.get(activity(w) + qs({ limit: 1 }))).body.nextCursor as string;
-    const second = (await api.get(activity(w) + qs({ limit: 1, cursor: early }))).body.nextCursor as string;
-    const filter = { action: "workflow.run.triggered" };
+    const early = (await api.get(activity(w) + qs({ ...tail, limit: 1 }))).body.nextCursor as string;
+    const second = (await api.get(activity(w) + qs({ ...tail, limit: 1, cursor: early }))).body.nextCursor as string;
+    const filter = { ...tail, action: "triggerWorkflow" };
     const filtered = (await api.get(activity(w) + qs({ ...filter, limit: 1 }))).body.nextCursor as string;
-    const all = await api.get(activity(w) + qs({ limit: 1000 }));
-    expect(all.body.activityLogs.length).toBeGreaterThanOrEqual(4);
+    const all = await api.get(activity(w) + qs({ ...tail, limit: 100 }));
+    expect(all.body.data.length).toBeGreaterThanOrEqual(4);
     const caughtUp = all.body.nextCursor as string;
 
     await sweep(daysFromNow(401));
     const later = await trigger(w, w.recordIds[2]!);
 
     for (const [cursor, more] of [
-      [early, {}],
-      [second, {}],
+      [early, tail],
+      [second, tail],
       [filtered, filter],
     ] as const) {
       const r = await api.get(activity(w) + qs({ ...more, cursor }));
       expect(r.status).toBe(400);
-      expect(r.body.code).toBe("failed_precondition");
-      expect(r.body.error).toBe(
-        "the cursor points into activity log entries already removed by retention (entries are kept 400 days): start again without a cursor, or from a time (from)",
+      expect(r.body).toEqual(
+        errorBody(
+          "failed_precondition",
+          "the cursor points into activity log entries already removed by retention (entries are kept 400 days): start again without a cursor, or from a time (createdAt.gte; gRPC: from_time)",
+        ),
       );
     }
-    const caught = await api.get(activity(w) + qs({ cursor: caughtUp }));
+    const caught = await api.get(activity(w) + qs({ ...tail, cursor: caughtUp }));
     expect(caught.status).toBe(200);
-    expect(caught.body.activityLogs.map((e: { runId: string }) => e.runId)).toContain(later);
-    const fromStart = await api.get(activity(w));
-    expect(fromStart.body.activityLogs[0].runId).toBe(later);
+    expect(runsOf(caught.body)).toContain(later);
+    // Started again: the oldest entry kept is the later run's trigger; newest first (no cursor), it is the last.
+    const fromStart = await api.get(activity(w) + qs(tail));
+    expect(fromStart.body.data[0]).toMatchObject({ action: "triggerWorkflow", workflow: { runId: later } });
+    expect((await api.get(activity(w))).body.data.at(-1)).toEqual(fromStart.body.data[0]);
 
-    // `runhook logs tail` on such a cursor stops with the reason and the way out (exit 4).
+    // `runhook logs tail` on such a cursor stops with the reason and the way out (exit 4). (--limit: the
+    // published lists take at most 100 a page.)
     const cursorFile = join(tmp, "stale.cursor");
     writeFileSync(cursorFile, `${early}\n`);
     const child = spawn(
       process.execPath,
-      [join(ROOT, "bin/runhook.js"), "logs", "tail", "--project", w.projectName, "--environment", w.environmentName, "--cursor-file", cursorFile],
+      [
+        join(ROOT, "bin/runhook.js"),
+        "logs",
+        "tail",
+        "--project",
+        w.projectName,
+        "--environment",
+        w.environmentName,
+        "--cursor-file",
+        cursorFile,
+        "--limit",
+        "100",
+      ],
       {
         cwd: tmp,
         env: { ...process.env, RUNHOOK_URL: server.baseUrl, RUNHOOK_TOKEN: w.apiToken },
@@ -250,27 +271,27 @@ describe("retention", () => {
     const w = await createWorld(server);
     const api = apiClient(server.gateway, w.apiToken);
     await trigger(w, w.recordIds[0]!);
-    const caughtUp = (await api.get(activity(w) + qs({ limit: 1000 }))).body.nextCursor as string;
+    const caughtUp = (await api.get(activity(w) + qs({ ...tail, limit: 100 }))).body.nextCursor as string;
     // A writer that took its number and died before writing its entry.
     await server.deps.store.counters.next(activityStream(w.environmentId));
     const after = await trigger(w, w.recordIds[1]!);
     // The page comes (after the readers' short grace, the number is filled with a placeholder).
-    const r = await api.get(activity(w) + qs({ cursor: caughtUp }));
+    const r = await api.get(activity(w) + qs({ ...tail, cursor: caughtUp }));
     expect(r.status).toBe(200);
-    expect(r.body.activityLogs.map((e: { runId: string }) => e.runId)).toContain(after);
+    expect(runsOf(r.body)).toContain(after);
   });
 
   it("does not call a hole at the first position removed under a cursor issued on an empty log", async () => {
     const w = await createWorld(server);
     const api = apiClient(server.gateway, w.apiToken);
-    const empty = await api.get(activity(w));
-    expect(empty.body.activityLogs).toEqual([]);
+    const empty = await api.get(activity(w) + qs(tail));
+    expect(empty.body.data).toEqual([]);
     const start = empty.body.nextCursor as string;
     // Position 1 taken by a writer that never writes it; the next entries land at 2 and on.
     await server.deps.store.counters.next(activityStream(w.environmentId));
     const run = await trigger(w, w.recordIds[0]!);
-    const r = await api.get(activity(w) + qs({ cursor: start }));
+    const r = await api.get(activity(w) + qs({ ...tail, cursor: start }));
     expect(r.status).toBe(200);
-    expect(r.body.activityLogs.map((e: { runId: string }) => e.runId)).toContain(run);
+    expect(runsOf(r.body)).toContain(run);
   });
 });

@@ -1,8 +1,9 @@
 // GET /docs: the API reference page, Swagger UI over the very document GET /openapi.json
-// serves (the same object, openapi.ts). Every asset comes from the installed packages
-// (@fastify/swagger-ui ships swagger-ui-dist), so the page works without internet access; its
-// validator badge is off (it would call validator.swagger.io), and a strict CSP keeps the page
-// to this origin and, for "Try it out", to PUBLIC_BASE_URL.
+// serves (the same object, openapi.ts), with runhook's marked additions shown. Every asset
+// comes from the installed packages (@fastify/swagger-ui ships swagger-ui-dist), so the page
+// works without internet access; its validator badge is off (it would call
+// validator.swagger.io), and a strict CSP keeps the page to this origin and, for "Try it
+// out", to PUBLIC_BASE_URL.
 import fastifySwagger from "@fastify/swagger";
 import fastifySwaggerUi from "@fastify/swagger-ui";
 import type { FastifyInstance } from "fastify";
@@ -36,7 +37,8 @@ export async function registerDocsRoutes(app: FastifyInstance, doc: Schema, publ
       staticCSP: docsCsp(publicBaseUrl),
       logo: { type: "image/svg+xml", content: Buffer.from(LOGO) },
       theme: { title: "runhook API reference" },
-      uiConfig: { docExpansion: "list", deepLinking: true, displayRequestDuration: true },
+      // showExtensions: the page shows which operations and parameters are runhook's additions (x-runhook-addition).
+      uiConfig: { docExpansion: "list", deepLinking: true, displayRequestDuration: true, showExtensions: true },
     });
   });
 }

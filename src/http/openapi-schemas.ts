@@ -9,6 +9,15 @@ export type Schema = Record<string, unknown>;
 
 export const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
 
+/** The one extension that marks runhook's additions to the published document (`x-runhook-addition: true`). */
+export const ADDITION = "x-runhook-addition";
+
+/** This part of the document (an operation, parameter, header, media type, property or schema) marked as runhook's addition. */
+export const addition = <T extends Schema>(part: T): T => ({ ...part, [ADDITION]: true });
+
+/** The published document's security scheme, which every authenticated operation uses. */
+export const BEARER: Schema[] = [{ bearerAuth: [] }];
+
 /** Component name of a message: its name for runhook's own, the full name otherwise. */
 export function nameOf(desc: DescMessage): string {
   return desc.typeName.startsWith("runhook.v1.") ? desc.typeName.slice("runhook.v1.".length) : desc.typeName.replace(/\./g, "_");
@@ -21,7 +30,7 @@ function scalarSchema(t: ScalarType): Schema {
     case ScalarType.BOOL:
       return { type: "boolean" };
     case ScalarType.BYTES:
-      return { type: "string", contentEncoding: "base64" };
+      return { type: "string", format: "byte" };
     case ScalarType.DOUBLE:
     case ScalarType.FLOAT:
       return { type: "number" };
@@ -33,8 +42,8 @@ function scalarSchema(t: ScalarType): Schema {
     case ScalarType.FIXED32:
       return { type: "integer", format: "int64", minimum: 0 };
     default:
-      // 64-bit integers are strings in ProtoJSON (numbers are accepted on input).
-      return { type: ["string", "integer"], format: "int64" };
+      // 64-bit integers are strings in ProtoJSON.
+      return { type: "string", format: "int64", pattern: "^-?[0-9]+$" };
   }
 }
 
@@ -129,7 +138,7 @@ export function requestBody(obj: Schema, required: string[]): Schema {
   const properties = obj.properties as Record<string, Schema>;
   for (const [name, p] of Object.entries(properties)) {
     if (required.includes(name)) properties[name] = { ...p, minLength: 1 };
-    else if (typeof p.type === "string") properties[name] = { ...p, type: [p.type, "null"] };
+    else properties[name] = { ...p, nullable: true };
   }
   return { ...obj, ...(required.length ? { required } : {}) };
 }
@@ -169,14 +178,20 @@ export const errorAnswer = (description: string, example: { code: string; messag
   content: json(ref("Error"), { ...example, error: example.message }),
 });
 
-/** The body of every error answer. */
+/** runhook's `error` of the error bodies, beside the published `code` and `message`. */
+export const ERROR_PROPERTY: Schema = addition({
+  type: "string",
+  description: "The same message (the webhook's error bodies have always carried it as `error`)",
+});
+
+/** The body of every error answer of runhook's own operations. */
 export const ERROR_SCHEMA: Schema = {
   type: "object",
   required: ["code", "message", "error"],
   properties: {
     code: { type: "string", description: "Connect error code, e.g. not_found, invalid_argument, resource_exhausted" },
     message: { type: "string", description: "Human-readable message" },
-    error: { type: "string", description: "The same message (the webhook's error bodies have always carried it as `error`)" },
+    error: ERROR_PROPERTY,
     runId: { type: "string", description: "The ongoing run (webhook 409 only)" },
   },
   additionalProperties: false,

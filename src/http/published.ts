@@ -3,12 +3,13 @@
 // LogService and NoteService requests, and their answers — the envelope `{hasMore, parameters,
 // data}` and the published items — made from the services' messages. The one mapping of
 // runhook's actions onto the document's enums is here too (docs/integrators.md shows it).
-import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { UserRef } from "../../gen/runhook/v1/common_pb.js";
 import type { ActivityLogEntry, AdminLogEntry } from "../../gen/runhook/v1/log_pb.js";
 import type { Note, NoteMessage } from "../../gen/runhook/v1/note_pb.js";
 import { fail } from "../domain/errors.js";
 import { NO_TEAM } from "../domain/teams.js";
+import { EMAIL } from "../services/admin/common.js";
 import type { QueryReader } from "./params.js";
 
 // ---------------------------------------------------------------- actions
@@ -237,6 +238,13 @@ export function publishedOptions(query: QueryReader) {
 
 const text = (query: QueryReader, name: string) => query(name) ?? "";
 
+/** `userEmail` (the document's `format: email`): an address a runhook user can have, or none. */
+function userEmailOf(query: QueryReader): string {
+  const email = text(query, "userEmail");
+  if (email !== "" && !EMAIL.test(email)) throw fail.invalid(`userEmail must be an e-mail address, got "${email}"`);
+  return email;
+}
+
 /** The team filter: a team's name, or NO_TEAM for entries and notes of none. */
 function teamFilter(query: QueryReader): { team: string; withoutTeam: boolean } {
   const name = text(query, "teamName");
@@ -250,7 +258,7 @@ export function activityFilter(query: QueryReader) {
   // runhook records changes only: `type=read` selects nothing.
   const actions = type === "read" ? [""] : action ? actionsWhere(ACTIVITY_MAPPING, (m) => m.action === action) : [];
   return {
-    userEmail: text(query, "userEmail"),
+    userEmail: userEmailOf(query),
     userNumber: userNumberOf(query),
     ...teamFilter(query),
     collection: text(query, "collectionName"),
@@ -272,7 +280,7 @@ export function adminFilter(query: QueryReader) {
         (m) => (!type || m.type === type) && (!resource || m.resource === resource) && (!initiator || (m.initiator ?? "administrator") === initiator),
       )
     : [];
-  return { userEmail: text(query, "userEmail"), userNumber: userNumberOf(query), actions };
+  return { userEmail: userEmailOf(query), userNumber: userNumberOf(query), actions };
 }
 
 /** The notes filter of the document's parameters. */
@@ -280,7 +288,7 @@ export function noteFilter(query: QueryReader) {
   const updated = timeRange(query, "updatedAt");
   const archived = timeRange(query, "archivedAt");
   return {
-    userEmail: text(query, "userEmail"),
+    userEmail: userEmailOf(query),
     userNumber: userNumberOf(query),
     ...teamFilter(query),
     collection: text(query, "collectionName"),
@@ -302,18 +310,33 @@ export function parametersOf(path: Record<string, string>, query: QueryReader, n
   for (const name of names) {
     const v = query(name);
     if (v === undefined || v === "" || name === "limit") continue;
-    out[name] = name === "userId" ? Number(v) : v;
+    out[name] = name === "userId" ? Number(v) : TIME_OPS.some((op) => name.endsWith(`.${op}`)) ? echoedTime(v, name) : v;
   }
   return out;
+}
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
+
+/**
+ * A date-time filter as the envelope echoes it (the document's `format: date-time`): as given
+ * when it is RFC 3339, else the instant it names (`2024-06-04T09:21` and the other ISO 8601 forms
+ * parseDateTime reads) in RFC 3339, UTC, to the nanosecond given.
+ */
+function echoedTime(v: string, name: string): string {
+  if (RFC3339.test(v)) return v;
+  const t = parseDateTime(v, name);
+  const nanos = t.nanos % 1000;
+  return nanos === 0 ? publishedTime(t) : `${publishedTime(t).slice(0, -1)}${String(nanos).padStart(3, "0")}Z`;
 }
 
 // ---------------------------------------------------------------- items
 
 /** A time as the document shows it: RFC 3339 in UTC, to the microsecond. */
 export function publishedTime(t: Timestamp | undefined): string {
-  if (!t) return new Date(0).toISOString();
-  const iso = timestampDate(t).toISOString(); // milliseconds
-  const micros = String(Math.floor(t.nanos / 1000) % 1000).padStart(3, "0");
+  const { seconds, nanos } = t ?? { seconds: 0n, nanos: 0 };
+  // The millisecond the time falls in (timestampDate rounds to the nearest: .999999 would read as the next one).
+  const iso = new Date(Number(seconds) * 1000 + Math.floor(nanos / 1_000_000)).toISOString();
+  const micros = String(Math.floor(nanos / 1000) % 1000).padStart(3, "0");
   return `${iso.slice(0, -1)}${micros}Z`;
 }
 

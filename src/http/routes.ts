@@ -1,11 +1,12 @@
 // Every plain-HTTP route of the gateway, in one place. The /v1 table (API_ROUTES) says, per
 // route, which RPC it calls and how the request and the answer map to its messages; v1.ts
-// registers the Fastify routes from it and openapi.ts generates the OpenAPI paths from it.
+// registers the Fastify routes from it and openapi.ts documents them from it (a route the
+// published document has is documented there, with the additions marked here).
 // The routes with handlers of their own (the webhook, health, this document) are listed
 // after it (OTHER_ROUTES), with their documentation, and registered from their paths here.
 import type { DescMessage, DescMethodServerStreaming, DescMethodUnary, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 import { ActivityLogEntrySchema, AdminLogEntrySchema, LogService } from "../../gen/runhook/v1/log_pb.js";
-import { NoteMessageSchema, NoteSchema, NoteService } from "../../gen/runhook/v1/note_pb.js";
+import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { ListRunsResponseSchema, RunSchema, RunService } from "../../gen/runhook/v1/run_pb.js";
 import { TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
 import { MAX_IDEMPOTENCY_KEY_LENGTH } from "../domain/idempotency.js";
@@ -28,7 +29,7 @@ import {
   publishedOptions,
   timeParams,
 } from "./published.js";
-import { errorAnswer, errorResponses, json, jsonBody, pathParam, ref, type Schema, type SchemaBuilder } from "./openapi-schemas.js";
+import { BEARER, errorAnswer, errorResponses, json, jsonBody, pathParam, ref, requestBody, type Schema, type SchemaBuilder } from "./openapi-schemas.js";
 import { boolField, listOptions, listParam, runWait, stringField, stringFilters, TIME_SCHEMA, timeParam, WAIT_SCHEMA, type QueryReader } from "./params.js";
 
 /** The media type of the log exports: one ProtoJSON entry per line. */
@@ -36,10 +37,10 @@ export const NDJSON = "application/x-ndjson";
 
 export type HttpMethod = "GET" | "POST" | "PATCH" | "DELETE";
 
-/** A query parameter a route takes, as the document describes it. */
+/** A query parameter a route takes, as the document describes it (a published one: as the published document does). */
 export interface QueryParam {
   name: string;
-  description: string;
+  description?: string;
   schema?: Schema;
   /** runhook's addition to a published operation (marked as an extension in /openapi.json). */
   addition?: true;
@@ -53,6 +54,7 @@ export interface RouteInput {
   body(): Record<string, unknown>;
 }
 
+/** The documentation of a route of runhook's own (those of the published document are documented there). */
 export interface RouteDoc {
   tag: string;
   summary: string;
@@ -61,8 +63,12 @@ export interface RouteDoc {
   answer: string;
   /** An example success answer. */
   example?: Schema;
-  /** The JSON body: its component name, the request fields the path carries instead, and the fields it requires. */
-  body?: { name: string; omit: string[]; required: string[] };
+  /** The success answer's schema, when it is not the ProtoJSON of `response` (a published item: openapi.ts names them by their `object`). */
+  schema?: Schema;
+  /** Documented as this published operation (`GET /path`): its parameters and answers, less the path parameters this route lacks. */
+  like?: string;
+  /** The JSON body: its component name and schema. */
+  body?: { name: string; schema: Schema };
   /** Error statuses besides 400, 401, 403, 404 and 429. */
   errors?: number[];
   /** Path parameters described otherwise than PATH_PARAMS does. */
@@ -89,7 +95,8 @@ interface RouteSpec<I extends DescMessage, O extends DescMessage, R extends Desc
    * message of its lines, and each line as JSON (ProtoJSON of the message unless `line` says).
    */
   export?: { rpc: DescMethodServerStreaming<DescMessage, DescMessage>; entry: DescMessage; line?: (entry: unknown) => unknown };
-  doc: RouteDoc;
+  /** Absent for an operation of the published document (same method and path), which documents it. */
+  doc?: RouteDoc;
 }
 
 export type ApiRoute = RouteSpec<DescMessage, DescMessage, DescMessage>;
@@ -117,7 +124,7 @@ export function routeUrl(path: string, wildcard = false): string {
 export const PATH_PARAMS: Record<string, { description: string; schema?: Schema }> = {
   projectName: { description: "Project name" },
   environmentName: { description: "Environment name" },
-  noteId: { description: "Note id" },
+  noteId: { description: "The note's id (its number)", schema: { type: "integer", minimum: 1 } },
   runId: { description: "Run id", schema: { type: "string", format: "uuid" } },
 };
 
@@ -178,9 +185,8 @@ const ORDER: QueryParam = {
   schema: { type: "string", enum: ["asc", "desc", ""], default: "desc" },
 };
 
-/** A published query parameter, described by the published document. */
-const published = (name: string): QueryParam => ({ name, description: `As the published document describes ${name}` });
-const publishedParams = (names: readonly string[]) => names.map(published);
+/** The published query parameters of these names (the published document describes them). */
+const publishedParams = (names: readonly string[]): QueryParam[] => names.map((name) => ({ name }));
 
 const ACTIVITY_PARAMS = ["limit", "userEmail", "userId", "teamName", "collectionName", "recordId", "action", "type", ...timeParams("createdAt")] as const;
 const ADMIN_PARAMS = ["limit", "userEmail", "userId", "type", "initiator", "resource", ...timeParams("createdAt")] as const;
@@ -210,7 +216,7 @@ function logList<I extends DescMessage, O extends DescMessage, E extends DescMes
     request: RouteSpec<I, O, O>["request"];
     items(out: MessageShape<O>): { page: PublishedPage; data: unknown[] };
     item(entry: MessageShape<E>): unknown;
-    doc: RouteDoc;
+    doc?: RouteDoc;
   },
 ): ApiRoute {
   return route(at, rpc, {
@@ -236,7 +242,6 @@ const LOG_ROUTES = [
       request: ({ params, query }) => ({ ...scopeOf(params), options: publishedOptions(query), filter: activityFilter(query) }),
       items: (out) => ({ page: out, data: out.activityLogs.map(activityItem) }),
       item: activityItem,
-      doc: { tag: "Activity logs", summary: "List activity logs", answer: "List of activity logs" },
     },
   ),
   logList(
@@ -248,7 +253,6 @@ const LOG_ROUTES = [
       request: ({ params, query }) => ({ projectName: params.projectName!, options: publishedOptions(query), filter: adminFilter(query) }),
       items: (out) => ({ page: out, data: out.adminLogs.map(adminItem) }),
       item: adminItem,
-      doc: { tag: "Admin logs", summary: "List admin logs", answer: "List of admin logs" },
     },
   ),
   logList(
@@ -262,6 +266,7 @@ const LOG_ROUTES = [
       item: adminItem,
       doc: {
         tag: "Admin logs",
+        like: "GET /v1/project/{projectName}/admin-logs",
         summary: "List the admin log of the organization",
         description:
           "runhook's addition, answered as the published admin-log list. Token: an organization API token (made by an organization admin with AdminService.CreateOrganizationApiToken); it reads its own organization's entries only, and a project API token or an application token is a 403 here. " +
@@ -272,6 +277,28 @@ const LOG_ROUTES = [
     },
   ),
 ];
+
+/** The published note item (openapi.ts names the published items by their `object`). */
+const PUBLISHED_NOTE = ref("note");
+const NOTE_CONTENT: Schema = { type: "string", description: "HTML, sanitized on write with an allow-list" };
+
+// The published name of the collection is collectionName; collection is read when it is absent or empty.
+const CREATE_NOTE_BODY: Schema = {
+  ...requestBody(
+    {
+      type: "object",
+      properties: {
+        collectionName: { type: "string", description: "The collection (its name in the environment)" },
+        collection: { type: "string", description: "The collection, when collectionName is absent or empty" },
+        recordId: { type: "string" },
+        title: { type: "string" },
+        content: NOTE_CONTENT,
+      },
+    },
+    ["recordId", "content"],
+  ),
+  anyOf: [{ required: ["collectionName"] }, { required: ["collection"] }],
+};
 
 const NOTE_ROUTES = [
   route(`GET ${ENV}/notes`, NoteService.method.listNotes, {
@@ -284,7 +311,6 @@ const NOTE_ROUTES = [
         input,
         NOTE_PARAMS,
       ),
-    doc: { tag: "Notes", summary: "List notes", answer: "List of notes" },
   }),
   route(`POST ${ENV}/notes`, NoteService.method.createNote, {
     status: 201,
@@ -294,35 +320,40 @@ const NOTE_ROUTES = [
       const collection = text("collectionName") || text("collection");
       return { scope: scopeOf(params), collection, recordId: text("recordId"), title: text("title"), content: text("content") };
     },
-    response: { message: NoteSchema, of: (out) => out.note },
     published: (out, input) => noteItem(out.note!, input.params.environmentName!),
     doc: {
       tag: "Notes",
       summary: "Create a note with its first message",
       description: `The author is the admin who generated the token. content is HTML, sanitized with an allow-list, at most ${MAX_NOTE_CONTENT_BYTES / 1024} KiB; title plain text (no control characters, no HTML tags) of at most ${MAX_NOTE_TITLE_CHARS} characters; recordId at most ${MAX_RECORD_ID_CHARS} characters. An unknown collection is a 400.`,
-      answer: "The note",
-      body: { name: "CreateNoteBody", omit: ["scope"], required: ["collection", "recordId", "content"] },
+      answer: "The note, with its first message",
+      schema: PUBLISHED_NOTE,
+      body: { name: "CreateNoteBody", schema: CREATE_NOTE_BODY },
       errors: [413],
     },
   }),
   route(`GET ${ENV}/notes/{noteId}`, NoteService.method.getNote, {
     request: ({ params }) => ({ scope: scopeOf(params), noteId: publishedNoteId(params.noteId!) }),
-    response: { message: NoteSchema, of: (out) => out.note },
     published: (out, input) => noteItem(out.note!, input.params.environmentName!),
-    doc: { tag: "Notes", summary: "Get a note with its messages", answer: "The note" },
+    doc: { tag: "Notes", summary: "Get a note with its messages", answer: "The note", schema: PUBLISHED_NOTE },
   }),
   route(`PATCH ${ENV}/notes/{noteId}`, NoteService.method.updateNote, {
     request: ({ params, body }) => {
       const b = body();
       return { scope: scopeOf(params), noteId: publishedNoteId(params.noteId!), title: stringField(b, "title"), archived: boolField(b, "archived") };
     },
-    response: { message: NoteSchema, of: (out) => out.note },
     published: (out, input) => noteItem(out.note!, input.params.environmentName!),
     doc: {
       tag: "Notes",
       summary: "Change the title, archive or unarchive",
       answer: "The note",
-      body: { name: "UpdateNoteBody", omit: ["scope", "note_id"], required: [] },
+      schema: PUBLISHED_NOTE,
+      body: {
+        name: "UpdateNoteBody",
+        schema: requestBody(
+          { type: "object", properties: { title: { type: "string" }, archived: { type: "boolean", description: "true archives, false unarchives" } } },
+          [],
+        ),
+      },
       errors: [413],
     },
   }),
@@ -334,13 +365,13 @@ const NOTE_ROUTES = [
   route(`POST ${ENV}/notes/{noteId}/messages`, NoteService.method.addNoteMessage, {
     status: 201,
     request: ({ params, body }) => ({ scope: scopeOf(params), noteId: publishedNoteId(params.noteId!), content: stringField(body(), "content") ?? "" }),
-    response: { message: NoteMessageSchema, of: (out) => out.message },
     published: (out) => noteMessageItem(out.message!),
     doc: {
       tag: "Notes",
       summary: "Reply to a note",
       answer: "The message",
-      body: { name: "AddNoteMessageBody", omit: ["scope", "note_id"], required: ["content"] },
+      schema: ref("note-message"),
+      body: { name: "AddNoteMessageBody", schema: requestBody({ type: "object", properties: { content: NOTE_CONTENT } }, ["content"]) },
       errors: [413],
     },
   }),
@@ -477,7 +508,7 @@ export const WEBHOOK: OtherRoute = {
         schema: { type: "string" },
       },
     ],
-    security: [{ bearer: [] }],
+    security: BEARER,
     requestBody: jsonBody(ref("WebhookRequest"), { record_id: "A-1001" }),
     responses: {
       "202": {
@@ -543,7 +574,7 @@ export const READYZ = operational("/readyz", "readyz", "Readiness (database reac
   "503": { description: "Database unreachable", content: json(ref("Error")) },
 });
 export const OPENAPI_DOCUMENT = operational("/openapi.json", "openapi", "This document", {
-  "200": { description: "OpenAPI 3.1 document", content: json({ type: "object" }) },
+  "200": { description: "OpenAPI 3.0 document", content: json({ type: "object" }) },
 });
 
 /** The API reference page (docs.ts), documented only while it is served (RUNHOOK_DOCS). */

@@ -250,43 +250,45 @@ function intersect(r: SeqRange, b: SeqRange): SeqRange | null {
   return Number.isFinite(upTo) ? { after, upTo } : { after };
 }
 
+type LogCollections = Record<LogKind, Collection<Position>>;
+
+/**
+ * The number of the first entry of the selection's stream at or after `micros`, among those
+ * up to `upTo` (null: none). A stream's times rise with its numbers, so that entry splits the
+ * stream in two: every earlier number is earlier than `micros`, every later one is not. An
+ * entry's time is `micros`, or on older entries `timestamp` (a millisecond several may share),
+ * and the index on (scope, timestamp, micros, seq) lists the stream in number order: one or
+ * two look-ups on it. Positions not yet resolved are never above `upTo` (a reader's range).
+ */
+async function firstAtOrAfter(colls: LogCollections, kind: LogKind, s: LogSelection, micros: number, upTo: number | undefined): Promise<number | null> {
+  const ms = Math.floor(micros / 1000);
+  const seq = upTo === undefined ? {} : { seq: { $lte: upTo } };
+  const first = async (f: Record<string, unknown>) =>
+    (
+      await colls[kind].findOne({ ...scopeFilter(kind, s), ...f, ...seq } as Filter<Position>, {
+        sort: { timestamp: 1, micros: 1, seq: 1 },
+        projection: { seq: 1 },
+      })
+    )?.seq ?? null;
+  if (micros % 1000 === 0) return first({ timestamp: { $gte: new Date(ms) } });
+  // Within the millisecond, only entries with a time of their own can be as late as `micros`.
+  return (await first({ timestamp: new Date(ms), micros: { $gte: micros } })) ?? first({ timestamp: { $gt: new Date(ms) } });
+}
+
+/** A selection's time range as a range of numbers, within `r` (null: nothing there). */
+async function timeBounds(colls: LogCollections, kind: LogKind, s: LogSelection, r: SeqRange): Promise<SeqRange | null> {
+  if (s.fromMicros === undefined && s.toMicros === undefined) return r;
+  const top = r.upTo ?? (r.before !== undefined ? r.before - 1 : undefined);
+  const [from, to] = await Promise.all([
+    s.fromMicros === undefined ? undefined : firstAtOrAfter(colls, kind, s, s.fromMicros, top),
+    s.toMicros === undefined ? undefined : firstAtOrAfter(colls, kind, s, s.toMicros, top),
+  ]);
+  if (from === null) return null;
+  return intersect(r, { after: from === undefined ? undefined : from - 1, before: to ?? undefined });
+}
+
 /** The reads of both logs: by position, by key range, and by selection (filters, time range). */
-function logReads(colls: Record<LogKind, Collection<Position>>): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "scan" | "mentionsRun"> {
-  /**
-   * The number of the first entry of the selection's stream at or after `micros`, among those
-   * up to `upTo` (null: none). A stream's times rise with its numbers, so that entry splits the
-   * stream in two: every earlier number is earlier than `micros`, every later one is not. An
-   * entry's time is `micros`, or on older entries `timestamp` (a millisecond several may share),
-   * and the index on (scope, timestamp, micros, seq) lists the stream in number order: one or
-   * two look-ups on it. Positions not yet resolved are never above `upTo` (a reader's range).
-   */
-  async function firstAtOrAfter(kind: LogKind, s: LogSelection, micros: number, upTo: number | undefined): Promise<number | null> {
-    const ms = Math.floor(micros / 1000);
-    const seq = upTo === undefined ? {} : { seq: { $lte: upTo } };
-    const first = async (f: Record<string, unknown>) =>
-      (
-        await colls[kind].findOne({ ...scopeFilter(kind, s), ...f, ...seq } as Filter<Position>, {
-          sort: { timestamp: 1, micros: 1, seq: 1 },
-          projection: { seq: 1 },
-        })
-      )?.seq ?? null;
-    if (micros % 1000 === 0) return first({ timestamp: { $gte: new Date(ms) } });
-    // Within the millisecond, only entries with a time of their own can be as late as `micros`.
-    return (await first({ timestamp: new Date(ms), micros: { $gte: micros } })) ?? first({ timestamp: { $gt: new Date(ms) } });
-  }
-
-  /** A selection's time range as a range of numbers, within `r` (null: nothing there). */
-  async function timeBounds(kind: LogKind, s: LogSelection, r: SeqRange): Promise<SeqRange | null> {
-    if (s.fromMicros === undefined && s.toMicros === undefined) return r;
-    const top = r.upTo ?? (r.before !== undefined ? r.before - 1 : undefined);
-    const [from, to] = await Promise.all([
-      s.fromMicros === undefined ? undefined : firstAtOrAfter(kind, s, s.fromMicros, top),
-      s.toMicros === undefined ? undefined : firstAtOrAfter(kind, s, s.toMicros, top),
-    ]);
-    if (from === null) return null;
-    return intersect(r, { after: from === undefined ? undefined : from - 1, before: to ?? undefined });
-  }
-
+function logReads(colls: LogCollections): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "scan" | "mentionsRun"> {
   /** One query per alternative of the selection within `range`, sorted by seq. */
   const queries = (kind: LogKind, s: LogSelection, range: SeqRange, order: 1 | -1) =>
     alternatives(s).map((alt) => colls[kind].find(selectionFilter(kind, s, range, alt) as Filter<Position>).sort({ seq: order }));
@@ -315,7 +317,7 @@ function logReads(colls: Record<LogKind, Collection<Position>>): Pick<LogStore, 
         .toArray();
     },
     async select(kind, s, r, order, limit) {
-      const range = await timeBounds(kind, s, r);
+      const range = await timeBounds(colls, kind, s, r);
       if (!range) return [];
       const lists = await Promise.all(queries(kind, s, range, order).map((q) => q.limit(limit).toArray()));
       return mergeBySeq(lists, order, limit) as unknown as LogDocOf<typeof kind>[];
@@ -324,7 +326,7 @@ function logReads(colls: Record<LogKind, Collection<Position>>): Pick<LogStore, 
       return (await colls.activity.findOne({ runId } as Filter<Position>, { projection: { _id: 1 } })) !== null;
     },
     async *scan(kind, s, r, order) {
-      const range = await timeBounds(kind, s, r);
+      const range = await timeBounds(colls, kind, s, r);
       if (!range) return;
       const cursors = queries(kind, s, range, order).map((q) => q.batchSize(1000));
       async function* each(c: (typeof cursors)[number]) {

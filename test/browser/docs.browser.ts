@@ -2,8 +2,9 @@
 // browser of playwright's own: none can be downloaded here). The page must render the
 // webhook and the activity-logs operations from the gateway's own assets, with no request
 // leaving this machine and no error in the console (a CSP violation is one), the webhook's
-// examples and the activity logs' published parameters must show, and "Try it out" must reach the server (PUBLIC_BASE_URL, the document's
-// server, allowed by the page's CSP). A screenshot is saved under the OS temp directory.
+// examples, the activity logs' published parameters and the marks of runhook's additions must
+// show, and "Try it out" must reach the server (PUBLIC_BASE_URL, the document's server, allowed
+// by the page's CSP). A screenshot is saved under the OS temp directory.
 import { mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -50,10 +51,14 @@ it("renders the webhook and activity-logs operations with their examples, from l
   expect(await opened.textContent()).toContain("A-1001");
   expect(await opened.locator('.response[data-code="409"]').textContent()).toContain("already_exists");
 
-  // The activity-logs operation shows the published document's parameters and runhook's additions.
+  // The published activity-logs operation: the document's parameters and runhook's additions (none of the old from/collection);
+  // the added ones show their mark, the published ones none.
   await activityLogs.click();
   const logsOp = page.locator(".opblock.is-open", { has: page.locator('[data-path="/v1/project/{projectName}/environment/{environmentName}/activity-logs"]') });
-  await logsOp.locator(".parameters").first().waitFor({ state: "visible" });
+  const cursorRow = logsOp.locator('tr[data-param-name="cursor"]');
+  await cursorRow.waitFor({ state: "visible" });
+  expect(await cursorRow.textContent()).toContain("x-runhook-addition");
+  expect(await logsOp.locator('tr[data-param-name="userEmail"]').textContent()).not.toContain("x-runhook-addition");
   const names = (await logsOp.locator(".parameters .parameter__name").allTextContents()).map((n) => n.replace(/\s*\*$/, "").trim()); // "*": required
   expect(names).toEqual(
     expect.arrayContaining(["projectName", "limit", "userId", "teamName", "collectionName", "action", "createdAt.lt", "cursor", "order", "runId"]),

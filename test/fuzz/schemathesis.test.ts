@@ -5,8 +5,8 @@
 // Asserted, from schemathesis's JSON and JUnit reports and from one line per response that
 // our hook writes (test/schemathesis/hooks.py), never from its console text:
 // - no answer with a status of 500 or more (check `not_a_server_error`);
-// - every error answer is exactly {error, code} (+ runId on 409), the code matching the
-//   status (our check `runhook_error_body`);
+// - every error answer is exactly {code, message, error} (+ runId on 409), the code matching
+//   the status (our check `runhook_error_body`);
 // - the answers conform to the document: status codes, content types, headers and bodies
 //   (`status_code_conformance`, `content_type_conformance`, `response_headers_conformance`,
 //   `response_schema_conformance` — the response schemas are closed and name the fields
@@ -26,8 +26,7 @@
 //
 // Schemathesis is installed from PyPI, pinned, into a cached venv on first use (about
 // 30 s); the file is skipped without python3.
-import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -36,46 +35,17 @@ import { parseRfc3339, parseWait } from "../../src/http/params.js";
 import { MAX_WAIT_SECONDS } from "../../src/services/runs.js";
 import { apiClient } from "../helpers/api.js";
 import { queueRun, waitForRun } from "../helpers/runs.js";
-import { ROOT, startServer, type TestServer } from "../helpers/server.js";
-import { ensureVenv, hasPython } from "../helpers/venv.js";
+import { byStatus, expectClean, type Run, runSchemathesis, schemathesisVenv } from "../helpers/schemathesis.js";
+import { startServer, type TestServer } from "../helpers/server.js";
+import { hasPython } from "../helpers/venv.js";
 import { adminClient, local } from "../helpers/webhook.js";
 import { createWorld, type World } from "../../fixtures/world.js";
 
-const REQUIREMENTS = ["schemathesis==4.32.5", "hypothesis==6.170.15"];
 /** Per operation and phase (13 operations; coverage, fuzzing and stateful phases): about 900 requests a run. */
 const MAX_EXAMPLES = 25;
-/**
- * The time limit of each run: it takes 15–30 s on a 2-core machine (up to about 60 s while
- * another test file loads both cores); past the limit it is stopped and the test fails. Not
- * schemathesis's --max-time: that is a budget its fuzzing and stateful phases repeat to fill,
- * so the number of requests would depend on the machine's speed.
- */
+/** The time limit of each run: it takes 15–30 s on a 2-core machine (up to about 60 s while another test file loads both cores). */
 const TIME_LIMIT_S = 150;
 const SEEDS = { valid: 20251, invalid: 20252 };
-
-interface Call {
-  op: string;
-  status: number;
-  ms: number;
-  problem: string | null;
-}
-
-interface Report {
-  complete: boolean;
-  exit_code: number;
-  stop_reason: string;
-  operations: { total: number; selected: number; tested: number; errored: number };
-  test_cases: { generated: number; with_failures: number; errored: number };
-  failures: { title: string; code: string; count: number; operations: string[] }[];
-  errors: { title: string; count: number }[];
-}
-
-interface Run {
-  report: Report;
-  junit: { tests: number; failures: number; errors: number };
-  calls: Call[];
-  output: string;
-}
 
 let server: TestServer;
 let w: World;
@@ -83,13 +53,17 @@ let venv: string;
 let work: string;
 let dict: { noteId: string; runId: string; key: string };
 
-async function schemathesis(name: string, token: string, seed: number, extraToml = ""): Promise<Run> {
-  const dir = join(work, name);
-  const config = join(work, `${name}.toml`);
-  const log = join(work, `${name}.calls.ndjson`);
-  writeFileSync(
-    config,
-    [
+function schemathesis(name: string, token: string, seed: number, extraToml = ""): Promise<Run> {
+  return runSchemathesis({
+    venv,
+    work,
+    name,
+    location: `${server.baseUrl}/openapi.json`,
+    token,
+    seed,
+    maxExamples: MAX_EXAMPLES,
+    timeLimitS: TIME_LIMIT_S,
+    config: [
       // Real identifiers most of the time, so that requests reach the handlers past the
       // project / note / webhook look-ups; generated ones the rest of the time.
       "[dictionaries]",
@@ -116,90 +90,15 @@ async function schemathesis(name: string, token: string, seed: number, extraToml
       `include-operation-id = "triggerWebhook"`,
       "checks.missing_required_header.enabled = false",
       extraToml,
-    ].join("\n"),
-  );
-  const args = [
-    "--config-file",
-    config,
-    "run",
-    `${server.baseUrl}/openapi.json`,
-    "--header",
-    `Authorization: Bearer ${token}`,
-    "--max-examples",
-    String(MAX_EXAMPLES),
-    "--seed",
-    String(seed),
-    "--request-timeout",
-    "20",
-    "--generation-database",
-    "none",
-    "--report",
-    "json,junit",
-    "--report-json-path",
-    join(dir, "report.json"),
-    "--report-junit-path",
-    join(dir, "junit.xml"),
-    "--no-color",
-  ];
-  const env = {
-    ...process.env,
-    SCHEMATHESIS_HOOKS: join(ROOT, "test/schemathesis/hooks.py"),
-    RUNHOOK_ST_LOG: log,
-    PYTHONDONTWRITEBYTECODE: "1",
-    NO_COLOR: "1",
-  };
-  // Exit code 1 means "failures found": the reports say which, so it is not an error here.
-  const output = await new Promise<string>((resolve, reject) =>
-    execFile(join(venv, "bin", "schemathesis"), args, { cwd: work, env, maxBuffer: 64 << 20, timeout: TIME_LIMIT_S * 1000 }, (err, stdout, stderr) => {
-      if (err?.killed) reject(new Error(`schemathesis took longer than ${TIME_LIMIT_S} s and was stopped:\n${stdout.slice(-3000)}`));
-      else if (err && typeof err.code !== "number") reject(new Error(`schemathesis did not run: ${err.message}\n${stderr}`));
-      else resolve(`${stdout}\n${stderr}`);
-    }),
-  );
-  let report: Report;
-  try {
-    report = JSON.parse(readFileSync(join(dir, "report.json"), "utf8")) as Report;
-  } catch {
-    throw new Error(`schemathesis wrote no JSON report:\n${output.slice(-3000)}`);
-  }
-  const xml = readFileSync(join(dir, "junit.xml"), "utf8");
-  const count = (re: RegExp) => (xml.match(re) ?? []).length;
-  const junit = { tests: count(/<testcase\b/g), failures: count(/<failure\b/g), errors: count(/<error\b/g) };
-  const calls = readFileSync(log, "utf8")
-    .split("\n")
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Call);
-  const slow = [...calls].sort((a, b) => b.ms - a.ms).slice(0, 3);
-  console.log(`[schemathesis] ${name}: slowest answers ${slow.map((c) => `${c.op} ${c.status} ${c.ms} ms`).join("; ")}`);
-  return { report, junit, calls, output };
+    ],
+  });
 }
 
-/** The report's verdict, with what failed spelled out when it did. */
-function expectClean(run: Run) {
-  const failed = run.report.failures.map((f) => `${f.code} ${f.title} ×${f.count}: ${f.operations.join(", ")}`);
-  const context = `${failed.join("\n")}\n${run.report.errors.map((e) => e.title).join("\n")}\n${run.output.slice(-6000)}`;
-  expect(run.report.failures, context).toEqual([]);
-  expect(run.report.errors, context).toEqual([]);
-  expect(run.report.operations.errored).toBe(0);
-  expect(run.report.operations.tested).toBe(run.report.operations.total);
-  expect(run.report.test_cases.with_failures).toBe(0);
-  expect(run.junit.tests).toBeGreaterThanOrEqual(run.report.operations.total);
-  expect({ failures: run.junit.failures, errors: run.junit.errors }, context).toEqual({ failures: 0, errors: 0 });
-  // Our own record of every response: no server error, every error body {error, code}.
-  expect(run.calls.filter((c) => c.status >= 500)).toEqual([]);
-  expect(run.calls.filter((c) => c.problem !== null)).toEqual([]);
-}
-
-const byStatus = (calls: Call[]) =>
-  calls.reduce<Record<string, number>>((m, c) => {
-    m[c.status] = (m[c.status] ?? 0) + 1;
-    return m;
-  }, {});
 const runs: Partial<Record<keyof typeof SEEDS, Run>> = {};
 
 describe.skipIf(!hasPython())("schemathesis against GET /openapi.json", () => {
   beforeAll(async () => {
-    venv = await ensureVenv("schemathesis-4.32.5", REQUIREMENTS, (m) => console.log(`[schemathesis] ${m}`));
+    venv = await schemathesisVenv();
     work = mkdtempSync(join(tmpdir(), "runhook-schemathesis-"));
     // The per-token limits are out of reach (testEnv), so that a thousand calls reach the handlers rather than 429.
     server = await startServer();
@@ -222,7 +121,7 @@ describe.skipIf(!hasPython())("schemathesis against GET /openapi.json", () => {
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
-  it("with a valid project API token: no 5xx, {error, code} errors, answers as documented", { timeout: (TIME_LIMIT_S + 15) * 1000 }, async () => {
+  it("with a valid project API token: no 5xx, {code, message, error} errors, answers as documented", { timeout: (TIME_LIMIT_S + 15) * 1000 }, async () => {
     // The webhook takes an application token: the user's, so that its bodies are parsed too.
     const run = await schemathesis("valid", w.apiToken, SEEDS.valid, `headers = { Authorization = ${JSON.stringify(`Bearer ${w.userToken}`)} }`);
     runs.valid = run;
@@ -288,7 +187,9 @@ describe("the OpenAPI document describes the parameters as the server parses the
   });
 
   it("from / to: RFC 3339 with at most 9 fractional digits and real dates, or empty", () => {
-    const schema = param("/v1/project/{projectName}/admin-logs", "from") as { anyOf: { pattern?: string; format?: string; maxLength?: number }[] };
+    const schema = param("/v1/project/{projectName}/environment/{environmentName}/runs", "from") as {
+      anyOf: { pattern?: string; format?: string; maxLength?: number }[];
+    };
     const pattern = new RegExp(schema.anyOf.find((s) => s.pattern)!.pattern!);
     expect(schema.anyOf.find((s) => s.pattern)!.format).toBe("date-time");
     expect(schema.anyOf.find((s) => s.maxLength === 0)).toBeDefined();

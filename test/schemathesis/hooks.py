@@ -1,8 +1,9 @@
-# Schemathesis hooks for test/schemathesis.test.ts (loaded with SCHEMATHESIS_HOOKS).
+# Schemathesis hooks for the fuzz tests (test/fuzz/*schemathesis*.test.ts; loaded with SCHEMATHESIS_HOOKS).
 #
 # - runhook_error_body: a check that every error answer of the HTTP gateway is exactly
-#   {"error": "<message>", "code": "<Connect code>"} (CONTRACT §3), with `runId` allowed on
-#   409 only, and that the code belongs to the status (errors.ts maps one to the other).
+#   {"code": "<Connect code>", "message": "<message>", "error": "<the same message>"}, with
+#   `runId` allowed on 409 only, and that the code belongs to the status (errors.ts maps one to
+#   the other).
 # - after_call: writes one JSON line per response to $RUNHOOK_ST_LOG (operation, status and
 #   the error-body problem, if any), which the test reads to count requests and statuses.
 import json
@@ -29,7 +30,7 @@ _CODES = {
 
 
 def error_body_problem(response):
-    """Why an error answer's body is not the gateway's {error, code}, or None."""
+    """Why an error answer's body is not the gateway's {code, message, error}, or None."""
     status = response.status_code
     if status < 400 or not response.content:
         return None
@@ -39,12 +40,15 @@ def error_body_problem(response):
         return "error body is not JSON: %r" % response.content[:200]
     if not isinstance(body, dict):
         return "error body is not a JSON object: %r" % response.content[:200]
-    allowed = {"error", "code"} | ({"runId"} if status == 409 else set())
+    required = {"code", "message", "error"}
+    allowed = required | ({"runId"} if status == 409 else set())
     keys = set(body)
-    if not {"error", "code"} <= keys or not keys <= allowed:
+    if not required <= keys or not keys <= allowed:
         return "error body has the fields %s, expected exactly %s" % (sorted(keys), sorted(allowed))
-    if not isinstance(body["error"], str) or not body["error"]:
-        return "error must be a non-empty string: %r" % (body["error"],)
+    if not isinstance(body["message"], str) or not body["message"]:
+        return "message must be a non-empty string: %r" % (body["message"],)
+    if body["error"] != body["message"]:
+        return "error must repeat message: %r, %r" % (body["error"], body["message"])
     if not isinstance(body["code"], str) or body["code"] not in _CODES.get(status, {body["code"]}):
         return "code %r does not belong to status %d" % (body["code"], status)
     if "runId" in body and not isinstance(body["runId"], str):
@@ -54,7 +58,7 @@ def error_body_problem(response):
 
 @schemathesis.check
 def runhook_error_body(ctx, response, case):
-    """Every error answer is exactly {error, code} (+ runId on 409), the code matching the status."""
+    """Every error answer is exactly {code, message, error} (+ runId on 409), the code matching the status."""
     problem = error_body_problem(response)
     if problem:
         raise AssertionError(problem)
