@@ -26,25 +26,31 @@ import {
   type Answer,
 } from "./common.js";
 
+/** The /v1 lists' largest page (the published document's; not imported: the command loads no server code). */
+const MAX_PAGE = 100;
+
 export const TAIL_USAGE = `usage: runhook logs tail --project P --environment E [filters] [--cursor-file F] [--limit N]
                          [--interval SECONDS] [--base-url URL] [--token TOKEN]
-       runhook logs tail --project P --admin [--action A] [--user-id ID] [--user-email EMAIL] …
+       runhook logs tail --project P --admin [--type T] [--user-id N] [--user-email EMAIL] …
 
 Prints every entry of an environment's activity log (or, with --admin, of the project's admin
-log) once, oldest first, as one JSON object per line (NDJSON) on stdout, and keeps following
-new entries until stopped (Ctrl-C or SIGTERM, exit 0). Messages go to stderr.
+log) once, oldest first, as one JSON object per line (NDJSON, each as the /v1 list shows it) on
+stdout, and keeps following new entries until stopped (Ctrl-C or SIGTERM, exit 0). Messages go
+to stderr.
 
   --project P          project name
   --environment E      environment name (activity log; not with --admin)
   --admin              the project's admin log instead
-  --action A  --user-id ID  --user-email EMAIL            filters of both logs
-  --collection C  --record-id R  --run-id RUN              filters of the activity log
+  --user-id N  --user-email EMAIL  --type T                filters of both logs (N: the user's number)
+  --action A  --team T  --collection C  --record-id R  --run-id RUN
+                       filters of the activity log (A: a published action, such as createNote)
+  --initiator I  --resource R                              filters of the admin log
   --cursor-file F      resume from the cursor saved in F, and save it there (atomically) after
                        every page: a restarted tail continues where it stopped. Entries are
                        printed before their page's cursor is saved, so a crash in between
                        repeats at most that page; a stop by signal repeats nothing.
                        The cursor is bound to the log and filters: change them → new file.
-  --limit N            page size, 1-1000 (default 1000)
+  --limit N            page size, 1-${MAX_PAGE} (default ${MAX_PAGE})
   --interval SECONDS   pause when caught up (default 1)
   --base-url URL       the runhook server (default: $RUNHOOK_URL, else http://localhost:8080)
   --token TOKEN        project API token (default: $RUNHOOK_TOKEN)
@@ -53,13 +59,18 @@ new entries until stopped (Ctrl-C or SIGTERM, exit 0). Messages go to stderr.
 jitter (1 s, 2 s, 4 s … 60 s), forever. 400, 401, 403 and 404 stop with the reason.
 ${EXIT_CODES_HELP}`;
 
-const FILTERS: Record<string, { param: string; admin: boolean }> = {
-  action: { param: "action", admin: true },
-  "user-id": { param: "userId", admin: true },
-  "user-email": { param: "userEmail", admin: true },
-  collection: { param: "collection", admin: false },
-  "record-id": { param: "recordId", admin: false },
-  "run-id": { param: "runId", admin: false },
+/** Each filter flag, the /v1 query parameter it sets, and the log it filters. */
+const FILTERS: Record<string, { param: string; of: "both" | "activity" | "admin" }> = {
+  "user-id": { param: "userId", of: "both" },
+  "user-email": { param: "userEmail", of: "both" },
+  type: { param: "type", of: "both" },
+  action: { param: "action", of: "activity" },
+  team: { param: "teamName", of: "activity" },
+  collection: { param: "collectionName", of: "activity" },
+  "record-id": { param: "recordId", of: "activity" },
+  "run-id": { param: "runId", of: "activity" },
+  initiator: { param: "initiator", of: "admin" },
+  resource: { param: "resource", of: "admin" },
 };
 
 /** The cursor saved in `file`; "" when there is none yet. */
@@ -135,8 +146,6 @@ interface TailPlan {
   /** The list's URL, and its query without the cursor. */
   url: string;
   query: URLSearchParams;
-  /** Where the entries are in a page: `activityLogs` or `adminLogs`. */
-  itemsKey: string;
   intervalMs: number;
   cursorFile: string | undefined;
   base: string;
@@ -169,11 +178,13 @@ function planTail(args: string[], env: NodeJS.ProcessEnv): TailPlan | undefined 
   for (const [flag, f] of Object.entries(FILTERS)) {
     const v = str(values, flag);
     if (v === undefined) continue;
-    if (admin && !f.admin) throw new UsageError(`--${flag} filters the activity log only (not with --admin)`);
+    if (admin && f.of === "activity") throw new UsageError(`--${flag} filters the activity log only (not with --admin)`);
+    if (!admin && f.of === "admin") throw new UsageError(`--${flag} filters the admin log only (with --admin)`);
     query.set(f.param, v);
   }
-  const limitRaw = str(values, "limit") ?? "1000";
-  if (!/^\d+$/.test(limitRaw) || Number(limitRaw) < 1 || Number(limitRaw) > 1000) throw new UsageError("--limit must be a whole number from 1 to 1000");
+  const limitRaw = str(values, "limit") ?? String(MAX_PAGE);
+  if (!/^\d+$/.test(limitRaw) || Number(limitRaw) < 1 || Number(limitRaw) > MAX_PAGE)
+    throw new UsageError(`--limit must be a whole number from 1 to ${MAX_PAGE}`);
   query.set("limit", limitRaw);
   const intervalRaw = str(values, "interval") ?? "1";
   const intervalMs = Number(intervalRaw) * 1000;
@@ -183,7 +194,7 @@ function planTail(args: string[], env: NodeJS.ProcessEnv): TailPlan | undefined 
   const token = tokenOf(values, env, "a project API token");
   const p = encodeURIComponent(project);
   const url = admin ? `${base}/v1/project/${p}/admin-logs` : `${base}/v1/project/${p}/environment/${encodeURIComponent(environment!)}/activity-logs`;
-  return { admin, project, environment, url, query, itemsKey: admin ? "adminLogs" : "activityLogs", intervalMs, cursorFile, base, token };
+  return { admin, project, environment, url, query, intervalMs, cursorFile, base, token };
 }
 
 const PREFIX = "runhook logs tail";
@@ -281,8 +292,8 @@ async function follow(plan: TailPlan, stopWatch: StopWatch): Promise<void> {
 /** Prints a page, saves its cursor, and waits as the page says; false when stdout broke. */
 async function takePage(plan: TailPlan, a: Answer, at: TailPosition, stopWatch: StopWatch): Promise<boolean> {
   const stop = stopWatch.stop;
-  const body = a.json as { hasMore?: boolean; nextCursor?: string } & Record<string, unknown>;
-  const items = body?.[plan.itemsKey];
+  const body = a.json as { hasMore?: boolean; nextCursor?: string; data?: unknown };
+  const items = body?.data;
   if (!Array.isArray(items)) throw new CliError(`unexpected answer: ${a.text.slice(0, 200)}`, EXIT.ERROR);
   if (items.length > 0) {
     if (!process.stdout.write(`${items.map((e) => terminalSafe(JSON.stringify(e))).join("\n")}\n`))
