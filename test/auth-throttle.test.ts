@@ -50,7 +50,11 @@ describe("guessing tokens over /v1 and the webhook (default limit, behind a trus
     }
     expect(statuses.slice(0, 100).every((s) => s === 401)).toBe(true);
     expect(statuses.slice(100).every((s) => s === 429)).toBe(true);
-    expect(last!.body).toEqual({ code: "resource_exhausted", error: expect.stringContaining("failed authentications") });
+    expect(last!.body).toEqual({
+      code: "resource_exhausted",
+      message: expect.stringContaining("failed authentications"),
+      error: (last!.body as { message: string }).message,
+    });
     expect(Number(last!.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     expect(last!.headers.get("x-ratelimit-limit")).toBe("100");
     expect(last!.headers.get("x-ratelimit-remaining")).toBe("0");

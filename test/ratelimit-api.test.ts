@@ -72,7 +72,11 @@ describe("rate limit across two processes", () => {
     expect(statuses.filter((s) => s === 200)).toHaveLength(5);
     expect(statuses.filter((s) => s === 429)).toHaveLength(7);
     expect(statuses.slice(0, 5).every((s) => s === 200)).toBe(true);
-    expect(throttled!.body).toEqual({ code: "resource_exhausted", error: expect.stringContaining("rate limit") });
+    expect(throttled!.body).toEqual({
+      code: "resource_exhausted",
+      message: expect.stringContaining("rate limit"),
+      error: (throttled!.body as { message: string }).message,
+    });
     const retryAfter = Number(throttled!.headers.get("retry-after"));
     expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(retryAfter).toBeLessThanOrEqual(60);
