@@ -407,6 +407,14 @@ describe("notes list", () => {
     expect(await listAll({ "createdAt.gt": n[4].createdAt, "createdAt.lt": n[1].createdAt })).toEqual([]);
   });
 
+  it("takes any date-time the document allows: a bound beyond the years runhook compares selects as far as it can", async () => {
+    expect(await listAll({ "createdAt.gte": "0001-01-01T00:00" })).toEqual(newestFirst(0, 1, 2, 3, 4, 5));
+    expect(await listAll({ "createdAt.lt": "9999-12-31T23:59:59.999999Z" })).toEqual(newestFirst(0, 1, 2, 3, 4, 5));
+    expect(await listAll({ "archivedAt.lt": "2999-01-01T00:00" })).toEqual(newestFirst(1, 2));
+    expect(await listAll({ "createdAt.gt": "9999-12-31T23:59" })).toEqual([]);
+    expect(await listAll({ "updatedAt.lte": "0001-01-01T00:00:00+01:00" })).toEqual([]);
+  });
+
   it("filters by updatedAt.*", async () => {
     // n[0] was replied to after every note was written; n[1] and n[2] changed when archived.
     expect(await listAll({ "updatedAt.gt": n[5].createdAt })).toEqual(newestFirst(0));
