@@ -359,15 +359,36 @@ describe("AdminService: admin logs", () => {
     const hook = await postHook(local(on.webhook!.url, server.deps.config.publicBaseUrl, server.baseUrl), tok.plaintext, { record_id: "1" });
     expect(hook.status).toBe(202);
     await o.user.client.revokeApplicationToken({ tokenId: tok.token!.id });
+    // /v1 names users by their number; the user's own entries are the two about its token.
+    const userNumber = (await db().users.findOne({ _id: o.user.user.id }))!.number!;
+    const user = { object: "user", id: userNumber, username: "user", email: o.user.user.email };
     for (const project of [o.project, p2]) {
       const api = (await o.admin.client.createApiToken({ projectId: project.id })).plaintext;
-      const res = await fetch(`${server.baseUrl}/v1/project/${project.name}/admin-logs?userId=${o.user.user.id}`, {
+      const res = await fetch(`${server.baseUrl}/v1/project/${project.name}/admin-logs?userId=${userNumber}`, {
         headers: { authorization: `Bearer ${api}` },
       });
       expect(res.status).toBe(200);
-      const entries = ((await res.json()) as { adminLogs: { action: string; target: string; details: Record<string, unknown> }[] }).adminLogs;
-      const about = entries.filter((e) => e.target === `token/${tok.token!.id}`).map((e) => e.action);
-      expect(about, project.name).toEqual(["token.created", "token.revoked"]);
+      const about = await db()
+        .adminLogs.find({ projectId: project.id, target: `token/${tok.token!.id}` })
+        .sort({ seq: -1 })
+        .toArray();
+      expect(
+        about.map((e) => e.action),
+        project.name,
+      ).toEqual(["token.revoked", "token.created"]);
+      const entries = ((await res.json()) as { data: unknown[] }).data;
+      expect(entries, project.name).toEqual(
+        about.map((e) => ({
+          object: "adminLog",
+          id: String(e.seq),
+          type: "update",
+          resource: "user-project",
+          initiator: "administrator",
+          createdAt: expect.stringMatching(/Z$/),
+          user,
+          newValue: { user },
+        })),
+      );
     }
     const run = await fetch(`${server.baseUrl}/v1/runs/${hook.body.runId}`, { headers: { authorization: `Bearer ${o.admin.token}` } });
     expect(((await run.json()) as { tokenId: string }).tokenId).toBe(tok.token!.id);

@@ -230,7 +230,7 @@ describe("runhook logs tail", () => {
       "--environment",
       w.environmentName,
       "--action",
-      "note.created",
+      "createNote",
       "--cursor-file",
       cursorFile,
       "--limit",
@@ -243,7 +243,7 @@ describe("runhook logs tail", () => {
       out
         .split("\n")
         .filter(Boolean)
-        .map((l) => JSON.parse(l) as { id: string; action: string; recordId: string; user: { email: string } });
+        .map((l) => JSON.parse(l) as { object: string; id: string; action: string; recordIds: string[]; user: { email: string } });
 
     const first = start(args, env);
     await until("the 5 entries", () => first.out().split("\n").filter(Boolean).length >= 5, first);
@@ -252,8 +252,9 @@ describe("runhook logs tail", () => {
     const a = await first.exited;
     expect(a.code).toBe(0);
     const got1 = parse(a.stdout);
-    expect(got1.map((e) => e.recordId)).toEqual(["r1", "r2", "r3", "r4", "r5"]);
-    expect(got1.every((e) => e.action === "note.created" && e.user.email === w.admin.email)).toBe(true);
+    // Each line is an item as the /v1 list shows it.
+    expect(got1.map((e) => e.recordIds)).toEqual([["r1"], ["r2"], ["r3"], ["r4"], ["r5"]]);
+    expect(got1.every((e) => e.object === "activityLog" && e.action === "createNote" && e.user.email === w.admin.email)).toBe(true);
     expect(readFileSync(cursorFile, "utf8").trim()).toMatch(/^[A-Za-z0-9_-]+$/);
     expect(existsSync(`${cursorFile}.${first.child.pid}.tmp`)).toBe(false);
 
@@ -266,31 +267,30 @@ describe("runhook logs tail", () => {
     expect(b.code).toBe(0);
     expect(b.stderr).toContain(`from the cursor in ${cursorFile}`);
     const got2 = parse(b.stdout);
-    expect(got2.map((e) => e.recordId)).toEqual(["r6", "r7", "r8"]);
+    expect(got2.map((e) => e.recordIds)).toEqual([["r6"], ["r7"], ["r8"]]);
     const ids = [...got1, ...got2].map((e) => Number(e.id));
     expect(ids).toEqual([...ids].sort((x, y) => x - y));
     expect(new Set(ids).size).toBe(8);
   });
 
   it("--admin tails the project's admin log; a cursor of other filters, a bad token and bad flags stop with the reason", async () => {
-    const admin = start(["logs", "tail", "--project", demo.projectName, "--admin", "--limit", "1000"], { RUNHOOK_TOKEN: demo.apiToken });
+    const admin = start(["logs", "tail", "--project", demo.projectName, "--admin", "--limit", "100"], { RUNHOOK_TOKEN: demo.apiToken });
     await until("admin entries", () => admin.out().includes("\n"), admin);
     admin.child.kill("SIGTERM");
     const out = await admin.exited;
     expect(out.code).toBe(0);
-    const first = JSON.parse(out.stdout.split("\n")[0]!) as { id: string; actor: { email: string }; action: string };
-    expect(first.id).toBe("1");
-    expect(first.actor.email).toBe("admin@demo.example");
+    const first = JSON.parse(out.stdout.split("\n")[0]!) as { object: string; id: string; user: { email: string } };
+    expect(first).toMatchObject({ object: "adminLog", id: "1", user: { email: "admin@demo.example" } });
 
     // The cursor saved for one filter does not fit another: 400 (exit 4), with the way out.
     const cursorFile = join(tmp, "other.cursor");
     const base = ["logs", "tail", "--project", demo.projectName, "--environment", demo.environmentName, "--cursor-file", cursorFile];
     const env = { RUNHOOK_TOKEN: demo.apiToken };
-    const t = start([...base, "--action", "workflow.run.triggered"], env);
+    const t = start([...base, "--action", "triggerWorkflow"], env);
     await until("the cursor file", () => existsSync(cursorFile), t);
     t.child.kill("SIGTERM");
     expect((await t.exited).code).toBe(0);
-    const other = await run([...base, "--action", "note.created"], env);
+    const other = await run([...base, "--action", "createNote"], env);
     expect(other.code).toBe(4);
     expect(other.stderr).toMatch(/400 invalid_argument: .*cursor.*\n.*the cursor saved in .*other\.cursor was issued for another log, other filters/);
 
@@ -305,6 +305,16 @@ describe("runhook logs tail", () => {
     expect(unknown.code).toBe(7);
     const typo = await run(["logs", "tail", "--project", demo.projectName, "--admin", "--record-id", "1"], env);
     expect(typo.code).toBe(2);
+    const adminOnly = await run(["logs", "tail", "--project", demo.projectName, "--environment", demo.environmentName, "--initiator", "administrator"], env);
+    expect(adminOnly.code).toBe(2);
+    expect(adminOnly.stderr).toMatch(/--initiator filters the admin log only/);
+    // The /v1 lists' pages hold at most 100 entries.
+    const tooMany = await run(["logs", "tail", "--project", demo.projectName, "--admin", "--limit", "101"], env);
+    expect(tooMany.code).toBe(2);
+    // A filter value the server refuses stops with its message (an action runhook's own name, not the published one).
+    const refused = await run([...base.slice(0, -2), "--action", "note.created"], env);
+    expect(refused.code).toBe(4);
+    expect(refused.stderr).toMatch(/400 invalid_argument: action must be one of .*\n.*a filter value was refused/);
   });
 });
 

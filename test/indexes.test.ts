@@ -1,7 +1,8 @@
 // Every query runhook makes is served by an index: a workload of the public API (webhook calls
 // and their runs, a conflict, an idempotent repeat, run reads, the run search with each filter,
-// log pages with each filter,
-// notes, a retention sweep, a failed authentication whose count is shared) is run while the
+// the published log lists with each filter (time bounds, teams, user numbers, actions that name
+// several of runhook's), notes by number and with each filter, the numbering of users at start,
+// a retention sweep, a failed authentication whose count is shared) is run while the
 // driver's commands are recorded, and each distinct query among them is explained by the
 // server: the plan must be an index scan, never a collection scan. On the embedded server the
 // suite also runs with scans refused
@@ -18,6 +19,7 @@ import { adminClient, postHook, sleep } from "./helpers/webhook.js";
 import { waitForRun } from "./helpers/runs.js";
 import { createWorld, type World } from "../fixtures/world.js";
 import { bindUnboundSsoApiTokens } from "../src/domain/auth/sso-tokens.js";
+import { numberUnnumberedUsers } from "../src/domain/auth/user-numbers.js";
 
 let server: TestServer;
 let fx: StoreFixtures;
@@ -33,6 +35,12 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop();
 });
+
+/** The /v1 ids (numbers) of the world's user and owner. */
+async function userNumbers(): Promise<{ userNumber: number; ownerNumber: number }> {
+  const numberOf = async (id: string) => (await fx.users.findOne({ _id: id }))!.number!;
+  return { userNumber: await numberOf(w.user._id), ownerNumber: await numberOf(w.owner._id) };
+}
 
 /** The commands that read or select documents, and where their filter and sort are. */
 const QUERIES: Record<string, (c: Record<string, unknown>) => { filter: unknown; sort?: unknown }[]> = {
@@ -116,36 +124,57 @@ it("every query the store made in a workload is an index scan", async () => {
       });
     }
     expect((await user.get(runs + qs({ state: "QUEUED,RUNNING,SUCCEEDED,FAILED,CANCELLED", limit: 1 }))).status).toBe(200);
-    // What every start does: bind the SSO API tokens made before their SSO token was recorded.
+    // What every start does: bind the SSO API tokens made before their SSO token was recorded, and number the users who have no number.
     await bindUnboundSsoApiTokens(server.deps.store.directory);
+    await numberUnnumberedUsers(server.deps.store.directory);
+    const { userNumber, ownerNumber } = await userNumbers();
+    // Time bounds: one on a millisecond, one within a millisecond (the entries with a time of their own).
+    const time = { "createdAt.gte": new Date(Date.now() - 60_000).toISOString(), "createdAt.lt": `${new Date().toISOString().slice(0, -1)}123Z` };
     const logs = `/v1/project/${w.projectName}/environment/${w.environmentName}/activity-logs`;
     for (const params of [
       {},
-      { order: "desc", limit: 2 },
-      { action: "record.updated" },
-      { collection: w.collection, recordId: "r1" },
-      { userId: w.user._id },
+      { order: "asc", limit: 2 },
+      { action: "update" },
+      // Two runhook actions (a failed and a cancelled run): one query each, merged.
+      { action: "abortWorkflow" },
+      { type: "write", action: "createNote", teamName: "ops" },
+      { teamName: "ops" },
+      { teamName: "(no team)" },
+      { collectionName: w.collection, recordId: "r1" },
+      { userId: userNumber },
       { userEmail: "nobody@example.test" },
-      { from: new Date(Date.now() - 60_000).toISOString(), to: new Date().toISOString() },
+      time,
+      { ...time, order: "asc" },
     ]) {
       const page = await api.get(logs + qs(params));
       expect(page.status, JSON.stringify(page.body)).toBe(200);
       if (page.body.nextCursor) expect((await api.get(logs + qs({ ...params, cursor: page.body.nextCursor }))).status).toBe(200);
     }
     const admin = `/v1/project/${w.projectName}/admin-logs`;
-    for (const params of [{}, { action: "workflow.created" }, { userId: w.owner._id }, { userEmail: w.owner.email }]) {
-      expect((await api.get(admin + qs(params))).status).toBe(200);
+    // type=update names more runhook actions than a selection queries one by one: one `$in`.
+    for (const params of [
+      {},
+      { type: "update" },
+      { resource: "team" },
+      { initiator: "forestAdmin" },
+      { userId: ownerNumber },
+      { userEmail: w.owner.email },
+      time,
+    ]) {
+      const page = await api.get(admin + qs(params));
+      expect(page.status, JSON.stringify(page.body)).toBe(200);
     }
     // The organization's own admin log (entries without a project), with an organization API token.
     const orgToken = (await adminClient(server.baseUrl, w.ownerToken).createOrganizationApiToken({ name: "indexes" })).plaintext;
     const orgApi = apiClient(server.baseUrl, orgToken);
     for (const params of [
       {},
-      { order: "desc", limit: 1 },
-      { action: "user.created" },
-      { userId: w.owner._id },
+      { order: "asc", limit: 1 },
+      { resource: "user-project", type: "add" },
+      { type: "update" },
+      { userId: ownerNumber },
       { userEmail: w.owner.email },
-      { from: new Date(Date.now() - 60_000).toISOString(), to: new Date().toISOString() },
+      time,
     ]) {
       const page = await orgApi.get(`/v1/organization/admin-logs${qs(params)}`);
       expect(page.status, JSON.stringify(page.body)).toBe(200);
@@ -157,10 +186,27 @@ it("every query the store made in a workload is an index scan", async () => {
     expect(exported.status).toBe(200);
     expect((await exported.text()).trim().split("\n").length).toBeGreaterThan(1);
     const notes = `/v1/project/${w.projectName}/environment/${w.environmentName}/notes`;
-    const note = await api.post(notes, { collection: w.collection, recordId: "r1", content: "<p>hi</p>" });
+    const note = await api.post(notes, { collectionName: w.collection, recordId: "r1", content: "<p>hi</p>" });
     expect(note.status).toBe(201);
-    for (const params of [{}, { collection: w.collection, recordId: "r1" }, { archived: "false" }])
-      expect((await api.get(notes + qs(params))).status).toBe(200);
+    const notesTime = (field: string) => ({ [`${field}.gte`]: time["createdAt.gte"], [`${field}.lt`]: time["createdAt.lt"] });
+    for (const params of [
+      {},
+      { order: "asc" },
+      { collectionName: w.collection, recordId: "r1" },
+      { userId: ownerNumber },
+      { userEmail: w.owner.email },
+      { teamName: "ops" },
+      { teamName: "(no team)" },
+      notesTime("createdAt"),
+      notesTime("updatedAt"),
+      notesTime("archivedAt"),
+    ]) {
+      const page = await api.get(notes + qs({ ...params, limit: 1 }));
+      expect(page.status, JSON.stringify(page.body)).toBe(200);
+      if (page.body.nextCursor) expect((await api.get(notes + qs({ ...params, limit: 1, cursor: page.body.nextCursor }))).status).toBe(200);
+    }
+    // A note by its number (the /v1 id): read, replied to, archived, deleted.
+    expect((await api.get(`${notes}/${note.body.id}`)).status).toBe(200);
     expect((await api.post(`${notes}/${note.body.id}/messages`, { content: "<p>again</p>" })).status).toBe(201);
     expect((await api.patch(`${notes}/${note.body.id}`, { archived: true })).status).toBe(200);
     expect((await api.del(`${notes}/${note.body.id}`)).status).toBe(204);
@@ -237,6 +283,32 @@ it("every query the store made in a workload is an index scan", async () => {
   }
   // The workload reached the queries that matter: claims, log pages, notes, the sweep, the records.
   const keys = [...explained.keys()];
+  // …and the /v1 lists' own: time bounds (on a millisecond, within one), teams, user numbers, notes by number, action alternatives.
+  for (const [prefix, part] of [
+    ["find activity_logs", '{"environmentId":1,"timestamp":{"$gte":1},'],
+    ["find activity_logs", '{"environmentId":1,"timestamp":1,"micros":{"$gte":1},'],
+    ['find admin_logs {"projectId":1,"timestamp"', ""],
+    ['find admin_logs {"organizationId":1,"projectId":1,"timestamp"', ""],
+    ["find activity_logs", '"rendering":1,'],
+    ["find activity_logs", '"action":1,"rendering":1,'],
+    ["find activity_logs", '"action":1,"seq"'],
+    ["find admin_logs", '"action":{"$in":[1'],
+    ["find users", '{"organizationId":1,"number":1}'],
+    ["find users", ' {"number":1} '],
+    ["find notes", '{"seq":1,"projectId":1,"environmentId":1}'],
+    ["findAndModify notes", '{"seq":1,"projectId":1,"environmentId":1'],
+    ["find notes", '"user.id":1'],
+    ["find notes", '"user.email":1'],
+    ["find notes", '"renderingId":{"$in":[1]}'],
+    ["find notes", '"createdAt":{"$gte":1,"$lt":1}'],
+    ["find notes", '"updatedAt":{"$gte":1,"$lt":1}'],
+    ["find notes", '"archivedAt":{"$gte":1,"$lt":1}'],
+  ]) {
+    expect(
+      keys.some((k) => k.startsWith(prefix!) && k.includes(part!)),
+      `no ${prefix} …${part} in ${keys.join("\n")}`,
+    ).toBe(true);
+  }
   for (const expected of [
     "findAndModify runs",
     "find activity_logs",

@@ -89,7 +89,11 @@ describe("project routes", () => {
     const token = (await adminClient(server.baseUrl, w.ownerToken).createOrganizationApiToken({ name: "scope" })).plaintext;
     const api = apiClient(server.gateway, token);
     const env = `/v1/project/${w.projectName}/environment/${w.environmentName}`;
-    for (const path of [`/v1/project/${w.projectName}/admin-logs`, `${env}/activity-logs`, `${env}/notes`, `${env}/notes/${uuid()}`, `/v1/runs/${uuid()}`]) {
+    // A note that exists (by its /v1 id, its number), and one that does not.
+    const note = await apiClient(server.gateway, w.apiToken).post(`${env}/notes`, { collection: w.collection, recordId: "r1", content: "x" });
+    expect(note.status).toBe(201);
+    const notePaths = [`${env}/notes/${note.body.id}`, `${env}/notes/${note.body.id + 1_000_000}`];
+    for (const path of [`/v1/project/${w.projectName}/admin-logs`, `${env}/activity-logs`, `${env}/notes`, ...notePaths, `/v1/runs/${uuid()}`]) {
       const r = await api.get(path);
       expect({ status: r.status, code: r.body.code }, path).toEqual({ status: 403, code: "permission_denied" });
     }

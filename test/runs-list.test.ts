@@ -229,6 +229,7 @@ describe("paging", () => {
     expect(res.status).toBe(400);
     // A cursor of another list (notes) is not a run cursor.
     const notes = await api.get(`/v1/project/${w.projectName}/environment/${w.environmentName}/notes?order=asc`);
+    expect(notes.body.nextCursor).toBeTypeOf("string");
     expect((await api.get(path() + qs({ cursor: notes.body.nextCursor }))).status).toBe(400);
   });
 });

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { errorBody } from "../src/rpc/errors.js";
 import { RunService } from "../gen/runhook/v1/run_pb.js";
 import { loadConfig } from "../src/config.js";
 import { apiClient } from "./helpers/api.js";
@@ -42,7 +43,7 @@ describe("a demoted or removed admin's API token", () => {
       for (const path of [`/v1/runs/${run._id}`, `/v1/runs/${run._id}?wait=1s`]) {
         const r = await api.get(path);
         expect(r.status, path).toBe(403);
-        expect(r.body).toEqual({ code: "permission_denied", error: "the token's creator is no longer an admin of the project" });
+        expect(r.body).toEqual(errorBody("permission_denied", "the token's creator is no longer an admin of the project"));
       }
       const err = await (async () => {
         for await (const _ of watch()) return undefined;
@@ -114,15 +115,17 @@ describe("the CLI shows what tenants wrote with terminal controls escaped", () =
     const out = await cli(
       ["logs", "tail", "--project", w.projectName, "--environment", w.environmentName, "--interval", "0.2"],
       { RUNHOOK_TOKEN: w.apiToken },
-      (o) => o.includes("workflow.run.failed"),
+      // The failed run's entry, as the /v1 list shows it.
+      (o) => o.includes('"abortWorkflow"'),
     );
     // biome-ignore lint/suspicious/noControlCharactersInRegex: the test is that no control character reaches the terminal
     expect(out).not.toMatch(/[\x1b\x07\u009b\u202e]/);
     const failed = out
       .split("\n")
-      .filter((l) => l.includes("workflow.run.failed"))
-      .map((l) => JSON.parse(l) as { recordId: string });
-    expect(failed[0]!.recordId).toBe(evil);
+      .filter((l) => l.includes('"abortWorkflow"'))
+      .map((l) => JSON.parse(l) as { recordIds: string[]; label: string });
+    expect(failed[0]!.label).toMatch(/failed$/);
+    expect(failed[0]!.recordIds).toEqual([evil]);
   });
 });
 

@@ -95,7 +95,8 @@ describe("API tokens of a project that comes to require SSO", () => {
     expect(await answers(w, legacy, runId)).toEqual(DENIED);
     expect(await answers(w, fromSso.plaintext, runId)).toEqual(OK);
     const refused = await apiClient(server.baseUrl, w.apiToken).get(`/v1/project/${w.projectName}/admin-logs`);
-    expect(refused.body).toEqual({ code: "permission_denied", error: expect.stringContaining("was not generated in an SSO session") });
+    const why = expect.stringContaining("was not generated in an SSO session");
+    expect(refused.body).toEqual({ code: "permission_denied", message: why, error: why });
 
     // Not requiring SSO any more, the project takes them again.
     await adminSso.updateProject({ projectId: w.projectId, requiresSso: false });

@@ -23,7 +23,8 @@ let db: StoreFixtures;
 /** The caller's project, and the other project it must never reach. */
 let a: World;
 let b: World;
-let bNoteId: string;
+/** B's note, by its /v1 id (its number: unique across every project). */
+let bNoteId: number;
 let bRunId: string;
 
 const envPath = (w: World, env = w.environmentName) => `/v1/project/${w.projectName}/environment/${env}`;
@@ -87,28 +88,49 @@ describe("logs of another project", () => {
 
   it("the token's own lists never contain another project's entries, whatever the filters or cursor", async () => {
     const api = apiClient(server.gateway, a.apiToken);
-    for (const q of [
-      `runId=${bRunId}`,
-      `recordId=r1&collection=${b.collection}`,
-      `userId=${b.admin._id}`,
-      `action=note.created&userEmail=${encodeURIComponent(b.admin.email)}`,
-    ]) {
+    // /v1 items name users by email and per-organization number, runs by id: B's show its users' emails or its run.
+    const ofB = new RegExp([b.owner.email, b.admin.email, b.user.email, bRunId, "B only", "secret of B"].map((x) => x.replace(/[.+]/g, "\\$&")).join("|"));
+    const aEmails = [a.owner.email, a.admin.email, a.user.email];
+    const onlyA = (items: { user?: { email: string } }[], what: string) => {
+      expect(JSON.stringify(items), what).not.toMatch(ofB);
+      for (const item of items) if (item.user) expect(aEmails, what).toContain(item.user.email);
+    };
+    // B's user numbers are resolved in A's organization (they may name A's users, never B's).
+    const bAdminNumber = (await db.users.findOne({ _id: b.admin._id }))!.number!;
+    for (const [q, empty] of [
+      [`runId=${bRunId}`, true],
+      [`userEmail=${encodeURIComponent(b.admin.email)}`, true],
+      [`action=createNote&userEmail=${encodeURIComponent(b.admin.email)}`, true],
+      [`recordId=r1&collectionName=${b.collection}`, false],
+      [`userId=${bAdminNumber}`, false],
+      [`teamName=${encodeURIComponent("(no team)")}&limit=100`, false],
+      ["order=asc&limit=100", false],
+    ] as const) {
       const r = await api.get(`${envPath(a)}/activity-logs?${q}`);
       expect(r.status, q).toBe(200);
-      expect(JSON.stringify(r.body), q).not.toContain(b.admin._id);
+      onlyA(r.body.data, q);
+      if (empty) expect(r.body.data, q).toEqual([]);
     }
-    const all = await api.get(`${envPath(a)}/activity-logs?limit=1000`);
-    expect(all.body.activityLogs.length).toBeGreaterThan(0);
-    expect(JSON.stringify(all.body)).not.toMatch(new RegExp(`${bNoteId}|${bRunId}|${b.admin._id}`));
-    const admin = await api.get(`/v1/project/${a.projectName}/admin-logs?limit=1000&userId=${b.admin._id}`);
-    expect(admin.body.adminLogs).toEqual([]);
+    const all = await api.get(`${envPath(a)}/activity-logs?limit=100`);
+    expect(all.body.data.length).toBeGreaterThan(0);
+    onlyA(all.body.data, "all");
+    const admin = await api.get(`/v1/project/${a.projectName}/admin-logs?limit=100&userEmail=${encodeURIComponent(b.admin.email)}`);
+    expect(admin.status).toBe(200);
+    expect(admin.body.data).toEqual([]);
+    const adminByNumber = await api.get(`/v1/project/${a.projectName}/admin-logs?limit=100&userId=${bAdminNumber}`);
+    expect(adminByNumber.status).toBe(200);
+    onlyA(adminByNumber.body.data, "admin-logs by number");
+    onlyA((await api.get(`/v1/project/${a.projectName}/admin-logs?limit=100`)).body.data, "admin-logs");
     const exported = await (
       await fetch(`${server.baseUrl}${envPath(a)}/activity-logs`, { headers: { ...auth(a.apiToken), accept: "application/x-ndjson" } })
     ).text();
-    expect(exported).not.toMatch(new RegExp(`${bNoteId}|${b.admin._id}`));
-    // A cursor issued to B is bound to B's environment: 400, never B's entries.
-    const bPage = await apiClient(server.gateway, b.apiToken).get(`${envPath(b)}/activity-logs?limit=1`);
-    const withB = await api.get(`${envPath(a)}/activity-logs?limit=1&cursor=${bPage.body.nextCursor}`);
+    expect(exported.length).toBeGreaterThan(0);
+    expect(exported).not.toMatch(ofB);
+    // A cursor issued to B is bound to B's environment: 400, never B's entries (B's own path takes it).
+    const bPage = await apiClient(server.gateway, b.apiToken).get(`${envPath(b)}/activity-logs?limit=1&order=asc`);
+    expect(bPage.body.nextCursor).toBeTypeOf("string");
+    expect((await apiClient(server.gateway, b.apiToken).get(`${envPath(b)}/activity-logs?limit=1&order=asc&cursor=${bPage.body.nextCursor}`)).status).toBe(200);
+    const withB = await api.get(`${envPath(a)}/activity-logs?limit=1&order=asc&cursor=${bPage.body.nextCursor}`);
     expect(withB.status).toBe(400);
     expect(withB.body).toMatchObject({ code: "invalid_argument" });
   });
@@ -116,7 +138,8 @@ describe("logs of another project", () => {
 
 describe("notes of another project", () => {
   it("are 404 under the token's project and 403 under theirs — exactly as a note that does not exist — and never change", async () => {
-    const unknown = randomUUID();
+    // Note ids are numbers, unique across projects: one no note has.
+    const unknown = bNoteId + 1_000_000;
     const ops: [string, string, unknown?][] = [
       ["GET", ""],
       ["PATCH", "", { title: "taken", archived: true }],
@@ -131,9 +154,21 @@ describe("notes of another project", () => {
       expect(theirs.status, `${method} ${suffix}`).toBe(403);
       expect(await answer(method, `${envPath(b)}/notes/${unknown}${suffix}`, a.apiToken, body)).toEqual(theirs);
     }
-    const listed = await apiClient(server.gateway, a.apiToken).get(`${envPath(a)}/notes?recordId=r1&collection=${b.collection}`);
-    expect(JSON.stringify(listed.body)).not.toContain(bNoteId);
-    const note = await db.notes.findOne({ _id: bNoteId });
+    // B's note's UUID (the id gRPC gives it) is no /v1 id: 404 under A's path too.
+    const bNote = await db.notes.findOne({ seq: bNoteId });
+    expect(await answer("GET", `${envPath(a)}/notes/${bNote!._id}`, a.apiToken)).toEqual({ status: 404, body: errorBody("not_found", "unknown note") });
+    for (const q of [`recordId=r1&collectionName=${b.collection}`, `userEmail=${encodeURIComponent(b.admin.email)}`, "order=asc&limit=100"]) {
+      const listed = await apiClient(server.gateway, a.apiToken).get(`${envPath(a)}/notes?${q}`);
+      expect(listed.status, q).toBe(200);
+      expect(
+        listed.body.data.map((n: { id: number }) => n.id),
+        q,
+      ).not.toContain(bNoteId);
+      expect(JSON.stringify(listed.body.data), q).not.toMatch(/secret of B|B only/);
+      expect(JSON.stringify(listed.body.data), q).not.toContain(b.admin.email);
+    }
+    expect((await apiClient(server.gateway, a.apiToken).get(`${envPath(a)}/notes?userEmail=${encodeURIComponent(b.admin.email)}`)).body.data).toEqual([]);
+    const note = await db.notes.findOne({ seq: bNoteId });
     expect(note).toMatchObject({ title: "B only", archivedAt: null });
     expect(note!.messages).toHaveLength(1);
     expect((await apiClient(server.gateway, b.apiToken).get(`${envPath(b)}/notes/${bNoteId}`)).status).toBe(200);

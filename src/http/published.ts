@@ -172,6 +172,19 @@ function plusOne(t: Timestamp): Timestamp {
   return t.nanos === 999_999_999 ? { ...t, seconds: t.seconds + 1n, nanos: 0 } : { ...t, nanos: t.nanos + 1 };
 }
 
+/**
+ * The furthest time from 1970, either way, that runhook compares (to the microsecond, in a safe
+ * integer: the years 1684 to 2255). A bound past it is moved onto it, which selects the same
+ * entries and notes (none is that far); unmoved, it would be refused as no valid time.
+ */
+const FURTHEST_SECONDS = BigInt(Math.floor(Number.MAX_SAFE_INTEGER / 1_000_000) - 1);
+
+function withinReach(t: Timestamp): Timestamp {
+  if (t.seconds > FURTHEST_SECONDS) return { ...t, seconds: FURTHEST_SECONDS, nanos: 0 };
+  if (t.seconds < -FURTHEST_SECONDS) return { ...t, seconds: -FURTHEST_SECONDS, nanos: 0 };
+  return t;
+}
+
 const later = (a: Timestamp, b: Timestamp) => a.seconds > b.seconds || (a.seconds === b.seconds && a.nanos > b.nanos);
 
 /**
@@ -181,7 +194,7 @@ const later = (a: Timestamp, b: Timestamp) => a.seconds > b.seconds || (a.second
 export function timeRange(query: QueryReader, field: string): { from?: Timestamp; to?: Timestamp } {
   const read = (op: string) => {
     const v = query(`${field}.${op}`);
-    return v === undefined || v === "" ? undefined : parseDateTime(v, `${field}.${op}`);
+    return v === undefined || v === "" ? undefined : withinReach(parseDateTime(v, `${field}.${op}`));
   };
   const [eq, lt, lte, gt, gte] = ["eq", "lt", "lte", "gt", "gte"].map(read);
   const froms = [gte, gt && plusOne(gt), eq].filter((t): t is Timestamp => t !== undefined);
