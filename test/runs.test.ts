@@ -89,7 +89,13 @@ describe("executors", () => {
 
     const noteId = run.steps[2]!.output!.noteId as string;
     const note = await db.notes.findOne({ _id: noteId });
-    expect(note).toMatchObject({ recordId: "r1", collection: w.collection, title: "By workflow", user: { id: w.user._id, email: w.user.email } });
+    expect(note).toMatchObject({
+      recordId: "r1",
+      collection: w.collection,
+      title: "By workflow",
+      user: { id: w.user._id, email: w.user.email },
+      renderingId: w.renderingId,
+    });
     expect(note!.messages[0]!.content).toContain("checked");
     expect(note!.messages[0]!.content).not.toContain("script");
 
@@ -105,10 +111,12 @@ describe("executors", () => {
         environment: w.environmentName,
         rendering: w.renderingId,
         environmentId: w.environmentId,
+        workflowId: w.workflowId,
       });
     }
-    expect(entries[0]!.details).toEqual({ fields: { status: "done", stage: 2 } });
-    expect(entries[1]!.details).toEqual({ noteId });
+    // The steps that wrote them, counted from 1 (the first step loads the record).
+    expect(entries[0]!.details).toEqual({ fields: { status: "done", stage: 2 }, step: 2 });
+    expect(entries[1]!.details).toEqual({ noteId, step: 3 });
 
     // The (workflow, record) slot is free: another ongoing run on the same record can be stored.
     const again = await queueRun(server.deps.store, w, "r1");
