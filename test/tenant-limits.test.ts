@@ -16,6 +16,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RunService } from "../gen/runhook/v1/run_pb.js";
 import { createWorld } from "../fixtures/world.js";
+import { errorBody } from "../src/rpc/errors.js";
 
 let server: TestServer;
 beforeAll(async () => {
@@ -101,7 +102,7 @@ it("refuses a trigger with 429 once its project has its quota of ongoing runs, o
     expect([refused.status, refused.headers.get("retry-after"), refused.body]).toEqual([
       429,
       "5",
-      { code: "resource_exhausted", error: "the project has 3 ongoing runs, its limit: retry once some have finished" },
+      errorBody("resource_exhausted", "the project has 3 ongoing runs, its limit: retry once some have finished"),
     ]);
     // Over native gRPC too: the same check.
     const grpcRefused = await grpcTrigger(quota.grpcAddr, `${quota.deps.config.publicBaseUrl}${w.hookPath}`, "r5", w.userToken);
