@@ -401,6 +401,10 @@ describe("activity logs", () => {
     ["from=2025-03-01T00:00:00Z", "from"],
     ["to=2025-03-01T00:00:00Z", "to"],
     ["collection=orders", "collection"],
+    // The document's schemas allow no empty value.
+    ["teamName=", "teamName must not be empty"],
+    ["recordId=&runId=", "recordId must not be empty"],
+    ["createdAt.lt=", "createdAt.lt must not be empty"],
   ])("rejects %s with a 400 naming the parameter", async (query, name) => {
     const r = await apiClient(server.gateway, w.apiToken).get(`${base()}?${query}`);
     expect(r.status).toBe(400);

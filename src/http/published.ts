@@ -208,6 +208,15 @@ export function timeRange(query: QueryReader, field: string): { from?: Timestamp
 export const TIME_OPS = ["eq", "lt", "lte", "gt", "gte"] as const;
 export const timeParams = (field: string) => TIME_OPS.map((op) => `${field}.${op}`);
 
+/**
+ * Refuses a document parameter given empty: the document's schemas allow no empty value (a
+ * minimum length, a format, an enum or a number), so `teamName=` is a 400 naming it rather than
+ * a filter silently left out. runhook's own (`cursor`, `order`, `runId`) may be empty.
+ */
+export function refuseEmpty(query: QueryReader, names: readonly string[]): void {
+  for (const name of names) if (query(name) === "") throw fail.invalid(`${name} must not be empty`);
+}
+
 /** `limit`, 1 to 100, 10 by default. */
 export const PUBLISHED_MAX_LIMIT = 100;
 export const PUBLISHED_DEFAULT_LIMIT = 10;

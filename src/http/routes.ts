@@ -27,6 +27,7 @@ import {
   noteMessageItem,
   parametersOf,
   publishedOptions,
+  refuseEmpty,
   timeParams,
 } from "./published.js";
 import { BEARER, errorAnswer, errorResponses, json, jsonBody, pathParam, ref, requestBody, type Schema, type SchemaBuilder } from "./openapi-schemas.js";
@@ -221,7 +222,10 @@ function logList<I extends DescMessage, O extends DescMessage, E extends DescMes
 ): ApiRoute {
   return route(at, rpc, {
     query: [...publishedParams(spec.params), CURSOR, ORDER, ...(spec.additions ?? [])],
-    request: spec.request,
+    request: (input) => {
+      refuseEmpty(input.query, spec.params);
+      return spec.request(input);
+    },
     published: (out, input) => {
       const { page, data } = spec.items(out);
       return envelope(page, data, input, spec.params);
@@ -303,7 +307,10 @@ const CREATE_NOTE_BODY: Schema = {
 const NOTE_ROUTES = [
   route(`GET ${ENV}/notes`, NoteService.method.listNotes, {
     query: [...publishedParams(NOTE_PARAMS), CURSOR, ORDER],
-    request: ({ params, query }) => ({ scope: scopeOf(params), options: publishedOptions(query), filter: noteFilter(query) }),
+    request: ({ params, query }) => {
+      refuseEmpty(query, NOTE_PARAMS);
+      return { scope: scopeOf(params), options: publishedOptions(query), filter: noteFilter(query) };
+    },
     published: (out, input) =>
       envelope(
         out,

@@ -2,7 +2,7 @@
 // check, step 6 of the check order), thousands of generated bodies — random bytes, huge
 // numbers, unicode (lone surrogates, RTL, emoji), NUL bytes, deep nesting, duplicate keys,
 // long record ids, record_id of every JSON type. Every answer must be 202 {runId} or a 4xx
-// {error, code} (+ runId on 409), agree with a model of the body rules, and the server must
+// {code, message, error} (+ runId on 409), agree with a model of the body rules, and the server must
 // still serve afterwards.
 //
 // The generator is a seeded PRNG: a failure names its seed and case, and
@@ -258,7 +258,7 @@ async function send(c: Case): Promise<Outcome> {
   }
 }
 
-/** The answer's shape, whatever the body: 202 {runId} or 4xx {error, code} (+ runId on 409). */
+/** The answer's shape, whatever the body: 202 {runId} or 4xx {code, message, error} (+ runId on 409). */
 function expectShape(o: Outcome, where: string) {
   if (o.status === 202) {
     expect(o.body, where).toEqual({ runId: expect.stringMatching(UUID_RE) });
@@ -268,8 +268,8 @@ function expectShape(o: Outcome, where: string) {
   expect(typeof o.body === "object" && o.body !== null, `${where}: ${String(o.body)}`).toBe(true);
   const b = o.body as Record<string, unknown>;
   const keys = Object.keys(b).sort();
-  expect(keys, where).toEqual(o.status === 409 ? ["code", "error", "runId"] : ["code", "error"]);
-  expect(typeof b.error === "string" && b.error.length > 0, where).toBe(true);
+  expect(keys, where).toEqual(o.status === 409 ? ["code", "error", "message", "runId"] : ["code", "error", "message"]);
+  expect(typeof b.message === "string" && b.message.length > 0 && b.error === b.message, where).toBe(true);
   expect(b.code, where).toBe(o.status === 409 ? "already_exists" : o.status === 413 ? "resource_exhausted" : "invalid_argument");
 }
 
@@ -351,7 +351,7 @@ describe("webhook body fuzzer", () => {
     }
   });
 
-  it(`answers ${CASES} random bodies (seed ${SEED}) with 202 or a 4xx {error, code}, as the model says, and keeps serving`, {
+  it(`answers ${CASES} random bodies (seed ${SEED}) with 202 or a 4xx {code, message, error}, as the model says, and keeps serving`, {
     timeout: DEADLINE_MS + 60_000,
   }, async () => {
     const r = prng(SEED);
