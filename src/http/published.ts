@@ -273,21 +273,24 @@ function teamFilter(query: QueryReader): { team: string; withoutTeam: boolean } 
   return name === NO_TEAM ? { team: "", withoutTeam: true } : { team: name, withoutTeam: false };
 }
 
-/** The activity-log filter of the document's parameters (and runhook's `runId`). */
-export function activityFilter(query: QueryReader) {
-  const action = oneOf(query, "action", ACTIVITY_ACTIONS);
-  const type = oneOf(query, "type", ["read", "write"] as const);
-  // runhook records changes only: `type=read` selects nothing.
-  const actions = type === "read" ? [""] : action ? actionsWhere(ACTIVITY_MAPPING, (m) => m.action === action) : [];
+/** The filters activity logs and notes share: the user, the team, the record. */
+function userTeamRecord(query: QueryReader) {
   return {
     userEmail: userEmailOf(query),
     userNumber: userNumberOf(query),
     ...teamFilter(query),
     collection: text(query, "collectionName"),
     recordId: text(query, "recordId"),
-    runId: text(query, "runId"),
-    actions,
   };
+}
+
+/** The activity-log filter of the document's parameters (and runhook's `runId`). */
+export function activityFilter(query: QueryReader) {
+  const action = oneOf(query, "action", ACTIVITY_ACTIONS);
+  const type = oneOf(query, "type", ["read", "write"] as const);
+  // runhook records changes only: `type=read` selects nothing.
+  const actions = type === "read" ? [""] : action ? actionsWhere(ACTIVITY_MAPPING, (m) => m.action === action) : [];
+  return { ...userTeamRecord(query), runId: text(query, "runId"), actions };
 }
 
 /** The admin-log filter of the document's parameters. */
@@ -310,11 +313,7 @@ export function noteFilter(query: QueryReader) {
   const updated = timeRange(query, "updatedAt");
   const archived = timeRange(query, "archivedAt");
   return {
-    userEmail: userEmailOf(query),
-    userNumber: userNumberOf(query),
-    ...teamFilter(query),
-    collection: text(query, "collectionName"),
-    recordId: text(query, "recordId"),
+    ...userTeamRecord(query),
     updatedFrom: updated.from,
     updatedTo: updated.to,
     archivedFrom: archived.from,

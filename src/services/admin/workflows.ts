@@ -4,6 +4,7 @@ import type { Role } from "../../domain/auth/roles.js";
 import type * as T from "../../store/types.js";
 import type { Deps } from "../../deps.js";
 import { fail } from "../../domain/errors.js";
+import { sleep } from "../../lib/sleep.js";
 import {
   adminLog,
   caller,
@@ -45,6 +46,9 @@ async function assertRoomFor(deps: Deps, workflow: T.WorkflowDoc, bytes: number)
   }
 }
 
+/** How many times a publish tries for its version number against concurrent ones. */
+const MAX_PUBLISH_ROUNDS = 32;
+
 /**
  * Appends a version numbered after the last, its steps stored first (putSteps); returns the
  * workflow after it and the version, or null when the workflow is gone.
@@ -64,7 +68,10 @@ async function pushVersion(deps: Deps, organizationId: string, workflow: T.Workf
     if (after) return { after, version };
     const again = await dir.workflows.get(workflow._id);
     if (!again) return null;
-    if (attempt > 5) throw fail.precondition("the workflow is being published concurrently; retry");
+    // Each lost round is another publish's win, so all of a burst get through; only a workflow
+    // published without pause past this many rounds is refused.
+    if (attempt + 1 >= MAX_PUBLISH_ROUNDS) throw fail.precondition("the workflow is being published concurrently; retry");
+    await sleep(Math.random() * Math.min(attempt + 1, 10) * 2); // spread the losers' next tries
     current = again;
   }
 }
