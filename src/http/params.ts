@@ -50,16 +50,28 @@ const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?
 export function parseRfc3339(v: string): Date | undefined {
   const m = RFC3339.exec(v);
   if (!m) return undefined;
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const [offH, offM] = [Number(m[9] ?? 0), Number(m[10] ?? 0)];
+  const seconds = utcSeconds(m.slice(1, 7).map(Number) as Civil);
+  if (seconds === undefined || offH > 23 || offM > 59) return undefined;
+  const offsetMinutes = (m[8] === "-" ? -1 : 1) * (offH * 60 + offM);
+  return new Date((seconds - offsetMinutes * 60) * 1000 + Math.floor(Number(`0${m[7] ?? ""}`) * 1000));
+}
+
+/** Year, month, day, hour, minute, second of a civil time in UTC. */
+export type Civil = [number, number, number, number, number, number];
+
+/**
+ * The Unix seconds of a civil time in UTC, every field range-checked (`2025-02-30` or `24:00`
+ * is undefined rather than rolled over as `Date` would), no leap second.
+ */
+export function utcSeconds([year, month, day, hour, minute, second]: Civil): number | undefined {
   const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
   const daysInMonth = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1] ?? 0;
-  const [offH, offM] = [Number(m[9] ?? 0), Number(m[10] ?? 0)];
-  if (day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59 || offH > 23 || offM > 59) return undefined;
+  if (day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return undefined;
   // Date.UTC maps years 0–99 to 1900–1999: set the full year separately.
-  const d = new Date(Date.UTC(2000, month - 1, day, hour, minute, second, Math.floor(Number(`0${m[7] ?? ""}`) * 1000)));
+  const d = new Date(Date.UTC(2000, month - 1, day, hour, minute, second));
   d.setUTCFullYear(year);
-  const offsetMinutes = (m[8] === "-" ? -1 : 1) * (offH * 60 + offM);
-  return new Date(d.getTime() - offsetMinutes * 60_000);
+  return d.getTime() / 1000;
 }
 
 /** RFC 3339 times as the list parameters take them (`from`, `to`), or "" for no bound. */

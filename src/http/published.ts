@@ -10,7 +10,7 @@ import type { Note, NoteMessage } from "../../gen/runhook/v1/note_pb.js";
 import { fail } from "../domain/errors.js";
 import { NO_TEAM } from "../domain/teams.js";
 import { EMAIL } from "../services/admin/common.js";
-import type { QueryReader } from "./params.js";
+import { parseRfc3339, utcSeconds, type Civil, type QueryReader } from "./params.js";
 
 // ---------------------------------------------------------------- actions
 
@@ -145,9 +145,8 @@ export function parseDateTime(v: string, name: string): Timestamp {
   const m = TIME.exec(v);
   const bad = () => fail.invalid(`${name} must be a date-time such as 2024-06-04T09:21:26.159Z, got "${v}"`);
   if (!m) throw bad();
-  const [year, month, day, hour, minute, second] = [m[1], m[2], m[3], m[4], m[5], m[6] ?? "0"].map(Number) as number[];
-  const daysInMonth = [31, isLeap(year!) ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month! - 1] ?? 0;
-  if (month! < 1 || month! > 12 || day! < 1 || day! > daysInMonth || hour! > 23 || minute! > 59 || second! > 59) throw bad();
+  const civil = utcSeconds([m[1], m[2], m[3], m[4], m[5], m[6] ?? "0"].map(Number) as Civil);
+  if (civil === undefined) throw bad();
   let offset = 0;
   const zone = m[8];
   if (zone && zone !== "Z" && zone !== "z") {
@@ -156,15 +155,9 @@ export function parseDateTime(v: string, name: string): Timestamp {
     if (h > 23 || mm > 59) throw bad();
     offset = (zone[0] === "-" ? -1 : 1) * (h * 60 + mm) * 60;
   }
-  const base = new Date(Date.UTC(2000, month! - 1, day!, hour!, minute!, second!));
-  base.setUTCFullYear(year!);
-  const seconds = BigInt(Math.floor(base.getTime() / 1000) - offset);
+  const seconds = BigInt(civil - offset);
   const nanos = Number((m[7] ?? "").slice(0, 9).padEnd(9, "0"));
   return { $typeName: "google.protobuf.Timestamp", seconds, nanos } as Timestamp;
-}
-
-function isLeap(y: number): boolean {
-  return (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0;
 }
 
 /** One nanosecond later. */
@@ -336,15 +329,13 @@ export function parametersOf(path: Record<string, string>, query: QueryReader, n
   return out;
 }
 
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
-
 /**
  * A date-time filter as the envelope echoes it (the document's `format: date-time`): as given
  * when it is RFC 3339, else the instant it names (`2024-06-04T09:21` and the other ISO 8601 forms
  * parseDateTime reads) in RFC 3339, UTC, to the nanosecond given.
  */
 function echoedTime(v: string, name: string): string {
-  if (RFC3339.test(v)) return v;
+  if (parseRfc3339(v)) return v;
   const t = parseDateTime(v, name);
   const nanos = t.nanos % 1000;
   return nanos === 0 ? publishedTime(t) : `${publishedTime(t).slice(0, -1)}${String(nanos).padStart(3, "0")}Z`;
