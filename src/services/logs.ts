@@ -22,6 +22,7 @@ import {
 } from "../../gen/runhook/v1/log_pb.js";
 import { UserRefSchema, type UserRef } from "../../gen/runhook/v1/common_pb.js";
 import { authorization, directoryOf, whileAllowed } from "./context.js";
+import { renderingsOf, userOf } from "./filters.js";
 import type { DirectoryView } from "../store/directory-cache.js";
 import { apiScope, organizationApiScope, type ApiScope } from "../domain/auth/api-scope.js";
 import type { Deps } from "../deps.js";
@@ -171,28 +172,6 @@ function pagingBinding(list: string, scope: string, p: Paging) {
 function actionsOf(f: { action: string; actions: string[] } | undefined): string[] | undefined {
   const all = [...(f?.action ? [f.action] : []), ...(f?.actions ?? [])];
   return all.length > 0 ? [...new Set(all)].sort() : undefined;
-}
-
-/** The user a filter names by id or by number (a number no user of the organization has: NO_ONE). */
-const NO_ONE = "\u0000no-one";
-async function userOf(deps: Deps, organizationId: string, f: { userId: string; userNumber: bigint } | undefined): Promise<string | undefined> {
-  if (!f?.userNumber) return f?.userId || undefined;
-  const n = Number(f.userNumber);
-  const user = Number.isSafeInteger(n) && n > 0 ? await deps.store.directory.users.byNumber(organizationId, n) : null;
-  if (!user || (f.userId && f.userId !== user._id)) return NO_ONE;
-  return user._id;
-}
-
-/** The renderings a team filter names in an environment (a team with none there: no entry). */
-async function renderingsOf(deps: Deps, scope: ApiScope, f: ActivityLogFilter | undefined): Promise<(string | null)[] | undefined> {
-  if (!f?.team && !f?.withoutTeam) return undefined;
-  const out: (string | null)[] = f.withoutTeam ? [null] : [];
-  if (f.team) {
-    const team = await deps.store.directory.teams.byName(scope.project._id, f.team);
-    const rendering = team && (await deps.store.directory.renderings.of(team._id, scope.environment!._id));
-    out.push(rendering ? rendering._id : NO_ONE);
-  }
-  return out;
 }
 
 async function activityQuery(deps: Deps, scope: ApiScope, f: ActivityLogFilter | undefined, p: Paging, list: string): Promise<LogQuery> {

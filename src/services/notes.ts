@@ -26,6 +26,7 @@ import { fail } from "../domain/errors.js";
 import { isUuid } from "../domain/ids.js";
 import { bindingHash, cursorCodec, paging, type CursorCodec, type Paging } from "../domain/logs/cursor.js";
 import { entryNames, type EntryNames } from "./logs.js";
+import { renderingsOf, userOf } from "./filters.js";
 import { addNoteMessage, checkTitle, createNote, updateNote } from "../domain/notes/threads.js";
 
 export async function noteMessage(m: NoteMessageDoc, names: EntryNames): Promise<NoteMessage> {
@@ -126,19 +127,14 @@ async function noteSelection(deps: Deps, scope: NoteCallScope, f: ListNotesReque
   const archivedAt = paging({ limit: 1, cursor: "", order: "", fromTime: f?.archivedFrom, toTime: f?.archivedTo });
   if (archived === false && (archivedAt.from || archivedAt.to))
     throw fail.invalid("archived=false selects notes with no archiving time: a range of archiving times selects none");
-  let userId = f?.userId || undefined;
-  if (f?.userNumber) {
-    const n = Number(f.userNumber);
-    const user = Number.isSafeInteger(n) && n > 0 ? await deps.store.directory.users.byNumber(scope.project.organizationId, n) : null;
-    userId = user && (!userId || userId === user._id) ? user._id : NO_ONE;
-  }
+  const [userId, renderings] = await Promise.all([userOf(deps, scope.project.organizationId, f), renderingsOf(deps, scope, f)]);
   return {
     ...scope.ids,
     collection: f?.collection,
     recordId: f?.recordId,
     userId,
     userEmail: f?.userEmail || undefined,
-    renderings: await teamRenderings(deps, scope, f),
+    renderings,
     archived,
     from: p.from,
     to: p.to,
@@ -148,21 +144,6 @@ async function noteSelection(deps: Deps, scope: NoteCallScope, f: ListNotesReque
     archivedTo: archivedAt.to,
   };
 }
-
-/** The renderings a team filter names (a team with none in the environment: no note). */
-async function teamRenderings(deps: Deps, scope: NoteCallScope, f: ListNotesRequest["filter"]): Promise<(string | null)[] | undefined> {
-  if (!f?.team && !f?.withoutTeam) return undefined;
-  const out: (string | null)[] = f.withoutTeam ? [null] : [];
-  if (f.team) {
-    const team = await deps.store.directory.teams.byName(scope.project._id, f.team);
-    const rendering = team && (await deps.store.directory.renderings.of(team._id, scope.ids.environmentId));
-    out.push(rendering ? rendering._id : NO_ONE);
-  }
-  return out;
-}
-
-/** No user has this id: a filter naming a user number nobody has selects nothing. */
-const NO_ONE = "\u0000no-one";
 
 const iso = (d: Date | undefined) => d?.toISOString();
 
