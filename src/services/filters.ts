@@ -1,0 +1,28 @@
+// What a list filter names, resolved within the caller's scope: a user by id or by number (the
+// public REST API's user ids), a team by name. Shared by the activity log and the notes.
+import type { ApiScope } from "../domain/auth/api-scope.js";
+import type { Deps } from "../deps.js";
+
+/** An id nothing has: what a filter naming no one (an unknown number, a team with no rendering here) selects by. */
+const NO_ONE = "\u0000no-one";
+
+/** The user a filter names by id or by number, in the organization (undefined: any; NO_ONE: none). */
+export async function userOf(deps: Deps, organizationId: string, f: { userId: string; userNumber: bigint } | undefined): Promise<string | undefined> {
+  if (!f?.userNumber) return f?.userId || undefined;
+  const n = Number(f.userNumber);
+  const user = Number.isSafeInteger(n) && n > 0 ? await deps.store.directory.users.byNumber(organizationId, n) : null;
+  if (!user || (f.userId && f.userId !== user._id)) return NO_ONE;
+  return user._id;
+}
+
+/** The renderings a team filter names in the scope's environment, null for none (undefined: any team). */
+export async function renderingsOf(deps: Deps, scope: ApiScope, f: { team: string; withoutTeam: boolean } | undefined): Promise<(string | null)[] | undefined> {
+  if (!f?.team && !f?.withoutTeam) return undefined;
+  const out: (string | null)[] = f.withoutTeam ? [null] : [];
+  if (f.team) {
+    const team = await deps.store.directory.teams.byName(scope.project._id, f.team);
+    const rendering = team && (await deps.store.directory.renderings.of(team._id, scope.environment!._id));
+    out.push(rendering ? rendering._id : NO_ONE);
+  }
+  return out;
+}
