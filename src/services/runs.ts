@@ -175,5 +175,11 @@ export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {
     watchRun: (req, ctx) => watchRun(deps, watcher, req, ctx),
     cancelRun: (req, ctx) => cancelRun(deps, machine, req, ctx),
     listRuns: (req, ctx) => listRuns(deps, codec, req, ctx),
+    startRun: () => Promise.reject(fail.precondition("StartRun is not implemented yet")),
+    retryRun: () => Promise.reject(fail.precondition("RetryRun is not implemented yet")),
+    createRunBatch: () => Promise.reject(fail.precondition("CreateRunBatch is not implemented yet")),
+    getRunBatch: () => Promise.reject(fail.precondition("GetRunBatch is not implemented yet")),
+    cancelRunBatch: () => Promise.reject(fail.precondition("CancelRunBatch is not implemented yet")),
+    listRunBatches: () => Promise.reject(fail.precondition("ListRunBatches is not implemented yet")),
   };
 }

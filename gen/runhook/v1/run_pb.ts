@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file runhook/v1/run.proto.
  */
 export const file_runhook_v1_run: GenFile = /*@__PURE__*/
-  fileDesc("ChRydW5ob29rL3YxL3J1bi5wcm90bxIKcnVuaG9vay52MSLGBAoDUnVuEgoKAmlkGAEgASgJEhMKC3dvcmtmbG93X2lkGAIgASgJEhgKEHdvcmtmbG93X3ZlcnNpb24YAyABKA0SFAoMcmVuZGVyaW5nX2lkGAQgASgJEhIKCnByb2plY3RfaWQYBSABKAkSFgoOZW52aXJvbm1lbnRfaWQYBiABKAkSEgoKY29sbGVjdGlvbhgHIAEoCRIRCglyZWNvcmRfaWQYCCABKAkSIQoEdXNlchgJIAEoCzITLnJ1bmhvb2sudjEuVXNlclJlZhILCgN2aWEYCiABKAkSDQoFc3RhdGUYCyABKAkSJQoFc3RlcHMYDCADKAsyFi5ydW5ob29rLnYxLlN0ZXBSZXN1bHQSDQoFZXJyb3IYDSABKAkSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YEiABKAQSEgoKcmVxdWVzdF9pZBgTIAEoCRIuCgp3YWl0X3VudGlsGBQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCgh0b2tlbl9pZBgVIAEoCSLRAQoKU3RlcFJlc3VsdBINCgVpbmRleBgBIAEoDRIMCgR0eXBlGAIgASgJEg0KBXN0YXRlGAMgASgJEi4KCnN0YXJ0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVlcnJvchgGIAEoCRInCgZvdXRwdXQYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IkwKDUdldFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJEhQKDHdhaXRfc2Vjb25kcxgCIAEoDRIVCg1rbm93bl92ZXJzaW9uGAMgASgEIi4KDkdldFJ1blJlc3BvbnNlEhwKA3J1bhgBIAEoCzIPLnJ1bmhvb2sudjEuUnVuIiEKD1dhdGNoUnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkiMAoQV2F0Y2hSdW5SZXNwb25zZRIcCgNydW4YASABKAsyDy5ydW5ob29rLnYxLlJ1biIiChBDYW5jZWxSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIxChFDYW5jZWxSdW5SZXNwb25zZRIcCgNydW4YASABKAsyDy5ydW5ob29rLnYxLlJ1biLZAQoJUnVuRmlsdGVyEhMKC3dvcmtmbG93X2lkGAEgASgJEhIKCmNvbGxlY3Rpb24YAiABKAkSEQoJcmVjb3JkX2lkGAMgASgJEg4KBnN0YXRlcxgEIAMoCRILCgN2aWEYBSABKAkSDwoHdXNlcl9pZBgGIAEoCRIxCg1maW5pc2hlZF9mcm9tGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF90bxgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAikgEKD0xpc3RSdW5zUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkSGAoQZW52aXJvbm1lbnRfbmFtZRgCIAEoCRIoCgdvcHRpb25zGAMgASgLMhcucnVuaG9vay52MS5MaXN0T3B0aW9ucxIlCgZmaWx0ZXIYBCABKAsyFS5ydW5ob29rLnYxLlJ1bkZpbHRlciJtChBMaXN0UnVuc1Jlc3BvbnNlEh0KBHJ1bnMYASADKAsyDy5ydW5ob29rLnYxLlJ1bhIQCghoYXNfbW9yZRgCIAEoCBIYCgtuZXh0X2N1cnNvchgDIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvcjKvAgoKUnVuU2VydmljZRJBCgZHZXRSdW4SGS5ydW5ob29rLnYxLkdldFJ1blJlcXVlc3QaGi5ydW5ob29rLnYxLkdldFJ1blJlc3BvbnNlIgASSQoIV2F0Y2hSdW4SGy5ydW5ob29rLnYxLldhdGNoUnVuUmVxdWVzdBocLnJ1bmhvb2sudjEuV2F0Y2hSdW5SZXNwb25zZSIAMAESSgoJQ2FuY2VsUnVuEhwucnVuaG9vay52MS5DYW5jZWxSdW5SZXF1ZXN0Gh0ucnVuaG9vay52MS5DYW5jZWxSdW5SZXNwb25zZSIAEkcKCExpc3RSdW5zEhsucnVuaG9vay52MS5MaXN0UnVuc1JlcXVlc3QaHC5ydW5ob29rLnYxLkxpc3RSdW5zUmVzcG9uc2UiAGIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_runhook_v1_common, file_runhook_v1_log]);
+  fileDesc("ChRydW5ob29rL3YxL3J1bi5wcm90bxIKcnVuaG9vay52MSL7BAoDUnVuEgoKAmlkGAEgASgJEhMKC3dvcmtmbG93X2lkGAIgASgJEhgKEHdvcmtmbG93X3ZlcnNpb24YAyABKA0SFAoMcmVuZGVyaW5nX2lkGAQgASgJEhIKCnByb2plY3RfaWQYBSABKAkSFgoOZW52aXJvbm1lbnRfaWQYBiABKAkSEgoKY29sbGVjdGlvbhgHIAEoCRIRCglyZWNvcmRfaWQYCCABKAkSIQoEdXNlchgJIAEoCzITLnJ1bmhvb2sudjEuVXNlclJlZhILCgN2aWEYCiABKAkSDQoFc3RhdGUYCyABKAkSJQoFc3RlcHMYDCADKAsyFi5ydW5ob29rLnYxLlN0ZXBSZXN1bHQSDQoFZXJyb3IYDSABKAkSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YEiABKAQSEgoKcmVxdWVzdF9pZBgTIAEoCRIuCgp3YWl0X3VudGlsGBQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCgh0b2tlbl9pZBgVIAEoCRIQCghyZXRyeV9vZhgWIAEoCRIPCgdyZXRyaWVzGBcgAygJEhAKCGJhdGNoX2lkGBggASgJIukBCgpTdGVwUmVzdWx0Eg0KBWluZGV4GAEgASgNEgwKBHR5cGUYAiABKAkSDQoFc3RhdGUYAyABKAkSLgoKc3RhcnRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWVycm9yGAYgASgJEicKBm91dHB1dBgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoOZG9uZV9pbl9ydW5faWQYCCABKAkiTAoNR2V0UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSFAoMd2FpdF9zZWNvbmRzGAIgASgNEhUKDWtub3duX3ZlcnNpb24YAyABKAQiLgoOR2V0UnVuUmVzcG9uc2USHAoDcnVuGAEgASgLMg8ucnVuaG9vay52MS5SdW4iIQoPV2F0Y2hSdW5SZXF1ZXN0Eg4KBnJ1bl9pZBgBIAEoCSIwChBXYXRjaFJ1blJlc3BvbnNlEhwKA3J1bhgBIAEoCzIPLnJ1bmhvb2sudjEuUnVuIiIKEENhbmNlbFJ1blJlcXVlc3QSDgoGcnVuX2lkGAEgASgJIjEKEUNhbmNlbFJ1blJlc3BvbnNlEhwKA3J1bhgBIAEoCzIPLnJ1bmhvb2sudjEuUnVuItkBCglSdW5GaWx0ZXISEwoLd29ya2Zsb3dfaWQYASABKAkSEgoKY29sbGVjdGlvbhgCIAEoCRIRCglyZWNvcmRfaWQYAyABKAkSDgoGc3RhdGVzGAQgAygJEgsKA3ZpYRgFIAEoCRIPCgd1c2VyX2lkGAYgASgJEjEKDWZpbmlzaGVkX2Zyb20YByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2ZpbmlzaGVkX3RvGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKSAQoPTGlzdFJ1bnNSZXF1ZXN0EhQKDHByb2plY3RfbmFtZRgBIAEoCRIYChBlbnZpcm9ubWVudF9uYW1lGAIgASgJEigKB29wdGlvbnMYAyABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEiUKBmZpbHRlchgEIAEoCzIVLnJ1bmhvb2sudjEuUnVuRmlsdGVyIm0KEExpc3RSdW5zUmVzcG9uc2USHQoEcnVucxgBIAMoCzIPLnJ1bmhvb2sudjEuUnVuEhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIlIKD1N0YXJ0UnVuUmVxdWVzdBITCgt3b3JrZmxvd19pZBgBIAEoCRIRCglyZWNvcmRfaWQYAiABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAMgASgJIjQKEFN0YXJ0UnVuUmVzcG9uc2USDgoGcnVuX2lkGAEgASgJEhAKCHJlcGxheWVkGAIgASgIIlQKD1JldHJ5UnVuUmVxdWVzdBIOCgZydW5faWQYASABKAkSGAoQZnJvbV9mYWlsZWRfc3RlcBgCIAEoCBIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAkiNAoQUmV0cnlSdW5SZXNwb25zZRIOCgZydW5faWQYASABKAkSEAoIcmVwbGF5ZWQYAiABKAgi6QQKCFJ1bkJhdGNoEgoKAmlkGAEgASgJEhIKCnByb2plY3RfaWQYAiABKAkSFgoOZW52aXJvbm1lbnRfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEiUKBmZpbHRlchgFIAEoCzIVLnJ1bmhvb2sudjEuUnVuRmlsdGVyEhgKEGZyb21fZmFpbGVkX3N0ZXAYBiABKAgSDwoHZHJ5X3J1bhgHIAEoCBINCgVzdGF0ZRgIIAEoCRInCgpjcmVhdGVkX2J5GAkgASgLMhMucnVuaG9vay52MS5Vc2VyUmVmEg8KB21hdGNoZWQYCiABKAQSDAoEZG9uZRgLIAEoBBIPCgdza2lwcGVkGAwgASgEEg4KBmZhaWxlZBgNIAEoBBIrCgdyZWFzb25zGA4gAygLMhoucnVuaG9vay52MS5SdW5CYXRjaFJlYXNvbhINCgVlcnJvchgPIAEoCRIuCgpjcmVhdGVkX2F0GBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GBEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF9hdBgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASCwoDdmlhGBMgASgJEg8KB3J1bl9pZHMYFCADKAkSMAoMY3JlYXRlZF9mcm9tGBUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX3RvGBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJRCg5SdW5CYXRjaFJlYXNvbhIPCgdvdXRjb21lGAEgASgJEg4KBnJlYXNvbhgCIAEoCRINCgVjb3VudBgDIAEoBBIPCgdydW5faWRzGAQgAygJIpwCChVDcmVhdGVSdW5CYXRjaFJlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEhgKEGVudmlyb25tZW50X25hbWUYAiABKAkSDgoGYWN0aW9uGAMgASgJEiUKBmZpbHRlchgEIAEoCzIVLnJ1bmhvb2sudjEuUnVuRmlsdGVyEhgKEGZyb21fZmFpbGVkX3N0ZXAYBSABKAgSDwoHZHJ5X3J1bhgGIAEoCBIPCgdydW5faWRzGAcgAygJEjAKDGNyZWF0ZWRfZnJvbRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF90bxgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPQoWQ3JlYXRlUnVuQmF0Y2hSZXNwb25zZRIjCgViYXRjaBgBIAEoCzIULnJ1bmhvb2sudjEuUnVuQmF0Y2giJgoSR2V0UnVuQmF0Y2hSZXF1ZXN0EhAKCGJhdGNoX2lkGAEgASgJIjoKE0dldFJ1bkJhdGNoUmVzcG9uc2USIwoFYmF0Y2gYASABKAsyFC5ydW5ob29rLnYxLlJ1bkJhdGNoIikKFUNhbmNlbFJ1bkJhdGNoUmVxdWVzdBIQCghiYXRjaF9pZBgBIAEoCSI9ChZDYW5jZWxSdW5CYXRjaFJlc3BvbnNlEiMKBWJhdGNoGAEgASgLMhQucnVuaG9vay52MS5SdW5CYXRjaCJxChVMaXN0UnVuQmF0Y2hlc1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEhgKEGVudmlyb25tZW50X25hbWUYAiABKAkSKAoHb3B0aW9ucxgDIAEoCzIXLnJ1bmhvb2sudjEuTGlzdE9wdGlvbnMiewoWTGlzdFJ1bkJhdGNoZXNSZXNwb25zZRIlCgdiYXRjaGVzGAEgAygLMhQucnVuaG9vay52MS5SdW5CYXRjaBIQCghoYXNfbW9yZRgCIAEoCBIYCgtuZXh0X2N1cnNvchgDIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvcjKkBgoKUnVuU2VydmljZRJBCgZHZXRSdW4SGS5ydW5ob29rLnYxLkdldFJ1blJlcXVlc3QaGi5ydW5ob29rLnYxLkdldFJ1blJlc3BvbnNlIgASSQoIV2F0Y2hSdW4SGy5ydW5ob29rLnYxLldhdGNoUnVuUmVxdWVzdBocLnJ1bmhvb2sudjEuV2F0Y2hSdW5SZXNwb25zZSIAMAESSgoJQ2FuY2VsUnVuEhwucnVuaG9vay52MS5DYW5jZWxSdW5SZXF1ZXN0Gh0ucnVuaG9vay52MS5DYW5jZWxSdW5SZXNwb25zZSIAEkcKCExpc3RSdW5zEhsucnVuaG9vay52MS5MaXN0UnVuc1JlcXVlc3QaHC5ydW5ob29rLnYxLkxpc3RSdW5zUmVzcG9uc2UiABJHCghTdGFydFJ1bhIbLnJ1bmhvb2sudjEuU3RhcnRSdW5SZXF1ZXN0GhwucnVuaG9vay52MS5TdGFydFJ1blJlc3BvbnNlIgASRwoIUmV0cnlSdW4SGy5ydW5ob29rLnYxLlJldHJ5UnVuUmVxdWVzdBocLnJ1bmhvb2sudjEuUmV0cnlSdW5SZXNwb25zZSIAElkKDkNyZWF0ZVJ1bkJhdGNoEiEucnVuaG9vay52MS5DcmVhdGVSdW5CYXRjaFJlcXVlc3QaIi5ydW5ob29rLnYxLkNyZWF0ZVJ1bkJhdGNoUmVzcG9uc2UiABJQCgtHZXRSdW5CYXRjaBIeLnJ1bmhvb2sudjEuR2V0UnVuQmF0Y2hSZXF1ZXN0Gh8ucnVuaG9vay52MS5HZXRSdW5CYXRjaFJlc3BvbnNlIgASWQoOQ2FuY2VsUnVuQmF0Y2gSIS5ydW5ob29rLnYxLkNhbmNlbFJ1bkJhdGNoUmVxdWVzdBoiLnJ1bmhvb2sudjEuQ2FuY2VsUnVuQmF0Y2hSZXNwb25zZSIAElkKDkxpc3RSdW5CYXRjaGVzEiEucnVuaG9vay52MS5MaXN0UnVuQmF0Y2hlc1JlcXVlc3QaIi5ydW5ob29rLnYxLkxpc3RSdW5CYXRjaGVzUmVzcG9uc2UiAGIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_runhook_v1_common, file_runhook_v1_log]);
 
 /**
  * Run is one execution of a workflow version on one record.
@@ -88,7 +88,8 @@ export type Run = Message<"runhook.v1.Run"> & {
   user?: UserRef | undefined;
 
   /**
-   * How the run was started: `webhook` or `grpc`.
+   * How the run was started: `webhook`, `grpc` (TriggerRun, StartRun or
+   * RetryRun over gRPC or Connect), `api` (the /v1 REST routes) or `console`.
    *
    * @generated from field: string via = 10;
    */
@@ -175,6 +176,28 @@ export type Run = Message<"runhook.v1.Run"> & {
    * @generated from field: string token_id = 21;
    */
   tokenId: string;
+
+  /**
+   * The run this one retries (RetryRun or a retry batch); empty otherwise.
+   *
+   * @generated from field: string retry_of = 22;
+   */
+  retryOf: string;
+
+  /**
+   * The runs that retry this one, oldest first (GetRun and WatchRun only, at
+   * most 100; empty in ListRuns).
+   *
+   * @generated from field: repeated string retries = 23;
+   */
+  retries: string[];
+
+  /**
+   * The batch that started this run; empty otherwise.
+   *
+   * @generated from field: string batch_id = 24;
+   */
+  batchId: string;
 };
 
 /**
@@ -205,7 +228,8 @@ export type StepResult = Message<"runhook.v1.StepResult"> & {
   type: string;
 
   /**
-   * PENDING, RUNNING, SUCCEEDED, FAILED or CANCELLED.
+   * PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, or SKIPPED (a retry from
+   * the failed step: the step ran in the run `done_in_run_id`).
    *
    * @generated from field: string state = 3;
    */
@@ -238,6 +262,13 @@ export type StepResult = Message<"runhook.v1.StepResult"> & {
    * @generated from field: google.protobuf.Struct output = 7;
    */
   output?: JsonObject | undefined;
+
+  /**
+   * A SKIPPED step: the run in which it ran (and succeeded).
+   *
+   * @generated from field: string done_in_run_id = 8;
+   */
+  doneInRunId: string;
 };
 
 /**
@@ -424,7 +455,7 @@ export type RunFilter = Message<"runhook.v1.RunFilter"> & {
   states: string[];
 
   /**
-   * Only runs started this way: `webhook` or `grpc`.
+   * Only runs started this way: `webhook`, `grpc`, `api` or `console`.
    *
    * @generated from field: string via = 5;
    */
@@ -539,7 +570,599 @@ export const ListRunsResponseSchema: GenMessage<ListRunsResponse> = /*@__PURE__*
   messageDesc(file_runhook_v1_run, 10);
 
 /**
- * RunService follows and cancels runs.
+ * StartRunRequest names a workflow and a record.
+ *
+ * @generated from message runhook.v1.StartRunRequest
+ */
+export type StartRunRequest = Message<"runhook.v1.StartRunRequest"> & {
+  /**
+   * Workflow id.
+   *
+   * @generated from field: string workflow_id = 1;
+   */
+  workflowId: string;
+
+  /**
+   * The record to run on, packed as in TriggerRunRequest.
+   *
+   * @generated from field: string record_id = 2;
+   */
+  recordId: string;
+
+  /**
+   * Optional: makes retries of this call safe, as TriggerRunRequest's.
+   *
+   * @generated from field: string idempotency_key = 3;
+   */
+  idempotencyKey: string;
+};
+
+/**
+ * Describes the message runhook.v1.StartRunRequest.
+ * Use `create(StartRunRequestSchema)` to create a new message.
+ */
+export const StartRunRequestSchema: GenMessage<StartRunRequest> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 11);
+
+/**
+ * StartRunResponse names the run.
+ *
+ * @generated from message runhook.v1.StartRunResponse
+ */
+export type StartRunResponse = Message<"runhook.v1.StartRunResponse"> & {
+  /**
+   * Id of the run started (or, `replayed`, of the earlier call's run).
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * True when an earlier call with the same idempotency key started the run.
+   *
+   * @generated from field: bool replayed = 2;
+   */
+  replayed: boolean;
+};
+
+/**
+ * Describes the message runhook.v1.StartRunResponse.
+ * Use `create(StartRunResponseSchema)` to create a new message.
+ */
+export const StartRunResponseSchema: GenMessage<StartRunResponse> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 12);
+
+/**
+ * RetryRunRequest names a finished run.
+ *
+ * @generated from message runhook.v1.RetryRunRequest
+ */
+export type RetryRunRequest = Message<"runhook.v1.RetryRunRequest"> & {
+  /**
+   * Run id.
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * Run the failed run's version from its failed step (see RetryRun).
+   *
+   * @generated from field: bool from_failed_step = 2;
+   */
+  fromFailedStep: boolean;
+
+  /**
+   * Optional: makes retries of this call safe, as TriggerRunRequest's.
+   *
+   * @generated from field: string idempotency_key = 3;
+   */
+  idempotencyKey: string;
+};
+
+/**
+ * Describes the message runhook.v1.RetryRunRequest.
+ * Use `create(RetryRunRequestSchema)` to create a new message.
+ */
+export const RetryRunRequestSchema: GenMessage<RetryRunRequest> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 13);
+
+/**
+ * RetryRunResponse names the new run.
+ *
+ * @generated from message runhook.v1.RetryRunResponse
+ */
+export type RetryRunResponse = Message<"runhook.v1.RetryRunResponse"> & {
+  /**
+   * Id of the new run (or, `replayed`, of the earlier call's run).
+   *
+   * @generated from field: string run_id = 1;
+   */
+  runId: string;
+
+  /**
+   * True when an earlier call with the same idempotency key started the run.
+   *
+   * @generated from field: bool replayed = 2;
+   */
+  replayed: boolean;
+};
+
+/**
+ * Describes the message runhook.v1.RetryRunResponse.
+ * Use `create(RetryRunResponseSchema)` to create a new message.
+ */
+export const RetryRunResponseSchema: GenMessage<RetryRunResponse> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 14);
+
+/**
+ * RunBatch is a stored action on the runs a filter matches, and its progress.
+ *
+ * @generated from message runhook.v1.RunBatch
+ */
+export type RunBatch = Message<"runhook.v1.RunBatch"> & {
+  /**
+   * Id (UUID v4).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Project id.
+   *
+   * @generated from field: string project_id = 2;
+   */
+  projectId: string;
+
+  /**
+   * Environment id.
+   *
+   * @generated from field: string environment_id = 3;
+   */
+  environmentId: string;
+
+  /**
+   * `retry` or `cancel`.
+   *
+   * @generated from field: string action = 4;
+   */
+  action: string;
+
+  /**
+   * The runs it acts on (as ListRuns filters them), created up to `created_at`.
+   *
+   * @generated from field: runhook.v1.RunFilter filter = 5;
+   */
+  filter?: RunFilter | undefined;
+
+  /**
+   * A retry batch: retry from the failed step (see RetryRun).
+   *
+   * @generated from field: bool from_failed_step = 6;
+   */
+  fromFailedStep: boolean;
+
+  /**
+   * Counts what would happen, and does nothing.
+   *
+   * @generated from field: bool dry_run = 7;
+   */
+  dryRun: boolean;
+
+  /**
+   * RUNNING, SUCCEEDED (every matched run handled), CANCELLED or FAILED
+   * (`error` says why).
+   *
+   * @generated from field: string state = 8;
+   */
+  state: string;
+
+  /**
+   * Who created it; the runs it starts act as this user.
+   *
+   * @generated from field: runhook.v1.UserRef created_by = 9;
+   */
+  createdBy?: UserRef | undefined;
+
+  /**
+   * Runs matched so far (all of them once finished).
+   *
+   * @generated from field: uint64 matched = 10;
+   */
+  matched: bigint;
+
+  /**
+   * Runs acted on (with `dry_run`: that would be).
+   *
+   * @generated from field: uint64 done = 11;
+   */
+  done: bigint;
+
+  /**
+   * Runs skipped, each with a reason.
+   *
+   * @generated from field: uint64 skipped = 12;
+   */
+  skipped: bigint;
+
+  /**
+   * Runs the action failed on, each with a reason.
+   *
+   * @generated from field: uint64 failed = 13;
+   */
+  failed: bigint;
+
+  /**
+   * The skipped and failed runs' reasons, with how many runs each.
+   *
+   * @generated from field: repeated runhook.v1.RunBatchReason reasons = 14;
+   */
+  reasons: RunBatchReason[];
+
+  /**
+   * Why the batch failed; empty otherwise.
+   *
+   * @generated from field: string error = 15;
+   */
+  error: string;
+
+  /**
+   * When it was created.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 16;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * When it last progressed.
+   *
+   * @generated from field: google.protobuf.Timestamp updated_at = 17;
+   */
+  updatedAt?: Timestamp | undefined;
+
+  /**
+   * When it finished.
+   *
+   * @generated from field: google.protobuf.Timestamp finished_at = 18;
+   */
+  finishedAt?: Timestamp | undefined;
+
+  /**
+   * How it was created: `grpc`, `api` or `console`.
+   *
+   * @generated from field: string via = 19;
+   */
+  via: string;
+
+  /**
+   * The selected runs it is limited to (CreateRunBatchRequest.run_ids).
+   *
+   * @generated from field: repeated string run_ids = 20;
+   */
+  runIds: string[];
+
+  /**
+   * Only runs created at or after this time.
+   *
+   * @generated from field: google.protobuf.Timestamp created_from = 21;
+   */
+  createdFrom?: Timestamp | undefined;
+
+  /**
+   * Only runs created before this time.
+   *
+   * @generated from field: google.protobuf.Timestamp created_to = 22;
+   */
+  createdTo?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.RunBatch.
+ * Use `create(RunBatchSchema)` to create a new message.
+ */
+export const RunBatchSchema: GenMessage<RunBatch> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 15);
+
+/**
+ * RunBatchReason counts the runs a batch skipped or failed for one reason.
+ *
+ * @generated from message runhook.v1.RunBatchReason
+ */
+export type RunBatchReason = Message<"runhook.v1.RunBatchReason"> & {
+  /**
+   * `skipped` or `failed`.
+   *
+   * @generated from field: string outcome = 1;
+   */
+  outcome: string;
+
+  /**
+   * The reason, in words.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * How many runs.
+   *
+   * @generated from field: uint64 count = 3;
+   */
+  count: bigint;
+
+  /**
+   * Some of those runs (at most 20).
+   *
+   * @generated from field: repeated string run_ids = 4;
+   */
+  runIds: string[];
+};
+
+/**
+ * Describes the message runhook.v1.RunBatchReason.
+ * Use `create(RunBatchReasonSchema)` to create a new message.
+ */
+export const RunBatchReasonSchema: GenMessage<RunBatchReason> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 16);
+
+/**
+ * CreateRunBatchRequest selects runs of one environment and an action.
+ *
+ * @generated from message runhook.v1.CreateRunBatchRequest
+ */
+export type CreateRunBatchRequest = Message<"runhook.v1.CreateRunBatchRequest"> & {
+  /**
+   * Project name.
+   *
+   * @generated from field: string project_name = 1;
+   */
+  projectName: string;
+
+  /**
+   * Environment name.
+   *
+   * @generated from field: string environment_name = 2;
+   */
+  environmentName: string;
+
+  /**
+   * `retry` or `cancel`.
+   *
+   * @generated from field: string action = 3;
+   */
+  action: string;
+
+  /**
+   * The runs to act on, as ListRuns filters them.
+   *
+   * @generated from field: runhook.v1.RunFilter filter = 4;
+   */
+  filter?: RunFilter | undefined;
+
+  /**
+   * A retry batch: retry from the failed step.
+   *
+   * @generated from field: bool from_failed_step = 5;
+   */
+  fromFailedStep: boolean;
+
+  /**
+   * Count what would happen; do nothing.
+   *
+   * @generated from field: bool dry_run = 6;
+   */
+  dryRun: boolean;
+
+  /**
+   * Only these runs (at most 1,000) among those the filter matches: the
+   * console's selected rows. Empty: every run the filter matches.
+   *
+   * @generated from field: repeated string run_ids = 7;
+   */
+  runIds: string[];
+
+  /**
+   * Only runs created at or after this time (ListRuns' `from_time`).
+   *
+   * @generated from field: google.protobuf.Timestamp created_from = 8;
+   */
+  createdFrom?: Timestamp | undefined;
+
+  /**
+   * Only runs created before this time (ListRuns' `to_time`); the batch's
+   * own creation time when unset or later.
+   *
+   * @generated from field: google.protobuf.Timestamp created_to = 9;
+   */
+  createdTo?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.CreateRunBatchRequest.
+ * Use `create(CreateRunBatchRequestSchema)` to create a new message.
+ */
+export const CreateRunBatchRequestSchema: GenMessage<CreateRunBatchRequest> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 17);
+
+/**
+ * CreateRunBatchResponse carries the new batch.
+ *
+ * @generated from message runhook.v1.CreateRunBatchResponse
+ */
+export type CreateRunBatchResponse = Message<"runhook.v1.CreateRunBatchResponse"> & {
+  /**
+   * The batch, RUNNING.
+   *
+   * @generated from field: runhook.v1.RunBatch batch = 1;
+   */
+  batch?: RunBatch | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.CreateRunBatchResponse.
+ * Use `create(CreateRunBatchResponseSchema)` to create a new message.
+ */
+export const CreateRunBatchResponseSchema: GenMessage<CreateRunBatchResponse> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 18);
+
+/**
+ * GetRunBatchRequest names a batch.
+ *
+ * @generated from message runhook.v1.GetRunBatchRequest
+ */
+export type GetRunBatchRequest = Message<"runhook.v1.GetRunBatchRequest"> & {
+  /**
+   * Batch id.
+   *
+   * @generated from field: string batch_id = 1;
+   */
+  batchId: string;
+};
+
+/**
+ * Describes the message runhook.v1.GetRunBatchRequest.
+ * Use `create(GetRunBatchRequestSchema)` to create a new message.
+ */
+export const GetRunBatchRequestSchema: GenMessage<GetRunBatchRequest> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 19);
+
+/**
+ * GetRunBatchResponse carries the batch.
+ *
+ * @generated from message runhook.v1.GetRunBatchResponse
+ */
+export type GetRunBatchResponse = Message<"runhook.v1.GetRunBatchResponse"> & {
+  /**
+   * The batch.
+   *
+   * @generated from field: runhook.v1.RunBatch batch = 1;
+   */
+  batch?: RunBatch | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.GetRunBatchResponse.
+ * Use `create(GetRunBatchResponseSchema)` to create a new message.
+ */
+export const GetRunBatchResponseSchema: GenMessage<GetRunBatchResponse> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 20);
+
+/**
+ * CancelRunBatchRequest names a batch.
+ *
+ * @generated from message runhook.v1.CancelRunBatchRequest
+ */
+export type CancelRunBatchRequest = Message<"runhook.v1.CancelRunBatchRequest"> & {
+  /**
+   * Batch id.
+   *
+   * @generated from field: string batch_id = 1;
+   */
+  batchId: string;
+};
+
+/**
+ * Describes the message runhook.v1.CancelRunBatchRequest.
+ * Use `create(CancelRunBatchRequestSchema)` to create a new message.
+ */
+export const CancelRunBatchRequestSchema: GenMessage<CancelRunBatchRequest> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 21);
+
+/**
+ * CancelRunBatchResponse carries the cancelled batch.
+ *
+ * @generated from message runhook.v1.CancelRunBatchResponse
+ */
+export type CancelRunBatchResponse = Message<"runhook.v1.CancelRunBatchResponse"> & {
+  /**
+   * The batch, CANCELLED.
+   *
+   * @generated from field: runhook.v1.RunBatch batch = 1;
+   */
+  batch?: RunBatch | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.CancelRunBatchResponse.
+ * Use `create(CancelRunBatchResponseSchema)` to create a new message.
+ */
+export const CancelRunBatchResponseSchema: GenMessage<CancelRunBatchResponse> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 22);
+
+/**
+ * ListRunBatchesRequest selects the batches of one environment.
+ *
+ * @generated from message runhook.v1.ListRunBatchesRequest
+ */
+export type ListRunBatchesRequest = Message<"runhook.v1.ListRunBatchesRequest"> & {
+  /**
+   * Project name.
+   *
+   * @generated from field: string project_name = 1;
+   */
+  projectName: string;
+
+  /**
+   * Environment name.
+   *
+   * @generated from field: string environment_name = 2;
+   */
+  environmentName: string;
+
+  /**
+   * Paging: `limit` and `cursor` (newest first).
+   *
+   * @generated from field: runhook.v1.ListOptions options = 3;
+   */
+  options?: ListOptions | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.ListRunBatchesRequest.
+ * Use `create(ListRunBatchesRequestSchema)` to create a new message.
+ */
+export const ListRunBatchesRequestSchema: GenMessage<ListRunBatchesRequest> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 23);
+
+/**
+ * ListRunBatchesResponse is one page of batches.
+ *
+ * @generated from message runhook.v1.ListRunBatchesResponse
+ */
+export type ListRunBatchesResponse = Message<"runhook.v1.ListRunBatchesResponse"> & {
+  /**
+   * The batches.
+   *
+   * @generated from field: repeated runhook.v1.RunBatch batches = 1;
+   */
+  batches: RunBatch[];
+
+  /**
+   * Whether more batches match.
+   *
+   * @generated from field: bool has_more = 2;
+   */
+  hasMore: boolean;
+
+  /**
+   * Cursor for the next page; unset on the last.
+   *
+   * @generated from field: optional string next_cursor = 3;
+   */
+  nextCursor?: string | undefined;
+};
+
+/**
+ * Describes the message runhook.v1.ListRunBatchesResponse.
+ * Use `create(ListRunBatchesResponseSchema)` to create a new message.
+ */
+export const ListRunBatchesResponseSchema: GenMessage<ListRunBatchesResponse> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_run, 24);
+
+/**
+ * RunService follows, starts, retries and cancels runs, one at a time or in
+ * batches.
  *
  * Authentication, one rule for every method: a project API token of the run's
  * project sees every run; an application token of an admin of the project (or
@@ -601,6 +1224,100 @@ export const RunService: GenService<{
     methodKind: "unary";
     input: typeof ListRunsRequestSchema;
     output: typeof ListRunsResponseSchema;
+  },
+  /**
+   * StartRun starts a run of the workflow's latest active version on one
+   * record, as the caller: an application token (a project API token is
+   * PERMISSION_DENIED), whose user the run acts as and the activity log names.
+   * The webhook's checks apply in the webhook's order, the URL's aside:
+   * UNAUTHENTICATED bad token; NOT_FOUND unknown workflow, or no active
+   * version; PERMISSION_DENIED user not in the organization, no access to the
+   * rendering, role not allowed to trigger the workflow, or a project that
+   * requires SSO and a token made without it; RESOURCE_EXHAUSTED (429) over
+   * the workflow's rate limit (the webhook's, shared) or the project's
+   * ongoing-runs limit; INVALID_ARGUMENT bad record id or idempotency key;
+   * ALREADY_EXISTS (409) a run of the workflow is ongoing on the record (its
+   * id in the error's OngoingRun detail). An idempotency key works as
+   * TriggerRun's. The record is not checked here: a run on a missing or
+   * inaccessible record fails at its first data step.
+   *
+   * @generated from rpc runhook.v1.RunService.StartRun
+   */
+  startRun: {
+    methodKind: "unary";
+    input: typeof StartRunRequestSchema;
+    output: typeof StartRunResponseSchema;
+  },
+  /**
+   * RetryRun starts a new run of a finished run's workflow on the same record,
+   * as the caller, with StartRun's checks; the new run's `retry_of` names the
+   * old one, whose `retries` list it. By default it runs the latest active
+   * version, from the first step. With `from_failed_step` it runs the failed
+   * run's version from its failed step: the steps before it, which succeeded
+   * (or were already skipped), are SKIPPED with `done_in_run_id` naming the
+   * run in which they ran. FAILED_PRECONDITION (400), in words, when the run
+   * is not finished, or (`from_failed_step`) did not fail at a step or its
+   * version is no longer active.
+   *
+   * @generated from rpc runhook.v1.RunService.RetryRun
+   */
+  retryRun: {
+    methodKind: "unary";
+    input: typeof RetryRunRequestSchema;
+    output: typeof RetryRunResponseSchema;
+  },
+  /**
+   * CreateRunBatch retries or cancels every run of an environment that a
+   * ListRuns filter matches (runs created up to the batch's creation), in the
+   * background: it answers the stored batch at once, and any process with
+   * executors works through it, resuming where it stopped after a restart.
+   * Each run is acted on once: a run already handled by the batch, or one
+   * the action does not apply to (a retry of a run whose record has an
+   * ongoing run, a cancel of a finished run), is skipped with its reason.
+   * `dry_run` counts what would happen and does nothing. An application token
+   * of a project admin acts on any run; any other user only on runs they
+   * started (`filter.user_id` is then theirs, whatever was given). The
+   * project's admin log records the batch: who, filter, action, counts.
+   *
+   * @generated from rpc runhook.v1.RunService.CreateRunBatch
+   */
+  createRunBatch: {
+    methodKind: "unary";
+    input: typeof CreateRunBatchRequestSchema;
+    output: typeof CreateRunBatchResponseSchema;
+  },
+  /**
+   * GetRunBatch answers a batch's progress: matched, done, skipped and failed
+   * runs, with the reasons of the skipped and failed ones.
+   *
+   * @generated from rpc runhook.v1.RunService.GetRunBatch
+   */
+  getRunBatch: {
+    methodKind: "unary";
+    input: typeof GetRunBatchRequestSchema;
+    output: typeof GetRunBatchResponseSchema;
+  },
+  /**
+   * CancelRunBatch stops a running batch: runs already started stay started.
+   * FAILED_PRECONDITION when it is already finished.
+   *
+   * @generated from rpc runhook.v1.RunService.CancelRunBatch
+   */
+  cancelRunBatch: {
+    methodKind: "unary";
+    input: typeof CancelRunBatchRequestSchema;
+    output: typeof CancelRunBatchResponseSchema;
+  },
+  /**
+   * ListRunBatches lists the batches of an environment the caller may see
+   * (an admin: all; any other user: their own), newest first.
+   *
+   * @generated from rpc runhook.v1.RunService.ListRunBatches
+   */
+  listRunBatches: {
+    methodKind: "unary";
+    input: typeof ListRunBatchesRequestSchema;
+    output: typeof ListRunBatchesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_runhook_v1_run, 0);
