@@ -409,7 +409,11 @@ const RUN_LIST_QUERY: QueryParam[] = [
     description: "Only runs in these states, comma-separated: QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED",
     schema: { type: "string", pattern: "^((QUEUED|RUNNING|SUCCEEDED|FAILED|CANCELLED)(,(QUEUED|RUNNING|SUCCEEDED|FAILED|CANCELLED))*)?$" },
   },
-  { name: "via", description: "Only runs started this way: webhook or grpc", schema: { type: "string", enum: ["webhook", "grpc", ""] } },
+  {
+    name: "via",
+    description: "Only runs started this way: webhook, grpc, api (/v1) or console",
+    schema: { type: "string", enum: ["webhook", "grpc", "api", "console", ""] },
+  },
   { name: "userId", description: "Only runs acting as this user (a token that sees only its user's runs may name only itself)" },
   { name: "finishedFrom", description: "Only runs finished at or after this RFC 3339 time; empty: no bound", schema: TIME_SCHEMA },
   { name: "finishedTo", description: "Only runs finished before this RFC 3339 time; empty: no bound", schema: TIME_SCHEMA },
@@ -479,7 +483,7 @@ const EXAMPLE_RUN_ID = "0b6f9d0e-3c1a-4e7b-9f2d-5a8c7b6e4d3f";
 
 const RUN_START_DESCRIPTION =
   "Starts a run of the workflow's latest active version on one record, as the token's user, as the webhook does: the same checks in the same order (the URL's aside), and the same answers. " +
-  "Application tokens only (a project API token is 403). The workflow must be in the path's project and environment (otherwise 404). " +
+  "Application tokens only (a project API token is 403). " +
   "An `Idempotency-Key` header works as the webhook's. The record is not checked here: a run on a missing or inaccessible record fails at its first data step.";
 
 const RUN_RETRY_DESCRIPTION =
@@ -489,19 +493,21 @@ const RUN_RETRY_DESCRIPTION =
 
 const STARTED = { runId: EXAMPLE_RUN_ID };
 
-const RUN_ACTION_ROUTES = [
-  route(`POST ${ENV}/runs`, RunService.method.startRun, {
+/** StartRun's route: at `at`, with the path's project and environment when it has them. */
+function startRoute(at: `POST /${string}`, where: string): ApiRoute {
+  return route(at, RunService.method.startRun, {
     status: 202,
     request: ({ params, body }) => {
       const b = body();
-      return { ...scopeOf(params), workflowId: stringField(b, "workflowId") ?? "", recordId: stringField(b, "recordId") ?? "" };
+      const place = params.projectName ? scopeOf(params) : {};
+      return { ...place, workflowId: stringField(b, "workflowId") ?? "", recordId: stringField(b, "recordId") ?? "" };
     },
     // As the webhook answers: `replayed` is the Idempotent-Replayed header.
     published: (out) => ({ runId: out.runId }),
     doc: {
       tag: "Runs",
       summary: "Start a workflow run on one record",
-      description: RUN_START_DESCRIPTION,
+      description: `${RUN_START_DESCRIPTION} ${where}`,
       answer: "The run was created and queued (or, with an Idempotency-Key already used, that call's run)",
       example: STARTED,
       schema: ref("WebhookAccepted"),
@@ -517,7 +523,12 @@ const RUN_ACTION_ROUTES = [
       },
       errors: [409, 413],
     },
-  }),
+  });
+}
+
+const RUN_ACTION_ROUTES = [
+  startRoute(`POST ${ENV}/runs`, "The workflow must be in the path's project and environment (otherwise 404)."),
+  startRoute("POST /v1/runs", "The same as POST /v1/project/{projectName}/environment/{environmentName}/runs, for a caller who knows only the workflow's id."),
   route("POST /v1/runs/{runId}/retry", RunService.method.retryRun, {
     status: 202,
     request: ({ params, optionalBody }) => ({ runId: params.runId!, fromFailedStep: boolField(optionalBody(), "fromFailedStep") ?? false }),
