@@ -4,10 +4,25 @@
 // published document has is documented there, with the additions marked here).
 // The routes with handlers of their own (the webhook, health, this document) are listed
 // after it (OTHER_ROUTES), with their documentation, and registered from their paths here.
-import type { DescMessage, DescMethodServerStreaming, DescMethodUnary, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
+import {
+  fromJson,
+  type DescMessage,
+  type DescMethodServerStreaming,
+  type DescMethodUnary,
+  type JsonValue,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import { ActivityLogEntrySchema, AdminLogEntrySchema, LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
-import { ListRunsResponseSchema, RunSchema, RunService } from "../../gen/runhook/v1/run_pb.js";
+import {
+  CreateRunBatchRequestSchema,
+  ListRunBatchesResponseSchema,
+  ListRunsResponseSchema,
+  RunBatchSchema,
+  RunSchema,
+  RunService,
+} from "../../gen/runhook/v1/run_pb.js";
 import { TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
 import { MAX_IDEMPOTENCY_KEY_LENGTH } from "../domain/idempotency.js";
 import { DEFAULT_LIMIT, MAX_LIMIT } from "../domain/logs/cursor.js";
@@ -129,6 +144,7 @@ export const PATH_PARAMS: Record<string, { description: string; schema?: Schema 
   environmentName: { description: "Environment name" },
   noteId: { description: "The note's id (its number)", schema: { type: "integer", minimum: 1 } },
   runId: { description: "Run id", schema: { type: "string", format: "uuid" } },
+  batchId: { description: "Run batch id", schema: { type: "string", format: "uuid" } },
 };
 
 // An empty value (`order=`, `from=`…) is the same as leaving the parameter out, so every
@@ -552,8 +568,79 @@ const RUN_ACTION_ROUTES = [
   }),
 ];
 
+/** A batch's JSON body: CreateRunBatchRequest's fields (ProtoJSON names) but the path's; an unknown or mistyped field is a 400 naming it. */
+function batchRequest(params: Record<string, string>, b: Record<string, unknown>): MessageShape<typeof CreateRunBatchRequestSchema> {
+  for (const name of ["projectName", "environmentName"]) if (Object.hasOwn(b, name)) throw fail.invalid(`"${name}" is given by the path`);
+  try {
+    return fromJson(CreateRunBatchRequestSchema, { ...(b as Record<string, JsonValue>), ...scopeOf(params) });
+  } catch (err) {
+    throw fail.invalid(`the batch body is not valid: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+const RUN_BATCH_DESCRIPTION =
+  "Retries or cancels, in the background, every run of the environment that `filter` matches (the run search's filters: workflowId, collection, recordId, states, via, userId, finishedFrom, finishedTo), created between `createdFrom` and `createdTo` (at most the batch's creation), or only the `runIds` among them. " +
+  "Answers the stored batch at once; follow it with GET /v1/run-batches/{batchId}. `dryRun: true` counts what would happen and does nothing. " +
+  "Each run is acted on once; one the action does not apply to is skipped with its reason. Application tokens only: a project admin's acts on any run, another user's only on the runs that user started.";
+
+const RUN_BATCH_ROUTES = [
+  route(`POST ${ENV}/run-batches`, RunService.method.createRunBatch, {
+    status: 202,
+    request: ({ params, body }) => batchRequest(params, body()),
+    response: { message: RunBatchSchema, of: (out) => out.batch },
+    doc: {
+      tag: "Runs",
+      summary: "Retry or cancel every run a filter matches",
+      description: RUN_BATCH_DESCRIPTION,
+      answer: "The batch, stored and RUNNING",
+      body: {
+        name: "CreateRunBatchBody",
+        schema: requestBody(
+          {
+            type: "object",
+            properties: {
+              action: { type: "string", enum: ["retry", "cancel"] },
+              filter: { type: "object", description: "The run search's filters (RunFilter in ProtoJSON)" },
+              fromFailedStep: { type: "boolean" },
+              dryRun: { type: "boolean" },
+              runIds: { type: "array", items: { type: "string", format: "uuid" }, maxItems: 1000 },
+              createdFrom: { type: "string", format: "date-time" },
+              createdTo: { type: "string", format: "date-time" },
+            },
+          },
+          ["action"],
+        ),
+      },
+      errors: [413],
+    },
+  }),
+  route(`GET ${ENV}/run-batches`, RunService.method.listRunBatches, {
+    query: LIST_QUERY.filter((q) => q.name === "limit" || q.name === "cursor"),
+    request: ({ params, query }) => ({ ...scopeOf(params), options: listOptions(query) }),
+    response: { message: ListRunBatchesResponseSchema, of: (out) => out },
+    doc: { tag: "Runs", summary: "List the run batches of an environment, newest first", answer: "A page of batches" },
+  }),
+  route("GET /v1/run-batches/{batchId}", RunService.method.getRunBatch, {
+    lenientQuery: true,
+    request: ({ params }) => ({ batchId: params.batchId! }),
+    response: { message: RunBatchSchema, of: (out) => out.batch },
+    doc: { tag: "Runs", summary: "Follow a run batch: matched, done, skipped and failed, with reasons", answer: "The batch" },
+  }),
+  route("POST /v1/run-batches/{batchId}/cancel", RunService.method.cancelRunBatch, {
+    lenientQuery: true,
+    request: ({ params }) => ({ batchId: params.batchId! }),
+    response: { message: RunBatchSchema, of: (out) => out.batch },
+    doc: {
+      tag: "Runs",
+      summary: "Stop a run batch (the runs it started stay started)",
+      description: "Takes no body. A finished batch is a 400 failed_precondition.",
+      answer: "The batch, CANCELLED",
+    },
+  }),
+];
+
 /** The public API (/v1) over plain HTTP, in the document's order. */
-export const API_ROUTES: readonly ApiRoute[] = [...LOG_ROUTES, ...NOTE_ROUTES, ...RUN_ROUTES, ...RUN_ACTION_ROUTES];
+export const API_ROUTES: readonly ApiRoute[] = [...LOG_ROUTES, ...NOTE_ROUTES, ...RUN_ROUTES, ...RUN_ACTION_ROUTES, ...RUN_BATCH_ROUTES];
 
 // ---------------------------------------------------------------- routes with handlers of their own
 
