@@ -117,7 +117,7 @@ export function answerStarted(a: Answer, prefix: string, json: boolean, conflict
     EXIT.RATE_LIMITED,
     /ongoing runs/.test(errorMessage(a))
       ? "the project has as many ongoing runs as it may have: retry once some have finished"
-      : "each workflow accepts a limited number of starts per minute (60 by default, its webhook's limit); a caller that waits Retry-After is accepted",
+      : "each webhook accepts a limited number of calls per minute (60 by default); a caller that waits Retry-After is accepted",
   );
 }
 
