@@ -2,6 +2,7 @@
 import type { E2eResult } from "./scenarios/e2e.js";
 import type { LogsResult } from "./scenarios/logs.js";
 import type { PickupResult } from "./scenarios/pickup.js";
+import type { BatchResult } from "./scenarios/batch.js";
 import { formatTrace, type RoundTripsResult } from "./scenarios/roundtrips.js";
 import type { Phase, WebhookResult } from "./scenarios/webhook.js";
 import type { SloResult } from "./lib/slo.js";
@@ -23,6 +24,7 @@ export interface BenchResults {
   processes?: Or<ProcessesResult>;
   roundTrips: Or<RoundTripsResult>;
   pickup: Or<PickupResult>;
+  batch?: Or<BatchResult>;
   e2e: Or<E2eResult>;
   logs: Or<LogsResult>;
   /** The embedded Java database server over the whole run (null with MONGODB_URI). */
@@ -41,6 +43,8 @@ export const TARGETS = {
   grpcVsRest: 1,
   pickupP99Ms: 50,
   pickupBacklogVsIdle: 2,
+  batchAcceptsVsIdle: 0.8,
+  batchPickupVsIdle: 2,
   logsPagingVsRawScan: 0.5,
   tailMs: 60_000,
   rssIdleMb: 150,
@@ -78,6 +82,10 @@ export interface Headline {
   /** Same-instance pick-up p99 while another organization has a backlog in 5 projects, and its ratio to the idle one (fair share). */
   pickupBacklogP99Ms: number | null;
   pickupBacklogVsIdle: number | null;
+  /** Webhook accepts and pick-up p99 while a retry batch runs in the same project, as ratios to the idle figures. */
+  batchAcceptsVsIdle: number | null;
+  batchPickupVsIdle: number | null;
+  batchRunsPerSec: number | null;
   e2eRunsPerSec1: number | null;
   e2eRunsPerSec2: number | null;
   e2ePickupP99Ms: number | null;
@@ -131,6 +139,9 @@ export function headline(r: BenchResults): Headline {
     pickupOtherP99Ms: p?.otherInstance.p99Ms ?? null,
     pickupBacklogP99Ms: p?.backlog?.sameInstance.p99Ms ?? null,
     pickupBacklogVsIdle: p?.backlog?.p99VsIdle ?? null,
+    batchAcceptsVsIdle: ok(r.batch ?? null)?.acceptsVsIdle ?? null,
+    batchPickupVsIdle: ok(r.batch ?? null)?.pickupP99VsIdle ?? null,
+    batchRunsPerSec: ok(r.batch ?? null)?.batch.runsPerSec ?? null,
     e2eRunsPerSec1: w1?.burst?.runsPerSec ?? null,
     e2eRunsPerSec2: w2?.burst?.runsPerSec ?? null,
     e2ePickupP99Ms: one?.paced?.pickup.p99Ms ?? null,
@@ -258,6 +269,7 @@ export function renderMarkdown(r: BenchResults): string {
     }
   }
 
+  out.push(...batchSection(r));
   out.push("", "## Pick-up latency (QUEUED insert → startedAt, one run at a time, idle executor)", "");
   const p = ok(r.pickup);
   if (r.pickup && "error" in r.pickup) out.push(`failed: ${r.pickup.error}`);
@@ -373,6 +385,12 @@ export function renderMarkdown(r: BenchResults): string {
     `| pick-up p99 with another organization's backlog (5 projects) ≤ 2× idle | ${f(h.pickupBacklogVsIdle, "×")} | ${status(h.pickupBacklogVsIdle, TARGETS.pickupBacklogVsIdle, false)} |`,
   );
   out.push(
+    `| webhook accepts while a retry batch runs ≥ 0.8× idle | ${f(h.batchAcceptsVsIdle, "×")} | ${status(h.batchAcceptsVsIdle, TARGETS.batchAcceptsVsIdle, true)} |`,
+  );
+  out.push(
+    `| webhook pick-up p99 while a retry batch runs ≤ 2× idle | ${f(h.batchPickupVsIdle, "×")} | ${status(h.batchPickupVsIdle, TARGETS.batchPickupVsIdle, false)} |`,
+  );
+  out.push(
     `| log paging ≥ 50% of raw scan (first pass) | ${pct(h.logsPagingVsRawScan)} | ${status(h.logsPagingVsRawScan, TARGETS.logsPagingVsRawScan, true)} |`,
   );
   out.push(
@@ -433,4 +451,28 @@ function renderSlo(out: string[], slo: WebhookResult["slo"]): void {
     );
     out.push(`| ${name} | ${r.perSec}/s | ${tried.join("; ")} |`);
   }
+}
+
+/** The batch beside live webhooks: the two phases, their ratios, and the batch's own pace. */
+function batchSection(r: BenchResults): string[] {
+  const out = ["", "## A retry batch beside live webhooks (same project)", ""];
+  const b = ok(r.batch ?? null);
+  if (r.batch && "error" in r.batch) return [...out, `failed: ${r.batch.error}`];
+  if (!b) return [...out, "not run"];
+  out.push(
+    `A closed loop of ${b.concurrency} webhook callers (each call a fresh record) on one \`runhook start\`, idle and then while a batch retries ${b.batchRuns} failed runs of the same workflow.`,
+    "",
+    "| phase | accepts/s | call p99 ms | pick-up p50 ms | pick-up p99 ms | runs picked up |",
+    "|---|---:|---:|---:|---:|---:|",
+  );
+  for (const [name, ph] of [
+    ["idle", b.idle],
+    ["while the batch runs", b.during],
+  ] as const)
+    out.push(`| ${name} | ${f(ph.accepts.okPerSec)} | ${f(ph.accepts.p99Ms)} | ${f(ph.pickup.p50Ms)} | ${f(ph.pickup.p99Ms)} | ${ph.pickup.n} |`);
+  out.push(
+    "",
+    `Accepts ${f(b.acceptsVsIdle, "×")} idle, pick-up p99 ${f(b.pickupP99VsIdle, "×")} idle. The batch (${b.batch.state}): ${b.batch.done} retried, ${b.batch.skipped} skipped, ${b.batch.failed} failed in ${b.batch.seconds} s (${f(b.batch.runsPerSec)} runs/s).`,
+  );
+  return out;
 }

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --profile[=webhook|e2e|logs|all]] [-- --only=webhook,processes,roundtrips,pickup,e2e,logs]`
+// `npm run bench [-- --quick] [-- --profile[=webhook|e2e|logs|all]] [-- --only=webhook,processes,roundtrips,pickup,batch,e2e,logs]`
 // `npm run bench -- --soak 10m [--soak-rate=N] [--soak-workers=N] [--soak-window=60s]`: soak mode only (scenarios/soak/).
 // `npm run bench -- --vs temporal [--quick]`: runhook against Temporal's dev server only (scenarios/temporal.ts).
 // `npm run bench -- --grow [--quick] [--grow-sizes=0,100000,1000000] [--sweep-runs=100000]`: the same calls as the file-backed database grows to 1,000,000 runs (scenarios/growth.ts).
@@ -24,6 +24,7 @@ import { formatSummary, profileFiles, summarize } from "./profile-summary.js";
 import { e2eScenario } from "./scenarios/e2e.js";
 import { logsScenario } from "./scenarios/logs.js";
 import { pickupScenario } from "./scenarios/pickup.js";
+import { batchScenario } from "./scenarios/batch.js";
 import { processesScenario } from "./scenarios/processes.js";
 import { roundTripsScenario } from "./scenarios/roundtrips.js";
 import { webhookScenario } from "./scenarios/webhook.js";
@@ -347,6 +348,7 @@ async function scenarios(dir: string): Promise<BenchResults> {
     processes: null,
     roundTrips: null,
     pickup: null,
+    batch: null,
     e2e: null,
     logs: null,
     javaRss: null,
@@ -379,6 +381,14 @@ async function scenarios(dir: string): Promise<BenchResults> {
   );
   results.pickup = await scenario("pickup", () =>
     pickupScenario(ctx, { runs: by(200, 50, 10), historyRuns: by(50_000, 10_000, 500), backlogRuns: by(5000, 1000, 100) }),
+  );
+  results.batch = await scenario("batch", () =>
+    batchScenario(ctx, {
+      batchRuns: by(10_000, 10_000, 100),
+      concurrency: 16,
+      durationMs: by(15_000, 8000, 1000),
+      finishTimeoutMs: by(600_000, 600_000, 30_000),
+    }),
   );
   results.e2e = await scenario("e2e", () =>
     e2eScenario(
