@@ -32,6 +32,9 @@ export function ttlIndexes(retention: Retention = DEFAULT_RETENTION): TtlIndex[]
     // Finished runs (their lease and step results with them). An ongoing run's finishedAt is
     // null, which a TTL index never expires and `$lt` never matches.
     { collection: "runs", field: "finishedAt", expireAfterSeconds: retention.runDays * DAY_S },
+    // Run batches, once finished, and what they did with each run, as long as runs are kept.
+    { collection: "runBatches", field: "finishedAt", expireAfterSeconds: retention.runDays * DAY_S },
+    { collection: "runBatchItems", field: "at", expireAfterSeconds: retention.runDays * DAY_S },
     // Log entries and the placeholders of holes, by their time.
     { collection: "activityLogs", field: "timestamp", expireAfterSeconds: retention.logDays * DAY_S },
     { collection: "adminLogs", field: "timestamp", expireAfterSeconds: retention.logDays * DAY_S },
@@ -66,6 +69,17 @@ function runIndexes(d: Database): Promise<string>[] {
     d.runs.createIndex({ environmentId: 1, via: 1, createdAt: 1, _id: 1 }),
     d.runs.createIndex({ environmentId: 1, userId: 1, createdAt: 1, _id: 1 }),
     d.runs.createIndex({ environmentId: 1, finishedAt: 1, createdAt: 1, _id: 1 }),
+  ];
+}
+
+/** The indexes of run batches (store/run-batches.ts); their items are read by `_id` alone. */
+function runBatchIndexes(d: Database): Promise<string>[] {
+  return [
+    // Claiming: the RUNNING batch whose lease expired first.
+    d.runBatches.createIndex({ state: 1, "lease.expiresAt": 1 }),
+    // ListRunBatches, newest first: an environment's batches, or those one user created.
+    d.runBatches.createIndex({ environmentId: 1, createdAt: -1, _id: -1 }),
+    d.runBatches.createIndex({ environmentId: 1, "createdBy.id": 1, createdAt: -1, _id: -1 }),
   ];
 }
 
@@ -128,6 +142,7 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     ...ttl.map((t) => d[t.collection].createIndex({ [t.field]: 1 }, { expireAfterSeconds: t.expireAfterSeconds })),
     ...directoryIndexes(d),
     ...runIndexes(d),
+    ...runBatchIndexes(d),
     // Logs: unfiltered pages are `_id` (stream key) lookups and ranges; filtered pages, time
     // ranges and the export are scope + filter + the list order `seq`.
     d.activityLogs.createIndex({ environmentId: 1, seq: 1 }),
