@@ -19,6 +19,7 @@ import { writeRunActivity } from "../domain/runs/activity.js";
 import { isUuid } from "../domain/ids.js";
 import { isFinished, RUN_CANCELLED, RUN_CHANGED } from "../domain/runs/model.js";
 import { runMessage } from "./run-message.js";
+import { runBatchHandlers } from "./run-batches.js";
 import { runStateMachine, type RunStateMachine } from "../domain/runs/state.js";
 import { runMetrics } from "../lib/metrics.js";
 import { RunWatcher } from "../domain/runs/watch.js";
@@ -177,9 +178,9 @@ export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {
     listRuns: (req, ctx) => listRuns(deps, codec, req, ctx),
     startRun: () => Promise.reject(fail.precondition("StartRun is not implemented yet")),
     retryRun: () => Promise.reject(fail.precondition("RetryRun is not implemented yet")),
-    createRunBatch: () => Promise.reject(fail.precondition("CreateRunBatch is not implemented yet")),
-    getRunBatch: () => Promise.reject(fail.precondition("GetRunBatch is not implemented yet")),
-    cancelRunBatch: () => Promise.reject(fail.precondition("CancelRunBatch is not implemented yet")),
-    listRunBatches: () => Promise.reject(fail.precondition("ListRunBatches is not implemented yet")),
+    createRunBatch: (req, ctx) => runBatchHandlers(deps, codec).createRunBatch(req, ctx),
+    getRunBatch: (req, ctx) => runBatchHandlers(deps, codec).getRunBatch(req, ctx),
+    cancelRunBatch: (req, ctx) => runBatchHandlers(deps, codec).cancelRunBatch(req, ctx),
+    listRunBatches: (req, ctx) => runBatchHandlers(deps, codec).listRunBatches(req, ctx),
   };
 }
