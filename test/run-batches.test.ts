@@ -11,6 +11,7 @@ import type { RunDoc, StepDoc } from "../src/store/types.js";
 import { sleep } from "../src/lib/sleep.js";
 import { createWorld, worldRun, type World } from "../fixtures/world.js";
 import { serverForFile } from "./helpers/server.js";
+import { runCli } from "./helpers/cli.js";
 
 /** Batches keep at most this many of their runs ongoing here. */
 const ONGOING = 3;
@@ -208,5 +209,32 @@ describe("who batches which runs", () => {
     expect(await codeOf(runs().getRunBatch({ batchId: "not-a-uuid" }, auth(w.adminToken)))).toBe(Code.InvalidArgument);
     expect(await codeOf(runs().createRunBatch({ ...scope, action: "rerun" }, auth(w.adminToken)))).toBe(Code.InvalidArgument);
     expect(await codeOf(runs().createRunBatch({ ...scope, action: "retry", filter: { states: ["DONE"] } }, auth(w.adminToken)))).toBe(Code.InvalidArgument);
+  });
+});
+
+describe("runhook runs batch", () => {
+  it("creates the batch with the runs list's filters and follows it to its end: a line per change, then the counts and reasons", async () => {
+    const w = await createWorld(server, { steps: FAST, records: records(4) });
+    const failedRuns = [1, 2, 3, 4].map((i) => failedRun(w, `r${i}`, 10_000 - i, FAST));
+    await fx().insertRuns([...failedRuns, ongoingRun(w, "r4", FAST)]);
+    const env = { RUNHOOK_URL: server.baseUrl, RUNHOOK_TOKEN: w.adminToken };
+    const where = ["--project", w.projectName, "--environment", w.environmentName, "--workflow", w.workflowId, "--state", "FAILED"];
+
+    const dry = await runCli(["runs", "batch", "retry", ...where, "--dry-run"], env);
+    expect(dry.stderr).toBe("");
+    expect(dry.code).toBe(0);
+    expect(dry.stdout).toMatch(/retry batch \(dry run\) [0-9a-f-]{36}: 4 runs handled — 3 would be done, 1 skipped, 0 failed: SUCCEEDED/);
+    expect(dry.stdout).toContain(`  skipped 1: a run is ongoing on the record (runs ${failedRuns[3]!._id})`);
+
+    const real = await runCli(["runs", "batch", "retry", ...where], env);
+    expect(real.code).toBe(0);
+    const id = /retry batch ([0-9a-f-]{36})/.exec(real.stdout)![1]!;
+    expect(real.stdout).toContain("4 runs handled — 3 done, 1 skipped, 0 failed: SUCCEEDED");
+    expect(await runsOfBatch(id)).toHaveLength(3);
+
+    const bad = await runCli(["runs", "batch", "rerun", ...where], env);
+    expect(bad.code).toBe(2);
+    const denied = await runCli(["runs", "batch", "cancel", ...where], { ...env, RUNHOOK_TOKEN: w.apiToken });
+    expect(denied.code).toBe(6);
   });
 });
