@@ -19,7 +19,7 @@ import { BATCH_CREATED, logBatchCancelled, logBatchCreated, newBatchDoc } from "
 import type { DirectoryView } from "../store/directory-cache.js";
 import type { RunBatchKey } from "../store/run-batches.js";
 import type { RunBatchDoc } from "../store/types.js";
-import { authorization, directoryOf, viaOf } from "./context.js";
+import { authorization, directoryOf, runViaOf } from "./context.js";
 
 const ts = (d: Date | null | undefined) => (d ? timestampFromDate(d) : undefined);
 
@@ -98,7 +98,7 @@ async function createRunBatch(deps: Deps, req: CreateRunBatchRequest, ctx: Handl
     createdTo: timeOf(req.createdTo, "created_to"),
     fromFailedStep: req.fromFailedStep,
     dryRun: req.dryRun,
-    via: viaOf(ctx),
+    via: runViaOf(ctx),
   });
   await deps.store.runBatches.create(batch);
   await logBatchCreated(deps, batch);

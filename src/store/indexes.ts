@@ -77,6 +77,8 @@ function runIndexes(d: Database): Promise<string>[] {
 /** The indexes of run batches (store/run-batches.ts); their items are read by `_id` alone. */
 function runBatchIndexes(d: Database): Promise<string>[] {
   return [
+    // A batch's ongoing runs (its pace: it reads at most RUNHOOK_BATCH_ONGOING_RUNS of them); only runs a batch started have an entry.
+    d.runs.createIndex({ batchId: 1, state: 1 }, { partialFilterExpression: { batchId: { $exists: true } } }),
     // Claiming: the RUNNING batch whose lease expired first.
     d.runBatches.createIndex({ state: 1, "lease.expiresAt": 1 }),
     // ListRunBatches, newest first: an environment's batches, or those one user created.

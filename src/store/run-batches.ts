@@ -3,7 +3,6 @@
 // single-document update, so a batch whose lease moved on (its process died, or it was
 // cancelled) changes nothing more.
 import { createHash } from "node:crypto";
-import type { Filter } from "mongodb";
 import type { Database } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
 import type { Lease } from "./runs.js";
@@ -53,8 +52,8 @@ export interface RunBatchStore {
   putItem(item: RunBatchItemDoc): Promise<RunBatchItemDoc>;
   /** Whether the batch has `limit` runs ongoing or more (reads at most `limit`). */
   ongoingAtLeast(batchId: string, limit: number): Promise<boolean>;
-  /** The first run that retries `runId`, if any. */
-  firstRetryOf(runId: string): Promise<{ _id: string; batchId?: string } | null>;
+  /** Runs that retry `runId` (at most `limit`), with the batch that started each. */
+  retriesOf(runId: string, limit: number): Promise<Pick<RunDoc, "_id" | "batchId">[]>;
   /** The ongoing run on a record (by its activeKey), if any. */
   ongoingOn(activeKey: string): Promise<Pick<RunDoc, "_id"> | null>;
 }
@@ -141,10 +140,13 @@ export function runBatchStore(d: Database): RunBatchStore {
       }
     },
     async ongoingAtLeast(batchId, limit) {
-      return (await d.runs.countDocuments({ batchId, state: { $in: ONGOING_STATES } } as Filter<RunDoc>, { limit })) >= limit;
+      return (await d.runs.countDocuments({ batchId, state: { $in: ONGOING_STATES } }, { limit })) >= limit;
     },
-    firstRetryOf: (runId) =>
-      d.runs.findOne<{ _id: string; batchId?: string }>({ retryOf: runId } as Filter<RunDoc>, { sort: { createdAt: 1 }, projection: { _id: 1, batchId: 1 } }),
+    retriesOf: (runId, limit) =>
+      d.runs
+        .find({ retryOf: runId }, { projection: { _id: 1, batchId: 1 } })
+        .limit(limit)
+        .toArray(),
     ongoingOn: (activeKey) => d.runs.findOne({ activeKey }, { projection: { _id: 1 } }),
   };
 }

@@ -9,16 +9,16 @@
 import { randomUUID } from "node:crypto";
 import type { DirectoryReads } from "../../store/directory-cache.js";
 import type { RunSelection } from "../../store/run-search.js";
-import type { RunBatchDoc, RunBatchItemDoc, RunDoc, UserRefDoc } from "../../store/types.js";
+import type { RunBatchDoc, RunBatchItemDoc, RunDoc, RunVia, UserRefDoc } from "../../store/types.js";
 import { assertMaySeeRun } from "../auth/run-scope.js";
 import type { AppPrincipal } from "../auth/tokens.js";
 import { DomainError, fail, isDomainError } from "../errors.js";
 import type { Paging } from "../logs/cursor.js";
-import { latestActive, type TriggerDeps } from "../trigger.js";
+import type { TriggerDeps } from "../trigger.js";
 import { cancelAs } from "./cancel.js";
 import { activeKeyOf, isFinished } from "./model.js";
 import { runSelection, type RunFilterInput } from "./search.js";
-import { startAs, type StartRequest } from "./start.js";
+import { latestActive, startAs, type StartRequest } from "./start.js";
 import type { RunStateMachine } from "./state.js";
 
 export const BATCH_ACTIONS = ["retry", "cancel"] as const;
@@ -36,6 +36,9 @@ export const SKIP = {
   notFailedAtStep: "the run did not fail at a step",
   versionInactive: "the run's workflow version is no longer active",
 } as const;
+
+/** Retries of one run read to find this batch's own among them. */
+const MAX_RETRIES_READ = 100;
 
 /** What a batch does with one run, before it is stored. */
 export type Decision = Pick<RunBatchItemDoc, "outcome" | "reason" | "detail" | "newRunId">;
@@ -56,9 +59,9 @@ export class BatchCannotGoOn extends Error {}
 
 const UUID_G = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
 
-/** A refusal's message as a reason that many runs share: without the ids it names. */
+/** A refusal's message as a reason that many runs share: without the ids it names, nor the details in brackets after it. */
 function sharedReason(message: string): string {
-  return message.replace(UUID_G, "…");
+  return message.replace(UUID_G, "…").replace(/ \(.*$/, "");
 }
 
 /** The store's selection of a batch's runs: its filter through the run search's one parser, created before `createdTo`. */
@@ -187,32 +190,41 @@ function refusal(err: unknown): Decision {
   }
 }
 
-/** What a dry run of a retry would find: the checks of a retry, and nothing started. */
+/** A retry's own checks, a dry run's too: the skip they call for, or undefined. */
+async function retrySkip(env: BatchEnv, batch: RunBatchDoc, run: RunDoc): Promise<Decision | undefined> {
+  // Retries of this run: one this batch started (before a crash, or by its previous holder) is done, not again.
+  const retries = await env.deps.store.runBatches.retriesOf(run._id, MAX_RETRIES_READ);
+  const own = retries.find((r) => r.batchId === batch._id);
+  if (own) return done(own._id);
+  if (retries.length > 0) return skipped(SKIP.alreadyRetried, `${SKIP.alreadyRetried} (run ${retries[0]!._id})`);
+  if (!isFinished(run.state)) return skipped(SKIP.notFinished);
+  if (!batch.fromFailedStep) return undefined;
+  if (run.state !== "FAILED" || !run.steps.some((s) => s.state === "FAILED")) return skipped(SKIP.notFailedAtStep);
+  const workflow = await env.directory.workflows.get(run.workflowId);
+  if (workflow && !workflow.versions.some((v) => v.version === run.workflowVersion && v.active)) return skipped(SKIP.versionInactive);
+  return undefined;
+}
+
+/** What a dry run of a retry would find beyond its own checks: the caller's access, an active version, the record's ongoing run. */
 async function previewRetry(env: BatchEnv, batch: RunBatchDoc, run: RunDoc): Promise<Decision> {
   await assertMaySeeRun(env.directory, env.principal, run);
   const workflow = await env.directory.workflows.get(run.workflowId);
   if (!workflow) throw fail.notFound("the run's workflow no longer exists");
-  if (batch.fromFailedStep) {
-    if (run.state !== "FAILED" || !run.steps.some((s) => s.state === "FAILED")) return skipped(SKIP.notFailedAtStep);
-    if (!workflow.versions.some((v) => v.version === run.workflowVersion && v.active)) return skipped(SKIP.versionInactive);
-  } else if (!latestActive(workflow.versions)) throw fail.notFound("no active workflow version");
+  if (!batch.fromFailedStep && !latestActive(workflow.versions)) throw fail.notFound("no active workflow version");
   const ongoing = await env.deps.store.runBatches.ongoingOn(activeKeyOf(run.workflowId, run.recordId));
   if (ongoing) return skipped(SKIP.ongoing, `${SKIP.ongoing} (run ${ongoing._id})`);
   return done();
 }
 
 async function retry(env: BatchEnv, batch: RunBatchDoc, run: RunDoc): Promise<Decision> {
-  const earlier = await env.deps.store.runBatches.firstRetryOf(run._id);
-  // Started by this batch before a crash (or by its previous holder): done, and not again.
-  if (earlier?.batchId === batch._id) return done(earlier._id);
-  if (earlier) return skipped(SKIP.alreadyRetried, `${SKIP.alreadyRetried} (run ${earlier._id})`);
-  if (!isFinished(run.state)) return skipped(SKIP.notFinished);
+  const skip = await retrySkip(env, batch, run);
+  if (skip) return skip;
   if (batch.dryRun) return previewRetry(env, batch, run);
   const req: StartRequest = {
     principal: env.principal,
     workflowId: run.workflowId,
     recordId: run.recordId,
-    via: batch.via as StartRequest["via"],
+    via: batch.via as RunVia,
     idempotencyKey: `batch:${batch._id}:${run._id}`,
     retry: { of: run, fromFailedStep: batch.fromFailedStep },
     batchId: batch._id,
@@ -227,7 +239,7 @@ async function cancel(env: BatchEnv, batch: RunBatchDoc, run: RunDoc): Promise<D
   await assertMaySeeRun(env.directory, env.principal, run);
   if (batch.dryRun) return done();
   try {
-    await cancelAs(env.deps, env.machine, env.principal.user, run, batch.via);
+    await cancelAs(env.deps, env.machine, { id: env.principal.user._id, email: env.principal.user.email }, run, batch.via as RunVia);
     return done();
   } catch (err) {
     // Finished meanwhile: skipped as any finished run is.
