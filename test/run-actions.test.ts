@@ -2,6 +2,7 @@
 // finished run again (from its first step, or from its failed step), over gRPC, Connect and
 // /v1, with the webhook's checks in the webhook's order. Real server, real database, executors on.
 import { randomUUID } from "node:crypto";
+import { tmpdir } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -18,6 +19,7 @@ import { storeFixtures, type StoreFixtures } from "../src/store/index.js";
 import { callAdmin } from "../src/cli/demo.js";
 import { addAppToken, addUser, createWorld, type World } from "../fixtures/world.js";
 import { apiClient } from "./helpers/api.js";
+import { spawnCli } from "./helpers/cli.js";
 import { waitForRun } from "./helpers/runs.js";
 import { startServer, type TestServer } from "./helpers/server.js";
 import { grpcUnary, postHook, UUID_RE } from "./helpers/webhook.js";
@@ -270,5 +272,31 @@ describe("RetryRun", () => {
     await waitForRun(server.deps.store, hook.body.runId!);
     const noRole = await addAppToken(server, (await addUser(server, w, null))._id);
     expect((await refusal(runs.retryRun({ runId: hook.body.runId! }, auth(noRole.plaintext)))).code).toBe(Code.PermissionDenied);
+  });
+});
+
+describe("runhook runs start | retry", () => {
+  const cli = (args: string[], token: string) => {
+    const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("RUNHOOK_") && k !== "MONGODB_URI"));
+    return spawnCli(["runs", ...args], { env: { ...base, RUNHOOK_URL: server.baseUrl, RUNHOOK_TOKEN: token }, cwd: tmpdir(), timeoutMs: 30_000 }).exited;
+  };
+
+  it("starts a run and prints its id; retries it; explains a refusal in words with its exit code", async () => {
+    const w = await createWorld(server);
+    const started = await cli(["start", "--workflow", w.workflowId, "--record", "no-such-record"], w.userToken);
+    expect(started.code, started.stderr).toBe(0);
+    const runId = started.stdout.trim();
+    expect(runId).toMatch(UUID_RE);
+    expect(await waitForRun(server.deps.store, runId)).toMatchObject({ state: "FAILED", via: "api" });
+    const retried = await cli(["retry", runId, "--from-failed-step"], w.userToken);
+    expect(retried.code, retried.stderr).toBe(0);
+    const retry = await waitForRun(server.deps.store, retried.stdout.trim());
+    expect(retry).toMatchObject({ retryOf: runId, state: "FAILED" });
+    // The retry of a run that did not fail at a step: 400, said in words, exit 4.
+    const ok = await cli(["start", "--workflow", w.workflowId, "--record", "r1", "--project", w.projectName, "--environment", w.environmentName], w.userToken);
+    expect((await waitForRun(server.deps.store, ok.stdout.trim())).state).toBe("SUCCEEDED");
+    const refused = await cli(["retry", ok.stdout.trim(), "--from-failed-step"], w.userToken);
+    expect(refused.code).toBe(4);
+    expect(refused.stderr).toMatch(/did not fail/);
   });
 });

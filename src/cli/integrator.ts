@@ -1,10 +1,11 @@
-// The integrator commands: `trigger`, `runs watch`, `runs list`, `runs batch`, `logs tail`. They call the public REST API
+// The integrator commands: `trigger`, `runs start|retry|watch|list|batch`, `logs tail`. They call the public REST API
 // with fetch, like any integrator; loaded without the server's modules (no database, no
 // configuration), so they start fast and touch nothing on disk but an explicit --cursor-file.
 import { BATCH_USAGE, runBatch } from "./batch.js";
 import { EXIT } from "./common.js";
 import { LIST_USAGE, runList } from "./list.js";
 import { runTail, TAIL_USAGE } from "./tail.js";
+import { RETRY_USAGE, runRetry, runStart, START_USAGE } from "./start.js";
 import { runTrigger } from "./trigger.js";
 import { runWatch, WATCH_USAGE } from "./watch.js";
 
@@ -13,6 +14,8 @@ export const INTEGRATOR_COMMANDS = ["trigger", "runs", "logs"];
 export const INTEGRATOR_USAGE = `
   For integrators (public REST API; env RUNHOOK_URL, RUNHOOK_TOKEN; --help on each):
     trigger <webhook-url> <record-id> [--json]   start a run on a record, print its runId
+    runs start --workflow ID --record R          start a run on a record as the token's user
+    runs retry <runId> [--from-failed-step]      start a finished run again, print the new runId
     runs watch <runId>                           follow a run's steps until it finishes
     runs list --project P --environment E        search runs (--state FAILED --since 1h …):
                                                  a table, or NDJSON when piped
@@ -23,7 +26,9 @@ export const INTEGRATOR_USAGE = `
               [--cursor-file F] [filters]        as NDJSON, forever, resuming from F
 `;
 
-const RUNS_USAGE = `usage: runhook runs watch <runId> [--base-url URL] [--token TOKEN]   (runhook runs watch --help)
+const RUNS_USAGE = `usage: runhook runs start --workflow ID --record R   (runhook runs start --help)
+       runhook runs retry <runId> [--from-failed-step]   (runhook runs retry --help)
+       runhook runs watch <runId> [--base-url URL] [--token TOKEN]   (runhook runs watch --help)
        runhook runs list --project P --environment E [filters]   (runhook runs list --help)
        runhook runs batch retry|cancel --project P --environment E [filters]   (runhook runs batch --help)`;
 const LOGS_USAGE = `usage: runhook logs tail --project P (--environment E | --admin) [filters] [--cursor-file F]   (runhook logs tail --help)`;
@@ -50,6 +55,8 @@ export function runIntegratorCommand(command: string, args: string[]): Promise<n
       return runTrigger(args);
     case "runs":
       return group("runs", RUNS_USAGE, sub, {
+        start: [() => runStart(rest), START_USAGE],
+        retry: [() => runRetry(rest), RETRY_USAGE],
         watch: [() => runWatch(rest), WATCH_USAGE],
         list: [() => runList(rest), LIST_USAGE],
         batch: [() => runBatch(rest), BATCH_USAGE],

@@ -35,7 +35,7 @@ run (NDJSON, each as GET /v1/runs/{runId} answers it) when stdout is a pipe or a
   --record R                     runs on this record id (with --collection)
   --state S                      runs in this state: QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED;
                                  repeat it or give a comma list (--state FAILED,CANCELLED)
-  --via V                        runs started by webhook or grpc
+  --via V                        runs started by webhook, grpc, api (/v1) or console
   --user ID                      runs acting as this user id
   --since T  --until T           created at or after / before T: a duration back from now
                                  (90s, 30m, 1h, 2d) or an RFC 3339 time

@@ -78,7 +78,7 @@ function idempotencyKeyOf(values: Record<string, unknown>): string | undefined {
 }
 
 /** A 409: the run already ongoing on the record, or the first call with the key still being answered. */
-function conflictError(a: Answer, recordId: string): CliError {
+export function conflictError(a: Answer, onRecord: string): CliError {
   const body = errorBody(a);
   if (body.code === "aborted") {
     return new CliError(
@@ -89,11 +89,35 @@ function conflictError(a: Answer, recordId: string): CliError {
   }
   const ongoing = body.runId;
   return new CliError(
-    `a run of this workflow is already ongoing on record "${recordId}"${ongoing ? `: ${ongoing}` : ""}`,
+    `a run of this workflow is already ongoing on ${onRecord}${ongoing ? `: ${ongoing}` : ""}`,
     EXIT.ALREADY_RUNNING,
     ongoing
       ? `nothing was started. Follow the ongoing run with: runhook runs watch ${ongoing}\ntrigger again once it has finished`
       : "nothing was started; trigger again once the ongoing run has finished",
+  );
+}
+
+/**
+ * The answer of a call that starts a run (the webhook, POST …/runs, …/retry): 202 prints the run id
+ * (says so on stderr when it was replayed); 409 is `conflict()`; 429 says how long to wait.
+ */
+export function answerStarted(a: Answer, prefix: string, json: boolean, conflict: () => CliError): number {
+  if (a.status === 202) {
+    const runId = (a.json as { runId?: unknown } | undefined)?.runId;
+    if (typeof runId !== "string") throw new CliError(`unexpected answer 202 ${a.text.slice(0, 200)}`, EXIT.ERROR);
+    if (!json) process.stdout.write(`${runId}\n`);
+    if (a.headers.get("idempotent-replayed") === "true")
+      process.stderr.write(`${prefix}: replayed: an earlier call with this idempotency key started run ${runId}; nothing new was started\n`);
+    return EXIT.OK;
+  }
+  if (a.status === 409) throw conflict();
+  const wait = retryAfterMs(a.headers);
+  throw new CliError(
+    `rate limited (429): ${wait !== undefined ? `retry in ${seconds(wait)} (Retry-After: ${a.headers.get("retry-after")})` : "retry later"}`,
+    EXIT.RATE_LIMITED,
+    /ongoing runs/.test(errorMessage(a))
+      ? "the project has as many ongoing runs as it may have: retry once some have finished"
+      : "each webhook accepts a limited number of calls per minute (60 by default); a caller that waits Retry-After is accepted",
   );
 }
 
@@ -137,23 +161,7 @@ export async function runTrigger(args: string[], env: NodeJS.ProcessEnv = proces
     }
     if (json) process.stdout.write(`${terminalSafe(a.text.trimEnd())}\n`);
 
-    if (a.status === 202) {
-      const runId = (a.json as { runId?: unknown } | undefined)?.runId;
-      if (typeof runId !== "string") throw new CliError(`unexpected answer 202 ${a.text.slice(0, 200)}`, EXIT.ERROR);
-      if (!json) process.stdout.write(`${runId}\n`);
-      if (a.headers.get("idempotent-replayed") === "true")
-        process.stderr.write(`${prefix}: replayed: an earlier call with this idempotency key started run ${runId}; nothing new was started\n`);
-      return EXIT.OK;
-    }
-    if (a.status === 409) throw conflictError(a, recordId);
-    if (a.status === 429) {
-      const wait = retryAfterMs(a.headers);
-      throw new CliError(
-        `rate limited (429): ${wait !== undefined ? `retry in ${seconds(wait)} (Retry-After: ${a.headers.get("retry-after")})` : "retry later"}`,
-        EXIT.RATE_LIMITED,
-        "each webhook accepts a limited number of calls per minute (60 by default); a caller that waits Retry-After is accepted",
-      );
-    }
+    if (a.status === 202 || a.status === 409 || a.status === 429) return answerStarted(a, prefix, json, () => conflictError(a, `record "${recordId}"`));
     const hint = HINTS[a.status]?.(a, token) ?? (a.status >= 500 ? `a server error: ${retry}` : undefined);
     throw answerError(a, hint);
   } catch (err) {

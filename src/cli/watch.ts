@@ -39,7 +39,7 @@ const WAIT = "30s";
 const GIVE_UP_MS = 120_000;
 const FINISHED = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
-const MARK: Record<string, string> = { SUCCEEDED: "✓", FAILED: "✗", CANCELLED: "⊘", PENDING: "·" };
+const MARK: Record<string, string> = { SUCCEEDED: "✓", FAILED: "✗", CANCELLED: "⊘", PENDING: "·", SKIPPED: "↷" };
 
 interface StepView {
   type?: string;
@@ -47,7 +47,12 @@ interface StepView {
   startedAt?: string;
   finishedAt?: string;
   error?: string;
+  /** A SKIPPED step (a retry from the failed step): the run in which it ran. */
+  doneInRunId?: string;
 }
+
+/** What a step line adds after its state: its error, or the run a skipped step ran in. */
+const stepNote = (s: StepView, sep: string) => (s.error ? `${sep}${s.error}` : s.doneInRunId ? `${sep}done in run ${s.doneInRunId}` : "");
 
 interface RunView {
   id?: string;
@@ -118,7 +123,7 @@ function plainView(out: NodeJS.WriteStream): View {
         const before = last?.steps?.[i]?.state ?? "PENDING";
         if (s.state === before) return;
         const d = s.state === "RUNNING" ? undefined : stepDuration(s, Date.now());
-        out.write(`step ${i + 1}/${n} ${s.type}: ${s.state}${d !== undefined ? ` in ${formatDuration(d)}` : ""}${s.error ? `: ${s.error}` : ""}\n`);
+        out.write(`step ${i + 1}/${n} ${s.type}: ${s.state}${d !== undefined ? ` in ${formatDuration(d)}` : ""}${stepNote(s, ": ")}\n`);
       });
       if (run.waitUntil && run.waitUntil !== last?.waitUntil) out.write(`run ${waitingText(run, Date.now())}\n`);
       if (last && run.state !== last.state) {
@@ -156,7 +161,7 @@ function ttyView(out: NodeJS.WriteStream): View {
         const st = s.state ?? "";
         const mark = st === "RUNNING" ? (final ? "…" : spin) : (MARK[st] ?? " ");
         const d = stepDuration(s, now);
-        return `  ${mark} ${String(i + 1).padStart(String(steps.length).length)} ${(s.type ?? "").padEnd(width)}  ${st.padEnd(9)}${d !== undefined ? `  ${formatDuration(d)}` : ""}${s.error ? `  ${s.error}` : ""}`;
+        return `  ${mark} ${String(i + 1).padStart(String(steps.length).length)} ${(s.type ?? "").padEnd(width)}  ${st.padEnd(9)}${d !== undefined ? `  ${formatDuration(d)}` : ""}${stepNote(s, "  ")}`;
       }),
     ];
   };

@@ -4,10 +4,25 @@
 // published document has is documented there, with the additions marked here).
 // The routes with handlers of their own (the webhook, health, this document) are listed
 // after it (OTHER_ROUTES), with their documentation, and registered from their paths here.
-import type { DescMessage, DescMethodServerStreaming, DescMethodUnary, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
+import {
+  fromJson,
+  type DescMessage,
+  type DescMethodServerStreaming,
+  type DescMethodUnary,
+  type JsonValue,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import { ActivityLogEntrySchema, AdminLogEntrySchema, LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
-import { ListRunsResponseSchema, RunSchema, RunService } from "../../gen/runhook/v1/run_pb.js";
+import {
+  CreateRunBatchRequestSchema,
+  ListRunBatchesResponseSchema,
+  ListRunsResponseSchema,
+  RunBatchSchema,
+  RunSchema,
+  RunService,
+} from "../../gen/runhook/v1/run_pb.js";
 import { TriggerRunResponseSchema } from "../../gen/runhook/v1/trigger_pb.js";
 import { MAX_IDEMPOTENCY_KEY_LENGTH } from "../domain/idempotency.js";
 import { DEFAULT_LIMIT, MAX_LIMIT } from "../domain/logs/cursor.js";
@@ -129,6 +144,7 @@ export const PATH_PARAMS: Record<string, { description: string; schema?: Schema 
   environmentName: { description: "Environment name" },
   noteId: { description: "The note's id (its number)", schema: { type: "integer", minimum: 1 } },
   runId: { description: "Run id", schema: { type: "string", format: "uuid" } },
+  batchId: { description: "Run batch id", schema: { type: "string", format: "uuid" } },
 };
 
 // An empty value (`order=`, `from=`…) is the same as leaving the parameter out, so every
@@ -409,7 +425,11 @@ const RUN_LIST_QUERY: QueryParam[] = [
     description: "Only runs in these states, comma-separated: QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED",
     schema: { type: "string", pattern: "^((QUEUED|RUNNING|SUCCEEDED|FAILED|CANCELLED)(,(QUEUED|RUNNING|SUCCEEDED|FAILED|CANCELLED))*)?$" },
   },
-  { name: "via", description: "Only runs started this way: webhook or grpc", schema: { type: "string", enum: ["webhook", "grpc", ""] } },
+  {
+    name: "via",
+    description: "Only runs started this way: webhook, grpc, api (/v1) or console",
+    schema: { type: "string", enum: ["webhook", "grpc", "api", "console", ""] },
+  },
   { name: "userId", description: "Only runs acting as this user (a token that sees only its user's runs may name only itself)" },
   { name: "finishedFrom", description: "Only runs finished at or after this RFC 3339 time; empty: no bound", schema: TIME_SCHEMA },
   { name: "finishedTo", description: "Only runs finished before this RFC 3339 time; empty: no bound", schema: TIME_SCHEMA },
@@ -479,7 +499,7 @@ const EXAMPLE_RUN_ID = "0b6f9d0e-3c1a-4e7b-9f2d-5a8c7b6e4d3f";
 
 const RUN_START_DESCRIPTION =
   "Starts a run of the workflow's latest active version on one record, as the token's user, as the webhook does: the same checks in the same order (the URL's aside), and the same answers. " +
-  "Application tokens only (a project API token is 403). The workflow must be in the path's project and environment (otherwise 404). " +
+  "Application tokens only (a project API token is 403). " +
   "An `Idempotency-Key` header works as the webhook's. The record is not checked here: a run on a missing or inaccessible record fails at its first data step.";
 
 const RUN_RETRY_DESCRIPTION =
@@ -489,19 +509,21 @@ const RUN_RETRY_DESCRIPTION =
 
 const STARTED = { runId: EXAMPLE_RUN_ID };
 
-const RUN_ACTION_ROUTES = [
-  route(`POST ${ENV}/runs`, RunService.method.startRun, {
+/** StartRun's route: at `at`, with the path's project and environment when it has them. */
+function startRoute(at: `POST /${string}`, where: string): ApiRoute {
+  return route(at, RunService.method.startRun, {
     status: 202,
     request: ({ params, body }) => {
       const b = body();
-      return { ...scopeOf(params), workflowId: stringField(b, "workflowId") ?? "", recordId: stringField(b, "recordId") ?? "" };
+      const place = params.projectName ? scopeOf(params) : {};
+      return { ...place, workflowId: stringField(b, "workflowId") ?? "", recordId: stringField(b, "recordId") ?? "" };
     },
     // As the webhook answers: `replayed` is the Idempotent-Replayed header.
     published: (out) => ({ runId: out.runId }),
     doc: {
       tag: "Runs",
       summary: "Start a workflow run on one record",
-      description: RUN_START_DESCRIPTION,
+      description: `${RUN_START_DESCRIPTION} ${where}`,
       answer: "The run was created and queued (or, with an Idempotency-Key already used, that call's run)",
       example: STARTED,
       schema: ref("WebhookAccepted"),
@@ -517,7 +539,12 @@ const RUN_ACTION_ROUTES = [
       },
       errors: [409, 413],
     },
-  }),
+  });
+}
+
+const RUN_ACTION_ROUTES = [
+  startRoute(`POST ${ENV}/runs`, "The workflow must be in the path's project and environment (otherwise 404)."),
+  startRoute("POST /v1/runs", "The same as POST /v1/project/{projectName}/environment/{environmentName}/runs, for a caller who knows only the workflow's id."),
   route("POST /v1/runs/{runId}/retry", RunService.method.retryRun, {
     status: 202,
     request: ({ params, optionalBody }) => ({ runId: params.runId!, fromFailedStep: boolField(optionalBody(), "fromFailedStep") ?? false }),
@@ -541,8 +568,79 @@ const RUN_ACTION_ROUTES = [
   }),
 ];
 
+/** A batch's JSON body: CreateRunBatchRequest's fields (ProtoJSON names) but the path's; an unknown or mistyped field is a 400 naming it. */
+function batchRequest(params: Record<string, string>, b: Record<string, unknown>): MessageShape<typeof CreateRunBatchRequestSchema> {
+  for (const name of ["projectName", "environmentName"]) if (Object.hasOwn(b, name)) throw fail.invalid(`"${name}" is given by the path`);
+  try {
+    return fromJson(CreateRunBatchRequestSchema, { ...(b as Record<string, JsonValue>), ...scopeOf(params) });
+  } catch (err) {
+    throw fail.invalid(`the batch body is not valid: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+const RUN_BATCH_DESCRIPTION =
+  "Retries or cancels, in the background, every run of the environment that `filter` matches (the run search's filters: workflowId, collection, recordId, states, via, userId, finishedFrom, finishedTo), created between `createdFrom` and `createdTo` (at most the batch's creation), or only the `runIds` among them. " +
+  "Answers the stored batch at once; follow it with GET /v1/run-batches/{batchId}. `dryRun: true` counts what would happen and does nothing. " +
+  "Each run is acted on once; one the action does not apply to is skipped with its reason. Application tokens only: a project admin's acts on any run, another user's only on the runs that user started.";
+
+const RUN_BATCH_ROUTES = [
+  route(`POST ${ENV}/run-batches`, RunService.method.createRunBatch, {
+    status: 202,
+    request: ({ params, body }) => batchRequest(params, body()),
+    response: { message: RunBatchSchema, of: (out) => out.batch },
+    doc: {
+      tag: "Runs",
+      summary: "Retry or cancel every run a filter matches",
+      description: RUN_BATCH_DESCRIPTION,
+      answer: "The batch, stored and RUNNING",
+      body: {
+        name: "CreateRunBatchBody",
+        schema: requestBody(
+          {
+            type: "object",
+            properties: {
+              action: { type: "string", enum: ["retry", "cancel"] },
+              filter: { type: "object", description: "The run search's filters (RunFilter in ProtoJSON)" },
+              fromFailedStep: { type: "boolean" },
+              dryRun: { type: "boolean" },
+              runIds: { type: "array", items: { type: "string", format: "uuid" }, maxItems: 1000 },
+              createdFrom: { type: "string", format: "date-time" },
+              createdTo: { type: "string", format: "date-time" },
+            },
+          },
+          ["action"],
+        ),
+      },
+      errors: [413],
+    },
+  }),
+  route(`GET ${ENV}/run-batches`, RunService.method.listRunBatches, {
+    query: LIST_QUERY.filter((q) => q.name === "limit" || q.name === "cursor"),
+    request: ({ params, query }) => ({ ...scopeOf(params), options: listOptions(query) }),
+    response: { message: ListRunBatchesResponseSchema, of: (out) => out },
+    doc: { tag: "Runs", summary: "List the run batches of an environment, newest first", answer: "A page of batches" },
+  }),
+  route("GET /v1/run-batches/{batchId}", RunService.method.getRunBatch, {
+    lenientQuery: true,
+    request: ({ params }) => ({ batchId: params.batchId! }),
+    response: { message: RunBatchSchema, of: (out) => out.batch },
+    doc: { tag: "Runs", summary: "Follow a run batch: matched, done, skipped and failed, with reasons", answer: "The batch" },
+  }),
+  route("POST /v1/run-batches/{batchId}/cancel", RunService.method.cancelRunBatch, {
+    lenientQuery: true,
+    request: ({ params }) => ({ batchId: params.batchId! }),
+    response: { message: RunBatchSchema, of: (out) => out.batch },
+    doc: {
+      tag: "Runs",
+      summary: "Stop a run batch (the runs it started stay started)",
+      description: "Takes no body. A finished batch is a 400 failed_precondition.",
+      answer: "The batch, CANCELLED",
+    },
+  }),
+];
+
 /** The public API (/v1) over plain HTTP, in the document's order. */
-export const API_ROUTES: readonly ApiRoute[] = [...LOG_ROUTES, ...NOTE_ROUTES, ...RUN_ROUTES, ...RUN_ACTION_ROUTES];
+export const API_ROUTES: readonly ApiRoute[] = [...LOG_ROUTES, ...NOTE_ROUTES, ...RUN_ROUTES, ...RUN_ACTION_ROUTES, ...RUN_BATCH_ROUTES];
 
 // ---------------------------------------------------------------- routes with handlers of their own
 

@@ -69,7 +69,8 @@ export type ActivityLogEntry = Message<"runhook.v1.ActivityLogEntry"> & {
   action: string;
 
   /**
-   * `webhook`, `api`, `grpc` or `workflow`.
+   * How the action was taken: `webhook`, `api` (/v1), `grpc` (gRPC or
+   * Connect), `console`, or `workflow` (a run's executor).
    *
    * @generated from field: string via = 7;
    */
