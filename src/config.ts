@@ -89,6 +89,8 @@ export interface Config {
     projectConcurrency: number;
     pollIntervalMs: number;
     leaseMs: number;
+    /** How many of its own runs a run batch keeps ongoing at most (RUNHOOK_BATCH_ONGOING_RUNS). */
+    batchOngoingRuns: number;
   };
   /** Port of GET /metrics (Prometheus): a number (0: any free port), "off", or unset (main.ts decides). */
   metricsPort: number | "off" | undefined;
@@ -421,5 +423,7 @@ function executorConfig(env: NodeJS.ProcessEnv): Config["executor"] {
     projectConcurrency: Math.min(organizationConcurrency, int(env, "RUNHOOK_EXECUTOR_PROJECT_CONCURRENCY", organizationConcurrency, 1, concurrency)),
     pollIntervalMs: int(env, "RUNHOOK_EXECUTOR_POLL_MS", 500, 10, 60_000),
     leaseMs: int(env, "RUNHOOK_EXECUTOR_LEASE_MS", 10_000, 1000, 600_000),
+    // Half the executors at most by default: webhook runs never queue behind a batch's thousands.
+    batchOngoingRuns: int(env, "RUNHOOK_BATCH_ONGOING_RUNS", Math.max(1, Math.floor(concurrency / 2)), 1, 100_000),
   };
 }

@@ -2,7 +2,8 @@
 // and their runs, a conflict, an idempotent repeat, run reads, the run search with each filter,
 // the published log lists with each filter (time bounds, teams, user numbers, actions that name
 // several of runhook's), notes by number and with each filter, the numbering of users at start,
-// a retention sweep, a failed authentication whose count is shared) is run while the
+// a retention sweep, a failed authentication whose count is shared, run batches worked through,
+// listed and cancelled) is run while the
 // driver's commands are recorded, and each distinct query among them is explained by the
 // server: the plan must be an index scan, never a collection scan. On the embedded server the
 // suite also runs with scans refused
@@ -18,6 +19,9 @@ import { startServer, type TestServer } from "./helpers/server.js";
 import { adminClient, postHook, sleep } from "./helpers/webhook.js";
 import { waitForRun } from "./helpers/runs.js";
 import { createWorld, type World } from "../fixtures/world.js";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { RunService } from "../gen/runhook/v1/run_pb.js";
 import { bindUnboundSsoApiTokens } from "../src/domain/auth/sso-tokens.js";
 import { numberUnnumberedUsers } from "../src/domain/auth/user-numbers.js";
 
@@ -237,6 +241,22 @@ it("every query the store made in a workload is an index scan", async () => {
       if (first.nextPageToken) await list(first.nextPageToken);
     }
     await owner.whoAmI({});
+    // Run batches: a retry of the runs so far (claimed, walked, paced, each run's item), a dry run
+    // of selected runs, a cancel batch cancelled at once, the lists (an admin's, a user's), a batch read.
+    const batches = createClient(RunService, createConnectTransport({ baseUrl: server.baseUrl, httpVersion: "1.1" }));
+    const asAdmin = { headers: { authorization: `Bearer ${w.adminToken}` } };
+    const where = { projectName: w.projectName, environmentName: w.environmentName };
+    const retry = (await batches.createRunBatch({ ...where, action: "retry", filter: { states: ["SUCCEEDED"] } }, asAdmin)).batch!;
+    const dry = (await batches.createRunBatch({ ...where, action: "retry", dryRun: true, runIds: [first.body.runId!] }, asAdmin)).batch!;
+    const cancel = (await batches.createRunBatch({ ...where, action: "cancel", filter: { states: ["QUEUED"] } }, asAdmin)).batch!;
+    await batches.cancelRunBatch({ batchId: cancel.id }, asAdmin).catch(() => {}); // finished already, maybe
+    for (const id of [retry.id, dry.id]) {
+      for (let i = 0; i < 300 && (await batches.getRunBatch({ batchId: id }, asAdmin)).batch!.state === "RUNNING"; i++) await sleep(50);
+    }
+    expect((await batches.listRunBatches({ ...where, options: { limit: 1 } }, asAdmin)).hasMore).toBe(true);
+    const page = await batches.listRunBatches({ ...where, options: { limit: 1 } }, asAdmin);
+    expect((await batches.listRunBatches({ ...where, options: { limit: 1, cursor: page.nextCursor! } }, asAdmin)).batches).toHaveLength(1);
+    expect((await batches.listRunBatches(where, { headers: { authorization: `Bearer ${w.userToken}` } })).batches).toEqual([]);
     // A sweep that finds something to remove: a month and a day from now, the runs have expired.
     await sweepExpired(server.deps.store, undefined, new Date(Date.now() + 31 * 86_400_000));
     await server.deps.store.runs.queueStats();
@@ -303,6 +323,14 @@ it("every query the store made in a workload is an index scan", async () => {
     ["find notes", '"createdAt":{"$gte":1,"$lt":1}'],
     ["find notes", '"updatedAt":{"$gte":1,"$lt":1}'],
     ["find notes", '"archivedAt":{"$gte":1,"$lt":1}'],
+    // Run batches: the claim, a batch's pace, a run's retries, the lists, the selected runs of a batch.
+    ["findAndModify run_batches", '{"state":1,"lease.expiresAt":{"$lt":1}}'],
+    ["aggregate runs", '{"batchId":1,"state":{"$in":[1,1]}}'],
+    ["find runs", '{"retryOf":1}'],
+    ["find run_batches", '"createdBy.id":1'],
+    ["find run_batches", '"$or"'],
+    ["find run_batch_items", '{"_id":1}'],
+    ["find runs", '"_id":{"$in":[1]}'],
   ]) {
     expect(
       keys.some((k) => k.startsWith(prefix!) && k.includes(part!)),

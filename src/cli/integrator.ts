@@ -1,6 +1,7 @@
-// The integrator commands: `trigger`, `runs start|retry|watch|list`, `logs tail`. They call the public REST API
+// The integrator commands: `trigger`, `runs start|retry|watch|list|batch`, `logs tail`. They call the public REST API
 // with fetch, like any integrator; loaded without the server's modules (no database, no
 // configuration), so they start fast and touch nothing on disk but an explicit --cursor-file.
+import { BATCH_USAGE, runBatch } from "./batch.js";
 import { EXIT } from "./common.js";
 import { LIST_USAGE, runList } from "./list.js";
 import { runTail, TAIL_USAGE } from "./tail.js";
@@ -18,6 +19,9 @@ export const INTEGRATOR_USAGE = `
     runs watch <runId>                           follow a run's steps until it finishes
     runs list --project P --environment E        search runs (--state FAILED --since 1h …):
                                                  a table, or NDJSON when piped
+    runs batch retry|cancel --project P --environment E [filters] [--dry-run]
+                                                 retry or cancel every run the filters match, in
+                                                 the background, and follow the batch's progress
     logs tail --project P --environment E        print activity (or --admin: admin) log entries
               [--cursor-file F] [filters]        as NDJSON, forever, resuming from F
 `;
@@ -25,7 +29,8 @@ export const INTEGRATOR_USAGE = `
 const RUNS_USAGE = `usage: runhook runs start --workflow ID --record R   (runhook runs start --help)
        runhook runs retry <runId> [--from-failed-step]   (runhook runs retry --help)
        runhook runs watch <runId> [--base-url URL] [--token TOKEN]   (runhook runs watch --help)
-       runhook runs list --project P --environment E [filters]   (runhook runs list --help)`;
+       runhook runs list --project P --environment E [filters]   (runhook runs list --help)
+       runhook runs batch retry|cancel --project P --environment E [filters]   (runhook runs batch --help)`;
 const LOGS_USAGE = `usage: runhook logs tail --project P (--environment E | --admin) [filters] [--cursor-file F]   (runhook logs tail --help)`;
 
 /** A command group: `actions` by name, each with its runner and full usage. */
@@ -54,6 +59,7 @@ export function runIntegratorCommand(command: string, args: string[]): Promise<n
         retry: [() => runRetry(rest), RETRY_USAGE],
         watch: [() => runWatch(rest), WATCH_USAGE],
         list: [() => runList(rest), LIST_USAGE],
+        batch: [() => runBatch(rest), BATCH_USAGE],
       });
     case "logs":
       return group("logs", LOGS_USAGE, sub, { tail: [() => runTail(rest), TAIL_USAGE] });

@@ -55,7 +55,8 @@ const MAX_PAGE = 1000;
 const MAX_PRINTED = 100_000;
 const GIVE_UP_MS = 60_000;
 
-const OPTIONS = {
+/** The run filters' flags (`runs batch` takes them too). */
+export const FILTER_OPTIONS = {
   token: { type: "string" },
   "base-url": { type: "string" },
   project: { type: "string" },
@@ -70,6 +71,10 @@ const OPTIONS = {
   until: { type: "string" },
   "finished-since": { type: "string" },
   "finished-until": { type: "string" },
+} as const;
+
+const OPTIONS = {
+  ...FILTER_OPTIONS,
   order: { type: "string" },
   limit: { type: "string" },
   format: { type: "string" },
@@ -93,8 +98,8 @@ interface ListPlan {
   table: boolean;
 }
 
-/** The query string of the flags. */
-function queryOf(values: Parsed["values"]): URLSearchParams {
+/** The query string of the flags (the /v1 run search's parameters). */
+export function queryOf(values: Parsed["values"]): URLSearchParams {
   const q = new URLSearchParams();
   const put = (param: string, flag: string) => {
     const v = str(values, flag);

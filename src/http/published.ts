@@ -121,6 +121,9 @@ export const ADMIN_MAPPING: Record<string, { type: AdminType; resource: AdminRes
   "webhook.disabled": { type: "update", resource: "environment" },
   "webhook.regenerated": { type: "update", resource: "environment" },
   "webhook.rate_limit.changed": { type: "update", resource: "environment" },
+  "run_batch.created": { type: "update", resource: "environment" },
+  "run_batch.finished": { type: "update", resource: "environment" },
+  "run_batch.cancelled": { type: "update", resource: "environment" },
 };
 
 const UNKNOWN_ADMIN = { type: "update" as const, resource: "environment" as const };

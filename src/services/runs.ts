@@ -28,6 +28,7 @@ import { startAs } from "../domain/runs/start.js";
 import { isUuid } from "../domain/ids.js";
 import { isFinished } from "../domain/runs/model.js";
 import { runMessage } from "./run-message.js";
+import { runBatchHandlers } from "./run-batches.js";
 import { answerStart } from "./trigger.js";
 import { runStateMachine, type RunStateMachine } from "../domain/runs/state.js";
 import { runMetrics } from "../lib/metrics.js";
@@ -235,9 +236,9 @@ export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {
     listRuns: (req, ctx) => listRuns(deps, codec, req, ctx),
     startRun: (req, ctx) => startRun(deps, req, ctx),
     retryRun: (req, ctx) => retryRun(deps, req, ctx),
-    createRunBatch: () => Promise.reject(fail.precondition("CreateRunBatch is not implemented yet")),
-    getRunBatch: () => Promise.reject(fail.precondition("GetRunBatch is not implemented yet")),
-    cancelRunBatch: () => Promise.reject(fail.precondition("CancelRunBatch is not implemented yet")),
-    listRunBatches: () => Promise.reject(fail.precondition("ListRunBatches is not implemented yet")),
+    createRunBatch: (req, ctx) => runBatchHandlers(deps, codec).createRunBatch(req, ctx),
+    getRunBatch: (req, ctx) => runBatchHandlers(deps, codec).getRunBatch(req, ctx),
+    cancelRunBatch: (req, ctx) => runBatchHandlers(deps, codec).cancelRunBatch(req, ctx),
+    listRunBatches: (req, ctx) => runBatchHandlers(deps, codec).listRunBatches(req, ctx),
   };
 }

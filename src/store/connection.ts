@@ -32,6 +32,8 @@ const COLLECTIONS = {
   rateLimits: "rate_limits",
   idempotencyKeys: "idempotency_keys",
   directoryVersion: "directory_version",
+  runBatches: "run_batches",
+  runBatchItems: "run_batch_items",
 } as const;
 
 interface Documents {
@@ -58,6 +60,8 @@ interface Documents {
   rateLimits: T.RateLimitDoc;
   idempotencyKeys: T.IdempotencyKeyDoc;
   directoryVersion: T.DirectoryVersionDoc;
+  runBatches: T.RunBatchDoc;
+  runBatchItems: T.RunBatchItemDoc;
 }
 
 /** A collection by its handle's name (`runs`, `activityLogs`, …). */

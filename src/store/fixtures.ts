@@ -51,6 +51,8 @@ function readViews(d: Database): Views {
     "rateLimits",
     "idempotencyKeys",
     "directoryVersion",
+    "runBatches",
+    "runBatchItems",
   ];
   return Object.fromEntries(names.map((n) => [n, readView(() => d[n] as unknown as Collection<Document>)])) as unknown as Views;
 }

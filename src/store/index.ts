@@ -14,6 +14,7 @@ import { logStore, type LogStore } from "./logs.js";
 import { noteStore, type NoteStore } from "./notes.js";
 import { rateLimitStore, type RateLimitStore } from "./rate-limits.js";
 import { recordStore, type RecordStore } from "./records.js";
+import { runBatchStore, type RunBatchStore } from "./run-batches.js";
 import { runStore, type RunStore } from "./runs.js";
 
 export interface Store {
@@ -29,6 +30,8 @@ export interface Store {
   clockSkewMs(): Promise<number>;
   close(): Promise<void>;
   runs: RunStore;
+  /** Run batches, and what each did with each run. */
+  runBatches: RunBatchStore;
   logs: LogStore;
   notes: NoteStore;
   counters: CounterStore;
@@ -59,6 +62,7 @@ function createStore(db: Database): Store {
       close: () => db.close(),
       directory: directoryStore(db),
       runs: runStore(db),
+      runBatches: runBatchStore(db),
       logs: logStore(db, counters),
       notes: noteStore(db, counters),
       counters,

@@ -32,6 +32,9 @@ export function ttlIndexes(retention: Retention = DEFAULT_RETENTION): TtlIndex[]
     // Finished runs (their lease and step results with them). An ongoing run's finishedAt is
     // null, which a TTL index never expires and `$lt` never matches.
     { collection: "runs", field: "finishedAt", expireAfterSeconds: retention.runDays * DAY_S },
+    // Run batches, once finished, and what they did with each run, as long as runs are kept.
+    { collection: "runBatches", field: "finishedAt", expireAfterSeconds: retention.runDays * DAY_S },
+    { collection: "runBatchItems", field: "at", expireAfterSeconds: retention.runDays * DAY_S },
     // Log entries and the placeholders of holes, by their time.
     { collection: "activityLogs", field: "timestamp", expireAfterSeconds: retention.logDays * DAY_S },
     { collection: "adminLogs", field: "timestamp", expireAfterSeconds: retention.logDays * DAY_S },
@@ -68,6 +71,19 @@ function runIndexes(d: Database): Promise<string>[] {
     d.runs.createIndex({ environmentId: 1, finishedAt: 1, createdAt: 1, _id: 1 }),
     // A run's retries (GetRun): only runs that retry another have an entry.
     d.runs.createIndex({ retryOf: 1 }, { sparse: true }),
+  ];
+}
+
+/** The indexes of run batches (store/run-batches.ts); their items are read by `_id` alone. */
+function runBatchIndexes(d: Database): Promise<string>[] {
+  return [
+    // A batch's ongoing runs (its pace: it reads at most RUNHOOK_BATCH_ONGOING_RUNS of them); only runs a batch started have an entry.
+    d.runs.createIndex({ batchId: 1, state: 1 }, { partialFilterExpression: { batchId: { $exists: true } } }),
+    // Claiming: the RUNNING batch whose lease expired first.
+    d.runBatches.createIndex({ state: 1, "lease.expiresAt": 1 }),
+    // ListRunBatches, newest first: an environment's batches, or those one user created.
+    d.runBatches.createIndex({ environmentId: 1, createdAt: -1, _id: -1 }),
+    d.runBatches.createIndex({ environmentId: 1, "createdBy.id": 1, createdAt: -1, _id: -1 }),
   ];
 }
 
@@ -130,6 +146,7 @@ export async function ensureIndexes(d: Database, retention: Retention = DEFAULT_
     ...ttl.map((t) => d[t.collection].createIndex({ [t.field]: 1 }, { expireAfterSeconds: t.expireAfterSeconds })),
     ...directoryIndexes(d),
     ...runIndexes(d),
+    ...runBatchIndexes(d),
     // Logs: unfiltered pages are `_id` (stream key) lookups and ranges; filtered pages, time
     // ranges and the export are scope + filter + the list order `seq`.
     d.activityLogs.createIndex({ environmentId: 1, seq: 1 }),

@@ -19,6 +19,8 @@ export interface RunSelection {
   states?: RunState[];
   via?: string;
   userId?: string;
+  /** Only these runs (a batch of selected runs). */
+  runIds?: string[];
   /** Creation time: from (inclusive), to (exclusive). */
   createdFrom?: Date;
   createdTo?: Date;
@@ -57,6 +59,7 @@ function baseFilter(s: RunSelection, state: RunState | undefined, workflow: stri
   if (state) f.state = state;
   if (s.via) f.via = s.via;
   if (s.userId) f.userId = s.userId;
+  if (s.runIds) f._id = { $in: s.runIds };
   if (s.finishedFrom || s.finishedTo) f.finishedAt = { ...(s.finishedFrom ? { $gte: s.finishedFrom } : {}), ...(s.finishedTo ? { $lt: s.finishedTo } : {}) };
   return f;
 }
@@ -83,7 +86,8 @@ async function pageOf(d: Database, base: Record<string, unknown>, s: RunSelectio
   const range: Record<string, unknown> = {};
   if (s.createdFrom) range.$gte = s.createdFrom;
   if (s.createdTo) range.$lt = s.createdTo;
-  const same = after ? await find({ ...base, createdAt: after.createdAt, _id: { [later]: after.id } }, limit) : [];
+  const ids = base._id as Record<string, unknown> | undefined; // selected runs: `$in` beside the range
+  const same = after ? await find({ ...base, createdAt: after.createdAt, _id: { ...ids, [later]: after.id } }, limit) : [];
   if (same.length >= limit) return same;
   if (after) range[later] = after.createdAt;
   const rest = await find({ ...base, ...(Object.keys(range).length > 0 ? { createdAt: range } : {}) }, limit - same.length);

@@ -365,3 +365,87 @@ export interface IdempotencyKeyDoc {
   reservedAt: Date;
   expiresAt: Date;
 }
+
+/** A run batch's action. */
+export type RunBatchAction = "retry" | "cancel";
+export type RunBatchState = "RUNNING" | "SUCCEEDED" | "CANCELLED" | "FAILED";
+/** What the batch did with one run. */
+export type RunBatchOutcome = "done" | "skipped" | "failed";
+
+/** A batch's run filter, as CreateRunBatch took it (ListRuns' filter). */
+export interface RunBatchFilterDoc {
+  workflowId: string;
+  collection: string;
+  recordId: string;
+  states: string[];
+  via: string;
+  userId: string;
+  finishedFrom: Date | null;
+  finishedTo: Date | null;
+}
+
+/** The skipped (or failed) runs of one reason: how many, and the first few. */
+export interface RunBatchReasonDoc {
+  outcome: "skipped" | "failed";
+  reason: string;
+  count: number;
+  runIds: string[];
+}
+
+/**
+ * A run batch (store/run-batches.ts): an action on the runs a filter matches, worked through in
+ * the background under a lease like a run's. `cursor` is the last run handled in the walk's
+ * order (createdAt, _id); the counters and reasons move with it in one update.
+ */
+export interface RunBatchDoc {
+  _id: string;
+  organizationId: string;
+  projectId: string;
+  environmentId: string;
+  action: RunBatchAction;
+  filter: RunBatchFilterDoc;
+  /** The workflows whose runs its creator saw when it was created (null: every one, an admin). */
+  seenWorkflowIds: string[] | null;
+  /** Only these runs among those the filter matches (empty: all of them). */
+  runIds: string[];
+  createdFrom: Date | null;
+  /** Only runs created before this: never after the batch itself, so it never meets its own retries. */
+  createdTo: Date;
+  fromFailedStep: boolean;
+  dryRun: boolean;
+  state: RunBatchState;
+  createdBy: UserRefDoc;
+  /** The application token it was created with: its runs are started as that token's. */
+  tokenId: string;
+  via: string;
+  matched: number;
+  done: number;
+  skipped: number;
+  failed: number;
+  /** By a hash of outcome and reason. */
+  reasons: Record<string, RunBatchReasonDoc>;
+  error: string;
+  cursor: { createdAt: Date; id: string } | null;
+  lease: { owner: string; expiresAt: Date } | null;
+  createdAt: Date;
+  updatedAt: Date;
+  finishedAt: Date | null;
+}
+
+/**
+ * What a batch did with one run (`_id` = `${batchId}:${runId}`), stored before the batch's
+ * counters move: a batch that resumes reuses it instead of acting on the run again.
+ */
+export interface RunBatchItemDoc {
+  _id: string;
+  batchId: string;
+  runId: string;
+  outcome: RunBatchOutcome;
+  /** The reason as the batch's reasons count it (skipped, failed). */
+  reason: string;
+  /** The reason with its details (the ongoing run's id…). */
+  detail: string;
+  /** The run a retry started. */
+  newRunId: string | null;
+  at: Date;
+}

@@ -1,5 +1,6 @@
 // Executors: claim runs through MongoDB alone (claimer.ts) and run them (runner.ts) under
-// leases (lease.ts), up to `concurrency` runs at once in this process.
+// leases (lease.ts), up to `concurrency` runs at once in this process; and work through run
+// batches (batches.ts) beside them.
 //
 // Waits: a run on a wait step is parked in the database (runner.ts) and leaves its slot; this
 // process claims it again when it is due (a timer), any other one at its next poll.
@@ -22,6 +23,7 @@ import { runMetrics } from "../lib/metrics.js";
 import { runClaimed, type RunnerEnv, type StopReason } from "./runner.js";
 import { createClaimer } from "./claimer.js";
 import { leaseIssuer, renewalInterval } from "./lease.js";
+import { startBatchWorker } from "./batches.js";
 
 export interface Executors {
   /** This process's executor id (lease owners are `<id>#<n>`). */
@@ -61,6 +63,8 @@ export function startExecutors(deps: Deps): Executors {
   const onCancelled = (id: string) => runs.stopRun(id, "gone");
   deps.events.on(RUN_CANCELLED, onCancelled);
   claimer.start();
+  // Run batches are worked through wherever runs are: their runs share these executors.
+  const batches = startBatchWorker({ deps, machine, log, executorId });
   log.info({ concurrency, organizationConcurrency, projectConcurrency, pollIntervalMs, leaseMs }, "executors started");
 
   return {
@@ -71,6 +75,7 @@ export function startExecutors(deps: Deps): Executors {
       stopped.abort();
       claimer.stop();
       wakeUps.stop();
+      await batches.stop();
       deps.events.off(RUN_CANCELLED, onCancelled);
       // A data step in flight finishes, then its run is released for another executor.
       // Bounded: a lease left behind simply expires.

@@ -1,0 +1,171 @@
+// RunService's batches: CreateRunBatch, GetRunBatch, CancelRunBatch, ListRunBatches.
+//
+// Application tokens only (a project API token is PERMISSION_DENIED, as for CancelRun). Who
+// sees which runs is the run search's rule (runListScope); a user who is no admin of the
+// project batches only the runs they started (`filter.user_id` is theirs), and sees only the
+// batches they created. Another organization's batch is NOT_FOUND, naming nothing of it.
+import type { HandlerContext } from "@connectrpc/connect";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import type { CancelRunBatchRequest, CreateRunBatchRequest, GetRunBatchRequest, ListRunBatchesRequest, RunBatchSchema } from "../../gen/runhook/v1/run_pb.js";
+import type { Deps } from "../deps.js";
+import { assertNotOrgApiToken, assertSsoWhereRequired, holdsProjectRole } from "../domain/auth/access.js";
+import { runListScope } from "../domain/auth/run-scope.js";
+import { authenticateAny, type AppPrincipal } from "../domain/auth/tokens.js";
+import { fail } from "../domain/errors.js";
+import { isUuid } from "../domain/ids.js";
+import { bindingHash, paging, type CursorCodec } from "../domain/logs/cursor.js";
+import { BATCH_CREATED, logBatchCancelled, logBatchCreated, newBatchDoc } from "../domain/runs/batches.js";
+import type { DirectoryView } from "../store/directory-cache.js";
+import type { RunBatchKey } from "../store/run-batches.js";
+import type { RunBatchDoc } from "../store/types.js";
+import { authorization, directoryOf, runViaOf } from "./context.js";
+
+const ts = (d: Date | null | undefined) => (d ? timestampFromDate(d) : undefined);
+
+/** A batch as RunService shows it. */
+export function runBatchMessage(b: RunBatchDoc): MessageInitShape<typeof RunBatchSchema> {
+  const f = b.filter;
+  return {
+    id: b._id,
+    projectId: b.projectId,
+    environmentId: b.environmentId,
+    action: b.action,
+    filter: { ...f, finishedFrom: ts(f.finishedFrom), finishedTo: ts(f.finishedTo) },
+    fromFailedStep: b.fromFailedStep,
+    dryRun: b.dryRun,
+    state: b.state,
+    createdBy: { id: b.createdBy.id, email: b.createdBy.email },
+    matched: BigInt(b.matched),
+    done: BigInt(b.done),
+    skipped: BigInt(b.skipped),
+    failed: BigInt(b.failed),
+    reasons: Object.values(b.reasons)
+      .sort((x, y) => y.count - x.count || x.reason.localeCompare(y.reason))
+      .map((r) => ({ outcome: r.outcome, reason: r.reason, count: BigInt(r.count), runIds: r.runIds })),
+    error: b.error,
+    createdAt: ts(b.createdAt),
+    updatedAt: ts(b.updatedAt),
+    finishedAt: ts(b.finishedAt),
+    via: b.via,
+    runIds: b.runIds,
+    createdFrom: ts(b.createdFrom),
+    createdTo: ts(b.createdTo),
+  };
+}
+
+/** The caller: an application token (a project API token or an organization API token is refused). */
+async function appCaller(view: DirectoryView, ctx: HandlerContext): Promise<AppPrincipal> {
+  const principal = await authenticateAny(view, authorization(ctx));
+  assertNotOrgApiToken(principal);
+  if (principal.kind === "api") throw fail.denied("run batches are made and followed with an application token, not a project API token");
+  return principal;
+}
+
+function timeOf(t: Timestamp | undefined, name: string): Date | undefined {
+  if (!t) return undefined;
+  const d = timestampDate(t);
+  if (Number.isNaN(d.getTime())) throw fail.invalid(`${name} is not a valid time`);
+  return d;
+}
+
+async function createRunBatch(deps: Deps, req: CreateRunBatchRequest, ctx: HandlerContext) {
+  const view = directoryOf(deps, ctx.values);
+  const principal = await appCaller(view, ctx);
+  const scope = await runListScope(view, deps.store.directory, authorization(ctx), req.projectName, req.environmentName);
+  const f = req.filter;
+  const admin = scope.workflowIds === undefined;
+  const batch = newBatchDoc({
+    principal,
+    organizationId: scope.project.organizationId,
+    projectId: scope.project._id,
+    environmentId: scope.environment._id,
+    action: req.action,
+    filter: {
+      workflowId: f?.workflowId ?? "",
+      collection: f?.collection ?? "",
+      recordId: f?.recordId ?? "",
+      states: f?.states ?? [],
+      via: f?.via ?? "",
+      // Anyone but an admin acts on their own runs only, whatever the filter said.
+      userId: admin ? (f?.userId ?? "") : principal.user._id,
+      finishedFrom: timeOf(f?.finishedFrom, "finished_from") ?? null,
+      finishedTo: timeOf(f?.finishedTo, "finished_to") ?? null,
+    },
+    seenWorkflowIds: scope.workflowIds,
+    runIds: req.runIds,
+    createdFrom: timeOf(req.createdFrom, "created_from"),
+    createdTo: timeOf(req.createdTo, "created_to"),
+    fromFailedStep: req.fromFailedStep,
+    dryRun: req.dryRun,
+    via: runViaOf(ctx),
+  });
+  await deps.store.runBatches.create(batch);
+  await logBatchCreated(deps, batch);
+  deps.events.emit(BATCH_CREATED, batch._id);
+  return { batch: runBatchMessage(batch) };
+}
+
+/** The batch, when the caller may see it: a project admin any, another user their own; another organization's is not found. */
+async function authorizeBatch(deps: Deps, ctx: HandlerContext, batchId: string): Promise<{ principal: AppPrincipal; batch: RunBatchDoc }> {
+  const view = directoryOf(deps, ctx.values);
+  const principal = await appCaller(view, ctx);
+  if (!isUuid(batchId)) throw fail.invalid("batch_id must be a UUID");
+  const batch = await deps.store.runBatches.get(batchId.toLowerCase());
+  const project = batch && (await view.projects.get(batch.projectId));
+  if (!batch || !project || project.organizationId !== principal.user.organizationId) throw fail.notFound("run batch not found");
+  assertSsoWhereRequired(project, principal.token);
+  if (batch.createdBy.id !== principal.user._id && !(await holdsProjectRole(view, principal.user, project, "admin")))
+    throw fail.denied("only an admin of the project sees another user's run batches");
+  return { principal, batch };
+}
+
+async function getRunBatch(deps: Deps, req: GetRunBatchRequest, ctx: HandlerContext) {
+  const { batch } = await authorizeBatch(deps, ctx, req.batchId);
+  return { batch: runBatchMessage(batch) };
+}
+
+async function cancelRunBatch(deps: Deps, req: CancelRunBatchRequest, ctx: HandlerContext) {
+  const { principal, batch } = await authorizeBatch(deps, ctx, req.batchId);
+  const cancelled = await deps.store.runBatches.cancel(batch._id);
+  if (!cancelled) {
+    const now = await deps.store.runBatches.get(batch._id);
+    throw fail.precondition(`the run batch is already finished (${now?.state ?? batch.state})`);
+  }
+  await logBatchCancelled(deps, cancelled, { id: principal.user._id, email: principal.user.email });
+  return { batch: runBatchMessage(cancelled) };
+}
+
+const keyOf = (b: Pick<RunBatchDoc, "createdAt" | "_id">) => `${b.createdAt.getTime()}|${b._id}`;
+
+function parseKey(key: string): RunBatchKey {
+  const [ms, id] = key.split("|");
+  if (!ms || !/^\d{1,15}$/.test(ms) || !id || !isUuid(id)) throw fail.invalid("cursor is malformed or was not issued by this server");
+  return { createdAt: new Date(Number(ms)), id };
+}
+
+async function listRunBatches(deps: Deps, codec: CursorCodec, req: ListRunBatchesRequest, ctx: HandlerContext) {
+  const view = directoryOf(deps, ctx.values);
+  const principal = await appCaller(view, ctx);
+  const p = paging(req.options, { defaultOrder: "desc" });
+  if (p.order !== "desc") throw fail.invalid("run batches are listed newest first (order desc)");
+  const scope = await runListScope(view, deps.store.directory, authorization(ctx), req.projectName, req.environmentName);
+  const createdById = scope.workflowIds === undefined ? undefined : principal.user._id;
+  const hash = bindingHash({ list: "run-batches", scope: scope.environment._id, createdBy: createdById });
+  const after = p.cursor ? parseKey(codec.decodeKey(p.cursor, hash)) : undefined;
+  const docs = await deps.store.runBatches.list(scope.environment._id, createdById, after, p.limit + 1);
+  const hasMore = docs.length > p.limit;
+  const batches = hasMore ? docs.slice(0, p.limit) : docs;
+  const last = batches[batches.length - 1];
+  return { batches: batches.map(runBatchMessage), hasMore, nextCursor: hasMore && last ? codec.encodeKey(keyOf(last), hash) : undefined };
+}
+
+/** The four handlers, for createRunService. */
+export function runBatchHandlers(deps: Deps, codec: CursorCodec) {
+  return {
+    createRunBatch: (req: CreateRunBatchRequest, ctx: HandlerContext) => createRunBatch(deps, req, ctx),
+    getRunBatch: (req: GetRunBatchRequest, ctx: HandlerContext) => getRunBatch(deps, req, ctx),
+    cancelRunBatch: (req: CancelRunBatchRequest, ctx: HandlerContext) => cancelRunBatch(deps, req, ctx),
+    listRunBatches: (req: ListRunBatchesRequest, ctx: HandlerContext) => listRunBatches(deps, codec, req, ctx),
+  };
+}
