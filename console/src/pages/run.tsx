@@ -238,7 +238,7 @@ function RetryActions({ run, place }: { run: Run; place: Place }) {
       <p class="muted">
         Retry starts a new run on the same record: the latest active version, from the first step.
         {step &&
-          ` Retry from the failed step runs version ${run.workflowVersion} again from step ${step.index + 1} (${step.type}); the steps before it are skipped.`}
+          ` Retry from the failed step runs version ${run.workflowVersion} again from step ${step.index + 1} (${step.type})${step.index > 0 ? ": the steps before it, done in this run, are skipped." : "."}`}
       </p>
       <div class="actions">
         <button type="button" disabled={busy} onClick={() => retry(false)}>

@@ -6,6 +6,7 @@
 // cancelled in a batch (run-batch.tsx): an admin's on any run, anyone else's on their own.
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { RefObject } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ListRunsRequestSchema, Run } from "../../../gen/runhook/v1/run_pb.js";
@@ -205,16 +206,24 @@ function RunList({ runs: list, mayAct, admin, plan: planOf }: RunListProps) {
     opener.current = document.activeElement instanceof HTMLElement ? document.activeElement : null;
     setPlan(planOf(action, runIds, fromFailedStep));
   };
+  const toolbar = useRef<HTMLDivElement>(null);
   const close = () => {
     setPlan(null);
     setSelected(new Set());
-    // Back to the button that opened the batch (the focus was in the panel, now gone).
-    setTimeout(() => opener.current?.focus());
+    // The focus was in the panel, now gone: back to the button that opened it, or (a button for
+    // the selection, disabled now that nothing is selected) to "Select all on this page".
+    setTimeout(() => {
+      const back = opener.current;
+      const usable = back?.isConnected && !(back instanceof HTMLButtonElement && back.disabled);
+      (usable ? back : toolbar.current?.querySelector<HTMLElement>("input[name=selectAll]"))?.focus();
+    });
   };
   const canSelect = (r: Run) => mayAct && selectable(me, admin, r);
   return (
     <>
-      {mayAct && <BatchToolbar runs={list.filter(canSelect)} selected={selected} onSelect={setSelected} admin={admin} busy={plan !== null} onAct={open} />}
+      {mayAct && (
+        <BatchToolbar box={toolbar} runs={list.filter(canSelect)} selected={selected} onSelect={setSelected} admin={admin} busy={plan !== null} onAct={open} />
+      )}
       {plan && <BatchPanel plan={plan} onClose={close} />}
       <RunTable runs={list} selection={mayAct ? { selected, canSelect, onSelect: setSelected } : null} />
     </>
@@ -222,6 +231,7 @@ function RunList({ runs: list, mayAct, admin, plan: planOf }: RunListProps) {
 }
 
 function BatchToolbar(props: {
+  box: RefObject<HTMLDivElement | null>;
   runs: Run[];
   selected: ReadonlySet<string>;
   onSelect: (s: ReadonlySet<string>) => void;
@@ -235,7 +245,7 @@ function BatchToolbar(props: {
   const all = selectableRuns.length > 0 && ids.length === selectableRuns.length;
   const act = (action: BatchAction, picked: boolean) => props.onAct(action, picked ? ids : null, fromFailedStep);
   return (
-    <div class="batch-toolbar">
+    <div class="batch-toolbar" ref={props.box}>
       <label class="check">
         <input
           type="checkbox"
