@@ -164,10 +164,10 @@ export function RunsPage({ projectId, environment }: { projectId: string; enviro
         <p class="muted">
           {query ? (
             <>
-              No run matches these filters: change them above, or <a href={href(["p", projectId, "env", environment, "runs"])}>show every run</a>.
+              No run matches. Change the filters above, or <a href={href(["p", projectId, "env", environment, "runs"])}>show every run</a>.
             </>
           ) : (
-            "No run in this environment yet: runs appear here once a webhook call, an API call or a workflow's page starts one."
+            "No run matches. Runs appear here once a webhook call, an API call or a workflow's page (Start on a record) starts one."
           )}
         </p>
       )}
