@@ -39,6 +39,8 @@ export interface KeyedCall {
   key: string;
   /** The canonical request: only what the call does (unknown body fields, ignored by the call, are not part of it). */
   recordId: string;
+  /** What else the call asks for (a retry: which run, from which step); part of the canonical request. */
+  also?: Record<string, string | boolean>;
 }
 
 export interface Outcome {
@@ -47,7 +49,8 @@ export interface Outcome {
   replayed: boolean;
 }
 
-const mismatch = () => fail.precondition("this Idempotency-Key was already used with another record_id: use a new key for a different call");
+const mismatch = (call: KeyedCall) =>
+  fail.precondition(`this Idempotency-Key was already used with another ${call.also ? "request" : "record_id"}: use a new key for a different call`);
 const inFlight = () => fail.aborted("the first call with this Idempotency-Key is still being answered: retry in a moment with the same key");
 
 /** What keyed calls use: the keys and the runs they start, the keys' lifetime, and a log for a key that could not be freed. */
@@ -69,7 +72,7 @@ export function idempotencyKeyId(call: Pick<KeyedCall, "workflowId" | "userId" |
 export async function startOnce(deps: IdempotencyDeps, call: KeyedCall, start: (runId: string) => Promise<void>): Promise<Outcome> {
   const keys = deps.store.idempotencyKeys;
   const id = idempotencyKeyId(call);
-  const requestHash = sha256(JSON.stringify({ record_id: call.recordId }));
+  const requestHash = sha256(JSON.stringify({ record_id: call.recordId, ...call.also }));
   for (let attempt = 0; attempt < 3; attempt++) {
     const now = Date.now();
     const mine: IdempotencyKeyDoc = {
@@ -88,7 +91,7 @@ export async function startOnce(deps: IdempotencyDeps, call: KeyedCall, start: (
       if (await keys.replace(first, mine)) return startReserved(deps, mine, start);
       continue;
     }
-    if (first.requestHash !== requestHash) throw mismatch();
+    if (first.requestHash !== requestHash) throw mismatch(call);
     const seen = await awaitFirst(deps, first);
     if (seen === "stored") return { runId: first.runId, replayed: true };
     if (seen === "busy") throw inFlight();

@@ -8,7 +8,7 @@ import { ConnectError, createContextValues, type ContextValues } from "@connectr
 import { fail } from "../domain/errors.js";
 import { errorBody, isInternal } from "../rpc/errors.js";
 import type { ServerDeps } from "../rpc/server-deps.js";
-import { requestIdKey } from "../services/context.js";
+import { requestIdKey, viaSessionCookieKey } from "../services/context.js";
 import { redactUrl } from "../lib/logging.js";
 import { clampDeadlineHeaders } from "../rpc/deadline.js";
 import type { Services } from "../services/index.js";
@@ -20,7 +20,6 @@ import { clientAddressKey } from "../rpc/rate-limit.js";
 import { clientAddressRule } from "../rpc/client-address.js";
 import { connectServerOptions } from "../rpc/router.js";
 import { callsShutdown, type CallsShutdown } from "../rpc/shutdown.js";
-import { viaSessionCookieKey } from "../rpc/session-cookie.js";
 import { inProcessCaller, type InProcessCaller } from "../rpc/in-process.js";
 import { logBug, pipelineInterceptors } from "../rpc/pipeline.js";
 import { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";

@@ -53,6 +53,8 @@ export interface RouteInput {
   query: QueryReader;
   /** The JSON object body (400 when absent, not JSON or not an object); read only by routes that take one. */
   body(): Record<string, unknown>;
+  /** The JSON object body, or {} when there is none. */
+  optionalBody(): Record<string, unknown>;
 }
 
 /** The documentation of a route of runhook's own (those of the published document are documented there). */
@@ -81,7 +83,7 @@ interface RouteSpec<I extends DescMessage, O extends DescMessage, R extends Desc
   /** OpenAPI form (`{name}`); routeUrl() gives Fastify's. */
   path: string;
   rpc: DescMethodUnary<I, O>;
-  status: 200 | 201 | 204;
+  status: 200 | 201 | 202 | 204;
   /** The query parameters taken, in the order a 400 lists them. */
   query?: readonly QueryParam[];
   /** Ignore unknown query parameters, and refuse a repeated one only when it is read (GET /v1/runs has always done so). */
@@ -109,7 +111,7 @@ export type ApiRoute = RouteSpec<DescMessage, DescMessage, DescMessage>;
 function route<I extends DescMessage, O extends DescMessage, R extends DescMessage>(
   at: `${HttpMethod} /${string}`,
   rpc: DescMethodUnary<I, O>,
-  spec: Omit<RouteSpec<I, O, R>, "method" | "path" | "rpc" | "status"> & { status?: 201 | 204 },
+  spec: Omit<RouteSpec<I, O, R>, "method" | "path" | "rpc" | "status"> & { status?: 201 | 202 | 204 },
 ): ApiRoute {
   const [method, path] = at.split(" ") as [HttpMethod, string];
   return { method, path, rpc, status: 200, ...spec } as unknown as ApiRoute;
@@ -473,8 +475,74 @@ const RUN_ROUTES = [
   }),
 ];
 
+const EXAMPLE_RUN_ID = "0b6f9d0e-3c1a-4e7b-9f2d-5a8c7b6e4d3f";
+
+const RUN_START_DESCRIPTION =
+  "Starts a run of the workflow's latest active version on one record, as the token's user, as the webhook does: the same checks in the same order (the URL's aside), and the same answers. " +
+  "Application tokens only (a project API token is 403). The workflow must be in the path's project and environment (otherwise 404). " +
+  "An `Idempotency-Key` header works as the webhook's. The record is not checked here: a run on a missing or inaccessible record fails at its first data step.";
+
+const RUN_RETRY_DESCRIPTION =
+  "Starts a new run of a finished run's workflow on the same record, as the token's user, with the checks of starting a run; the new run's `retryOf` names this one, whose `retries` list it. " +
+  "By default the latest active version runs from its first step. With `fromFailedStep: true` the failed run's own version runs from its failed step: the steps before it are SKIPPED, each with `doneInRunId`, the run in which it ran. " +
+  "A run that is not finished, or (`fromFailedStep`) did not fail at a step or whose version is no longer active, is a 400 failed_precondition. Takes an optional JSON body. Application tokens only.";
+
+const STARTED = { runId: EXAMPLE_RUN_ID };
+
+const RUN_ACTION_ROUTES = [
+  route(`POST ${ENV}/runs`, RunService.method.startRun, {
+    status: 202,
+    request: ({ params, body }) => {
+      const b = body();
+      return { ...scopeOf(params), workflowId: stringField(b, "workflowId") ?? "", recordId: stringField(b, "recordId") ?? "" };
+    },
+    // As the webhook answers: `replayed` is the Idempotent-Replayed header.
+    published: (out) => ({ runId: out.runId }),
+    doc: {
+      tag: "Runs",
+      summary: "Start a workflow run on one record",
+      description: RUN_START_DESCRIPTION,
+      answer: "The run was created and queued (or, with an Idempotency-Key already used, that call's run)",
+      example: STARTED,
+      schema: ref("WebhookAccepted"),
+      body: {
+        name: "StartRunBody",
+        schema: requestBody(
+          {
+            type: "object",
+            properties: { workflowId: { type: "string", format: "uuid" }, recordId: { type: "string", minLength: 1, maxLength: MAX_RECORD_ID_CHARS } },
+          },
+          ["workflowId", "recordId"],
+        ),
+      },
+      errors: [409, 413],
+    },
+  }),
+  route("POST /v1/runs/{runId}/retry", RunService.method.retryRun, {
+    status: 202,
+    request: ({ params, optionalBody }) => ({ runId: params.runId!, fromFailedStep: boolField(optionalBody(), "fromFailedStep") ?? false }),
+    published: (out) => ({ runId: out.runId }),
+    doc: {
+      tag: "Runs",
+      summary: "Retry a finished run",
+      description: RUN_RETRY_DESCRIPTION,
+      answer: "The new run was created and queued",
+      example: STARTED,
+      schema: ref("WebhookAccepted"),
+      body: {
+        name: "RetryRunBody",
+        schema: requestBody(
+          { type: "object", properties: { fromFailedStep: { type: "boolean", description: "Run the failed run's version from its failed step" } } },
+          [],
+        ),
+      },
+      errors: [409, 413],
+    },
+  }),
+];
+
 /** The public API (/v1) over plain HTTP, in the document's order. */
-export const API_ROUTES: readonly ApiRoute[] = [...LOG_ROUTES, ...NOTE_ROUTES, ...RUN_ROUTES];
+export const API_ROUTES: readonly ApiRoute[] = [...LOG_ROUTES, ...NOTE_ROUTES, ...RUN_ROUTES, ...RUN_ACTION_ROUTES];
 
 // ---------------------------------------------------------------- routes with handlers of their own
 
@@ -491,8 +559,6 @@ const WEBHOOK_DESCRIPTION =
   "Checks run in order (key 400, token 401, webhook 404/400, permission 403, rate limit 429, body 400, ongoing run 409); the first that fails answers. " +
   `The body is checked at its place in that order: a Content-Type other than application/json (parameters such as \`; charset=utf-8\` are fine, in any case; none is read as JSON) is a 400 invalid_argument "Content-Type must be application/json, got …", like invalid JSON, JSON nested deeper than ${MAX_JSON_DEPTH} levels or a missing record_id. A body over the size limit is a 413 before any check. ` +
   "With an Idempotency-Key, a repeat of an accepted call (same key, same token user, same webhook, within 24 h by default) answers 202 with the first call's runId and `Idempotent-Replayed: true`, and starts nothing, even after that run finished; the key is checked after the body, so a repeat is authenticated, authorized and rate-limited like any call.";
-
-const EXAMPLE_RUN_ID = "0b6f9d0e-3c1a-4e7b-9f2d-5a8c7b6e4d3f";
 
 /** POST /hooks/{key} → TriggerService.TriggerRun, 202 (webhook.ts). */
 export const WEBHOOK: OtherRoute = {

@@ -110,7 +110,12 @@ async function answer(caller: InProcessCaller, r: ApiRoute, impl: object, req: F
           req,
           (r.query ?? []).map((q) => q.name),
         );
-    input = { params: req.params as Record<string, string>, query, body: () => jsonObjectBody(req) };
+    input = {
+      params: req.params as Record<string, string>,
+      query,
+      body: () => jsonObjectBody(req),
+      optionalBody: () => (req.body === undefined ? {} : jsonObjectBody(req)),
+    };
     return r.request(input);
   };
   if (r.export && wantsNdjson(req)) {

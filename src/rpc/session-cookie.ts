@@ -2,12 +2,11 @@
 // the call's token (http/console.ts) and marks here. Sent any other way (an Authorization
 // header, gRPC metadata, a /v1 call) it is no token: a session is the browser's, and an
 // application token is no public-API token, whichever way it is dressed.
-import { createContextKey, type Interceptor } from "@connectrpc/connect";
+import type { Interceptor } from "@connectrpc/connect";
 import { bearer, CONSOLE_SESSION_PREFIX } from "../domain/auth/tokens.js";
 import { fail } from "../domain/errors.js";
 
-/** Set on a call whose token the gateway took from the console's session cookie. */
-export const viaSessionCookieKey = createContextKey<boolean>(false, { description: "token from the console's session cookie" });
+import { viaSessionCookieKey } from "../services/context.js";
 
 export function sessionOnlyAsCookieInterceptor(): Interceptor {
   return (next) => async (req) => {

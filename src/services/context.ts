@@ -4,6 +4,7 @@ import { createContextKey, type ContextValues, type HandlerContext } from "@conn
 import type { Deps } from "../deps.js";
 import type { TriggerBody } from "../domain/trigger.js";
 import type { DirectoryView } from "../store/directory-cache.js";
+import type { RunVia } from "../store/types.js";
 import { MAX_TIMER_MS } from "../lib/sleep.js";
 
 /** How a call reached the service: native gRPC / Connect, the webhook route, or /v1 REST. */
@@ -23,6 +24,15 @@ export const webhookCallKey = createContextKey<{ key: string; body: TriggerBody 
 
 export function viaOf(ctx: HandlerContext): Via {
   return ctx.values.get(viaKey);
+}
+
+/** Set on a call whose token the gateway took from the console's session cookie. */
+export const viaSessionCookieKey = createContextKey<boolean>(false, { description: "token from the console's session cookie" });
+
+/** How a run this call starts was started: from the console (its session cookie), /v1 REST, or gRPC and Connect. */
+export function runViaOf(ctx: HandlerContext): RunVia {
+  if (ctx.values.get(viaSessionCookieKey)) return "console";
+  return viaOf(ctx) === "api" ? "api" : "grpc";
 }
 
 export function authorization(ctx: HandlerContext): string | null {

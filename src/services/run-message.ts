@@ -13,7 +13,8 @@ function jsonOutput(o: Record<string, unknown> | null): JsonObject | undefined {
   return o ? (JSON.parse(JSON.stringify(o)) as JsonObject) : undefined;
 }
 
-export function runMessage(r: RunDoc): MessageInitShape<typeof RunSchema> {
+/** The run; `retries` (GetRun and WatchRun read them) are the runs that retry it. */
+export function runMessage(r: RunDoc, retries: string[] = []): MessageInitShape<typeof RunSchema> {
   return {
     id: r._id,
     workflowId: r.workflowId,
@@ -34,6 +35,7 @@ export function runMessage(r: RunDoc): MessageInitShape<typeof RunSchema> {
       finishedAt: ts(s.finishedAt),
       error: s.error,
       output: jsonOutput(s.output),
+      doneInRunId: s.doneInRunId ?? "",
     })),
     error: r.error,
     createdAt: ts(r.createdAt),
@@ -44,5 +46,8 @@ export function runMessage(r: RunDoc): MessageInitShape<typeof RunSchema> {
     requestId: r.requestId ?? "",
     tokenId: r.tokenId,
     waitUntil: ts(r.waitUntil),
+    retryOf: r.retryOf ?? "",
+    retries,
+    batchId: r.batchId ?? "",
   };
 }

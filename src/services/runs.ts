@@ -4,27 +4,45 @@
 // search alike. CancelRun takes application tokens only; an organization API token is refused (403).
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
-import type { CancelRunRequest, GetRunRequest, ListRunsRequest, RunService, WatchRunRequest } from "../../gen/runhook/v1/run_pb.js";
+import type {
+  CancelRunRequest,
+  GetRunRequest,
+  ListRunsRequest,
+  RetryRunRequest,
+  RunService,
+  StartRunRequest,
+  WatchRunRequest,
+} from "../../gen/runhook/v1/run_pb.js";
 import { assertMaySeeRun, runListScope } from "../domain/auth/run-scope.js";
 import { cursorCodec, paging, type CursorCodec } from "../domain/logs/cursor.js";
 import { readRunPage, runSelection } from "../domain/runs/search.js";
 import { assertNotOrgApiToken } from "../domain/auth/access.js";
 import { authenticateAny, type ApiPrincipal, type AppPrincipal } from "../domain/auth/tokens.js";
 import type { Deps } from "../deps.js";
-import { authorization, directoryOf, viaOf, watchAccess } from "./context.js";
+import { authorization, directoryOf, requestIdKey, runViaOf, viaOf, watchAccess } from "./context.js";
 import type { DirectoryView } from "../store/directory-cache.js";
 import type { RunDoc } from "../store/types.js";
 import { fail } from "../domain/errors.js";
-import { writeRunActivity } from "../domain/runs/activity.js";
+import { cancelAs } from "../domain/runs/cancel.js";
+import { startAs } from "../domain/runs/start.js";
 import { isUuid } from "../domain/ids.js";
-import { isFinished, RUN_CANCELLED, RUN_CHANGED } from "../domain/runs/model.js";
+import { isFinished } from "../domain/runs/model.js";
 import { runMessage } from "./run-message.js";
+import { answerStart } from "./trigger.js";
 import { runStateMachine, type RunStateMachine } from "../domain/runs/state.js";
 import { runMetrics } from "../lib/metrics.js";
 import { RunWatcher } from "../domain/runs/watch.js";
 import { MAX_TIMER_MS } from "../lib/sleep.js";
 
 export const MAX_WAIT_SECONDS = 60;
+
+/** How many of a run's retries GetRun and WatchRun list. */
+const MAX_RETRIES_LISTED = 100;
+
+/** The run as GetRun and WatchRun answer it: with the runs that retry it. */
+async function followed(deps: Deps, run: RunDoc) {
+  return runMessage(run, await deps.store.runs.retriesOf(run._id, MAX_RETRIES_LISTED));
+}
 
 /**
  * The caller, and the run if they may follow it. `directory`: the call's own view (its first
@@ -35,17 +53,27 @@ async function authorize(
   deps: Deps,
   ctx: HandlerContext,
   runId: string,
-  opts: { cancel?: boolean; directory?: DirectoryView } = {},
+  opts: { act?: "cancelled" | "retried"; directory?: DirectoryView } = {},
 ): Promise<{ principal: AppPrincipal | ApiPrincipal; run: RunDoc }> {
   const directory = opts.directory ?? directoryOf(deps, ctx.values);
   const principal = await authenticateAny(directory, authorization(ctx));
   assertNotOrgApiToken(principal);
-  if (opts.cancel && principal.kind === "api") throw fail.denied("runs are cancelled with an application token, not a project API token");
+  if (opts.act && principal.kind === "api") throw fail.denied(`runs are ${opts.act} with an application token, not a project API token`);
   if (!isUuid(runId)) throw fail.invalid("run_id must be a UUID");
   const run = await deps.store.runs.get(runId.toLowerCase());
-  if (!run) throw fail.notFound(`run ${runId} not found`);
+  // Another organization's run is as unknown as a missing one, and the answer echoes no id.
+  if (!run || (await organizationOf(directory, run)) !== callerOrganization(principal)) throw fail.notFound("run not found");
   await assertMaySeeRun(directory, principal, run);
   return { principal, run };
+}
+
+/** The organization of a run (runs stored before they kept it: their project's). */
+async function organizationOf(directory: DirectoryView, run: RunDoc): Promise<string | undefined> {
+  return run.organizationId ?? (await directory.projects.get(run.projectId))?.organizationId;
+}
+
+function callerOrganization(p: AppPrincipal | ApiPrincipal): string {
+  return p.kind === "api" ? p.project.organizationId : p.user.organizationId;
 }
 
 /** After a wait, the caller's access as it is now (a fresh view), before the run is answered. */
@@ -85,7 +113,7 @@ async function getRun(deps: Deps, watcher: RunWatcher, req: GetRunRequest, ctx: 
     // The caller's access as it is when the answer goes.
     await recheck(deps, ctx, run);
   }
-  return { run: runMessage(run) };
+  return { run: await followed(deps, run) };
 }
 
 async function* watchRun(deps: Deps, watcher: RunWatcher, req: WatchRunRequest, ctx: HandlerContext) {
@@ -94,7 +122,7 @@ async function* watchRun(deps: Deps, watcher: RunWatcher, req: WatchRunRequest, 
   const access = await watchAccess(deps, view, (directory) => authorize(deps, ctx, req.runId, { directory }), ctx.signal);
   let sent = run.version;
   try {
-    yield { run: runMessage(run) };
+    yield { run: await followed(deps, run) };
     while (!isFinished(run.state)) {
       // A stopping server ends the stream with UNAVAILABLE (the run is not finished: call again).
       ctx.signal.throwIfAborted();
@@ -106,7 +134,7 @@ async function* watchRun(deps: Deps, watcher: RunWatcher, req: WatchRunRequest, 
       else if (next) run = next;
       if (run.version !== sent) {
         sent = run.version;
-        yield { run: runMessage(run) };
+        yield { run: await followed(deps, run) };
       }
     }
   } finally {
@@ -115,25 +143,55 @@ async function* watchRun(deps: Deps, watcher: RunWatcher, req: WatchRunRequest, 
 }
 
 async function cancelRun(deps: Deps, machine: RunStateMachine, req: CancelRunRequest, ctx: HandlerContext) {
-  let { principal, run } = await authorize(deps, ctx, req.runId, { cancel: true });
+  const { principal, run } = await authorize(deps, ctx, req.runId, { act: "cancelled" });
   const by = { id: principal.user._id, email: principal.user.email };
-  // One conditional update from the version we read; retried if the run moved meanwhile.
-  for (let attempt = 0; attempt < 20; attempt++) {
-    if (isFinished(run.state)) throw fail.precondition(`run ${run._id} is already finished (${run.state})`);
-    const done = await machine.cancel(run, `cancelled by ${by.email}`);
-    if (done) {
-      deps.events.emit(RUN_CANCELLED, done._id);
-      deps.events.emit(RUN_CHANGED, done._id);
-      // Attributed to the run's user like every entry of the run; the canceller is in details.
-      const step = run.stepIndex < run.steps.length ? run.stepIndex : null;
-      await writeRunActivity(deps.store, done, "workflow.run.cancelled", { cancelledBy: by, step }, viaOf(ctx));
-      return { run: runMessage(done) };
-    }
-    const fresh = await deps.store.runs.get(run._id);
-    if (!fresh) throw fail.notFound(`run ${run._id} not found`);
-    run = fresh;
-  }
-  throw fail.aborted("the run kept changing; try again");
+  return { run: runMessage(await cancelAs(deps, machine, by, run, runViaOf(ctx))) };
+}
+
+/**
+ * The call's idempotency key: /v1's Idempotency-Key header (present but empty is a bad key), or
+ * the request's field (a proto3 string is never absent: empty means none).
+ */
+function idempotencyKeyOf(ctx: HandlerContext, field: string): string | undefined {
+  if (viaOf(ctx) === "api") return ctx.requestHeader.get("idempotency-key") ?? undefined;
+  return field === "" ? undefined : field;
+}
+
+/** Where a StartRun caller expects the workflow: both names, or neither. */
+function placeOf(req: StartRunRequest): { projectName: string; environmentName: string } | undefined {
+  if (!req.projectName && !req.environmentName) return undefined;
+  if (!req.projectName || !req.environmentName) throw fail.invalid("project_name and environment_name go together");
+  return { projectName: req.projectName, environmentName: req.environmentName };
+}
+
+async function startRun(deps: Deps, req: StartRunRequest, ctx: HandlerContext) {
+  const principal = await authenticateAny(directoryOf(deps, ctx.values), authorization(ctx));
+  assertNotOrgApiToken(principal);
+  if (principal.kind === "api") throw fail.denied("runs are started with an application token, not a project API token");
+  const out = await startAs(deps, {
+    principal,
+    workflowId: req.workflowId,
+    recordId: req.recordId,
+    via: runViaOf(ctx),
+    requestId: ctx.values.get(requestIdKey),
+    idempotencyKey: idempotencyKeyOf(ctx, req.idempotencyKey),
+    place: placeOf(req),
+  });
+  return answerStart(ctx, out);
+}
+
+async function retryRun(deps: Deps, req: RetryRunRequest, ctx: HandlerContext) {
+  const { principal, run } = await authorize(deps, ctx, req.runId, { act: "retried" });
+  const out = await startAs(deps, {
+    principal: principal as AppPrincipal,
+    workflowId: run.workflowId,
+    recordId: run.recordId,
+    via: runViaOf(ctx),
+    requestId: ctx.values.get(requestIdKey),
+    idempotencyKey: idempotencyKeyOf(ctx, req.idempotencyKey),
+    retry: { of: run, fromFailedStep: req.fromFailedStep },
+  });
+  return answerStart(ctx, out);
 }
 
 function timeOf(ts: Timestamp | undefined, name: string): Date | undefined {
@@ -163,7 +221,7 @@ async function listRuns(deps: Deps, codec: CursorCodec, req: ListRunsRequest, ct
     p,
   );
   const page = await readRunPage(deps.store, codec, selection, p);
-  return { runs: page.runs.map(runMessage), hasMore: page.hasMore, nextCursor: page.nextCursor };
+  return { runs: page.runs.map((r) => runMessage(r)), hasMore: page.hasMore, nextCursor: page.nextCursor };
 }
 
 export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {
@@ -175,8 +233,8 @@ export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {
     watchRun: (req, ctx) => watchRun(deps, watcher, req, ctx),
     cancelRun: (req, ctx) => cancelRun(deps, machine, req, ctx),
     listRuns: (req, ctx) => listRuns(deps, codec, req, ctx),
-    startRun: () => Promise.reject(fail.precondition("StartRun is not implemented yet")),
-    retryRun: () => Promise.reject(fail.precondition("RetryRun is not implemented yet")),
+    startRun: (req, ctx) => startRun(deps, req, ctx),
+    retryRun: (req, ctx) => retryRun(deps, req, ctx),
     createRunBatch: () => Promise.reject(fail.precondition("CreateRunBatch is not implemented yet")),
     getRunBatch: () => Promise.reject(fail.precondition("GetRunBatch is not implemented yet")),
     cancelRunBatch: () => Promise.reject(fail.precondition("CancelRunBatch is not implemented yet")),

@@ -1,6 +1,6 @@
 // TriggerService: gRPC and Connect callers name the webhook URL and the record; the webhook
 // route comes through here too, with its key and body in the call's context values.
-import type { ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
 import type { Deps } from "../deps.js";
 import { triggerRun } from "../domain/trigger.js";
@@ -9,6 +9,12 @@ import { authorization, requestIdKey, webhookCallKey } from "./context.js";
 
 /** Response metadata (and the webhook's HTTP header) of an answer that repeats an earlier call's. */
 export const IDEMPOTENT_REPLAYED = "idempotent-replayed";
+
+/** The answer of a start, with IDEMPOTENT_REPLAYED set when it repeats an earlier call's. */
+export function answerStart<T extends { replayed: boolean }>(ctx: HandlerContext, out: T): T {
+  if (out.replayed) ctx.responseHeader.set(IDEMPOTENT_REPLAYED, "true");
+  return out;
+}
 
 export function createTriggerService(deps: Deps): ServiceImpl<typeof TriggerService> {
   return {
@@ -24,8 +30,7 @@ export function createTriggerService(deps: Deps): ServiceImpl<typeof TriggerServ
         requestId: ctx.values.get(requestIdKey),
         idempotencyKey,
       });
-      if (out.replayed) ctx.responseHeader.set(IDEMPOTENT_REPLAYED, "true");
-      return out;
+      return answerStart(ctx, out);
     },
   };
 }

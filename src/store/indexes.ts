@@ -66,6 +66,8 @@ function runIndexes(d: Database): Promise<string>[] {
     d.runs.createIndex({ environmentId: 1, via: 1, createdAt: 1, _id: 1 }),
     d.runs.createIndex({ environmentId: 1, userId: 1, createdAt: 1, _id: 1 }),
     d.runs.createIndex({ environmentId: 1, finishedAt: 1, createdAt: 1, _id: 1 }),
+    // A run's retries (GetRun): only runs that retry another have an entry.
+    d.runs.createIndex({ retryOf: 1 }, { sparse: true }),
   ];
 }
 

@@ -94,6 +94,8 @@ export interface RunStore extends RunChanges {
   get(id: string): Promise<RunDoc | null>;
   /** The runs among `ids` (one query), in no particular order. */
   getMany(ids: string[]): Promise<RunDoc[]>;
+  /** The ids of the runs that retry `id`, oldest first, at most `limit`. */
+  retriesOf(id: string, limit: number): Promise<string[]>;
   /**
    * Claims one run for `lease`, never one of a busy organization or project, each kind in
    * round-robin over organizations (the first after `afterOrganization` that has one,
@@ -333,6 +335,14 @@ export function runStore(d: Database): RunStore {
     },
     get: (id) => d.runs.findOne({ _id: id }),
     getMany: (ids) => d.runs.find({ _id: { $in: ids } }).toArray(),
+    async retriesOf(id, limit) {
+      // Served by the sparse retryOf index; a run has few retries, sorted here.
+      const docs = await d.runs
+        .find({ retryOf: id }, { projection: { _id: 1, createdAt: 1 } })
+        .limit(limit)
+        .toArray();
+      return docs.sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a._id < b._id ? -1 : 1)).map((r) => r._id);
+    },
     claimNext: claims(d),
     search: runSearch(d),
     ongoingAtLeast: ongoing.atLeast,

@@ -181,7 +181,7 @@ export interface ConsoleSessionDoc {
 
 export type RunState = "QUEUED" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
 export const ONGOING_STATES: RunState[] = ["QUEUED", "RUNNING"];
-export type StepState = "PENDING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+export type StepState = "PENDING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "SKIPPED";
 
 export interface StepResultDoc {
   type: StepDoc["type"];
@@ -194,7 +194,12 @@ export interface StepResultDoc {
   attempts?: number;
   /** The executor that last started this step. */
   executor?: string;
+  /** A SKIPPED step (a retry from the failed step): the run in which it ran and succeeded. */
+  doneInRunId?: string;
 }
+
+/** How a run was started: the webhook route, gRPC or Connect, the /v1 REST routes, or the console. */
+export type RunVia = "webhook" | "grpc" | "api" | "console";
 
 export interface RunDoc {
   _id: string;
@@ -216,7 +221,11 @@ export interface RunDoc {
   userId: string;
   userEmail: string;
   tokenId: string;
-  via: "webhook" | "grpc";
+  via: RunVia;
+  /** The run this one retries (RetryRun, a retry batch). */
+  retryOf?: string;
+  /** The batch that started this run. */
+  batchId?: string;
   /** The request id of the call that created the run (absent on runs stored before it was kept). */
   requestId?: string;
   state: RunState;
@@ -266,7 +275,7 @@ export interface ActivityLogDoc {
   rendering: string | null;
   user: UserRefDoc;
   action: string;
-  via: "webhook" | "api" | "grpc" | "workflow";
+  via: RunVia | "workflow";
   collection: string | null;
   recordId: string | null;
   runId: string | null;

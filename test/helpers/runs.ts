@@ -6,7 +6,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { GetRunRequestSchema, GetRunResponseSchema, type GetRunResponse } from "../../gen/runhook/v1/run_pb.js";
 import { storeFixtures, type Store } from "../../src/store/index.js";
 import { newRunDoc } from "../../src/domain/runs/model.js";
-import { latestActive } from "../../src/domain/trigger.js";
+import { latestActive } from "../../src/domain/runs/start.js";
 import { sleep } from "../../src/lib/sleep.js";
 import type { RunDoc, RunState, StepDoc } from "../../src/store/types.js";
 import type { World } from "../../fixtures/world.js";

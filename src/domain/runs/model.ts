@@ -48,9 +48,21 @@ export type NewRun = Pick<
   steps: StepDoc[];
   createdAt?: Date /** Chosen in advance (an idempotency key's reserved run), else a fresh UUID. */;
   id?: string;
+  /** The run this one retries. */
+  retryOf?: string;
+  /** A retry from the failed step: where it starts, and the earlier steps' runs. */
+  resumed?: Resumed;
+  /** The batch that starts it. */
+  batchId?: string;
 };
 
-/** A new QUEUED run, every step PENDING: the one shape TriggerService stores. */
+/** A retry from the failed step: the step it starts at, and for each earlier step the run in which it ran. */
+export interface Resumed {
+  stepIndex: number;
+  doneInRunIds: string[];
+}
+
+/** A new QUEUED run, every step PENDING (a retry from the failed step: the earlier ones SKIPPED): the one shape every start stores. */
 export function newRunDoc(n: NewRun): RunDoc {
   const now = n.createdAt ?? new Date();
   return {
@@ -70,9 +82,15 @@ export function newRunDoc(n: NewRun): RunDoc {
     tokenId: n.tokenId,
     via: n.via,
     ...(n.requestId ? { requestId: n.requestId } : {}),
+    ...(n.retryOf ? { retryOf: n.retryOf } : {}),
+    ...(n.batchId ? { batchId: n.batchId } : {}),
     state: "QUEUED",
-    steps: n.steps.map((s) => ({ type: s.type, state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null })),
-    stepIndex: 0,
+    steps: n.steps.map((s, i) => {
+      const doneInRunId = n.resumed?.doneInRunIds[i];
+      if (doneInRunId) return { type: s.type, state: "SKIPPED", startedAt: null, finishedAt: null, error: "", output: null, doneInRunId };
+      return { type: s.type, state: "PENDING", startedAt: null, finishedAt: null, error: "", output: null };
+    }),
+    stepIndex: n.resumed?.stepIndex ?? 0,
     error: "",
     lease: null,
     waitUntil: null,

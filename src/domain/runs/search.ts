@@ -12,7 +12,7 @@ import { bindingHash, type CursorCodec, type Paging } from "../logs/cursor.js";
 import { RUN_STATES } from "./model.js";
 
 /** How a run can have been started (RunDoc.via). */
-export const RUN_VIAS = ["webhook", "grpc"] as const;
+export const RUN_VIAS = ["webhook", "grpc", "api", "console"] as const;
 
 export interface RunFilterInput {
   workflowId: string;
