@@ -63,7 +63,7 @@ function Reasons({ batch }: { batch: RunBatch }) {
           {r.runIds.length > 0 && (
             <>
               {" "}
-              ({r.runIds.length < r.count ? "some of them: " : ""}
+              ({r.runIds.length < r.count ? "some of the runs" : r.count === 1n ? "the run" : "the runs"} {r.outcome === "skipped" ? "skipped" : "that failed"}:{" "}
               {r.runIds.map((id, i) => (
                 <span key={id}>
                   {i > 0 && ", "}

@@ -298,7 +298,7 @@ function RunTable({ runs: list, selection }: { runs: Run[]; selection: Selection
     selection.onSelect(next);
   };
   return (
-    <table class="list runs">
+    <table class={`list runs${selection ? " selectable" : ""}`}>
       <ListHead columns={[!!selection && "Select", "Created", "State", "Record", "Workflow", "As, via", "Took"]} />
       <tbody>
         {list.map((r) => {
