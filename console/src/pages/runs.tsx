@@ -362,6 +362,8 @@ function RunFilters({ initial, onApply }: { initial: Filters; onApply: (f: Filte
           <option value="">any</option>
           <option value="webhook">webhook</option>
           <option value="grpc">grpc</option>
+          <option value="api">api</option>
+          <option value="console">console</option>
         </select>
       </label>
       {text("from", "Created from", "datetime-local")}
