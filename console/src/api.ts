@@ -7,6 +7,7 @@ import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import { LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
+import { OngoingRunSchema } from "../../gen/runhook/v1/trigger_pb.js";
 
 const transport = createConnectTransport({ baseUrl: location.origin, useBinaryFormat: true });
 
@@ -67,6 +68,15 @@ export function describe(err: unknown): { message: string; signedOut: boolean; c
   if (!(err instanceof ConnectError) && err instanceof Error) return { message: err.message, signedOut: false, code: null };
   const e = ConnectError.from(err);
   return { message: e.rawMessage || e.message, signedOut: e.code === Code.Unauthenticated, code: e.code };
+}
+
+/**
+ * The run ongoing on the record, from a refusal to start one (ALREADY_EXISTS): its id is in the
+ * error's OngoingRun detail, and in a response header for clients that do not read details.
+ */
+export function ongoingRunOf(err: unknown): string | null {
+  if (!(err instanceof ConnectError) || err.code !== Code.AlreadyExists) return null;
+  return err.findDetails(OngoingRunSchema)[0]?.runId || err.metadata.get("runhook-ongoing-run-id") || null;
 }
 
 export { Code };

@@ -1,5 +1,6 @@
 // The console's routes live in the location's hash (#/p/<project>/env/<name>/runs?state=FAILED):
 // the server serves one page, and a route never reaches a log.
+import type { RefObject } from "preact";
 import { useEffect, useState } from "preact/hooks";
 
 export interface Route {
@@ -36,4 +37,25 @@ export function href(parts: string[], query: Query = {}): string {
 
 export function go(parts: string[], query?: Query): void {
   location.hash = href(parts, query);
+}
+
+/** Whether the route was reached through `arrive` and its page has not taken the focus yet. */
+let arriving = false;
+
+/** Goes to a route after an action (a run started): the page there takes the focus (useArrivalFocus). */
+export function arrive(parts: string[], query?: Query): void {
+  arriving = true;
+  go(parts, query);
+}
+
+/**
+ * Moves the focus to `target` (the page's heading) once `shown`, when the page was reached through
+ * `arrive`: the focus does not stay behind on a button that is gone.
+ */
+export function useArrivalFocus(target: RefObject<HTMLElement | null>, shown: boolean): void {
+  useEffect(() => {
+    if (!shown || !arriving) return;
+    arriving = false;
+    target.current?.focus();
+  }, [shown]);
 }

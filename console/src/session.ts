@@ -29,6 +29,16 @@ export function roleOn(me: Me, projectId: string): Role | null {
 }
 
 export const isAdmin = (me: Me, projectId: string) => roleOn(me, projectId) === "admin";
+/**
+ * Whether the caller may start runs of `workflow` (StartRun, RetryRun): a role of its own on the
+ * project that the workflow's trigger roles allow. The rendering's team is the server's to check
+ * (the console does not see it): a caller outside it is refused with the reason.
+ */
+export function mayTrigger(me: Me, projectId: string, workflow: { triggerRoles: string[] }): boolean {
+  const role = me.who.roles.find((r) => r.projectId === projectId)?.role;
+  return !!role && (workflow.triggerRoles.length === 0 || workflow.triggerRoles.includes(role));
+}
+
 export const mayChangeWorkflows = (me: Me, projectId: string) => ["admin", "editor"].includes(roleOn(me, projectId) ?? "");
 
 /** A failed call as the server's message; an ended session signs out. */

@@ -6,14 +6,10 @@
 // trigger settings with the keyboard alone: copy the URL, disable (through the confirmation,
 // whose safe answer has the focus first) and enable the webhook, set the rate limit; the focus
 // is always visible and lands where the next step is.
-import { createRequire } from "node:module";
-import type { Locator, Page } from "playwright-core";
 import { beforeAll, expect, it } from "vitest";
 import { createWorld, type World } from "../../fixtures/world.js";
 import { adminClient, postHook } from "../helpers/webhook.js";
-import { LONG, browserForFile, consoleServerForFile, openConsole, signIn, signedIn } from "./lib.js";
-
-const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
+import { LONG, type Violation, browserForFile, consoleServerForFile, expectVisibleFocus, openConsole, signIn, signedIn, tabTo, violations } from "./lib.js";
 
 const server = consoleServerForFile();
 const browser = browserForFile();
@@ -26,28 +22,6 @@ beforeAll(async () => {
   expect(hook.status).toBe(202);
   runId = hook.body.runId!;
 });
-
-interface Violation {
-  id: string;
-  impact: string | null;
-  help: string;
-  nodes: { target: string[]; failureSummary?: string }[];
-}
-
-/** axe's violations on the page as it is (axe injected once per document). */
-async function violations(page: Page): Promise<Violation[]> {
-  if (!(await page.evaluate(() => "axe" in window))) await page.addScriptTag({ path: AXE });
-  return page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run: (ctx: Document) => Promise<{ violations: Violation[] }> } }).axe;
-    const { violations } = await axe.run(document);
-    return violations.map((v) => ({
-      id: v.id,
-      impact: v.impact,
-      help: v.help,
-      nodes: v.nodes.map((n) => ({ target: n.target, failureSummary: n.failureSummary })),
-    }));
-  });
-}
 
 /** Violations as lines a reader can act on: impact, rule, where, why, and on which pages (the same node on several pages once). */
 function readable(found: [string, Violation][]): string[] {
@@ -106,23 +80,6 @@ it("every page of the console has no serious or critical accessibility violation
   expect(serious, `serious or critical violations:\n${serious.join("\n")}`).toEqual([]);
   await done();
 });
-
-/** Presses Tab (or Shift+Tab) until `target` has the focus; how many presses it took. */
-async function tabTo(page: Page, target: Locator, back = false): Promise<number> {
-  for (let presses = 1; presses <= 40; presses++) {
-    await page.keyboard.press(back ? "Shift+Tab" : "Tab");
-    if (await isFocused(target)) return presses;
-  }
-  throw new Error(`${target} cannot be reached with ${back ? "Shift+Tab" : "Tab"}`);
-}
-
-const isFocused = (target: Locator) => target.evaluate((el) => el === document.activeElement);
-
-/** `target` has the focus (once the page has moved it), and shows it: :focus-visible, with an outline drawn. */
-async function expectVisibleFocus(target: Locator) {
-  await expect.poll(() => isFocused(target), LONG).toBe(true);
-  expect(await target.evaluate((el) => el.matches(":focus-visible") && getComputedStyle(el).outlineStyle !== "none")).toBe(true);
-}
 
 it("an admin copies the webhook URL, disables and enables the webhook and sets its rate limit with the keyboard alone", { timeout: 120_000 }, async () => {
   const a = adminClient(server.baseUrl, w.adminToken);

@@ -98,8 +98,11 @@ function typedAddresses(): [string, RegExp][] {
     [`#/p/${w2.projectId}/r/${w1.renderingId}/w/${w1.workflowId}`, NOT_FOUND],
     [`#/p/${w2.projectId}/r/${w2.renderingId}/w/${w1.workflowId}`, NOT_FOUND],
     // Its own run search, filtered on the first tenant's workflow and record.
-    [`#/p/${w2.projectId}/env/${env}/runs?workflow=${w1.workflowId}`, /^No run matches\.$/],
-    [`#/p/${w2.projectId}/env/${env}/runs?collection=${w1.collection}&record=${SECRET_RECORD}`, /^No run matches\.$/],
+    [`#/p/${w2.projectId}/env/${env}/runs?workflow=${w1.workflowId}`, /^No run matches\. Change the filters above, or show every run\.$/],
+    [
+      `#/p/${w2.projectId}/env/${env}/runs?collection=${w1.collection}&record=${SECRET_RECORD}`,
+      /^No run matches\. Change the filters above, or show every run\.$/,
+    ],
     [`#/runs/${runId}`, NOT_FOUND],
   ];
 }

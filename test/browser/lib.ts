@@ -1,8 +1,9 @@
 // What the browser scenarios share: Debian's chromium launched headless, a test server on a free
 // loopback port (each for the whole file), and a browser context signed in to the console that
 // records every request and every error the page logs, checked when the context is done.
+import { createRequire } from "node:module";
 import { createServer } from "node:net";
-import type { Browser, BrowserContext, BrowserContextOptions, Page } from "playwright-core";
+import type { Browser, BrowserContext, BrowserContextOptions, Locator, Page } from "playwright-core";
 import { launchChromium } from "../../fixtures/chromium.js";
 import { expect } from "vitest";
 import { forFile, startServer, type TestServer } from "../helpers/server.js";
@@ -77,4 +78,45 @@ export async function signedIn(browser: Browser, server: TestServer, token: stri
   const session = await openConsole(browser, server, opts);
   await signIn(session.page, token, email);
   return session;
+}
+
+const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
+
+export interface Violation {
+  id: string;
+  impact: string | null;
+  help: string;
+  nodes: { target: string[]; failureSummary?: string }[];
+}
+
+/** axe's violations on the page as it is (axe injected once per document). */
+export async function violations(page: Page): Promise<Violation[]> {
+  if (!(await page.evaluate(() => "axe" in window))) await page.addScriptTag({ path: AXE });
+  return page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run: (ctx: Document) => Promise<{ violations: Violation[] }> } }).axe;
+    const { violations } = await axe.run(document);
+    return violations.map((v) => ({
+      id: v.id,
+      impact: v.impact,
+      help: v.help,
+      nodes: v.nodes.map((n) => ({ target: n.target, failureSummary: n.failureSummary })),
+    }));
+  });
+}
+
+/** Presses Tab (or Shift+Tab) until `target` has the focus; how many presses it took. */
+export async function tabTo(page: Page, target: Locator, back = false): Promise<number> {
+  for (let presses = 1; presses <= 40; presses++) {
+    await page.keyboard.press(back ? "Shift+Tab" : "Tab");
+    if (await isFocused(target)) return presses;
+  }
+  throw new Error(`${target} cannot be reached with ${back ? "Shift+Tab" : "Tab"}`);
+}
+
+export const isFocused = (target: Locator) => target.evaluate((el) => el === document.activeElement);
+
+/** `target` has the focus (once the page has moved it), and shows it: :focus-visible, with an outline drawn. */
+export async function expectVisibleFocus(target: Locator) {
+  await expect.poll(() => isFocused(target), LONG).toBe(true);
+  expect(await target.evaluate((el) => el.matches(":focus-visible") && getComputedStyle(el).outlineStyle !== "none")).toBe(true);
 }

@@ -1,13 +1,65 @@
 // What several pages need: the project they are in (its name, for the calls that take names) and
 // the trail back to it.
+import { ConnectError } from "@connectrpc/connect";
 import type { ComponentChildren } from "preact";
-import type { Project } from "../../../gen/runhook/v1/admin_pb.js";
-import { admin } from "../api.js";
+import type { Project, Workflow } from "../../../gen/runhook/v1/admin_pb.js";
+import { admin, allPages, Code, ongoingRunOf } from "../api.js";
 import { href } from "../route.js";
 import { type Loaded, useLoad } from "../session.js";
 
 export function useProject(projectId: string): Loaded<Project> {
   return useLoad(async (signal) => (await admin.getProject({ projectId }, { signal })).project!, [projectId]);
+}
+
+/** A workflow as its rendering lists it (for its editors and admins, and the members of its team). */
+export function useWorkflow(renderingId: string | undefined, workflowId: string | undefined): Loaded<Workflow | null> {
+  return useLoad(
+    async (signal): Promise<Workflow | null> => {
+      if (!renderingId || !workflowId) return null;
+      const workflows = await allPages(
+        (pageToken) => admin.listWorkflows({ renderingId, pageSize: 1000, pageToken }, { signal }),
+        (r) => r.workflows,
+      );
+      const found = workflows.find((w) => w.id === workflowId);
+      if (!found) throw new ConnectError("This workflow is not in this rendering.", Code.NotFound);
+      return found;
+    },
+    [renderingId, workflowId],
+  );
+}
+
+/** A link to a run's page (`short`: its id's first 8 characters, the whole id in a tooltip). */
+export function RunLink({ runId, short = false }: { runId: string; short?: boolean }) {
+  return (
+    <a href={href(["runs", runId])} class="run-link" title={short ? `Run ${runId}` : undefined}>
+      run <code>{short ? runId.slice(0, 8) : runId}</code>
+    </a>
+  );
+}
+
+/** Why a run was not started: the server's words, or the run already ongoing on the record. */
+export interface Refusal {
+  message: string;
+  ongoingRunId: string | null;
+}
+
+export const refusalOf = (err: unknown, message: string): Refusal => ({ message, ongoingRunId: ongoingRunOf(err) });
+
+/** A refused start, in words on the page: an ongoing run on the record is named and linked. */
+export function RefusalText({ refusal }: { refusal: Refusal | null }) {
+  if (!refusal) return null;
+  return (
+    <p class="error" role="alert">
+      {refusal.ongoingRunId ? (
+        <>
+          A run of this workflow is already ongoing on this record: <RunLink runId={refusal.ongoingRunId} />. Wait until it finishes (or cancel it), then start
+          again.
+        </>
+      ) : (
+        `Not started: ${refusal.message}`
+      )}
+    </p>
+  );
 }
 
 /** The trail above a page: runhook › project › … (each a link but the last). */

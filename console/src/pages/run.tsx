@@ -1,13 +1,15 @@
 // A run's page: its steps on a timeline (durations to scale, waits drawn as waits, a failed
-// step's error), followed live through WatchRun, and a cancel button while it is ongoing.
-import { useEffect, useState } from "preact/hooks";
+// step's error, a skipped step's run), followed live through WatchRun; a cancel button while it
+// is ongoing, and once it failed or was cancelled, Retry (and Retry from the failed step) for
+// whoever may trigger its workflow; the retries it is part of, each a link.
+import { useEffect, useRef, useState } from "preact/hooks";
 import type { Run, StepResult } from "../../../gen/runhook/v1/run_pb.js";
-import { runs } from "../api.js";
-import { href } from "../route.js";
-import { isMissing, useFail } from "../session.js";
+import { admin, runs } from "../api.js";
+import { arrive, href, useArrivalFocus } from "../route.js";
+import { isMissing, mayTrigger, useFail, useLoad, useMe } from "../session.js";
 import { clock, dateOf, duration } from "../time.js";
 import { Confirm } from "../ui.js";
-import { Crumbs, NotFound } from "./common.js";
+import { Crumbs, NotFound, type Refusal, RefusalText, RunLink, refusalOf, useWorkflow } from "./common.js";
 
 const FINISHED = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
@@ -55,15 +57,39 @@ function StepRow({ step, from, to, now }: { step: StepResult; from: number; to: 
       <span class="track">{drawn && <span class="bar" style={{ left: `${left}%`, width: `${width}%` }} />}</span>
       <span class="step-time">{drawn ? duration(finished - started) : "–"}</span>
       {step.error && <p class="step-error">{step.error}</p>}
+      {step.doneInRunId && (
+        <p class="step-note">
+          Done in <RunLink runId={step.doneInRunId} />
+        </p>
+      )}
     </li>
   );
 }
 
+/** Where the run is: its project, environment and workflow, by name once known (ids until then). */
+function useRunPlace(run: Run | null) {
+  const project = useLoad(
+    async (signal) => (run ? ((await admin.getProject({ projectId: run.projectId }, { signal })).project ?? null) : null),
+    [run?.projectId],
+  );
+  const environment = useLoad(
+    async (signal) => (run ? ((await admin.getEnvironment({ environmentId: run.environmentId }, { signal })).environment?.name ?? null) : null),
+    [run?.environmentId],
+  );
+  const workflow = useWorkflow(run?.renderingId, run?.workflowId);
+  return { project: project.data ?? undefined, environment: environment.data ?? null, workflow: workflow.data ?? null };
+}
+
+type Place = ReturnType<typeof useRunPlace>;
+
 export function RunPage({ runId }: { runId: string }) {
   const fail = useFail();
   const { run, setRun, error, setError, missing } = useWatchedRun(runId);
+  const place = useRunPlace(run);
   const [now, setNow] = useState(Date.now());
+  const heading = useRef<HTMLHeadingElement>(null);
   const ongoing = run !== null && !FINISHED.has(run.state);
+  useArrivalFocus(heading, run !== null);
   useEffect(() => {
     if (!ongoing) return;
     const t = setInterval(() => setNow(Date.now()), 250);
@@ -80,41 +106,23 @@ export function RunPage({ runId }: { runId: string }) {
       setError(fail(err));
     }
   };
+  const runsOfEnvironment = place.environment ? href(["p", run.projectId, "env", place.environment, "runs"]) : null;
   return (
     <section class="run">
-      <Crumbs trail={[["Run", null]]} />
-      <h1>
+      <Crumbs
+        project={place.project}
+        trail={[...(runsOfEnvironment ? [[`${place.environment}: runs`, runsOfEnvironment] as [string, string]] : []), ["Run", null]]}
+      />
+      <h1 ref={heading} tabIndex={-1}>
         Run <code>{run.id}</code> <span class={`state ${run.state.toLowerCase()}`}>{run.state}</span>
       </h1>
-      <dl class="facts">
-        <dt>Record</dt>
-        <dd>
-          {run.collection} / <code>{run.recordId}</code>
-        </dd>
-        <dt>Workflow</dt>
-        <dd>
-          <a href={href(["p", run.projectId, "r", run.renderingId, "w", run.workflowId])}>
-            <code>{run.workflowId}</code>
-          </a>{" "}
-          v{run.workflowVersion}
-        </dd>
-        <dt>As</dt>
-        <dd>
-          {run.user?.email} via {run.via}
-        </dd>
-        <dt>Created</dt>
-        <dd>{clock(dateOf(run.createdAt))}</dd>
-        <dt>Finished</dt>
-        <dd>{clock(dateOf(run.finishedAt))}</dd>
-        {run.waitUntil && (
-          <>
-            <dt>Waiting until</dt>
-            <dd>{clock(dateOf(run.waitUntil))}</dd>
-          </>
-        )}
-      </dl>
+      <RunFacts run={run} place={place} />
       {run.error && <p class="error run-error">{run.error}</p>}
-      {error && <p class="error">{error}</p>}
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
       <ol class="timeline">
         {run.steps.map((s) => (
           <StepRow key={s.index} step={s} from={from} to={to} now={now} />
@@ -129,6 +137,120 @@ export function RunPage({ runId }: { runId: string }) {
           onConfirm={cancel}
         />
       )}
+      <RetryActions run={run} place={place} />
     </section>
+  );
+}
+
+function RunFacts({ run, place }: { run: Run; place: Place }) {
+  const recordRuns = place.environment
+    ? href(["p", run.projectId, "env", place.environment, "runs"], { collection: run.collection, record: run.recordId })
+    : null;
+  const record = (
+    <>
+      {run.collection} / <code>{run.recordId}</code>
+    </>
+  );
+  return (
+    <dl class="facts">
+      <dt>Record</dt>
+      <dd>
+        {recordRuns ? (
+          <a href={recordRuns} title="The runs on this record">
+            {record}
+          </a>
+        ) : (
+          record
+        )}
+      </dd>
+      <dt>Workflow</dt>
+      <dd>
+        <a href={href(["p", run.projectId, "r", run.renderingId, "w", run.workflowId])}>{place.workflow?.name ?? <code>{run.workflowId}</code>}</a> v
+        {run.workflowVersion}
+      </dd>
+      <dt>As</dt>
+      <dd>
+        {run.user?.email} via {run.via}
+      </dd>
+      <dt>Created</dt>
+      <dd>{clock(dateOf(run.createdAt))}</dd>
+      <dt>Finished</dt>
+      <dd>{clock(dateOf(run.finishedAt))}</dd>
+      {run.waitUntil && (
+        <>
+          <dt>Waiting until</dt>
+          <dd>{clock(dateOf(run.waitUntil))}</dd>
+        </>
+      )}
+      {run.retryOf && (
+        <>
+          <dt>Retry of</dt>
+          <dd>
+            <RunLink runId={run.retryOf} />
+          </dd>
+        </>
+      )}
+      {run.retries.length > 0 && (
+        <>
+          <dt>Retried by</dt>
+          <dd>
+            <ul class="retries">
+              {run.retries.map((id) => (
+                <li key={id}>
+                  <RunLink runId={id} />
+                </li>
+              ))}
+            </ul>
+          </dd>
+        </>
+      )}
+    </dl>
+  );
+}
+
+/** The failed step of a run that failed at one, or undefined. */
+const failedStep = (run: Run) => (run.state === "FAILED" ? run.steps.find((s) => s.state === "FAILED") : undefined);
+
+/** Retry and Retry from the failed step, for a failed or cancelled run, to whoever may trigger its workflow. */
+function RetryActions({ run, place }: { run: Run; place: Place }) {
+  const me = useMe();
+  const fail = useFail();
+  const [busy, setBusy] = useState(false);
+  const [refusal, setRefusal] = useState<Refusal | null>(null);
+  if (run.state !== "FAILED" && run.state !== "CANCELLED") return null;
+  if (!place.workflow || !mayTrigger(me, run.projectId, place.workflow)) return null;
+  const step = failedStep(run);
+  const retry = async (fromFailedStep: boolean) => {
+    setBusy(true);
+    setRefusal(null);
+    try {
+      const { runId } = await runs.retryRun({ runId: run.id, fromFailedStep });
+      arrive(["runs", runId]);
+    } catch (err) {
+      setRefusal(refusalOf(err, fail(err)));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div class="retry">
+      <h2>Retry</h2>
+      <p class="muted">
+        Retry starts a new run on the same record: the latest active version, from the first step.
+        {step &&
+          ` Retry from the failed step runs version ${run.workflowVersion} again from step ${step.index + 1} (${step.type})${step.index > 0 ? ": the steps before it, done in this run, are skipped." : "."}`}
+      </p>
+      <div class="actions">
+        <button type="button" disabled={busy} onClick={() => retry(false)}>
+          Retry
+        </button>
+        {step && (
+          <button type="button" class="secondary" disabled={busy} onClick={() => retry(true)}>
+            Retry from the failed step
+          </button>
+        )}
+      </div>
+      <RefusalText refusal={refusal} />
+    </div>
   );
 }

@@ -1,18 +1,22 @@
 // The run search of an environment (ListRuns): its filters in the route's query, newest first,
 // "more" pages, and live: the first page is asked again every 2 s while the page is visible (and
 // at once when it becomes visible), new runs on top and changed ones updated in place. Admins
-// see every run of the environment, others their own.
+// see every run of the environment, others the runs of the workflows they may trigger. Rows are
+// selected with checkboxes; the selected runs, or every run the filters match, are retried or
+// cancelled in a batch (run-batch.tsx): an admin's on any run, anyone else's on their own.
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { RefObject } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ListRunsRequestSchema, Run } from "../../../gen/runhook/v1/run_pb.js";
 import { runs } from "../api.js";
 import { go, href, useRoute } from "../route.js";
-import { useFail } from "../session.js";
+import { isAdmin, type Me, roleOn, useFail, useMe } from "../session.js";
 import { dateOf, duration } from "../time.js";
 import { ErrorText, Field, FilterForm, ListHead, Loading, More, When } from "../ui.js";
 import { Crumbs, NotFound, Page, useProject } from "./common.js";
+import { type BatchAction, BatchPanel, type BatchPlan } from "./run-batch.js";
 
 const STATES = ["QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"];
 const PAGE = 50;
@@ -44,12 +48,34 @@ function filtersOf(q: URLSearchParams): Filters {
 /** datetime-local's value (the reader's time zone) as a Timestamp; unset when empty. */
 const at = (local: string) => (local ? timestampFromDate(new Date(local)) : undefined);
 
+const runFilter = (f: Filters) => ({ workflowId: f.workflow, collection: f.collection, recordId: f.record, states: f.states, via: f.via });
+
 function request(project: string, environment: string, f: Filters, cursor: string): MessageInitShape<typeof ListRunsRequestSchema> {
   return {
     projectName: project,
     environmentName: environment,
     options: { limit: PAGE, cursor, order: "desc", fromTime: at(f.from), toTime: at(f.to) },
-    filter: { workflowId: f.workflow, collection: f.collection, recordId: f.record, states: f.states, via: f.via },
+    filter: runFilter(f),
+  };
+}
+
+/** A batch on the selected runs (`runIds`), or on every run the filters match (null). */
+function batchPlan(project: string, environment: string, f: Filters, action: BatchAction, runIds: string[] | null, fromFailedStep: boolean): BatchPlan {
+  const all = runIds === null;
+  return {
+    action,
+    what: all ? "every run that matches the filters" : `the ${runIds.length === 1 ? "selected run" : `${runIds.length} selected runs`}`,
+    request: (dryRun) => ({
+      projectName: project,
+      environmentName: environment,
+      action,
+      dryRun,
+      fromFailedStep: action === "retry" && fromFailedStep,
+      runIds: runIds ?? [],
+      filter: all ? runFilter(f) : {},
+      createdFrom: all ? at(f.from) : undefined,
+      createdTo: all ? at(f.to) : undefined,
+    }),
   };
 }
 
@@ -62,6 +88,7 @@ function merge(shown: Run[], fresh: Run[]): Run[] {
 
 export function RunsPage({ projectId, environment }: { projectId: string; environment: string }) {
   const fail = useFail();
+  const me = useMe();
   const project = useProject(projectId);
   const route = useRoute();
   const query = route.query.toString();
@@ -133,23 +160,166 @@ export function RunsPage({ projectId, environment }: { projectId: string; enviro
       />
       <ErrorText error={error} />
       {shown === null && !error && <Loading what="the runs" />}
-      {shown?.length === 0 && <p class="muted">No run matches.</p>}
-      {shown && shown.length > 0 && <RunTable runs={shown} />}
+      {shown?.length === 0 && (
+        <p class="muted">
+          {query ? (
+            <>
+              No run matches. Change the filters above, or <a href={href(["p", projectId, "env", environment, "runs"])}>show every run</a>.
+            </>
+          ) : (
+            "No run matches. Runs appear here once a webhook call, an API call or a workflow's page (Start on a record) starts one."
+          )}
+        </p>
+      )}
+      {shown && shown.length > 0 && name && (
+        <RunList
+          key={query}
+          runs={shown}
+          mayAct={roleOn(me, projectId) !== null}
+          admin={isAdmin(me, projectId)}
+          plan={(action, runIds, fromFailed) => batchPlan(name, environment, filters, action, runIds, fromFailed)}
+        />
+      )}
       <More show={!!cursor} onMore={more} busy={busy} />
     </Page>
   );
 }
 
-function RunTable({ runs: list }: { runs: Run[] }) {
+/** Whether the caller may put `run` in a batch: an admin any run, anyone else the runs they started. */
+const selectable = (me: Me, admin: boolean, run: Run) => admin || run.user?.id === me.who.user?.id;
+
+interface RunListProps {
+  runs: Run[];
+  /** The caller has a role on the project: the selection and the batch actions show. */
+  mayAct: boolean;
+  admin: boolean;
+  plan: (action: BatchAction, runIds: string[] | null, fromFailedStep: boolean) => BatchPlan;
+}
+
+/** The runs shown, with their selection and the batch actions (and the batch under way). */
+function RunList({ runs: list, mayAct, admin, plan: planOf }: RunListProps) {
+  const me = useMe();
+  const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
+  const [plan, setPlan] = useState<BatchPlan | null>(null);
+  const opener = useRef<HTMLElement | null>(null);
+  const open = (action: BatchAction, runIds: string[] | null, fromFailedStep: boolean) => {
+    opener.current = document.activeElement instanceof HTMLElement ? document.activeElement : null;
+    setPlan(planOf(action, runIds, fromFailedStep));
+  };
+  const toolbar = useRef<HTMLDivElement>(null);
+  const close = () => {
+    setPlan(null);
+    setSelected(new Set());
+    // The focus was in the panel, now gone: back to the button that opened it, or (a button for
+    // the selection, disabled now that nothing is selected) to "Select all on this page".
+    setTimeout(() => {
+      const back = opener.current;
+      const usable = back?.isConnected && !(back instanceof HTMLButtonElement && back.disabled);
+      (usable ? back : toolbar.current?.querySelector<HTMLElement>("input[name=selectAll]"))?.focus();
+    });
+  };
+  const canSelect = (r: Run) => mayAct && selectable(me, admin, r);
   return (
-    <table class="list runs">
-      <ListHead columns={["Created", "State", "Record", "Workflow", "As, via", "Took"]} />
+    <>
+      {mayAct && (
+        <BatchToolbar box={toolbar} runs={list.filter(canSelect)} selected={selected} onSelect={setSelected} admin={admin} busy={plan !== null} onAct={open} />
+      )}
+      {plan && <BatchPanel plan={plan} onClose={close} />}
+      <RunTable runs={list} selection={mayAct ? { selected, canSelect, onSelect: setSelected } : null} />
+    </>
+  );
+}
+
+function BatchToolbar(props: {
+  box: RefObject<HTMLDivElement | null>;
+  runs: Run[];
+  selected: ReadonlySet<string>;
+  onSelect: (s: ReadonlySet<string>) => void;
+  admin: boolean;
+  busy: boolean;
+  onAct: (action: BatchAction, runIds: string[] | null, fromFailedStep: boolean) => void;
+}) {
+  const { runs: selectableRuns, selected, busy } = props;
+  const [fromFailedStep, setFromFailedStep] = useState(false);
+  const ids = selectableRuns.map((r) => r.id).filter((id) => selected.has(id));
+  const all = selectableRuns.length > 0 && ids.length === selectableRuns.length;
+  const act = (action: BatchAction, picked: boolean) => props.onAct(action, picked ? ids : null, fromFailedStep);
+  return (
+    <div class="batch-toolbar" ref={props.box}>
+      <label class="check">
+        <input
+          type="checkbox"
+          name="selectAll"
+          checked={all}
+          indeterminate={ids.length > 0 && !all}
+          disabled={selectableRuns.length === 0}
+          onChange={(e) => props.onSelect(new Set(e.currentTarget.checked ? selectableRuns.map((r) => r.id) : []))}
+        />
+        Select all on this page
+      </label>
+      <span class="muted" role="status">
+        {ids.length === 0 ? "No run selected" : `${ids.length} selected`}
+      </span>
+      <div class="actions">
+        <button type="button" disabled={busy || ids.length === 0} onClick={() => act("retry", true)}>
+          Retry the selected
+        </button>
+        <button type="button" class="secondary" disabled={busy || ids.length === 0} onClick={() => act("cancel", true)}>
+          Cancel the selected
+        </button>
+        <button type="button" class="secondary" disabled={busy} onClick={() => act("retry", false)}>
+          Retry all that match
+        </button>
+        <button type="button" class="secondary" disabled={busy} onClick={() => act("cancel", false)}>
+          Cancel all that match
+        </button>
+        <label class="check">
+          <input type="checkbox" name="fromFailedStep" checked={fromFailedStep} onChange={(e) => setFromFailedStep(e.currentTarget.checked)} />
+          Retries start from the failed step
+        </label>
+      </div>
+      {!props.admin && <p class="muted">Batches act on the runs you started; retries run as you.</p>}
+    </div>
+  );
+}
+
+interface Selection {
+  selected: ReadonlySet<string>;
+  canSelect: (r: Run) => boolean;
+  onSelect: (s: ReadonlySet<string>) => void;
+}
+
+function RunTable({ runs: list, selection }: { runs: Run[]; selection: Selection | null }) {
+  const toggle = (id: string, on: boolean) => {
+    if (!selection) return;
+    const next = new Set(selection.selected);
+    if (on) next.add(id);
+    else next.delete(id);
+    selection.onSelect(next);
+  };
+  return (
+    <table class={`list runs${selection ? " selectable" : ""}`}>
+      <ListHead columns={[!!selection && "Select", "Created", "State", "Record", "Workflow", "As, via", "Took"]} />
       <tbody>
         {list.map((r) => {
           const start = dateOf(r.createdAt);
           const end = dateOf(r.finishedAt);
           return (
             <tr key={r.id} data-run={r.id} class={`run-row ${r.state.toLowerCase()}`}>
+              {selection && (
+                <td>
+                  {selection.canSelect(r) && (
+                    <input
+                      type="checkbox"
+                      name="run"
+                      value={r.id}
+                      aria-label={`Select the run on ${r.collection} / ${r.recordId} created ${start?.toLocaleString(undefined, { hour12: false }) ?? ""}`}
+                      checked={selection.selected.has(r.id)}
+                      onChange={(e) => toggle(r.id, e.currentTarget.checked)}
+                    />
+                  )}
+                </td>
+              )}
               <td>
                 <a href={href(["runs", r.id])} title={`Run ${r.id}`}>
                   <When at={r.createdAt} />
@@ -192,6 +362,8 @@ function RunFilters({ initial, onApply }: { initial: Filters; onApply: (f: Filte
           <option value="">any</option>
           <option value="webhook">webhook</option>
           <option value="grpc">grpc</option>
+          <option value="api">api</option>
+          <option value="console">console</option>
         </select>
       </label>
       {text("from", "Created from", "datetime-local")}

@@ -1,16 +1,15 @@
-// A workflow: its trigger settings (the webhook URL with a copy button, on and off, a new URL,
-// the rate limit) and its versions with their steps. Editors and admins change the trigger and
-// copy the URL; the users who may act in the rendering see its state only (the server gives
-// them no URL).
+// A workflow: a run started on a record (for whoever may trigger it), its trigger settings (the
+// webhook URL with a copy button, on and off, a new URL, the rate limit) and its versions with
+// their steps. Editors and admins change the trigger and copy the URL; the users who may act in
+// the rendering see its state only (the server gives them no URL).
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Webhook, Workflow, WorkflowVersion } from "../../../gen/runhook/v1/admin_pb.js";
 import type { Step } from "../../../gen/runhook/v1/common_pb.js";
-import { ConnectError } from "@connectrpc/connect";
-import { admin, allPages, Code } from "../api.js";
-import { href } from "../route.js";
-import { isAdmin, mayChangeWorkflows, useFail, useLoad, useMe } from "../session.js";
+import { admin, allPages, runs } from "../api.js";
+import { arrive, href } from "../route.js";
+import { isAdmin, mayChangeWorkflows, mayTrigger, useFail, useLoad, useMe } from "../session.js";
 import { Confirm, CopyButton, ErrorText, Loading, Section, When } from "../ui.js";
-import { Crumbs, NotFound, Page, useProject } from "./common.js";
+import { Crumbs, NotFound, Page, type Refusal, RefusalText, refusalOf, useProject, useWorkflow } from "./common.js";
 
 interface Props {
   projectId: string;
@@ -21,18 +20,7 @@ interface Props {
 export function WorkflowPage({ projectId, renderingId, workflowId }: Props) {
   const me = useMe();
   const project = useProject(projectId);
-  const workflow = useLoad(
-    async (signal): Promise<Workflow> => {
-      const workflows = await allPages(
-        (pageToken) => admin.listWorkflows({ renderingId, pageSize: 1000, pageToken }, { signal }),
-        (r) => r.workflows,
-      );
-      const found = workflows.find((w) => w.id === workflowId);
-      if (!found) throw new ConnectError("This workflow is not in this rendering.", Code.NotFound);
-      return found;
-    },
-    [renderingId, workflowId],
-  );
+  const workflow = useWorkflow(renderingId, workflowId);
   // Admins see the environment's name, and so a link to this workflow's runs.
   const environment = useLoad(
     async (signal) => {
@@ -66,11 +54,56 @@ export function WorkflowPage({ projectId, renderingId, workflowId }: Props) {
             Who may trigger it: {w.triggerRoles.length ? w.triggerRoles.join(", ") : "every role"}.{" "}
             {environment.data && <a href={href(["p", projectId, "env", environment.data, "runs"], { workflow: w.id })}>Its runs</a>}
           </p>
+          {mayTrigger(me, projectId, w) && <StartForm workflow={w} />}
           <TriggerSettings workflowId={workflowId} mayChange={mayChangeWorkflows(me, projectId)} />
           <Versions workflowId={workflowId} />
         </>
       )}
     </Page>
+  );
+}
+
+/** Starts a run of the workflow's latest active version on one record, as the caller (StartRun). */
+function StartForm({ workflow }: { workflow: Workflow }) {
+  const fail = useFail();
+  const [recordId, setRecordId] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [refusal, setRefusal] = useState<Refusal | null>(null);
+  const active = workflow.versions.filter((v) => v.active).at(-1);
+  const start = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setRefusal(null);
+    try {
+      const { runId } = await runs.startRun({ workflowId: workflow.id, recordId: recordId.trim() });
+      arrive(["runs", runId]);
+    } catch (err) {
+      setRefusal(refusalOf(err, fail(err)));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <Section title="Start on a record">
+      {active ? (
+        <form class="inline start-run" onSubmit={start}>
+          <p class="muted">
+            Runs version {active.version} on one record of the workflow's collection, as you (the way a webhook call does). The record id is its primary key;
+            several key fields are joined by <code>|</code>.
+          </p>
+          <label>
+            Record id
+            <input name="recordId" required autocomplete="off" value={recordId} onInput={(e) => setRecordId(e.currentTarget.value)} />
+          </label>
+          <button type="submit" disabled={busy}>
+            Start run
+          </button>
+        </form>
+      ) : (
+        <p class="muted">No version of this workflow is active: publish one to start runs.</p>
+      )}
+      <RefusalText refusal={refusal} />
+    </Section>
   );
 }
 
