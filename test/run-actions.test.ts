@@ -241,7 +241,7 @@ describe("RetryRun", () => {
     await admin(w, "publishWorkflow", { workflowId: wf, steps: NOTE_THEN_UPDATE });
     await admin(w, "deactivateWorkflowVersion", { workflowId: wf, version: 1 });
     const inactive = await refusal(runs.retryRun({ runId, fromFailedStep: true }, auth(w.userToken)));
-    expect([inactive.code, inactive.rawMessage]).toEqual([Code.FailedPrecondition, expect.stringMatching(/version 1 of the workflow is no longer active/)]);
+    expect([inactive.code, inactive.rawMessage]).toEqual([Code.FailedPrecondition, expect.stringMatching(/version is no longer active \(version 1\)/)]);
     // Without from_failed_step the latest active version runs.
     const latest = await runs.retryRun({ runId }, auth(w.userToken));
     expect((await waitForRun(server.deps.store, latest.runId)).workflowVersion).toBe(2);

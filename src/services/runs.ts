@@ -42,7 +42,11 @@ const MAX_RETRIES_LISTED = 100;
 
 /** The run as GetRun and WatchRun answer it: with the runs that retry it. */
 async function followed(deps: Deps, run: RunDoc) {
-  return runMessage(run, await deps.store.runs.retriesOf(run._id, MAX_RETRIES_LISTED));
+  const retries = await deps.store.runs.retriesOf(run._id, MAX_RETRIES_LISTED);
+  return runMessage(
+    run,
+    retries.map((r) => r._id),
+  );
 }
 
 /**

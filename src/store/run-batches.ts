@@ -52,10 +52,6 @@ export interface RunBatchStore {
   putItem(item: RunBatchItemDoc): Promise<RunBatchItemDoc>;
   /** Whether the batch has `limit` runs ongoing or more (reads at most `limit`). */
   ongoingAtLeast(batchId: string, limit: number): Promise<boolean>;
-  /** Runs that retry `runId` (at most `limit`), with the batch that started each. */
-  retriesOf(runId: string, limit: number): Promise<Pick<RunDoc, "_id" | "batchId">[]>;
-  /** The ongoing run on a record (by its activeKey), if any. */
-  ongoingOn(activeKey: string): Promise<Pick<RunDoc, "_id"> | null>;
 }
 
 /** The key of a reason in RunBatchDoc.reasons: a field name free of dots and dollars. */
@@ -142,11 +138,5 @@ export function runBatchStore(d: Database): RunBatchStore {
     async ongoingAtLeast(batchId, limit) {
       return (await d.runs.countDocuments({ batchId, state: { $in: ONGOING_STATES } }, { limit })) >= limit;
     },
-    retriesOf: (runId, limit) =>
-      d.runs
-        .find({ retryOf: runId }, { projection: { _id: 1, batchId: 1 } })
-        .limit(limit)
-        .toArray(),
-    ongoingOn: (activeKey) => d.runs.findOne({ activeKey }, { projection: { _id: 1 } }),
   };
 }

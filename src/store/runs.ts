@@ -94,8 +94,10 @@ export interface RunStore extends RunChanges {
   get(id: string): Promise<RunDoc | null>;
   /** The runs among `ids` (one query), in no particular order. */
   getMany(ids: string[]): Promise<RunDoc[]>;
-  /** The ids of the runs that retry `id`, oldest first, at most `limit`. */
-  retriesOf(id: string, limit: number): Promise<string[]>;
+  /** The runs that retry `id` (with the batch that started each), oldest first, at most `limit`. */
+  retriesOf(id: string, limit: number): Promise<Pick<RunDoc, "_id" | "batchId" | "createdAt">[]>;
+  /** The ongoing run holding `activeKey` (a (workflow, record) slot), if any. */
+  ongoingOn(activeKey: string): Promise<Pick<RunDoc, "_id"> | null>;
   /**
    * Claims one run for `lease`, never one of a busy organization or project, each kind in
    * round-robin over organizations (the first after `afterOrganization` that has one,
@@ -338,11 +340,12 @@ export function runStore(d: Database): RunStore {
     async retriesOf(id, limit) {
       // Served by the sparse retryOf index; a run has few retries, sorted here.
       const docs = await d.runs
-        .find({ retryOf: id }, { projection: { _id: 1, createdAt: 1 } })
+        .find({ retryOf: id }, { projection: { _id: 1, batchId: 1, createdAt: 1 } })
         .limit(limit)
         .toArray();
-      return docs.sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a._id < b._id ? -1 : 1)).map((r) => r._id);
+      return docs.sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || (a._id < b._id ? -1 : 1));
     },
+    ongoingOn: (activeKey) => d.runs.findOne({ activeKey }, { projection: { _id: 1 } }),
     claimNext: claims(d),
     search: runSearch(d),
     ongoingAtLeast: ongoing.atLeast,

@@ -18,7 +18,7 @@ import type { TriggerDeps } from "../trigger.js";
 import { cancelAs } from "./cancel.js";
 import { activeKeyOf, isFinished } from "./model.js";
 import { runSelection, type RunFilterInput } from "./search.js";
-import { latestActive, startAs, type StartRequest } from "./start.js";
+import { latestActive, retryRefusal, startAs, versionRefusal, type StartRequest } from "./start.js";
 import type { RunStateMachine } from "./state.js";
 
 export const BATCH_ACTIONS = ["retry", "cancel"] as const;
@@ -30,11 +30,8 @@ export const MAX_BATCH_RUN_IDS = 1000;
 /** The reasons a batch skips a run, in words (RunBatchReason.reason). */
 export const SKIP = {
   ongoing: "a run is ongoing on the record",
-  notFinished: "the run is not finished",
   alreadyRetried: "the run was already retried",
   finished: (state: string) => `the run is already finished (${state})`,
-  notFailedAtStep: "the run did not fail at a step",
-  versionInactive: "the run's workflow version is no longer active",
 } as const;
 
 /** Retries of one run read to find this batch's own among them. */
@@ -193,16 +190,13 @@ function refusal(err: unknown): Decision {
 /** A retry's own checks, a dry run's too: the skip they call for, or undefined. */
 async function retrySkip(env: BatchEnv, batch: RunBatchDoc, run: RunDoc): Promise<Decision | undefined> {
   // Retries of this run: one this batch started (before a crash, or by its previous holder) is done, not again.
-  const retries = await env.deps.store.runBatches.retriesOf(run._id, MAX_RETRIES_READ);
+  const retries = await env.deps.store.runs.retriesOf(run._id, MAX_RETRIES_READ);
   const own = retries.find((r) => r.batchId === batch._id);
   if (own) return done(own._id);
   if (retries.length > 0) return skipped(SKIP.alreadyRetried, `${SKIP.alreadyRetried} (run ${retries[0]!._id})`);
-  if (!isFinished(run.state)) return skipped(SKIP.notFinished);
-  if (!batch.fromFailedStep) return undefined;
-  if (run.state !== "FAILED" || !run.steps.some((s) => s.state === "FAILED")) return skipped(SKIP.notFailedAtStep);
-  const workflow = await env.directory.workflows.get(run.workflowId);
-  if (workflow && !workflow.versions.some((v) => v.version === run.workflowVersion && v.active)) return skipped(SKIP.versionInactive);
-  return undefined;
+  const workflow = batch.fromFailedStep ? await env.directory.workflows.get(run.workflowId) : null;
+  const refused = retryRefusal(run, batch.fromFailedStep) ?? (workflow ? versionRefusal(run, workflow) : undefined);
+  return refused && skipped(sharedReason(refused.message), refused.message);
 }
 
 /** What a dry run of a retry would find beyond its own checks: the caller's access, an active version, the record's ongoing run. */
@@ -211,7 +205,7 @@ async function previewRetry(env: BatchEnv, batch: RunBatchDoc, run: RunDoc): Pro
   const workflow = await env.directory.workflows.get(run.workflowId);
   if (!workflow) throw fail.notFound("the run's workflow no longer exists");
   if (!batch.fromFailedStep && !latestActive(workflow.versions)) throw fail.notFound("no active workflow version");
-  const ongoing = await env.deps.store.runBatches.ongoingOn(activeKeyOf(run.workflowId, run.recordId));
+  const ongoing = await env.deps.store.runs.ongoingOn(activeKeyOf(run.workflowId, run.recordId));
   if (ongoing) return skipped(SKIP.ongoing, `${SKIP.ongoing} (run ${ongoing._id})`);
   return done();
 }

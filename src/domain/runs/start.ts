@@ -4,7 +4,7 @@
 // all start runs here.
 import type { AppPrincipal } from "../auth/tokens.js";
 import { assertMayTrigger } from "../auth/access.js";
-import { fail } from "../errors.js";
+import { fail, type DomainError } from "../errors.js";
 import { isUuid } from "../ids.js";
 import { checkIdempotencyKey, startOnce, type Outcome } from "../idempotency.js";
 import { isFinished, newRunDoc, RUN_QUEUED, type Resumed } from "./model.js";
@@ -235,12 +235,27 @@ export interface StartRequest {
   place?: { projectName: string; environmentName: string };
 }
 
-/** The failed step of a failed run, or FAILED_PRECONDITION saying why a retry from it is impossible. */
-function failedStepOf(run: RunDoc): number {
-  if (run.state !== "FAILED") throw fail.precondition(`run ${run._id} did not fail (it is ${run.state}): only a failed run is retried from its failed step`);
-  const index = run.steps.findIndex((s) => s.state === "FAILED");
-  if (index < 0) throw fail.precondition(`run ${run._id} failed before any step (${run.error}): retry it from the start`);
-  return index;
+/**
+ * Why `run` may not be retried as asked (FAILED_PRECONDITION, in words that start alike for
+ * every run: what differs is in brackets), before its workflow is read; undefined when it may.
+ */
+export function retryRefusal(run: RunDoc, fromFailedStep: boolean): DomainError | undefined {
+  if (!isFinished(run.state)) return fail.precondition(`the run is not finished (it is ${run.state}): cancel it, or wait for it to finish`);
+  if (!fromFailedStep) return undefined;
+  if (run.state !== "FAILED") return fail.precondition(`the run did not fail (it is ${run.state}): only a failed run is retried from its failed step`);
+  if (failedStepOf(run) < 0) return fail.precondition(`the run failed before any step (${run.error}): retry it from the start`);
+  return undefined;
+}
+
+/** The step a failed run failed at, or -1. */
+const failedStepOf = (run: RunDoc) => run.steps.findIndex((s) => s.state === "FAILED");
+
+/** Why a retry of `run` from its failed step may not run its version of `workflow` (no longer active); undefined when it may. */
+export function versionRefusal(run: RunDoc, workflow: WorkflowDoc): DomainError | undefined {
+  if (sameActiveVersion(run)(workflow)) return undefined;
+  return fail.precondition(
+    `the run's workflow version is no longer active (version ${run.workflowVersion}): retry without from_failed_step to run the latest active version`,
+  );
 }
 
 /** The version a retry from the failed step runs: the failed run's own, while it is active. */
@@ -260,8 +275,8 @@ function resumedFrom(run: RunDoc, failed: number): Resumed {
 export async function startAs(deps: TriggerDeps, req: StartRequest): Promise<Outcome> {
   const directory = deps.store.directory.view();
   const { retry } = req;
-  if (retry && !isFinished(retry.of.state))
-    throw fail.precondition(`run ${retry.of._id} is not finished (it is ${retry.of.state}): cancel it, or wait for it to finish`);
+  const refused = retry && retryRefusal(retry.of, retry.fromFailedStep);
+  if (refused) throw refused;
   const failed = retry?.fromFailedStep ? failedStepOf(retry.of) : undefined;
   if (!isUuid(req.workflowId)) throw fail.invalid("workflow_id must be a UUID");
   const read = readWorkflow(deps, directory, req.workflowId.toLowerCase(), failed === undefined ? undefined : sameActiveVersion(retry!.of));
@@ -271,12 +286,7 @@ export async function startAs(deps: TriggerDeps, req: StartRequest): Promise<Out
   const t = targetOf(workflow, await read.related, "workflow not found");
   if (req.place && (t.project.name !== req.place.projectName || t.environment.name !== req.place.environmentName))
     throw fail.notFound("workflow not found in this project and environment");
-  if (!t.version) {
-    if (failed === undefined) throw fail.notFound("the workflow has no active version");
-    throw fail.precondition(
-      `version ${retry!.of.workflowVersion} of the workflow is no longer active: retry without from_failed_step to run the latest active version`,
-    );
-  }
+  if (!t.version) throw (failed === undefined ? undefined : versionRefusal(retry!.of, workflow)) ?? fail.notFound("the workflow has no active version");
   const target = { ...t, version: t.version };
   await admit(deps, directory, req.principal, target, req.paced);
   const recordId = checkedRecordId(req.recordId, "record_id");
