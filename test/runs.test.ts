@@ -609,8 +609,8 @@ describe("GET /v1/runs/{runId}", () => {
     const denied = await get(outsiderToken);
     expect(denied.status).toBe(403);
     expect(await denied.json()).toMatchObject({ code: "permission_denied", error: expect.any(String) });
-    // A user of another organization.
-    expect((await get(other.userToken)).status).toBe(403);
+    // A user of another organization: not found, as for its API token.
+    expect((await get(other.userToken)).status).toBe(404);
     // A role that may not trigger the workflow.
     await db.setTriggerRoles(w.workflowId, ["admin"]);
     expect((await get(w.userToken)).status).toBe(403);

@@ -21,6 +21,8 @@ import { leaseIssuer, renewalInterval } from "./lease.js";
 export const BATCHES_AT_ONCE = 4;
 /** Runs read per page of a batch's walk. */
 const WALK_PAGE = 50;
+/** How soon a batch at its pace looks again whether one of its runs finished (one indexed count). */
+const PACE_RECHECK_MS = 50;
 
 export interface BatchWorkerEnv {
   deps: Deps;
@@ -165,7 +167,7 @@ async function handleOnce(env: BatchWorkerEnv, batchEnv: BatchEnv, held: Held, r
   const poll = deps.config.executor.pollIntervalMs;
   while (!signal.aborted) {
     if (paced && (await deps.store.runBatches.ongoingAtLeast(batch._id, limit))) {
-      await sleepUnlessAborted(poll, signal);
+      await sleepUnlessAborted(Math.min(poll, PACE_RECHECK_MS), signal);
       continue;
     }
     // Still RUNNING and its own, just before acting: a batch cancelled meanwhile starts nothing more.
