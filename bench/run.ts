@@ -386,8 +386,10 @@ async function scenarios(dir: string): Promise<BenchResults> {
     batchScenario(ctx, {
       batchRuns: by(10_000, 10_000, 100),
       concurrency: 16,
-      durationMs: by(15_000, 8000, 1000),
-      finishTimeoutMs: by(600_000, 600_000, 30_000),
+      durationMs: by(10_000, 5000, 1000),
+      pacedPerSec: 20,
+      pickupMs: by(30_000, 15_000, 1000),
+      finishTimeoutMs: by(900_000, 900_000, 60_000),
     }),
   );
   results.e2e = await scenario("e2e", () =>

@@ -1,15 +1,18 @@
 // A batch beside live webhooks: a retry batch of `batchRuns` failed runs, in the same project as a
-// webhook that keeps being called (a closed loop over HTTP, each call on a fresh record). The
-// webhook's accepts per second and its runs' pick-up latency (startedAt − createdAt) are measured
-// idle, then while the batch runs; the batch must share the executors fairly: accepts ≥ 0.8× and
-// pick-up p99 ≤ 2× the idle figures. One `runhook start` process (executors in it) on its own
-// database; the failed runs are stored the way executors leave them.
+// webhook that keeps being called over HTTP (each call on a fresh record). Measured idle, then
+// while the batch runs: the webhook's accepts per second (a closed loop, the accept path's
+// capacity; the runs it queues are left to finish before the next measure), and its runs' pick-up
+// latency (startedAt − createdAt) at a steady `pacedPerSec` the executors keep up with (an open
+// loop). The batch must share the executors fairly: accepts ≥ 0.8× and pick-up p99 ≤ 2× the idle
+// figures. One `runhook start` process (executors in it) on its own database; the failed runs
+// are stored the way executors leave them.
 import { Pool } from "undici";
 import { storeFixtures } from "../../src/store/index.js";
 import type { RunDoc, StepDoc } from "../../src/store/types.js";
 import { worldRun } from "../../fixtures/world.js";
 import { benchWorld, openStore, spawnFor, type BenchContext } from "../lib/context.js";
 import { closedLoop, percentile, ratio, round, sleep, type LoadStats } from "../lib/load.js";
+import { openLoop } from "../lib/open-loop.js";
 import { restTrigger } from "./webhook.js";
 
 /** One quick step: what is measured is the sharing of executors, not the steps. */
@@ -53,10 +56,17 @@ async function storeFailed(store: Parameters<typeof storeFixtures>[0], w: Parame
   }
 }
 
-export async function batchScenario(
-  ctx: BenchContext,
-  o: { batchRuns: number; concurrency: number; durationMs: number; finishTimeoutMs: number },
-): Promise<BatchResult> {
+export interface BatchOptions {
+  batchRuns: number;
+  concurrency: number;
+  durationMs: number;
+  /** The webhook's steady rate while pick-up is measured, and for how long. */
+  pacedPerSec: number;
+  pickupMs: number;
+  finishTimeoutMs: number;
+}
+
+export async function batchScenario(ctx: BenchContext, o: BatchOptions): Promise<BatchResult> {
   const dbName = `${ctx.runTag}_batch`;
   const store = await openStore(ctx, dbName);
   const w = await benchWorld(ctx, store, { steps: STEPS, records: [] });
@@ -65,23 +75,38 @@ export async function batchScenario(
   const pool = new Pool(server.baseUrl!, { connections: o.concurrency, pipelining: 1 });
   const trigger = restTrigger(pool, w, 202);
   try {
-    /** The webhook under load for the phase; its runs' pick-up once they have started. */
-    const phase = async (tag: string): Promise<BatchPhase> => {
-      const since = new Date();
-      const accepts = await closedLoop({ concurrency: o.concurrency, durationMs: o.durationMs, warmupPerWorker: 2, fn: (i) => trigger(`${tag}${i}`) });
-      const until = Date.now() + 30_000;
-      let started: RunDoc[] = [];
+    /** The webhook's runs created since `since`, once all have finished (or the wait is over). */
+    const settled = async (since: Date): Promise<RunDoc[]> => {
+      const until = Date.now() + 120_000;
       for (;;) {
         const runs = await storeFixtures(store)
           .runs.find({ workflowId: w.workflowId, createdAt: { $gte: since }, via: "webhook" })
           .toArray();
-        started = runs.filter((r) => r.startedAt);
-        if (started.length === runs.length || Date.now() > until) break;
+        if (runs.every((r) => r.finishedAt) || Date.now() > until) return runs;
         await sleep(200);
       }
-      const lat = Float64Array.from(started.map((r) => r.startedAt!.getTime() - r.createdAt.getTime())).sort();
+    };
+    /** Accepts at full speed (the runs they queue finish before the pick-up is measured), then pick-up at the steady rate. */
+    const phase = async (tag: string): Promise<BatchPhase> => {
+      const burst = new Date();
+      const accepts = await closedLoop({ concurrency: o.concurrency, durationMs: o.durationMs, warmupPerWorker: 2, fn: (i) => trigger(`${tag}a${i}`) });
+      await settled(burst);
+      const since = new Date();
+      await openLoop({
+        ratePerSec: o.pacedPerSec,
+        durationMs: o.pickupMs,
+        maxInFlight: o.concurrency,
+        drainMs: 10_000,
+        issue: async (j) => void (await trigger(`${tag}p${j}`).catch(() => undefined)),
+      });
+      const runs = (await settled(since)).filter((r) => r.startedAt);
+      const lat = Float64Array.from(runs.map((r) => r.startedAt!.getTime() - r.createdAt.getTime())).sort();
       return { accepts, pickup: { n: lat.length, p50Ms: percentile(lat, 50), p99Ms: percentile(lat, 99) } };
     };
+    // Warm the server up (its JIT, its pools) before anything is measured.
+    const warm = new Date();
+    await closedLoop({ concurrency: o.concurrency, durationMs: Math.min(o.durationMs, 3000), fn: (i) => trigger(`warm-${i}`) });
+    await settled(warm);
     const idle = await phase("idle-");
     ctx.log(
       `  idle: ${idle.accepts.okPerSec} accepts/s (c=${o.concurrency}), pick-up p50 ${idle.pickup.p50Ms} p99 ${idle.pickup.p99Ms} ms (n=${idle.pickup.n})`,

@@ -4,8 +4,9 @@ import { ConnectError } from "@connectrpc/connect";
 import type { ComponentChildren } from "preact";
 import type { Project, Workflow } from "../../../gen/runhook/v1/admin_pb.js";
 import { admin, allPages, Code, ongoingRunOf } from "../api.js";
-import { href } from "../route.js";
-import { type Loaded, useLoad } from "../session.js";
+import { useState } from "preact/hooks";
+import { arrive, href } from "../route.js";
+import { type Loaded, useFail, useLoad } from "../session.js";
 
 export function useProject(projectId: string): Loaded<Project> {
   return useLoad(async (signal) => (await admin.getProject({ projectId }, { signal })).project!, [projectId]);
@@ -104,4 +105,24 @@ export function NotFound({ what }: { what: string }) {
       </p>
     </section>
   );
+}
+
+/** A control that starts a run (StartRun, RetryRun): busy while the call is out, then the new run's page, or the refusal in words. */
+export function useRunStart(): { busy: boolean; refusal: Refusal | null; start(call: () => Promise<{ runId: string }>): Promise<void> } {
+  const fail = useFail();
+  const [busy, setBusy] = useState(false);
+  const [refusal, setRefusal] = useState<Refusal | null>(null);
+  const start = async (call: () => Promise<{ runId: string }>) => {
+    setBusy(true);
+    setRefusal(null);
+    try {
+      const { runId } = await call();
+      arrive(["runs", runId]);
+    } catch (err) {
+      setRefusal(refusalOf(err, fail(err)));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return { busy, refusal, start };
 }

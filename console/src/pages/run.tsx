@@ -5,11 +5,11 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Run, StepResult } from "../../../gen/runhook/v1/run_pb.js";
 import { admin, runs } from "../api.js";
-import { arrive, href, useArrivalFocus } from "../route.js";
+import { href, useArrivalFocus } from "../route.js";
 import { isMissing, mayTrigger, useFail, useLoad, useMe } from "../session.js";
 import { clock, dateOf, duration } from "../time.js";
 import { Confirm } from "../ui.js";
-import { Crumbs, NotFound, type Refusal, RefusalText, RunLink, refusalOf, useWorkflow } from "./common.js";
+import { Crumbs, NotFound, RefusalText, RunLink, useRunStart, useWorkflow } from "./common.js";
 
 const FINISHED = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
@@ -214,24 +214,11 @@ const failedStep = (run: Run) => (run.state === "FAILED" ? run.steps.find((s) =>
 /** Retry and Retry from the failed step, for a failed or cancelled run, to whoever may trigger its workflow. */
 function RetryActions({ run, place }: { run: Run; place: Place }) {
   const me = useMe();
-  const fail = useFail();
-  const [busy, setBusy] = useState(false);
-  const [refusal, setRefusal] = useState<Refusal | null>(null);
+  const { busy, refusal, start } = useRunStart();
   if (run.state !== "FAILED" && run.state !== "CANCELLED") return null;
   if (!place.workflow || !mayTrigger(me, run.projectId, place.workflow)) return null;
   const step = failedStep(run);
-  const retry = async (fromFailedStep: boolean) => {
-    setBusy(true);
-    setRefusal(null);
-    try {
-      const { runId } = await runs.retryRun({ runId: run.id, fromFailedStep });
-      arrive(["runs", runId]);
-    } catch (err) {
-      setRefusal(refusalOf(err, fail(err)));
-    } finally {
-      setBusy(false);
-    }
-  };
+  const retry = (fromFailedStep: boolean) => start(() => runs.retryRun({ runId: run.id, fromFailedStep }));
   return (
     <div class="retry">
       <h2>Retry</h2>

@@ -6,10 +6,10 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import type { Webhook, Workflow, WorkflowVersion } from "../../../gen/runhook/v1/admin_pb.js";
 import type { Step } from "../../../gen/runhook/v1/common_pb.js";
 import { admin, allPages, runs } from "../api.js";
-import { arrive, href } from "../route.js";
+import { href } from "../route.js";
 import { isAdmin, mayChangeWorkflows, mayTrigger, useFail, useLoad, useMe } from "../session.js";
 import { Confirm, CopyButton, ErrorText, Loading, Section, When } from "../ui.js";
-import { Crumbs, NotFound, Page, type Refusal, RefusalText, refusalOf, useProject, useWorkflow } from "./common.js";
+import { Crumbs, NotFound, Page, RefusalText, useProject, useRunStart, useWorkflow } from "./common.js";
 
 interface Props {
   projectId: string;
@@ -65,23 +65,12 @@ export function WorkflowPage({ projectId, renderingId, workflowId }: Props) {
 
 /** Starts a run of the workflow's latest active version on one record, as the caller (StartRun). */
 function StartForm({ workflow }: { workflow: Workflow }) {
-  const fail = useFail();
   const [recordId, setRecordId] = useState("");
-  const [busy, setBusy] = useState(false);
-  const [refusal, setRefusal] = useState<Refusal | null>(null);
+  const { busy, refusal, start: startRun } = useRunStart();
   const active = workflow.versions.filter((v) => v.active).at(-1);
-  const start = async (e: Event) => {
+  const start = (e: Event) => {
     e.preventDefault();
-    setBusy(true);
-    setRefusal(null);
-    try {
-      const { runId } = await runs.startRun({ workflowId: workflow.id, recordId: recordId.trim() });
-      arrive(["runs", runId]);
-    } catch (err) {
-      setRefusal(refusalOf(err, fail(err)));
-    } finally {
-      setBusy(false);
-    }
+    return startRun(() => runs.startRun({ workflowId: workflow.id, recordId: recordId.trim() }));
   };
   return (
     <Section title="Start on a record">
