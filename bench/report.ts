@@ -460,7 +460,7 @@ function batchSection(r: BenchResults): string[] {
   if (r.batch && "error" in r.batch) return [...out, `failed: ${r.batch.error}`];
   if (!b) return [...out, "not run"];
   out.push(
-    `A closed loop of ${b.concurrency} webhook callers (each call a fresh record) on one \`runhook start\`, idle and then while a batch retries ${b.batchRuns} failed runs of the same workflow.`,
+    `One \`runhook start\`, idle and then while a batch retries ${b.batchRuns} failed runs of the same workflow: accepts by a closed loop of ${b.concurrency} webhook callers (each call a fresh record), pick-up at a steady rate the executors keep up with.`,
     "",
     "| phase | accepts/s | call p99 ms | pick-up p50 ms | pick-up p99 ms | runs picked up |",
     "|---|---:|---:|---:|---:|---:|",
