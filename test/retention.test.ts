@@ -135,6 +135,8 @@ describe("retention", () => {
       "consoleSessions.expiresAt": [0],
       "idempotencyKeys.expiresAt": [0],
       "runs.finishedAt": [30 * 86_400],
+      "runBatches.finishedAt": [30 * 86_400],
+      "runBatchItems.at": [30 * 86_400],
       "activityLogs.timestamp": [400 * 86_400],
       "adminLogs.timestamp": [400 * 86_400],
     });
@@ -145,6 +147,8 @@ describe("retention", () => {
       "consoleSessions.expiresAt": [0],
       "idempotencyKeys.expiresAt": [0],
       "runs.finishedAt": [7 * 86_400],
+      "runBatches.finishedAt": [7 * 86_400],
+      "runBatchItems.at": [7 * 86_400],
       "activityLogs.timestamp": [90 * 86_400],
       "adminLogs.timestamp": [90 * 86_400],
     });
