@@ -117,6 +117,8 @@ export interface LogStore {
   select<K extends LogKind>(kind: K, s: LogSelection, range: SeqRange, order: 1 | -1, limit: number): Promise<LogDocOf<K>[]>;
   /** Whether any activity entry names the run (its start is logged once it is stored). */
   mentionsRun(runId: string): Promise<boolean>;
+  /** Whether the run has an activity entry `action` of its step `step` (1-based, as the entry's details say). */
+  hasStepEntry(runId: string, action: string, step: number): Promise<boolean>;
   /** The same as one stream read in batches (the NDJSON export), in constant memory. */
   scan<K extends LogKind>(kind: K, s: LogSelection, range: SeqRange, order: 1 | -1): AsyncGenerator<LogDocOf<K>>;
 }
@@ -288,7 +290,7 @@ async function timeBounds(colls: LogCollections, kind: LogKind, s: LogSelection,
 }
 
 /** The reads of both logs: by position, by key range, and by selection (filters, time range). */
-function logReads(colls: LogCollections): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "scan" | "mentionsRun"> {
+function logReads(colls: LogCollections): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "scan" | "mentionsRun" | "hasStepEntry"> {
   /** One query per alternative of the selection within `range`, sorted by seq. */
   const queries = (kind: LogKind, s: LogSelection, range: SeqRange, order: 1 | -1) =>
     alternatives(s).map((alt) => colls[kind].find(selectionFilter(kind, s, range, alt) as Filter<Position>).sort({ seq: order }));
@@ -324,6 +326,10 @@ function logReads(colls: LogCollections): Pick<LogStore, "oldest" | "at" | "entr
     },
     async mentionsRun(runId) {
       return (await colls.activity.findOne({ runId } as Filter<Position>, { projection: { _id: 1 } })) !== null;
+    },
+    async hasStepEntry(runId, action, step) {
+      // Served by {runId, seq}: a run has a few entries.
+      return (await colls.activity.findOne({ runId, action, "details.step": step } as Filter<Position>, { projection: { _id: 1 } })) !== null;
     },
     async *scan(kind, s, r, order) {
       const range = await timeBounds(colls, kind, s, r);

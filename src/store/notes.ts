@@ -2,6 +2,7 @@
 import type { Filter } from "mongodb";
 import type { Database } from "./connection.js";
 import type { CounterStore } from "./counters.js";
+import { isDuplicateKey } from "./errors.js";
 import type { NoteDoc, NoteMessageDoc } from "./types.js";
 
 /** A note as the API may see it: scoped by project and environment (another's is unknown). */
@@ -62,7 +63,14 @@ export function noteStore(d: Database, counters: CounterStore): NoteStore {
   return {
     async insert(note) {
       const doc: NoteDoc = { ...note, seq: await counters.next(NOTES_COUNTER) };
-      await d.notes.insertOne(doc);
+      try {
+        await d.notes.insertOne(doc);
+      } catch (err) {
+        // A note of a derived id stored already (a retried step): that one, whole; its number is the first's.
+        const stored = isDuplicateKey(err) ? await d.notes.findOne({ _id: doc._id }) : null;
+        if (!stored) throw err;
+        return stored;
+      }
       return doc;
     },
     get: (scope, id) => d.notes.findOne(scoped(scope, id)),

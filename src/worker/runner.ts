@@ -5,9 +5,9 @@
 // (domain/runs/state.ts). When one does not apply, the run was cancelled, finished or taken over,
 // and the runner stops touching it. Each step start renews the lease too, so a data step (a
 // few quick queries) always runs well inside a valid lease: no step of a run ever runs in two
-// executors at once. Data steps are exactly-once without crashes and at-least-once across a
-// crash in the middle of one; a step started MAX_ATTEMPTS times without finishing fails the
-// run, so no run stays ongoing forever.
+// executors at once. A step cut off by a crash runs again, its effect made once (steps.ts: a
+// set, a note of an id derived from the run and the step) and its entry written once; a step
+// started MAX_ATTEMPTS times without finishing fails the run, so no run stays ongoing forever.
 //
 // A database outage mid-run (any read or write failing as unavailable) does not end the run:
 // the runner keeps its place (and its run, which no other executor can claim before the

@@ -9,7 +9,8 @@ import { DATA_QUERY_TIME_LIMIT_MS, type RecordDoc, type RecordMatch } from "../s
 import { isTimeLimitExceeded } from "../store/index.js";
 import type { CollectionDoc, EnvironmentDoc, RunDoc, StepDoc, UserDoc } from "../store/types.js";
 import { createNote } from "../domain/notes/threads.js";
-import { writeRunActivity } from "../domain/runs/activity.js";
+import { writeStepActivity } from "../domain/runs/activity.js";
+import { derivedUuid } from "../domain/ids.js";
 import { recordMatch } from "../domain/runs/records.js";
 
 /** A step that fails the run, with a message meant for the run's reader. */
@@ -85,7 +86,7 @@ export async function runDataStep(deps: Deps, run: RunDoc, step: Exclude<StepDoc
         // The same match as the read: a record that left the scope meanwhile is not written.
         if (!(await timeLimited(deps.store.records.set(ctx.environment.dataDatabase, ctx.collection.name, ctx.match, set)))) throw ctx.notFound();
       }
-      await writeRunActivity(deps.store, run, "record.updated", { fields: changed, step: run.stepIndex + 1 });
+      await writeStepActivity(deps.store, run, "record.updated", { fields: changed, step: run.stepIndex + 1 });
       return { changed: Object.keys(changed) };
     }
     case "add_note": {
@@ -101,13 +102,15 @@ export async function runDataStep(deps: Deps, run: RunDoc, step: Exclude<StepDoc
           content: typeof step.content === "string" ? step.content : "",
           user: { id: ctx.user._id, email: ctx.user.email },
           renderingId: run.renderingId,
+          // The same note whichever attempt of the step writes it.
+          id: derivedUuid(`note:${run._id}:${run.stepIndex}`),
         });
         noteId = note._id;
       } catch (err) {
         if (err instanceof DomainError) throw new StepFailure(`add_note: ${err.message}`);
         throw err;
       }
-      await writeRunActivity(deps.store, run, "note.created", { noteId, step: run.stepIndex + 1 });
+      await writeStepActivity(deps.store, run, "note.created", { noteId, step: run.stepIndex + 1 });
       return { noteId };
     }
     default:

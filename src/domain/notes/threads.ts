@@ -20,6 +20,8 @@ export interface NewNote extends NoteScopeIds {
   user: UserRefDoc;
   /** The rendering it is written in (a run's); none through the API. */
   renderingId?: string;
+  /** Its id, when it must be made once (a run's step: derived from the run and the step); else a fresh one. */
+  id?: string;
 }
 
 /**
@@ -34,13 +36,14 @@ export function checkTitle(title: string, field = "title"): void {
   if (/<[A-Za-z!/?]/.test(title)) throw fail.invalid(`${field} must be plain text (no HTML tags)`);
 }
 
+/** Stores the note; one of the same `id` stored already is answered as it is. */
 export async function createNote(store: Store, n: NewNote): Promise<NoteDoc> {
   checkTitle(n.title);
   checkedRecordId(n.recordId, "recordId");
   const content = sanitizeNoteContent(n.content);
   const now = new Date();
   return store.notes.insert({
-    _id: randomUUID(),
+    _id: n.id ?? randomUUID(),
     projectId: n.projectId,
     environmentId: n.environmentId,
     collection: n.collection,

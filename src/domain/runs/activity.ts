@@ -25,3 +25,14 @@ export async function writeRunActivity(
     details,
   });
 }
+
+/**
+ * The entry of the run's current data step (`details.step`, 1-based), once: an attempt that runs
+ * the step again after a crash (its effect is found again, not made twice) writes it only if the
+ * cut-off attempt did not.
+ */
+export async function writeStepActivity(store: Store, run: RunDoc, action: string, details: Record<string, unknown> & { step: number }): Promise<void> {
+  const attempts = run.steps[run.stepIndex]?.attempts ?? 1;
+  if (attempts > 1 && (await store.logs.hasStepEntry(run._id, action, details.step))) return;
+  await writeRunActivity(store, run, action, details);
+}
