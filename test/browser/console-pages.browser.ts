@@ -151,7 +151,7 @@ it("a user who is not an admin sees its workflows' runs and state, but no URL, n
   // From the run to its workflow: state and rate limit, no URL, no buttons that change it.
   await page.locator(`tr[data-run="${hook.body.runId}"] a`).click();
   await page.locator(".run h1").waitFor();
-  await page.locator(".facts a").click();
+  await page.locator(".facts").getByRole("link", { name: "test workflow" }).click();
   await page.getByRole("heading", { name: "Trigger settings" }).waitFor();
   await page.getByText("Only the project's editors and admins may copy the webhook URL.").waitFor();
   expect(await page.locator("input.webhook-url").count()).toBe(0);
