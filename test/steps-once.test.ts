@@ -16,7 +16,11 @@ import { startServer, type TestServer } from "./helpers/server.js";
 let server: TestServer;
 let db: StoreFixtures;
 let w: World;
-const STEPS: StepDoc[] = [{ type: "load_record" }, { type: "add_note", title: "Checked", content: "<p>checked</p>" }, { type: "update_record", set: { status: "once" } }];
+const STEPS: StepDoc[] = [
+  { type: "load_record" },
+  { type: "add_note", title: "Checked", content: "<p>checked</p>" },
+  { type: "update_record", set: { status: "once" } },
+];
 
 beforeAll(async () => {
   server = await startServer({ env: { RUNHOOK_EXECUTOR_LEASE_MS: "1000" } });
