@@ -5,6 +5,9 @@ import type { Deps } from "../deps.js";
 import type { TriggerBody } from "../domain/trigger.js";
 import type { DirectoryView } from "../store/directory-cache.js";
 import type { RunVia } from "../store/types.js";
+import { assertNotOrgApiToken } from "../domain/auth/access.js";
+import { authenticateAny, type AppPrincipal } from "../domain/auth/tokens.js";
+import { fail } from "../domain/errors.js";
 import { MAX_TIMER_MS } from "../lib/sleep.js";
 
 /** How a call reached the service: native gRPC / Connect, the webhook route, or /v1 REST. */
@@ -141,4 +144,15 @@ export async function* whileAllowed<T>(
   } finally {
     access.stop();
   }
+}
+
+/**
+ * The caller, by an application token: a project API token is PERMISSION_DENIED (what it may not
+ * do: `act`, e.g. "runs are started"), as an organization API token is.
+ */
+export async function applicationCaller(view: DirectoryView, ctx: HandlerContext, act: string): Promise<AppPrincipal> {
+  const principal = await authenticateAny(view, authorization(ctx));
+  assertNotOrgApiToken(principal);
+  if (principal.kind === "api") throw fail.denied(`${act} with an application token, not a project API token`);
+  return principal;
 }

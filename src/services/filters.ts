@@ -1,6 +1,11 @@
 // What a list filter names, resolved within the caller's scope: a user by id or by number (the
-// public REST API's user ids), a team by name. Shared by the activity log and the notes.
+// public REST API's user ids), a team by name. Shared by the activity log and the notes; and
+// the run filter, shared by the run search and the batches.
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import type { RunFilter } from "../../gen/runhook/v1/run_pb.js";
 import type { ApiScope } from "../domain/auth/api-scope.js";
+import { fail } from "../domain/errors.js";
+import type { RunFilterInput } from "../domain/runs/search.js";
 import type { Deps } from "../deps.js";
 
 /** An id nothing has: what a filter naming no one (an unknown number, a team with no rendering here) selects by. */
@@ -25,4 +30,26 @@ export async function renderingsOf(deps: Deps, scope: ApiScope, f: { team: strin
     out.push(rendering ? rendering._id : NO_ONE);
   }
   return out;
+}
+
+/** A request's time, or INVALID_ARGUMENT naming `name` when it is no time. */
+export function timeOf(ts: Timestamp | undefined, name: string): Date | undefined {
+  if (!ts) return undefined;
+  const d = timestampDate(ts);
+  if (Number.isNaN(d.getTime())) throw fail.invalid(`${name} is not a valid time`);
+  return d;
+}
+
+/** A RunFilter's fields as the run search takes them (empty: no filter). */
+export function runFilterOf(f: RunFilter | undefined): Omit<RunFilterInput, "seenWorkflowIds"> {
+  return {
+    workflowId: f?.workflowId ?? "",
+    collection: f?.collection ?? "",
+    recordId: f?.recordId ?? "",
+    states: f?.states ?? [],
+    via: f?.via ?? "",
+    userId: f?.userId ?? "",
+    finishedFrom: timeOf(f?.finishedFrom, "finished_from"),
+    finishedTo: timeOf(f?.finishedTo, "finished_to"),
+  };
 }

@@ -6,20 +6,21 @@
 // batches they created. Another organization's batch is NOT_FOUND, naming nothing of it.
 import type { HandlerContext } from "@connectrpc/connect";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { CancelRunBatchRequest, CreateRunBatchRequest, GetRunBatchRequest, ListRunBatchesRequest, RunBatchSchema } from "../../gen/runhook/v1/run_pb.js";
 import type { Deps } from "../deps.js";
-import { assertNotOrgApiToken, assertSsoWhereRequired, holdsProjectRole } from "../domain/auth/access.js";
+import { assertSsoWhereRequired, holdsProjectRole } from "../domain/auth/access.js";
 import { runListScope } from "../domain/auth/run-scope.js";
-import { authenticateAny, type AppPrincipal } from "../domain/auth/tokens.js";
+import type { AppPrincipal } from "../domain/auth/tokens.js";
 import { fail } from "../domain/errors.js";
 import { isUuid } from "../domain/ids.js";
 import { bindingHash, paging, type CursorCodec } from "../domain/logs/cursor.js";
 import { BATCH_CREATED, logBatchCancelled, logBatchCreated, newBatchDoc } from "../domain/runs/batches.js";
 import type { DirectoryView } from "../store/directory-cache.js";
-import type { RunBatchKey } from "../store/run-batches.js";
 import type { RunBatchDoc } from "../store/types.js";
-import { authorization, directoryOf, runViaOf } from "./context.js";
+import { applicationCaller, authorization, directoryOf, runViaOf } from "./context.js";
+import { runFilterOf, timeOf } from "./filters.js";
+import { parsePositionKey, positionKeyOf } from "../domain/runs/search.js";
 
 const ts = (d: Date | null | undefined) => (d ? timestampFromDate(d) : undefined);
 
@@ -55,25 +56,13 @@ export function runBatchMessage(b: RunBatchDoc): MessageInitShape<typeof RunBatc
 }
 
 /** The caller: an application token (a project API token or an organization API token is refused). */
-async function appCaller(view: DirectoryView, ctx: HandlerContext): Promise<AppPrincipal> {
-  const principal = await authenticateAny(view, authorization(ctx));
-  assertNotOrgApiToken(principal);
-  if (principal.kind === "api") throw fail.denied("run batches are made and followed with an application token, not a project API token");
-  return principal;
-}
-
-function timeOf(t: Timestamp | undefined, name: string): Date | undefined {
-  if (!t) return undefined;
-  const d = timestampDate(t);
-  if (Number.isNaN(d.getTime())) throw fail.invalid(`${name} is not a valid time`);
-  return d;
-}
+const appCaller = (view: DirectoryView, ctx: HandlerContext) => applicationCaller(view, ctx, "run batches are made and followed");
 
 async function createRunBatch(deps: Deps, req: CreateRunBatchRequest, ctx: HandlerContext) {
   const view = directoryOf(deps, ctx.values);
   const principal = await appCaller(view, ctx);
   const scope = await runListScope(view, deps.store.directory, authorization(ctx), req.projectName, req.environmentName);
-  const f = req.filter;
+  const f = runFilterOf(req.filter);
   const admin = scope.workflowIds === undefined;
   const batch = newBatchDoc({
     principal,
@@ -82,15 +71,11 @@ async function createRunBatch(deps: Deps, req: CreateRunBatchRequest, ctx: Handl
     environmentId: scope.environment._id,
     action: req.action,
     filter: {
-      workflowId: f?.workflowId ?? "",
-      collection: f?.collection ?? "",
-      recordId: f?.recordId ?? "",
-      states: f?.states ?? [],
-      via: f?.via ?? "",
+      ...f,
       // Anyone but an admin acts on their own runs only, whatever the filter said.
-      userId: admin ? (f?.userId ?? "") : principal.user._id,
-      finishedFrom: timeOf(f?.finishedFrom, "finished_from") ?? null,
-      finishedTo: timeOf(f?.finishedTo, "finished_to") ?? null,
+      userId: admin ? f.userId : principal.user._id,
+      finishedFrom: f.finishedFrom ?? null,
+      finishedTo: f.finishedTo ?? null,
     },
     seenWorkflowIds: scope.workflowIds,
     runIds: req.runIds,
@@ -136,14 +121,6 @@ async function cancelRunBatch(deps: Deps, req: CancelRunBatchRequest, ctx: Handl
   return { batch: runBatchMessage(cancelled) };
 }
 
-const keyOf = (b: Pick<RunBatchDoc, "createdAt" | "_id">) => `${b.createdAt.getTime()}|${b._id}`;
-
-function parseKey(key: string): RunBatchKey {
-  const [ms, id] = key.split("|");
-  if (!ms || !/^\d{1,15}$/.test(ms) || !id || !isUuid(id)) throw fail.invalid("cursor is malformed or was not issued by this server");
-  return { createdAt: new Date(Number(ms)), id };
-}
-
 async function listRunBatches(deps: Deps, codec: CursorCodec, req: ListRunBatchesRequest, ctx: HandlerContext) {
   const view = directoryOf(deps, ctx.values);
   const principal = await appCaller(view, ctx);
@@ -152,12 +129,12 @@ async function listRunBatches(deps: Deps, codec: CursorCodec, req: ListRunBatche
   const scope = await runListScope(view, deps.store.directory, authorization(ctx), req.projectName, req.environmentName);
   const createdById = scope.workflowIds === undefined ? undefined : principal.user._id;
   const hash = bindingHash({ list: "run-batches", scope: scope.environment._id, createdBy: createdById });
-  const after = p.cursor ? parseKey(codec.decodeKey(p.cursor, hash)) : undefined;
+  const after = p.cursor ? parsePositionKey(codec.decodeKey(p.cursor, hash)) : undefined;
   const docs = await deps.store.runBatches.list(scope.environment._id, createdById, after, p.limit + 1);
   const hasMore = docs.length > p.limit;
   const batches = hasMore ? docs.slice(0, p.limit) : docs;
   const last = batches[batches.length - 1];
-  return { batches: batches.map(runBatchMessage), hasMore, nextCursor: hasMore && last ? codec.encodeKey(keyOf(last), hash) : undefined };
+  return { batches: batches.map(runBatchMessage), hasMore, nextCursor: hasMore && last ? codec.encodeKey(positionKeyOf(last), hash) : undefined };
 }
 
 /** The four handlers, for createRunService. */

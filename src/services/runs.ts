@@ -3,7 +3,6 @@
 // Who sees a run is one rule (domain/auth/run-scope.ts), for following, cancelling and the
 // search alike. CancelRun takes application tokens only; an organization API token is refused (403).
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type {
   CancelRunRequest,
   GetRunRequest,
@@ -19,7 +18,8 @@ import { readRunPage, runSelection } from "../domain/runs/search.js";
 import { assertNotOrgApiToken } from "../domain/auth/access.js";
 import { authenticateAny, type ApiPrincipal, type AppPrincipal } from "../domain/auth/tokens.js";
 import type { Deps } from "../deps.js";
-import { authorization, directoryOf, requestIdKey, runViaOf, viaOf, watchAccess } from "./context.js";
+import { applicationCaller, authorization, directoryOf, requestIdKey, runViaOf, viaOf, watchAccess } from "./context.js";
+import { runFilterOf } from "./filters.js";
 import type { DirectoryView } from "../store/directory-cache.js";
 import type { RunDoc } from "../store/types.js";
 import { fail } from "../domain/errors.js";
@@ -170,9 +170,7 @@ function placeOf(req: StartRunRequest): { projectName: string; environmentName: 
 }
 
 async function startRun(deps: Deps, req: StartRunRequest, ctx: HandlerContext) {
-  const principal = await authenticateAny(directoryOf(deps, ctx.values), authorization(ctx));
-  assertNotOrgApiToken(principal);
-  if (principal.kind === "api") throw fail.denied("runs are started with an application token, not a project API token");
+  const principal = await applicationCaller(directoryOf(deps, ctx.values), ctx, "runs are started");
   const out = await startAs(deps, {
     principal,
     workflowId: req.workflowId,
@@ -199,32 +197,10 @@ async function retryRun(deps: Deps, req: RetryRunRequest, ctx: HandlerContext) {
   return answerStart(ctx, out);
 }
 
-function timeOf(ts: Timestamp | undefined, name: string): Date | undefined {
-  if (!ts) return undefined;
-  const d = timestampDate(ts);
-  if (Number.isNaN(d.getTime())) throw fail.invalid(`${name} is not a valid time`);
-  return d;
-}
-
 async function listRuns(deps: Deps, codec: CursorCodec, req: ListRunsRequest, ctx: HandlerContext) {
   const p = paging(req.options, { defaultOrder: "desc" });
   const scope = await runListScope(directoryOf(deps, ctx.values), deps.store.directory, authorization(ctx), req.projectName, req.environmentName);
-  const f = req.filter;
-  const selection = runSelection(
-    scope.environment._id,
-    {
-      workflowId: f?.workflowId ?? "",
-      seenWorkflowIds: scope.workflowIds,
-      collection: f?.collection ?? "",
-      recordId: f?.recordId ?? "",
-      states: f?.states ?? [],
-      via: f?.via ?? "",
-      userId: f?.userId ?? "",
-      finishedFrom: timeOf(f?.finishedFrom, "finished_from"),
-      finishedTo: timeOf(f?.finishedTo, "finished_to"),
-    },
-    p,
-  );
+  const selection = runSelection(scope.environment._id, { ...runFilterOf(req.filter), seenWorkflowIds: scope.workflowIds }, p);
   const page = await readRunPage(deps.store, codec, selection, p);
   return { runs: page.runs.map((r) => runMessage(r)), hasMore: page.hasMore, nextCursor: page.nextCursor };
 }

@@ -4,6 +4,7 @@
 // cancelled) changes nothing more.
 import { createHash } from "node:crypto";
 import type { Database } from "./connection.js";
+import type { RunKey } from "./run-search.js";
 import { isDuplicateKey } from "./errors.js";
 import type { Lease } from "./runs.js";
 import { ONGOING_STATES, type RunBatchDoc, type RunBatchItemDoc, type RunBatchReasonDoc, type RunDoc } from "./types.js";
@@ -12,10 +13,8 @@ import { ONGOING_STATES, type RunBatchDoc, type RunBatchItemDoc, type RunBatchRe
 export const REASON_RUN_IDS = 20;
 
 /** Where a list page of batches starts: after (newest first) the batch with this creation time and id. */
-export interface RunBatchKey {
-  createdAt: Date;
-  id: string;
-}
+/** A batch's place in the list order (createdAt, _id): the runs' own kind of position. */
+export type RunBatchKey = RunKey;
 
 /** One run handled: what the batch's counters and cursor move by. */
 export interface RunBatchStep {

@@ -13,6 +13,7 @@ import type { RunBatchDoc, RunBatchItemDoc, RunDoc, RunVia, UserRefDoc } from ".
 import { assertMaySeeRun } from "../auth/run-scope.js";
 import type { AppPrincipal } from "../auth/tokens.js";
 import { DomainError, fail, isDomainError } from "../errors.js";
+import { isUuid } from "../ids.js";
 import type { Paging } from "../logs/cursor.js";
 import type { TriggerDeps } from "../trigger.js";
 import { cancelAs } from "./cancel.js";
@@ -105,7 +106,7 @@ function checkedRunIds(ids: string[]): string[] {
   if (ids.length > MAX_BATCH_RUN_IDS) throw fail.invalid(`run_ids must name at most ${MAX_BATCH_RUN_IDS} runs`);
   const out = new Set<string>();
   for (const id of ids) {
-    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) throw fail.invalid("run_ids must be UUIDs");
+    if (!isUuid(id)) throw fail.invalid("run_ids must be UUIDs");
     out.add(id.toLowerCase());
   }
   return [...out].sort();

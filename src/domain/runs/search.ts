@@ -86,11 +86,11 @@ function bindingOf(s: RunSelection, p: Paging): string {
   });
 }
 
-// A key is `<creation time in ms>|<run id>`; "" is the start (an ascending cursor before any run).
-const keyOf = (r: Pick<RunDoc, "createdAt" | "_id">) => `${r.createdAt.getTime()}|${r._id}`;
+/** A position in a list ordered by (creation time, id) — runs, run batches: `<creation time in ms>|<id>`. */
+export const positionKeyOf = (r: { createdAt: Date; _id: string }) => `${r.createdAt.getTime()}|${r._id}`;
 
-function parseKey(key: string): RunKey | undefined {
-  if (key === "") return undefined;
+/** The position a key names, or INVALID_ARGUMENT; "" is none (an ascending cursor before any run). */
+export function parsePositionKey(key: string): RunKey {
   const [ms, id] = key.split("|");
   if (!ms || !/^\d{1,15}$/.test(ms) || !id || !isUuid(id)) throw fail.invalid("cursor is malformed or was not issued by this server");
   return { createdAt: new Date(Number(ms)), id };
@@ -103,7 +103,7 @@ function parseKey(key: string): RunKey | undefined {
 export async function readRunPage(store: Store, codec: CursorCodec, s: RunSelection, p: Paging): Promise<RunPage> {
   const hash = bindingOf(s, p);
   const key = p.cursor ? codec.decodeKey(p.cursor, hash) : "";
-  const after = parseKey(key);
+  const after = key === "" ? undefined : parsePositionKey(key);
   const docs = await store.runs.search(s, after, p.order === "asc" ? 1 : -1, p.limit + 1).catch((err: unknown) => {
     if (isTimeLimitExceeded(err)) throw fail.invalid("the run search took too long: narrow the finished time range or add a filter");
     throw err;
@@ -111,7 +111,7 @@ export async function readRunPage(store: Store, codec: CursorCodec, s: RunSelect
   const hasMore = docs.length > p.limit;
   const runs = hasMore ? docs.slice(0, p.limit) : docs;
   const last = runs[runs.length - 1];
-  const nextKey = last ? keyOf(last) : key;
+  const nextKey = last ? positionKeyOf(last) : key;
   const nextCursor = hasMore || p.order === "asc" ? codec.encodeKey(nextKey, hash) : undefined;
   return { runs, hasMore, nextCursor };
 }
