@@ -24,6 +24,7 @@ import { AuthFailureThrottle } from "./rpc/auth-throttle.js";
 import { buildGateway } from "./http/app.js";
 import { startGrpcServer, type GrpcServer } from "./rpc/grpc-server.js";
 import { startExecutors, type Executors } from "./worker/executor.js";
+import { startPendingSweep } from "./worker/pending-sweep.js";
 import { createServices, SERVICE_DESCS, type Services } from "./services/index.js";
 import { createHealthStatus, ServingStatus } from "./rpc/health.js";
 import { monitorDatabase } from "./store/monitor.js";
@@ -318,10 +319,12 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
   // What MongoDB's TTL indexes do, for servers that accept them without applying them: one
   // sweeper per process (each deletion is idempotent, so processes need not elect one).
   const sweeper = startSweeper(store, config, logger);
+  const pendingSweep = startPendingSweep(store, logger);
   const clockCheck = startClockCheck(store, logger);
 
   const stop = async () => {
     clearInterval(sweeper);
+    clearInterval(pendingSweep);
     clearInterval(clockCheck);
     deps.authFailures.close();
     deps.health.shutdown();

@@ -3,7 +3,7 @@
 // the published log lists with each filter (time bounds, teams, user numbers, actions that name
 // several of runhook's), notes by number and with each filter, the numbering of users at start,
 // a retention sweep, a failed authentication whose count is shared, run batches worked through,
-// listed and cancelled) is run while the
+// listed and cancelled, the entries of runs' changes found pending) is run while the
 // driver's commands are recorded, and each distinct query among them is explained by the
 // server: the plan must be an index scan, never a collection scan. On the embedded server the
 // suite also runs with scans refused
@@ -23,6 +23,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RunService } from "../gen/runhook/v1/run_pb.js";
 import { bindUnboundSsoApiTokens } from "../src/domain/auth/sso-tokens.js";
+import { sweepPendingEntries } from "../src/domain/runs/activity.js";
 import { numberUnnumberedUsers } from "../src/domain/auth/user-numbers.js";
 
 let server: TestServer;
@@ -260,6 +261,10 @@ it("every query the store made in a workload is an index scan", async () => {
     // A sweep that finds something to remove: a month and a day from now, the runs have expired.
     await sweepExpired(server.deps.store, undefined, new Date(Date.now() + 31 * 86_400_000));
     await server.deps.store.runs.queueStats();
+    // Entries stored with their change: a reader's look-up of a position, the sweep (all counted as old), a move.
+    await server.deps.store.logs.pendingAt("activity", `a:${w.environmentId}`, 1);
+    await sweepPendingEntries(server.deps.store, Date.now() + 60_000);
+    await server.deps.store.runs.relocatePending(randomUUID(), "a:none:1", { key: "a:none:2", seq: 2, micros: 0 });
     // A failed authentication, whose count is shared (an upsert, then a read of the totals) within a second.
     expect((await apiClient(server.baseUrl, `rh_api_${"0".repeat(32)}_${"A".repeat(43)}`).get(admin)).status).toBe(401);
     // (The retention sweep reads rate_limits too: the shared read is the one of `auth:` documents.)
@@ -327,6 +332,9 @@ it("every query the store made in a workload is an index scan", async () => {
     ["findAndModify run_batches", '{"state":1,"lease.expiresAt":{"$lt":1}}'],
     ["aggregate runs", '{"batchId":1,"state":{"$in":[1,1]}}'],
     ["find runs", '{"retryOf":1}'],
+    ["find runs", '{"pendingLog.key":1}'],
+    ["find runs", '{"pendingLog.key":{"$gte":1}}'],
+    ["update runs", '{"_id":1,"pendingLog.key":1}'],
     ["find run_batches", '"createdBy.id":1'],
     ["find run_batches", '"$or"'],
     ["find run_batch_items", '{"_id":1}'],

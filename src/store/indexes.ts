@@ -71,6 +71,9 @@ function runIndexes(d: Database): Promise<string>[] {
     d.runs.createIndex({ environmentId: 1, finishedAt: 1, createdAt: 1, _id: 1 }),
     // A run's retries (GetRun): only runs that retry another have an entry.
     d.runs.createIndex({ retryOf: 1 }, { sparse: true }),
+    // The activity entries of runs' changes not yet cleared (RunDoc.pendingLog): a reader resolving
+    // a position finds the run holding it, a sweep finds what a dead process left. Only those runs have an entry.
+    d.runs.createIndex({ "pendingLog.key": 1 }, { sparse: true }),
   ];
 }
 

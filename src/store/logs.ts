@@ -13,7 +13,7 @@ import type { Database } from "./connection.js";
 import type { CounterStore } from "./counters.js";
 import { isDuplicateKey } from "./errors.js";
 import { groupedInsert, type Taken } from "./group-commit.js";
-import type { ActivityLogDoc, AdminLogDoc } from "./types.js";
+import type { ActivityLogDoc, AdminLogDoc, PendingLogEntry, RunDoc } from "./types.js";
 
 export type LogKind = "activity" | "admin";
 export type LogDocOf<K extends LogKind> = K extends "activity" ? ActivityLogDoc : AdminLogDoc;
@@ -85,19 +85,20 @@ export interface SeqRange {
   upTo?: number;
 }
 
-export interface ActivityReservation {
-  put(entry: Omit<NewActivity, "environmentId">): Promise<number>;
-  release(): Promise<void>;
-}
+/** Where an entry of a change is: in the log at its reserved position, or the position was given up (a tombstone is there). */
+export type PendingOutcome = "written" | "tombstoned";
 
 export interface LogStore {
   appendActivity(entry: NewActivity): Promise<number>;
+  /** The next number of a stream, with its time: a position reserved for an entry (see putPending). */
+  take(stream: string): Promise<Taken>;
   /**
-   * Reserves the next position of an environment's activity stream before its entry can be
-   * written: `put` writes the entry there (see append; returns where it landed), `release`
-   * writes a tombstone there instead, so that readers never wait for a position left empty.
+   * Writes a change's entry at its reserved position, idempotently: "written" when it is there
+   * (put now, or earlier by another process), "tombstoned" when a reader gave the position up.
    */
-  reserve(environmentId: string): Promise<ActivityReservation>;
+  putPending(p: PendingLogEntry): Promise<PendingOutcome>;
+  /** The entry a run holds for a position of an activity stream (see PendingLogEntry), or null. */
+  pendingAt(kind: LogKind, stream: string, seq: number): Promise<PendingLogEntry | null>;
   appendAdmin(entry: NewAdminEntry): Promise<number>;
   /** The highest number taken in a stream so far. */
   counter(stream: string): Promise<number>;
@@ -117,8 +118,6 @@ export interface LogStore {
   select<K extends LogKind>(kind: K, s: LogSelection, range: SeqRange, order: 1 | -1, limit: number): Promise<LogDocOf<K>[]>;
   /** Whether any activity entry names the run (its start is logged once it is stored). */
   mentionsRun(runId: string): Promise<boolean>;
-  /** Whether the run has an activity entry `action` of its step `step` (1-based, as the entry's details say). */
-  hasStepEntry(runId: string, action: string, step: number): Promise<boolean>;
   /** The same as one stream read in batches (the NDJSON export), in constant memory. */
   scan<K extends LogKind>(kind: K, s: LogSelection, range: SeqRange, order: 1 | -1): AsyncGenerator<LogDocOf<K>>;
 }
@@ -290,7 +289,7 @@ async function timeBounds(colls: LogCollections, kind: LogKind, s: LogSelection,
 }
 
 /** The reads of both logs: by position, by key range, and by selection (filters, time range). */
-function logReads(colls: LogCollections): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "scan" | "mentionsRun" | "hasStepEntry"> {
+function logReads(colls: LogCollections): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "scan" | "mentionsRun"> {
   /** One query per alternative of the selection within `range`, sorted by seq. */
   const queries = (kind: LogKind, s: LogSelection, range: SeqRange, order: 1 | -1) =>
     alternatives(s).map((alt) => colls[kind].find(selectionFilter(kind, s, range, alt) as Filter<Position>).sort({ seq: order }));
@@ -326,10 +325,6 @@ function logReads(colls: LogCollections): Pick<LogStore, "oldest" | "at" | "entr
     },
     async mentionsRun(runId) {
       return (await colls.activity.findOne({ runId } as Filter<Position>, { projection: { _id: 1 } })) !== null;
-    },
-    async hasStepEntry(runId, action, step) {
-      // Served by {runId, seq}: a run has a few entries.
-      return (await colls.activity.findOne({ runId, action, "details.step": step } as Filter<Position>, { projection: { _id: 1 } })) !== null;
     },
     async *scan(kind, s, r, order) {
       const range = await timeBounds(colls, kind, s, r);
@@ -381,16 +376,30 @@ export function logStore(d: Database, counters: CounterStore): LogStore {
 
   const tombstone = (kind: LogKind, stream: string, seq: number) => putTombstone(inserts[kind], kind, stream, seq);
 
+  async function putPending(p: PendingLogEntry): Promise<PendingOutcome> {
+    // The fields in the order every other entry has them (timestamp, projectId, environmentId, …).
+    const doc = { timestamp: new Date(Math.floor(p.micros / 1000)), micros: p.micros, ...p.entry, _id: p.key, seq: p.seq } as Position;
+    try {
+      await inserts.activity(doc);
+      return "written";
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+    }
+    // Only this entry or a tombstone is ever stored at a reserved position.
+    const there = await colls.activity.findOne({ _id: p.key }, { projection: { tomb: 1 } });
+    return there?.tomb ? "tombstoned" : "written";
+  }
+
   return {
     appendActivity: (e) => append("activity", activityStream(e.environmentId), e),
-    async reserve(environmentId) {
-      const stream = activityStream(environmentId);
-      const taken = await counters.nextStamped(stream);
-      return {
-        // The fields in the order every other entry has them (timestamp, projectId, environmentId, …).
-        put: ({ projectId, ...rest }) => append("activity", stream, { projectId, environmentId, ...rest }, taken),
-        release: async () => void (await tombstone("activity", stream, taken.value)),
-      };
+    take: (stream) => counters.nextStamped(stream),
+    putPending,
+    async pendingAt(kind, stream, seq) {
+      if (kind !== "activity") return null;
+      const key = streamKey(stream, seq);
+      // Served by the sparse index on runs' pendingLog.key: only runs with entries not yet cleared are in it.
+      const run = await d.runs.findOne({ "pendingLog.key": key }, { projection: { pendingLog: 1 } });
+      return (run as Pick<RunDoc, "pendingLog"> | null)?.pendingLog?.find((p) => p.key === key) ?? null;
     },
     appendAdmin: (e) => append("admin", adminStream(e.organizationId, e.projectId), e),
     counter: (stream) => counters.current(stream),

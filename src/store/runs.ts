@@ -1,11 +1,11 @@
 // Runs as stored. Every change of a run is one conditional single-document update; the
 // unique index on `activeKey` allows one ongoing run per (workflow, record).
 import type { Database } from "./connection.js";
-import { sharedByKey } from "../lib/batch.js";
+import { batched, ok, sharedByKey } from "../lib/batch.js";
 import { groupedInsert, STORE_BATCHING } from "./group-commit.js";
 import { isDuplicateKey } from "./errors.js";
 import { runSearch, type RunSearch } from "./run-search.js";
-import { ONGOING_STATES, type RunDoc, type RunState, type StepResultDoc } from "./types.js";
+import { ONGOING_STATES, type PendingLogEntry, type RunDoc, type RunState, type StepResultDoc } from "./types.js";
 
 export interface Lease {
   owner: string;
@@ -55,7 +55,8 @@ export type CreateOutcome = { created: true } | { created: false; ongoingRunId: 
  * The changes of a run once stored. Each returns the run after it, or null when it does not
  * apply: the owner's changes apply only while the run is RUNNING under `owner`'s lease (and, for
  * a step, at step `index`), so not once it was cancelled, finished or taken over. Changes other
- * than the lease's bump `version`, which wakes followers.
+ * than the lease's bump `version`, which wakes followers. `log`: the activity entries the change
+ * implies, stored with it (RunDoc.pendingLog).
  */
 export interface RunChanges {
   /** Extends the lease to `until` (not a visible change). */
@@ -65,18 +66,24 @@ export interface RunChanges {
   /** Step `index` becomes RUNNING; the lease is extended to `leaseUntil`. */
   startStep(id: string, owner: string, index: number, start: StepStart, leaseUntil: Date): Promise<RunDoc | null>;
   /** Step `index` SUCCEEDED with `output`; the run moves to the next step, its lease extended to `leaseUntil`. */
-  completeStep(id: string, owner: string, index: number, output: Record<string, unknown> | null, leaseUntil: Date): Promise<RunDoc | null>;
+  completeStep(id: string, owner: string, index: number, output: Record<string, unknown> | null, leaseUntil: Date, log?: PendingLogEntry[]): Promise<RunDoc | null>;
   /** The run's last step, `index`, SUCCEEDED with `output`, and the run with it. */
-  completeLastStep(id: string, owner: string, index: number, output: Record<string, unknown> | null): Promise<RunDoc | null>;
+  completeLastStep(id: string, owner: string, index: number, output: Record<string, unknown> | null, log?: PendingLogEntry[]): Promise<RunDoc | null>;
   /** Parks the run on its wait step `index` until `until`: it stays RUNNING, with no lease. */
   park(id: string, owner: string, index: number, until: Date): Promise<RunDoc | null>;
   /** Finishes the run as `state` with `error`; `failedStep`, when not null, FAILED with it. */
-  finish(id: string, owner: string, state: "SUCCEEDED" | "FAILED", error: string, failedStep: number | null): Promise<RunDoc | null>;
+  finish(id: string, owner: string, state: "SUCCEEDED" | "FAILED", error: string, failedStep: number | null, log?: PendingLogEntry[]): Promise<RunDoc | null>;
   /**
    * CANCELLED with `error` if the run is still ongoing at `version` (whoever holds it), and
    * `step`, when not null, with it.
    */
-  cancel(id: string, version: number, step: number | null, error: string): Promise<RunDoc | null>;
+  cancel(id: string, version: number, step: number | null, error: string, log?: PendingLogEntry[]): Promise<RunDoc | null>;
+  /** Moves run `id`'s pending entry `fromKey` to another position (`to`); false when the run no longer holds it there. */
+  relocatePending(id: string, fromKey: string, to: Pick<PendingLogEntry, "key" | "seq" | "micros">): Promise<boolean>;
+  /** Removes the pending entries `keys` from run `id`: they are in the log. */
+  clearPending(id: string, keys: string[]): Promise<void>;
+  /** At most `limit` runs holding pending entries (their ids and entries). */
+  withPending(limit: number): Promise<Pick<RunDoc, "_id" | "pendingLog">[]>;
   /**
    * For benchmarks: run `id` SUCCEEDED past its `stepCount` steps, whatever its state, in a
    * write on `_id` alone (the embedded server scans for any other filter).
@@ -241,9 +248,21 @@ const CREATE_TRIES = 3;
 
 /** The changes of a run by id, each one conditional findOneAndUpdate on `_id` (the primary key). */
 function runChanges(d: Database): RunChanges {
-  /** Sets `set` on run `id` if it meets `cond`, in one step; a `visible` change bumps `version`. */
-  const change = (id: string, cond: RunCondition, set: Record<string, unknown>, visible = true) =>
-    d.runs.findOneAndUpdate(conditionFilter(id, cond), visible ? { $set: set, $inc: { version: 1 } } : { $set: set }, { returnDocument: "after" });
+  /** Sets `set` on run `id` if it meets `cond`, in one step, with the entries `log` implies; a `visible` change bumps `version`. */
+  const change = (id: string, cond: RunCondition, set: Record<string, unknown>, visible = true, log: PendingLogEntry[] = []) =>
+    d.runs.findOneAndUpdate(
+      conditionFilter(id, cond),
+      { $set: set, ...(visible ? { $inc: { version: 1 } } : {}), ...(log.length > 0 ? { $push: { pendingLog: { $each: log } } } : {}) },
+      { returnDocument: "after" },
+    );
+  // The pending entries now in the log, removed in one command per round of writers.
+  const clear = batched<{ id: string; keys: string[] }, void>(async (items) => {
+    await d.runs.bulkWrite(
+      items.map(({ id, keys }) => ({ updateOne: { filter: { _id: id }, update: { $pull: { pendingLog: { key: { $in: keys } } } } } })),
+      { ordered: false },
+    );
+    return items.map(() => ok(undefined));
+  }, STORE_BATCHING);
   return {
     renewLease: (id, owner, until) => change(id, owned(owner), { "lease.expiresAt": until }, false),
     replaceLease: (id, owner, lease) => change(id, owned(owner), { lease }, false),
@@ -258,27 +277,35 @@ function runChanges(d: Database): RunChanges {
       });
       return change(id, owned(owner, index), { ...step, "lease.expiresAt": leaseUntil, updatedAt: new Date() });
     },
-    completeStep(id, owner, index, output, leaseUntil) {
+    completeStep(id, owner, index, output, leaseUntil, log) {
       const now = new Date();
       const step = stepFields(index, { state: "SUCCEEDED", finishedAt: now, output });
-      return change(id, owned(owner, index), { ...step, stepIndex: index + 1, updatedAt: now, "lease.expiresAt": leaseUntil });
+      return change(id, owned(owner, index), { ...step, stepIndex: index + 1, updatedAt: now, "lease.expiresAt": leaseUntil }, true, log);
     },
-    completeLastStep(id, owner, index, output) {
+    completeLastStep(id, owner, index, output, log) {
       const now = new Date();
       const step = stepFields(index, { state: "SUCCEEDED", finishedAt: now, output });
-      return change(id, owned(owner, index), { ...step, stepIndex: index + 1, ...finishing(id, "SUCCEEDED", "", now) });
+      return change(id, owned(owner, index), { ...step, stepIndex: index + 1, ...finishing(id, "SUCCEEDED", "", now) }, true, log);
     },
     park: (id, owner, index, until) => change(id, owned(owner, index), { lease: null, waitUntil: until, updatedAt: new Date() }),
-    finish(id, owner, state, error, failedStep) {
+    finish(id, owner, state, error, failedStep, log) {
       const now = new Date();
       const step = failedStep === null ? {} : stepFields(failedStep, { state: "FAILED", error, finishedAt: now });
-      return change(id, owned(owner), { ...finishing(id, state, error, now), ...step });
+      return change(id, owned(owner), { ...finishing(id, state, error, now), ...step }, true, log);
     },
-    cancel(id, version, step, error) {
+    cancel(id, version, step, error, log) {
       const now = new Date();
       const current = step === null ? {} : stepFields(step, { state: "CANCELLED", finishedAt: now });
-      return change(id, { version, state: ONGOING_STATES }, { ...finishing(id, "CANCELLED", error, now), ...current });
+      return change(id, { version, state: ONGOING_STATES }, { ...finishing(id, "CANCELLED", error, now), ...current }, true, log);
     },
+    async relocatePending(id, fromKey, to) {
+      const moved = { "pendingLog.$.key": to.key, "pendingLog.$.seq": to.seq, "pendingLog.$.micros": to.micros };
+      return (await d.runs.updateOne({ _id: id, "pendingLog.key": fromKey }, { $set: moved })).matchedCount === 1;
+    },
+    clearPending: (id, keys) => clear({ id, keys }),
+    withPending: (limit) =>
+      // The sparse index on pendingLog.key holds only runs with entries not yet cleared.
+      d.runs.find({ "pendingLog.key": { $gte: "" } }, { projection: { pendingLog: 1 }, limit }).toArray(),
     markSucceeded: (id, stepCount) => change(id, {}, { ...finishing(id, "SUCCEEDED", "", new Date()), stepIndex: stepCount }),
   };
 }

@@ -244,6 +244,20 @@ export interface RunDoc {
   finishedAt: Date | null;
   updatedAt: Date;
   version: number;
+  /**
+   * The activity entries the run's latest changes imply, written in the same update as the change
+   * and kept until they are in the log (domain/runs/activity.ts): a change and its entry are one fact.
+   */
+  pendingLog?: PendingLogEntry[];
+}
+
+/** An activity entry at its reserved position (`key`: the stream key of `seq`, store/logs.ts), not yet known to be in the log. */
+export interface PendingLogEntry {
+  key: string;
+  seq: number;
+  /** The entry's time, taken with its number (store/counters.ts). */
+  micros: number;
+  entry: Omit<ActivityLogDoc, "_id" | "seq" | "timestamp" | "micros" | "tomb">;
 }
 
 export interface UserRefDoc {

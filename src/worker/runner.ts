@@ -15,14 +15,15 @@
 // still its own, goes on from the step the database says it is at — a step whose end was
 // written before the outage is not run again, one that was cut off runs again (a new
 // attempt). If the lease expired meanwhile and another executor took the run, the re-read
-// shows it and the runner lets go. Activity entries are written once the database is back.
+// shows it and the runner lets go. Each activity entry is stored with the change it describes
+// (domain/runs/activity.ts): a step's with the step's end, the run's last with its end.
 import type { Logger } from "pino";
 import type { Deps } from "../deps.js";
 import { isUnavailable } from "../store/index.js";
-import type { RunDoc, StepDoc } from "../store/types.js";
-import { writeRunActivity } from "../domain/runs/activity.js";
+import type { PendingLogEntry, RunDoc, StepDoc } from "../store/types.js";
+import { putEntries, releaseEntries, runEntry } from "../domain/runs/activity.js";
 import { MAX_WAIT_STEP_SECONDS, RUN_CHANGED } from "../domain/runs/model.js";
-import { runDataStep, StepFailure } from "./steps.js";
+import { runDataStep, StepFailure, type StepEffect } from "./steps.js";
 import { holdLease, type LeaseEnv } from "./lease.js";
 import { sleepUnlessAborted } from "../lib/sleep.js";
 
@@ -74,20 +75,27 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
     return res;
   };
   const held: HeldRun = { env, log, owner, changed };
-  /** An activity entry about the run's end, already written: logged, waiting out an outage if need be. */
-  const activity = async (action: string, details: Record<string, unknown>) => {
-    await lease.stop(); // the run is finished: no lease left to keep (and no "gone" to stop this)
-    const done = await whenReachable(env.stopping, () => writeRunActivity(deps.store, claimed, action, details));
-    if (!done) log.warn({ action }, "activity entry not written: the database was unreachable until the executor stopped");
+  /** The run's end, with its entry: false when the run is no longer ours. */
+  const finish = async (state: "SUCCEEDED" | "FAILED", error: string, step: number | null): Promise<boolean> => {
+    const action = state === "FAILED" ? "workflow.run.failed" : "workflow.run.succeeded";
+    const entry = await runEntry(deps.store, claimed, action, state === "FAILED" ? { error, step } : {});
+    const done = changed(await machine.finish(id, owner, state, error, step, [entry]));
+    if (!done) {
+      releaseEntries(deps.store, [entry], log);
+      return false;
+    }
+    await ended(done, [entry]);
+    return true;
+  };
+  /** After the run's end: no lease left to keep (and no "gone" to stop this); its entries put in the log, or left to the sweep. */
+  const ended = async (run: RunDoc, entries: PendingLogEntry[]) => {
+    await lease.stop();
+    await putEntries(deps.store, run._id, entries).catch((err: unknown) => log.warn({ err }, "the run's entries stay pending: the sweep puts them in the log"));
   };
   const fail = async (error: string, step: number | null) => {
-    if (!changed(await machine.finish(id, owner, "FAILED", error, step))) return;
-    log.info({ error, step }, "run failed");
-    await activity("workflow.run.failed", { error, step });
+    if (await finish("FAILED", error, step)) log.info({ error, step }, "run failed");
   };
-  const succeed = async () => {
-    if (changed(await machine.finish(id, owner, "SUCCEEDED", "", null))) await activity("workflow.run.succeeded", {});
-  };
+  const succeed = async () => void (await finish("SUCCEEDED", "", null));
   /** The run from where `run` (as last read) stands, until it is finished or no longer ours. */
   const execute = async (run: RunDoc): Promise<void> => {
     const workflow = await deps.store.directory.workflows.get(run.workflowId);
@@ -102,7 +110,7 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
       const outcome = await runStep({ ...held, run, index: i, step: steps[i]! });
       if (outcome.kind === "failed") return await fail(outcome.error, i);
       if (outcome.kind === "stopped" || outcome.kind === "parked") return;
-      if (outcome.kind === "finished") return await activity("workflow.run.succeeded", {});
+      if (outcome.kind === "finished") return await ended(outcome.run, outcome.entries);
       run = outcome.run;
     }
     // stepIndex at or past the end: nothing left to run (a zero-step workflow).
@@ -144,8 +152,13 @@ interface StepContext<S extends StepDoc = StepDoc> extends HeldRun {
   step: S;
 }
 
-/** A step's end: "next" carries the run as that end left it, for the next step. */
-type StepOutcome = { kind: "next"; run: RunDoc } | { kind: "finished" } | { kind: "parked" } | { kind: "stopped" } | { kind: "failed"; error: string };
+/** A step's end: "next" carries the run as that end left it, for the next step; "finished" the run's end entries to put in the log. */
+type StepOutcome =
+  | { kind: "next"; run: RunDoc }
+  | { kind: "finished"; run: RunDoc; entries: PendingLogEntry[] }
+  | { kind: "parked" }
+  | { kind: "stopped" }
+  | { kind: "failed"; error: string };
 
 /** Records the start of the step (its attempt `attempts`) and extends the lease; the run after it, or null when it is no longer ours. */
 async function startStep(s: StepContext, startedAt: Date, attempts: number): Promise<RunDoc | null> {
@@ -163,16 +176,16 @@ async function runStep(s: StepContext): Promise<StepOutcome> {
   const run = await startStep(s, new Date(), attempts);
   if (!run) return { kind: "stopped" };
 
-  let output: Record<string, unknown> | null = null;
+  let effect: StepEffect;
   try {
-    output = await runDataStep(s.env.deps, run, step);
+    effect = await runDataStep(s.env.deps, run, step);
   } catch (err) {
     if (err instanceof StepFailure) return { kind: "failed", error: err.message };
     if (isUnavailable(err)) throw err; // the lease expires; another attempt follows
     s.log.error({ err, step: i }, "step failed unexpectedly");
     return { kind: "failed", error: `step ${i} (${step.type}) failed: ${err instanceof Error ? err.message : String(err)}` };
   }
-  return await stepDone(s, output);
+  return await stepDone({ ...s, run }, effect);
 }
 
 /**
@@ -192,17 +205,29 @@ async function waitStep(s: StepContext<Extract<StepDoc, { type: "wait" }>>): Pro
     if (!(await startStep(s, startedAt, (prev.attempts ?? 0) + 1))) return { kind: "stopped" };
   }
   const until = new Date(startedAt.getTime() + seconds * 1000);
-  if (until.getTime() <= Date.now()) return await stepDone(s, null);
+  if (until.getTime() <= Date.now()) return await stepDone(s, { output: null });
   if (!s.changed(await env.machine.park(s.run._id, s.owner, i, until))) return { kind: "stopped" };
   s.log.debug({ step: i, until }, "run parked on its wait step");
   env.wakeAt(until);
   return { kind: "parked" };
 }
 
-async function stepDone(s: StepContext, output: Record<string, unknown> | null): Promise<StepOutcome> {
+/**
+ * The step's end, with the entry about its effect and, after the last step, the run's end entry:
+ * one update. The step's entry is put in the log at once; the run's end entries by the caller.
+ */
+async function stepDone(s: StepContext, effect: StepEffect): Promise<StepOutcome> {
   const { env, run, index: i } = s;
+  const { store } = env.deps;
   const last = i === run.steps.length - 1;
-  const after = s.changed(await env.machine.stepDone(run._id, s.owner, i, output, last, new Date(Date.now() + env.leaseMs)));
-  if (!after) return { kind: "stopped" };
-  return last ? { kind: "finished" } : { kind: "next", run: after };
+  const stepEntries = effect.entry ? [await runEntry(store, run, effect.entry.action, effect.entry.details)] : [];
+  const entries = last ? [...stepEntries, await runEntry(store, run, "workflow.run.succeeded", {})] : stepEntries;
+  const after = s.changed(await env.machine.stepDone(run._id, s.owner, i, effect.output, last, new Date(Date.now() + env.leaseMs), entries));
+  if (!after) {
+    releaseEntries(store, entries, s.log);
+    return { kind: "stopped" };
+  }
+  if (last) return { kind: "finished", run: after, entries };
+  await putEntries(store, run._id, entries);
+  return { kind: "next", run: after };
 }

@@ -9,7 +9,6 @@ import { DATA_QUERY_TIME_LIMIT_MS, type RecordDoc, type RecordMatch } from "../s
 import { isTimeLimitExceeded } from "../store/index.js";
 import type { CollectionDoc, EnvironmentDoc, RunDoc, StepDoc, UserDoc } from "../store/types.js";
 import { createNote } from "../domain/notes/threads.js";
-import { writeStepActivity } from "../domain/runs/activity.js";
 import { derivedUuid } from "../domain/ids.js";
 import { recordMatch } from "../domain/runs/records.js";
 
@@ -65,12 +64,22 @@ function sameValue(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
-/** Runs one data step; returns its output. */
-export async function runDataStep(deps: Deps, run: RunDoc, step: Exclude<StepDoc, { type: "wait" }>): Promise<Record<string, unknown> | null> {
+/** What a data step did: its output, and the activity entry about its effect (written with the step's end). */
+export interface StepEffect {
+  output: Record<string, unknown> | null;
+  entry?: { action: string; details: Record<string, unknown> & { step: number } };
+}
+
+/**
+ * Runs one data step. Its effect is made once whatever the attempt: a set of fields, a note of
+ * an id derived from the run and the step; its entry is stored with the step's end (runner.ts).
+ */
+export async function runDataStep(deps: Deps, run: RunDoc, step: Exclude<StepDoc, { type: "wait" }>): Promise<StepEffect> {
+  const stepNumber = run.stepIndex + 1;
   switch (step.type) {
     case "load_record": {
       await recordAs(deps, run, "read");
-      return null;
+      return { output: null };
     }
     case "update_record": {
       const set = step.set;
@@ -81,13 +90,19 @@ export async function runDataStep(deps: Deps, run: RunDoc, step: Exclude<StepDoc
         if (ctx.collection.primaryKey.includes(field)) throw new StepFailure(`update_record: primary key field "${field}" cannot be set`);
       }
       const changed: Record<string, unknown> = {};
-      for (const [field, value] of Object.entries(set)) if (!sameValue(ctx.record[field], value)) changed[field] = value;
+      const unchanged: string[] = [];
+      for (const [field, value] of Object.entries(set)) {
+        if (sameValue(ctx.record[field], value)) unchanged.push(field);
+        else changed[field] = value;
+      }
       if (Object.keys(set).length > 0) {
         // The same match as the read: a record that left the scope meanwhile is not written.
         if (!(await timeLimited(deps.store.records.set(ctx.environment.dataDatabase, ctx.collection.name, ctx.match, set)))) throw ctx.notFound();
       }
-      await writeStepActivity(deps.store, run, "record.updated", { fields: changed, step: run.stepIndex + 1 });
-      return { changed: Object.keys(changed) };
+      // Written for every update_record step, once: `unchanged` names the fields set to the value
+      // they had (all of them when the step changed nothing, or when an earlier attempt cut off by a crash made the change).
+      const details = { fields: changed, ...(unchanged.length > 0 ? { unchanged } : {}), step: stepNumber };
+      return { output: { changed: Object.keys(changed) }, entry: { action: "record.updated", details } };
     }
     case "add_note": {
       const ctx = await recordAs(deps, run, "read");
@@ -110,8 +125,7 @@ export async function runDataStep(deps: Deps, run: RunDoc, step: Exclude<StepDoc
         if (err instanceof DomainError) throw new StepFailure(`add_note: ${err.message}`);
         throw err;
       }
-      await writeStepActivity(deps.store, run, "note.created", { noteId, step: run.stepIndex + 1 });
-      return { noteId };
+      return { output: { noteId }, entry: { action: "note.created", details: { noteId, step: stepNumber } } };
     }
     default:
       throw new StepFailure(`unknown step type "${(step as { type: string }).type}"`);

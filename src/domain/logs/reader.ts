@@ -9,7 +9,9 @@
 //   (measured from when this process first saw it missing), then inserts a tombstone there.
 //   If the writer's insert was first, the tombstone collides and the entry stays; otherwise
 //   the writer's insert collides and it takes a new number above the counter. Either way
-//   the position is resolved, and a walk never passes an unresolved position;
+//   the position is resolved, and a walk never passes an unresolved position. A position
+//   whose entry is stored with its change (a run's, domain/runs/activity.ts) gets that entry
+//   rather than a tombstone, whether its writer is slow or died;
 // - above the counter: not taken yet — the end of the stream for now.
 //
 // The watermark of a stream is the highest number W such that every position ≤ W is
@@ -144,6 +146,9 @@ async function fill(reader: ReaderState, kind: LogKind, stream: string, seq: num
       const d = await logs.at(kind, stream, seq);
       if (d) return d;
     }
+    // A change stored with its entry (a writer that is slow, or died before putting it): the entry goes there.
+    const pending = await logs.pendingAt(kind, stream, seq);
+    if (pending && (await logs.putPending(pending)) === "written") return logs.at(kind, stream, seq);
     if (await logs.tombstone(kind, stream, seq)) return null;
     return logs.at(kind, stream, seq); // the entry (or another reader's tombstone) is there
   } finally {

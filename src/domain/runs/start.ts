@@ -9,6 +9,7 @@ import { isUuid } from "../ids.js";
 import { checkIdempotencyKey, startOnce, type Outcome } from "../idempotency.js";
 import { isFinished, newRunDoc, RUN_QUEUED, type Resumed } from "./model.js";
 import { checkedRecordId } from "./records.js";
+import { putEntries, releaseEntries, runEntry } from "./activity.js";
 import type { TriggerDeps } from "../trigger.js";
 import type { DirectoryView } from "../../store/directory-cache.js";
 import type { CreateOutcome } from "../../store/runs.js";
@@ -145,13 +146,13 @@ export async function startAccepted(
 /**
  * One ongoing run per (workflow, record), by the unique index on activeKey. Stores the run as
  * `runId` when given (the one an idempotency key reserved), and returns its id. The triggered
- * entry takes its place in the activity log before the run is stored, so that no executor can
- * log the run's outcome ahead of it; it is written once the run is.
+ * entry takes its place in the activity log before the run is stored (so that no executor can
+ * log the run's outcome ahead of it) and is stored in the run's own insert: the run and its
+ * entry are one fact (activity.ts).
  */
 async function queueRun(deps: TriggerDeps, a: Accepted, origin: Origin, runId?: string): Promise<string> {
   const { store } = deps;
   const { workflow, version, rendering, project, environment, collection, principal, recordId } = a;
-  const position = await store.logs.reserve(environment._id);
   const run = newRunDoc({
     id: runId,
     workflowId: workflow._id,
@@ -173,43 +174,39 @@ async function queueRun(deps: TriggerDeps, a: Accepted, origin: Origin, runId?: 
     resumed: origin.resumed,
     batchId: origin.batchId,
   });
+  const triggered = await runEntry(
+    store,
+    run,
+    "workflow.run.triggered",
+    {
+      workflowId: workflow._id,
+      workflowVersion: version.version,
+      workflowName: workflow.name,
+      tokenId: principal.token._id,
+      ...(origin.retryOf ? { retryOf: origin.retryOf._id } : {}),
+      ...(origin.resumed ? { fromStep: origin.resumed.stepIndex + 1 } : {}),
+      ...(origin.batchId ? { batchId: origin.batchId } : {}),
+    },
+    origin.via,
+  );
+  run.pendingLog = [triggered];
   let created: CreateOutcome;
   try {
     created = await store.runs.create(run);
   } catch (err) {
-    void position.release().catch(() => {});
+    releaseEntries(store, [triggered], deps.logger);
     throw err;
   }
   if (!created.created) {
     // No entry for a refused call: its position is resolved at once, so readers never wait for it.
-    void position.release().catch((err: unknown) => deps.logger.warn({ err }, "could not release an activity log position"));
+    releaseEntries(store, [triggered], deps.logger);
     if (created.ongoingRunId) throw fail.exists("a run of this workflow is already ongoing on this record", created.ongoingRunId);
     throw fail.aborted("the record's run changed state concurrently; retry");
   }
-  // The run is stored: a failure to log it is reported, never turned into an error.
-  await position
-    .put({
-      projectId: project._id,
-      environment: environment.name,
-      rendering: rendering._id,
-      user: { id: principal.user._id, email: principal.user.email },
-      action: "workflow.run.triggered",
-      via: origin.via,
-      collection: collection.name,
-      recordId,
-      runId: run._id,
-      workflowId: workflow._id,
-      details: {
-        workflowId: workflow._id,
-        workflowVersion: version.version,
-        workflowName: workflow.name,
-        tokenId: principal.token._id,
-        ...(origin.retryOf ? { retryOf: origin.retryOf._id } : {}),
-        ...(origin.resumed ? { fromStep: origin.resumed.stepIndex + 1 } : {}),
-        ...(origin.batchId ? { batchId: origin.batchId } : {}),
-      },
-    })
-    .catch((err: unknown) => deps.logger.error({ err, runId: run._id }, "could not write the workflow.run.triggered activity entry"));
+  // The run is stored with its entry: a failure to put it in the log now leaves it to a reader or the sweep.
+  await putEntries(store, run._id, [triggered]).catch((err: unknown) =>
+    deps.logger.warn({ err, runId: run._id }, "the workflow.run.triggered entry stays pending in its run: a reader or the sweep puts it in the log"),
+  );
   deps.metrics.runsCreated.inc();
   deps.events.emit(RUN_QUEUED, run._id);
   return run._id;

@@ -10,7 +10,7 @@
 // claimer takes it again once that time has passed (the executor's slot is free meanwhile).
 import type { Store } from "../../store/index.js";
 import type { Claim, ClaimScope, Lease, StepStart } from "../../store/runs.js";
-import type { RunDoc } from "../../store/types.js";
+import type { PendingLogEntry, RunDoc } from "../../store/types.js";
 
 export interface RunStateMachine {
   /** QUEUED → RUNNING (or, unless `queuedOnly`, a RUNNING run whose lease expired or whose wait is due) for a new lease. */
@@ -21,14 +21,22 @@ export interface RunStateMachine {
   release(id: string, owner: string): Promise<RunDoc | null>;
   /** Step `index` becomes RUNNING under the owner's lease, extended to `leaseUntil`. */
   stepStarted(id: string, owner: string, index: number, step: StepStart, leaseUntil: Date): Promise<RunDoc | null>;
-  /** Step `index` SUCCEEDED; the run moves to the next step, or SUCCEEDS after its last one. */
-  stepDone(id: string, owner: string, index: number, output: Record<string, unknown> | null, last: boolean, leaseUntil: Date): Promise<RunDoc | null>;
+  /** Step `index` SUCCEEDED; the run moves to the next step, or SUCCEEDS after its last one (`log`: the entries this implies, stored with it). */
+  stepDone(
+    id: string,
+    owner: string,
+    index: number,
+    output: Record<string, unknown> | null,
+    last: boolean,
+    leaseUntil: Date,
+    log?: PendingLogEntry[],
+  ): Promise<RunDoc | null>;
   /** The owner finishes the run (SUCCEEDED with no step left, or FAILED, with the failing step when there is one). */
-  finish(id: string, owner: string, state: "SUCCEEDED" | "FAILED", error: string, failedStep: number | null): Promise<RunDoc | null>;
+  finish(id: string, owner: string, state: "SUCCEEDED" | "FAILED", error: string, failedStep: number | null, log?: PendingLogEntry[]): Promise<RunDoc | null>;
   /** The owner parks the run on its wait step `index` until `until`: it keeps RUNNING and lets its lease go. */
   park(id: string, owner: string, index: number, until: Date): Promise<RunDoc | null>;
   /** Anyone allowed: CANCELLED from the version the caller read, the current step with it. */
-  cancel(run: RunDoc, error: string): Promise<RunDoc | null>;
+  cancel(run: RunDoc, error: string, log?: PendingLogEntry[]): Promise<RunDoc | null>;
 }
 
 /** Told about transitions as they happen (metrics). */
@@ -57,11 +65,11 @@ export function runStateMachine(store: Store, hooks: RunHooks = {}): RunStateMac
     // A new owner name, so that a renewal still in flight cannot extend the lease again.
     release: (id, owner) => runs.replaceLease(id, owner, { owner: `${owner}/released`, expiresAt: new Date(0) }),
     stepStarted: (id, owner, index, step, leaseUntil) => runs.startStep(id, owner, index, step, leaseUntil),
-    stepDone: (id, owner, index, output, last, leaseUntil) =>
-      last ? runs.completeLastStep(id, owner, index, output).then(finished) : runs.completeStep(id, owner, index, output, leaseUntil),
-    finish: (id, owner, state, error, failedStep) => runs.finish(id, owner, state, error, failedStep).then(finished),
+    stepDone: (id, owner, index, output, last, leaseUntil, log) =>
+      last ? runs.completeLastStep(id, owner, index, output, log).then(finished) : runs.completeStep(id, owner, index, output, leaseUntil, log),
+    finish: (id, owner, state, error, failedStep, log) => runs.finish(id, owner, state, error, failedStep, log).then(finished),
     park: (id, owner, index, until) => runs.park(id, owner, index, until),
     // The step under way (none once past the last) is cancelled with its run.
-    cancel: (run, error) => runs.cancel(run._id, run.version, run.stepIndex < run.steps.length ? run.stepIndex : null, error).then(finished),
+    cancel: (run, error, log) => runs.cancel(run._id, run.version, run.stepIndex < run.steps.length ? run.stepIndex : null, error, log).then(finished),
   };
 }
