@@ -70,7 +70,7 @@ function heapFlags(persistent: boolean, heapMb: number | undefined): string[] {
     // adaptive ~45 %). Its young generation is 32 MB, never less: left to meet its 10 ms pause goal,
     // G1 shrank it to 7 MB in its mixed collections (most of them, as it marks almost all the time)
     // and collected every 45 ms, copying the pages that wait for a checkpoint again and again
-    // (bench:snapshot measure: the collector's CPU per call halved at both sizes, docs/scaling.md). A
+    // (bench:snapshot measure: the collector's CPU per call halved at both sizes; bench/results/2026-11-29-embedded-tuning-notes.md). A
     // periodic collection every 10 s while idle gives back what it no longer needs. Its global mark
     // stack is 512K entries (4 MB) instead of 4M (32 MB, committed at start and 16-44 MB of it
     // resident once marking had used it); G1 doubles it if a marking overflows it. The heap grows

@@ -55,7 +55,7 @@ final class FastH2Backend extends H2Backend {
     // holds is one in use, and the same 64 MB took 15-25 MB more heap than before. Bench --grow,
     // Java RSS at a million: 64 MB 316.7 MB (one run), 48 MB 272.1-326.4 MB (five runs, one of
     // them disturbed); 32 MB 237.3 and 250.2 MB (two runs; the sweep's longest write 267 ms, one
-    // journal fsync, then 57.6 ms; 48 MB: 36-68 ms). See docs/scaling.md, "A smaller page cache".
+    // journal fsync, then 57.6 ms; 48 MB: 36-68 ms). See bench/results/2026-11-29-embedded-tuning-notes.md, "A smaller page cache".
     int cacheMb = Integer.getInteger("runhook.h2.cacheMb", 32);
     // 16 keys a page, not H2's 48: every commit rewrites each page it changed and the path to its
     // map's root, and a run's `_id` and its log entries' `runId` (random UUIDs) each land on a
