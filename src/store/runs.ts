@@ -66,7 +66,14 @@ export interface RunChanges {
   /** Step `index` becomes RUNNING; the lease is extended to `leaseUntil`. */
   startStep(id: string, owner: string, index: number, start: StepStart, leaseUntil: Date): Promise<RunDoc | null>;
   /** Step `index` SUCCEEDED with `output`; the run moves to the next step, its lease extended to `leaseUntil`. */
-  completeStep(id: string, owner: string, index: number, output: Record<string, unknown> | null, leaseUntil: Date, log?: PendingLogEntry[]): Promise<RunDoc | null>;
+  completeStep(
+    id: string,
+    owner: string,
+    index: number,
+    output: Record<string, unknown> | null,
+    leaseUntil: Date,
+    log?: PendingLogEntry[],
+  ): Promise<RunDoc | null>;
   /** The run's last step, `index`, SUCCEEDED with `output`, and the run with it. */
   completeLastStep(id: string, owner: string, index: number, output: Record<string, unknown> | null, log?: PendingLogEntry[]): Promise<RunDoc | null>;
   /** Parks the run on its wait step `index` until `until`: it stays RUNNING, with no lease. */
