@@ -165,12 +165,14 @@ describe("power cut", () => {
             );
           });
         figures.push({ round, killAfterMs, acked: acked.length, statuses, lost: acked.length - found });
-        // The indexes were written in the same commits as their documents: one entry each, none missing.
+        // The indexes were written in the same commits as their documents: one entry each, none
+        // missing (a run's pending entries, an array, have one each: at least one per run).
         for (const handle of ["runs", "activityLogs"] as const) {
           const fx = storeFixtures(db!);
           const { nrecords, keysPerIndex } = await fx.validate(fx.collectionNameOf(handle));
+          const multikey = new Set(["pendingLog.key_1"]);
           expect(
-            Object.entries(keysPerIndex).filter(([, keys]) => keys !== nrecords),
+            Object.entries(keysPerIndex).filter(([name, keys]) => (multikey.has(name) ? keys < nrecords : keys !== nrecords)),
             `round ${round}: ${handle} has ${nrecords}`,
           ).toEqual([]);
         }
