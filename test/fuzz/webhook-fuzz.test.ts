@@ -15,6 +15,7 @@ import { waitForRun } from "../helpers/runs.js";
 import { startServer, type TestServer } from "../helpers/server.js";
 import { adminClient, local, postHook, UUID_RE } from "../helpers/webhook.js";
 import { createWorld, type World } from "../../fixtures/world.js";
+import { prng, type Rng } from "../helpers/prng.js";
 
 const SEED = Number(process.env.RUNHOOK_FUZZ_SEED ?? 0x5eed_2025);
 const CASES = Number(process.env.RUNHOOK_FUZZ_CASES ?? 3000);
@@ -22,21 +23,6 @@ const CONCURRENCY = 8;
 /** Random cases stop being sent after this long (a loaded machine runs fewer; each case is named by its index). */
 const DEADLINE_MS = 60_000;
 const MAX_RECORD_ID = 1024;
-
-/** mulberry32: small, fast, and the same sequence for the same seed everywhere. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const int = (n: number) => Math.floor(next() * n);
-  return { next, int, pick: <T>(xs: readonly T[]) => xs[int(xs.length)]!, chance: (p: number) => next() < p };
-}
-type Rng = ReturnType<typeof prng>;
 
 // ------------------------------------------------------------------ generators
 
