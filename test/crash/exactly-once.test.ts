@@ -211,10 +211,11 @@ async function readLogToItsEnd(): Promise<number> {
   return lines;
 }
 
-/** What the database holds about one run: its state, whether its update changed the record, and its entries by action. */
+/** What the database holds about one run: its state, whether its update changed the record, whether a kill cut off a step, and its entries by action. */
 interface RunFacts {
   state: RunState;
   updateChanged: boolean;
+  stepRetried: boolean;
   entries: Record<string, number>;
 }
 
@@ -230,7 +231,8 @@ async function readRuns(): Promise<Map<string, RunFacts>> {
   const runs = new Map<string, RunFacts>();
   for await (const r of db.runs.find({ workflowId: world.workflowId }, { projection: { state: 1, steps: 1 } })) {
     const changed = r.steps[UPDATE_STEP]?.output?.changed;
-    runs.set(r._id, { state: r.state, updateChanged: Array.isArray(changed) && changed.length > 0, entries: {} });
+    const stepRetried = r.steps.some((step) => (step.attempts ?? 0) > 1);
+    runs.set(r._id, { state: r.state, updateChanged: Array.isArray(changed) && changed.length > 0, stepRetried, entries: {} });
   }
   return runs;
 }
@@ -299,11 +301,17 @@ async function checkAll(acked: Set<string>) {
   const noteOf = new Set([...runs.keys()].map((id) => derivedUuid(`note:${id}:${NOTE_STEP}`)));
   for (const note of noteIds) if (!noteOf.has(note)) failed(failures, "note written by no stored run", `note ${note}`);
   const states = tally([...runs.values()], (r) => r.state);
-  const unacknowledged = [...runs.keys()].filter((id) => !acked.has(id)).length;
-  return {
-    failures,
-    figures: { stored: runs.size, storedUnacknowledged: unacknowledged, succeeded: states.SUCCEEDED ?? 0, states, notes: noteIds.size, noOpUpdateEntries },
+  const figures = {
+    stored: runs.size,
+    storedUnacknowledged: [...runs.keys()].filter((id) => !acked.has(id)).length,
+    succeeded: states.SUCCEEDED ?? 0,
+    states,
+    // Runs a kill cut off in a step, which ran it again: those the data-step rules are about.
+    withARetriedStep: [...runs.values()].filter((r) => r.stepRetried).length,
+    notes: noteIds.size,
+    noOpUpdateEntries,
   };
+  return { failures, figures };
 }
 
 /** The failures, kind by kind: how many, and the first few. */
