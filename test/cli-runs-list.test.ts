@@ -21,11 +21,14 @@ const runs: RunDoc[] = [];
 const tmp = mkdtempSync(join(tmpdir(), "runhook-cli-list-"));
 const children = new Set<ChildProcess>();
 
+/** A failed run's error: its first line, then more. */
+const FAILURE = "record not found\nthe collection orders has no record with this id";
+
 function runDoc(o: { state: RunState; minutesAgo: number; recordId: string; user: World["user"] }): RunDoc {
   const createdAt = new Date(Date.now() - o.minutesAgo * 60_000);
   const doc = worldRun(w, o.recordId, [{ type: "load_record" }], { userId: o.user._id, userEmail: o.user.email, createdAt });
   const finishedAt = new Date(createdAt.getTime() + 1500);
-  return { ...doc, state: o.state, finishedAt, activeKey: finishedActiveKey(doc._id, finishedAt), error: o.state === "FAILED" ? "record not found" : "" };
+  return { ...doc, state: o.state, finishedAt, activeKey: finishedActiveKey(doc._id, finishedAt), error: o.state === "FAILED" ? FAILURE : "" };
 }
 
 beforeAll(async () => {
@@ -71,7 +74,7 @@ describe("runhook runs list", () => {
     expect(ndjsonIds(out.stdout)).toEqual(newestFirst(runs.filter((r) => r.state === "FAILED" && r.createdAt.getTime() >= hourAgo)));
     // Each line is the run as GET /v1/runs/{runId} answers it.
     const first = JSON.parse(out.stdout.split("\n")[0]!);
-    expect(first).toMatchObject({ state: "FAILED", collection: "orders", error: "record not found", user: { id: expect.any(String) } });
+    expect(first).toMatchObject({ state: "FAILED", collection: "orders", error: FAILURE, workflowName: "test workflow", user: { id: expect.any(String) } });
   });
 
   it("takes the record, several states (repeated or comma list), the order and a limit", async () => {
@@ -80,6 +83,11 @@ describe("runhook runs list", () => {
     const repeated = await run(["--collection", "orders", "--record", "r1", "--state", "FAILED", "--state", "CANCELLED"]);
     expect(ndjsonIds(comma.stdout)).toEqual(expected);
     expect(ndjsonIds(repeated.stdout)).toEqual(expected);
+    // The record alone: in any collection of the environment.
+    expect(ndjsonIds((await run(["--record", "r1", "--state", "FAILED,CANCELLED"])).stdout)).toEqual(expected);
+    // The workflow by its name, or by its full id.
+    expect(ndjsonIds((await run(["--workflow", "test workflow", "--record", "r1"])).stdout)).toEqual(newestFirst(runs.filter((r) => r.recordId === "r1")));
+    expect(ndjsonIds((await run(["--workflow", w.workflowId, "--record", "r2"])).stdout)).toEqual(newestFirst(runs.filter((r) => r.recordId === "r2")));
     const asc = await run(["--order", "asc", "--limit", "3"]);
     expect(ndjsonIds(asc.stdout)).toEqual(newestFirst(runs).reverse().slice(0, 3));
     const day = await run(["--since", "2d", "--until", "1h", "--user", w.admin._id]);
@@ -98,7 +106,9 @@ describe("runhook runs list", () => {
       expect(lines[i + 1]).toContain(id);
       expect(lines[i + 1]).toContain("FAILED");
       expect(lines[i + 1]).toContain("1.5 s");
-      expect(lines[i + 1]).toContain("record not found");
+      expect(lines[i + 1]).toContain("test workflow v1");
+      // The failure's first line only: a row is one line.
+      expect(lines[i + 1]).toMatch(/record not found$/);
     });
     expect((await run(["--format", "table", "--workflow", randomUUID()])).stdout).toBe("no runs\n");
   });
@@ -113,11 +123,16 @@ describe("runhook runs list", () => {
 
   it("exits 2 on usage errors, 4 on a 400, 5 on a bad token, 6 on another project's token", async () => {
     expect((await run([], "")).code).toBe(2);
-    expect((await run(["--record", "r1"])).code).toBe(2);
+    expect((await run(["--limit", "0"])).code).toBe(2);
     expect((await run(["--since", "yesterday"])).code).toBe(2);
     const bad = await run(["--state", "BROKEN"]);
     expect(bad.code).toBe(4);
     expect(bad.stderr).toMatch(/400 invalid_argument: state must be one of/);
+    const unknown = await run(["--workflow", "no such workflow"]);
+    expect([unknown.code, unknown.stderr]).toEqual([
+      4,
+      expect.stringMatching(/no workflow of this environment whose runs you see is named "no such workflow"/),
+    ]);
     expect((await run([], `rh_api_${"0".repeat(32)}_${"A".repeat(43)}`)).code).toBe(5);
     expect((await run([], other.apiToken)).code).toBe(6);
   });

@@ -1,5 +1,6 @@
 // Every query runhook makes is served by an index: a workload of the public API (webhook calls
-// and their runs, a conflict, an idempotent repeat, run reads, the run search with each filter,
+// and their runs, a conflict, an idempotent repeat, run reads, the run search with each filter
+// (a record id alone, a workflow's name),
 // the published log lists with each filter (time bounds, teams, user numbers, actions that name
 // several of runhook's), notes by number and with each filter, the numbering of users at start,
 // a retention sweep, a failed authentication whose count is shared, run batches worked through,
@@ -103,6 +104,9 @@ it("every query the store made in a workload is an index scan", async () => {
       { workflowId: w.workflowId },
       { collection: w.collection },
       { collection: w.collection, recordId: "r1" },
+      { recordId: "r1" },
+      { recordId: "r1", state: "FAILED,SUCCEEDED" },
+      { workflowName: "test workflow" },
       { state: "SUCCEEDED" },
       { state: "FAILED,SUCCEEDED,QUEUED" },
       { via: "webhook" },
@@ -249,7 +253,8 @@ it("every query the store made in a workload is an index scan", async () => {
     const where = { projectName: w.projectName, environmentName: w.environmentName };
     const retry = (await batches.createRunBatch({ ...where, action: "retry", filter: { states: ["SUCCEEDED"] } }, asAdmin)).batch!;
     const dry = (await batches.createRunBatch({ ...where, action: "retry", dryRun: true, runIds: [first.body.runId!] }, asAdmin)).batch!;
-    const cancel = (await batches.createRunBatch({ ...where, action: "cancel", filter: { states: ["QUEUED"] } }, asAdmin)).batch!;
+    const cancel = (await batches.createRunBatch({ ...where, action: "cancel", filter: { states: ["QUEUED"], workflowName: "test workflow" } }, asAdmin))
+      .batch!;
     await batches.cancelRunBatch({ batchId: cancel.id }, asAdmin).catch(() => {}); // finished already, maybe
     for (const id of [retry.id, dry.id]) {
       for (let i = 0; i < 300 && (await batches.getRunBatch({ batchId: id }, asAdmin)).batch!.state === "RUNNING"; i++) await sleep(50);
@@ -339,6 +344,9 @@ it("every query the store made in a workload is an index scan", async () => {
     ["find run_batches", '"$or"'],
     ["find run_batch_items", '{"_id":1}'],
     ["find runs", '"_id":{"$in":[1]}'],
+    // A record id alone, and a workflow's name (resolved in each rendering of the environment).
+    ["find runs", '{"environmentId":1,"recordId":1}'],
+    ["find workflows", '{"renderingId":1,"name":1}'],
   ]) {
     expect(
       keys.some((k) => k.startsWith(prefix!) && k.includes(part!)),

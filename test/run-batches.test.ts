@@ -2,10 +2,12 @@
 // (some with a run ongoing on their record: skipped with the reason), its dry run, the same batch
 // again (nothing started twice), pacing and CancelRunBatch, a cancel batch, who may batch which
 // runs, tenants, and the admin log's entries.
+import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RunService, type RunBatch } from "../gen/runhook/v1/run_pb.js";
+import { BATCH_CREATED } from "../src/domain/runs/batches.js";
 import { finishedActiveKey, storeFixtures } from "../src/store/index.js";
 import type { RunDoc, StepDoc } from "../src/store/types.js";
 import { sleep } from "../src/lib/sleep.js";
@@ -209,6 +211,32 @@ describe("who batches which runs", () => {
     expect(await codeOf(runs().getRunBatch({ batchId: "not-a-uuid" }, auth(w.adminToken)))).toBe(Code.InvalidArgument);
     expect(await codeOf(runs().createRunBatch({ ...scope, action: "rerun" }, auth(w.adminToken)))).toBe(Code.InvalidArgument);
     expect(await codeOf(runs().createRunBatch({ ...scope, action: "retry", filter: { states: ["DONE"] } }, auth(w.adminToken)))).toBe(Code.InvalidArgument);
+  });
+});
+
+describe("a batch stored with a filter that this version refuses (a workflow id that is not a full id)", () => {
+  it("ends FAILED saying why, instead of being tried again at every lease", async () => {
+    const w = await createWorld(server, { steps: FAST });
+    const scope = { projectName: w.projectName, environmentName: w.environmentName };
+    const made = (await runs().createRunBatch({ ...scope, action: "cancel", dryRun: true }, auth(w.adminToken))).batch!;
+    await finished(w.adminToken, made.id);
+    const stored = (await fx().runBatches.findOne({ _id: made.id }))!;
+    const old = {
+      ...stored,
+      _id: randomUUID(),
+      filter: { ...stored.filter, workflowId: "b7633e71" },
+      state: "RUNNING" as const,
+      matched: 0,
+      done: 0,
+      cursor: null,
+      lease: { owner: "", expiresAt: new Date(0) },
+      finishedAt: null,
+    };
+    await server.deps.store.runBatches.create(old);
+    server.deps.events.emit(BATCH_CREATED, old._id);
+    const ended = await finished(w.adminToken, old._id);
+    expect(ended.state).toBe("FAILED");
+    expect(ended.error).toMatch(/^its filter is no longer accepted: workflowId must be a workflow's full id/);
   });
 });
 

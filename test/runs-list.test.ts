@@ -101,6 +101,8 @@ describe("filters and order", () => {
     ["workflowId", { workflowId: WORKFLOW_B }, (r) => r.workflowId === WORKFLOW_B],
     ["collection", { collection: "orders" }, () => true],
     ["collection + recordId", { collection: "orders", recordId: "r2" }, (r) => r.recordId === "r2"],
+    ["recordId alone", { recordId: "r2" }, (r) => r.recordId === "r2"],
+    ["workflowName", { workflowName: "test workflow" }, (r) => r.workflowId === w.workflowId],
     ["one state", { state: "FAILED" }, (r) => r.state === "FAILED"],
     ["several states", { state: "FAILED,CANCELLED,QUEUED" }, (r) => ["FAILED", "CANCELLED", "QUEUED"].includes(r.state)],
     ["via", { via: "grpc" }, (r) => r.via === "grpc"],
@@ -164,7 +166,8 @@ describe("filters and order", () => {
     const api = apiClient(server.baseUrl, w.apiToken);
     for (const [params, message] of [
       [{ state: "BROKEN" }, /state/],
-      [{ recordId: "r1" }, /recordId needs collection/],
+      [{ workflowId: "b7633e71" }, /workflowId must be a workflow's full id/],
+      [{ workflowName: "no such workflow" }, /no workflow of this environment whose runs you see is named "no such workflow"/],
       [{ via: "fax" }, /via/],
       [{ finishedFrom: "yesterday" }, /finishedFrom/],
       [{ order: "up" }, /order/],

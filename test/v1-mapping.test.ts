@@ -11,6 +11,7 @@ import ts from "typescript";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LogService } from "../gen/runhook/v1/log_pb.js";
 import { ACTIVITY_MAPPING, ADMIN_MAPPING } from "../src/http/published.js";
+import { RUNHOOK_ACTIVITY_ACTIONS } from "../src/lib/activity-actions.js";
 import { createActionWorld, type ActionWorld } from "./helpers/action-world.js";
 import { apiClient, qs } from "./helpers/api.js";
 import { operation, publishedEnum } from "./helpers/published.js";
@@ -161,10 +162,14 @@ describe("the actions src/ writes", () => {
     expect(actionsOf("activity").filter((a) => actionsOf("admin").includes(a))).toEqual([]);
   });
 
+  it("the activity actions written are exactly the one list the filter checks and the console offers (src/lib/activity-actions.ts)", () => {
+    expect([...new Set(actionsOf("activity"))].sort()).toEqual([...RUNHOOK_ACTIVITY_ACTIONS].sort());
+  });
+
   it("every activity action maps onto the document's action enum, with a label", () => {
     const documented = publishedEnum("listActivityLogs", "action");
     expect(operation("listActivityLogs").item.properties.action.enum).toEqual(documented);
-    const unmapped = actionsOf("activity").filter((a) => !ACTIVITY_MAPPING[a]);
+    const unmapped = actionsOf("activity").filter((a) => !(ACTIVITY_MAPPING as Record<string, unknown>)[a]);
     expect(unmapped, `activity actions without a mapping in ACTIVITY_MAPPING (src/http/published.ts): ${unmapped.join(", ")}`).toEqual([]);
     for (const [action, m] of Object.entries(ACTIVITY_MAPPING)) {
       expect(documented, action).toContain(m.action);
@@ -217,7 +222,7 @@ describe("real entries over /v1", () => {
       "actions with no entry in the world (test/helpers/action-world.ts)",
     ).toEqual([]);
     for (const e of entries) {
-      const mapped = ACTIVITY_MAPPING[e.action]!;
+      const mapped = (ACTIVITY_MAPPING as Record<string, (typeof ACTIVITY_MAPPING)[keyof typeof ACTIVITY_MAPPING]>)[e.action]!;
       const item = published.find((i) => i.id === e.id)!;
       expect({ action: item.action, label: item.label }, e.action).toEqual({ action: mapped.action, label: mapped.label(e.workflowName ?? "") });
       const selected = await apiClient(server.gateway, w.apiToken).get(path + qs({ action: mapped.action, "createdAt.eq": item.createdAt }));

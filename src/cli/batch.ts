@@ -73,7 +73,7 @@ interface BatchPlan {
 function createRequest(action: string, values: Record<string, string | boolean | undefined>): Record<string, unknown> {
   const q = queryOf(values);
   const filter: Record<string, unknown> = {};
-  for (const name of ["workflowId", "collection", "recordId", "via", "userId", "finishedFrom", "finishedTo"]) {
+  for (const name of ["workflowId", "workflowName", "collection", "recordId", "via", "userId", "finishedFrom", "finishedTo"]) {
     const v = q.get(name);
     if (v) filter[name] = v;
   }

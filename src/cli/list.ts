@@ -22,6 +22,7 @@ import {
   UsageError,
   type Parsed,
 } from "./common.js";
+import { isUuid } from "../domain/ids.js";
 
 export const LIST_USAGE = `usage: runhook runs list --project P --environment E [filters] [--order desc|asc] [--limit N]
                         [--format table|ndjson] [--base-url URL] [--token TOKEN]
@@ -30,9 +31,9 @@ Prints the runs of an environment, newest first: a table on a terminal, one JSON
 run (NDJSON, each as GET /v1/runs/{runId} answers it) when stdout is a pipe or a file.
 
   --project P  --environment E   where the runs are
-  --workflow ID                  runs of this workflow
+  --workflow W                   runs of this workflow: its name, or its full id
   --collection C                 runs on this collection
-  --record R                     runs on this record id (with --collection)
+  --record R                     runs on this record id (in --collection when given, else in any)
   --state S                      runs in this state: QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED;
                                  repeat it or give a comma list (--state FAILED,CANCELLED)
   --via V                        runs started by webhook, grpc, api (/v1) or console
@@ -105,7 +106,8 @@ export function queryOf(values: Parsed["values"]): URLSearchParams {
     const v = str(values, flag);
     if (v !== undefined) q.set(param, v);
   };
-  put("workflowId", "workflow");
+  const workflow = str(values, "workflow");
+  if (workflow !== undefined) q.set(isUuid(workflow) ? "workflowId" : "workflowName", workflow);
   put("collection", "collection");
   put("recordId", "record");
   put("via", "via");
@@ -122,7 +124,6 @@ export function queryOf(values: Parsed["values"]): URLSearchParams {
     const v = str(values, flag);
     if (v !== undefined) q.set(param, timeArg(flag, v));
   }
-  if (q.get("recordId") && !q.get("collection")) throw new UsageError("--record needs --collection");
   return q;
 }
 
@@ -150,6 +151,8 @@ function planList(args: string[], env: NodeJS.ProcessEnv): ListPlan | undefined 
 interface RunRow {
   id: string;
   workflowId?: string;
+  workflowName?: string;
+  workflowVersion?: number;
   collection?: string;
   recordId?: string;
   state?: string;
@@ -174,7 +177,7 @@ const COLUMNS: [string, (r: RunRow) => string][] = [
   ["RECORD", (r) => `${r.collection ?? ""}/${r.recordId ?? ""}`],
   ["USER", (r) => r.user?.email ?? ""],
   ["VIA", (r) => r.via ?? ""],
-  ["WORKFLOW", (r) => r.workflowId ?? ""],
+  ["WORKFLOW", (r) => `${r.workflowName || r.workflowId || ""} v${r.workflowVersion ?? 0}`],
   ["ERROR", (r) => (r.error ?? "").slice(0, 80)],
 ];
 
@@ -227,7 +230,8 @@ export async function runList(args: string[], env: NodeJS.ProcessEnv = process.e
     }
     const rows: RunRow[] = [];
     const count = await fetchRuns(plan, (runs) => {
-      if (plan.table) rows.push(...(terminalSafeJson(runs) as RunRow[]));
+      // The table shows the first line of an error (made terminal-safe after it is cut).
+      if (plan.table) rows.push(...(terminalSafeJson((runs as RunRow[]).map((r) => ({ ...r, error: r.error?.split("\n", 1)[0] }))) as RunRow[]));
       else if (runs.length > 0) process.stdout.write(`${runs.map((r) => terminalSafe(JSON.stringify(r))).join("\n")}\n`);
     });
     if (plan.table) process.stdout.write(count === 0 ? "no runs\n" : `${table(rows)}\n`);

@@ -1,5 +1,5 @@
 // The console's files: built by the project (esbuild bundles console/src with the generated
-// clients of gen/) on first use, into a cache directory named by the sources' hash, and served
+// clients of gen/ and the one list it shares with the server, src/lib/activity-actions.ts) on first use, into a cache directory named by the sources' hash, and served
 // from memory. Never committed; a fresh clone builds it at its first start, with progress
 // printed, as it builds the embedded database.
 import { createHash } from "node:crypto";
@@ -9,7 +9,7 @@ import { gzipSync } from "node:zlib";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 /** What the bundle is made from: a change of any of these builds it again. */
-const SOURCES = [join(ROOT, "console"), join(ROOT, "gen", "runhook"), join(ROOT, "package-lock.json")];
+const SOURCES = [join(ROOT, "console"), join(ROOT, "gen", "runhook"), join(ROOT, "src", "lib", "activity-actions.ts"), join(ROOT, "package-lock.json")];
 /** The most the console's script and style may weigh, gzipped (checked by test/console-assets.test.ts). */
 export const CONSOLE_BUDGET_GZIP_BYTES = 120 * 1024;
 

@@ -8,6 +8,7 @@ import type { UserRef } from "../../gen/runhook/v1/common_pb.js";
 import type { ActivityLogEntry, AdminLogEntry } from "../../gen/runhook/v1/log_pb.js";
 import type { Note, NoteMessage } from "../../gen/runhook/v1/note_pb.js";
 import { fail } from "../domain/errors.js";
+import { isRunhookActivityAction, type RunhookActivityAction } from "../lib/activity-actions.js";
 import { NO_TEAM } from "../domain/teams.js";
 import { EMAIL } from "../services/admin/common.js";
 import { parseRfc3339, utcSeconds, type Civil, type QueryReader } from "./params.js";
@@ -63,7 +64,7 @@ export type PublishedActivityAction = (typeof ACTIVITY_ACTIONS)[number];
  * `write`): runhook records no reads. The document has no value for a failed run: it is
  * `abortWorkflow` (the run ended without completing), its label saying it failed.
  */
-export const ACTIVITY_MAPPING: Record<string, { action: PublishedActivityAction; label: (workflow: string) => string }> = {
+export const ACTIVITY_MAPPING: Record<RunhookActivityAction, { action: PublishedActivityAction; label: (workflow: string) => string }> = {
   "workflow.run.triggered": { action: "triggerWorkflow", label: (w) => `triggered the workflow "${w}"` },
   "workflow.run.succeeded": { action: "completeWorkflow", label: (w) => `completed the workflow "${w}"` },
   "workflow.run.failed": { action: "abortWorkflow", label: (w) => `the workflow "${w}" failed` },
@@ -363,7 +364,7 @@ export function publishedUser(u: UserRef | undefined) {
 const named = (object: string, name: string) => ({ object, name });
 
 export function activityItem(e: ActivityLogEntry) {
-  const mapped = ACTIVITY_MAPPING[e.action] ?? UNKNOWN_ACTIVITY;
+  const mapped = isRunhookActivityAction(e.action) ? ACTIVITY_MAPPING[e.action] : UNKNOWN_ACTIVITY;
   const workflow = e.workflowName ?? e.workflowId ?? "";
   return {
     object: "activityLog",

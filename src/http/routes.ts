@@ -417,9 +417,13 @@ const RUN_LIST_QUERY: QueryParam[] = [
   },
   { name: "from", description: "Only runs created at or after this RFC 3339 time; empty: no bound", schema: TIME_SCHEMA },
   { name: "to", description: "Only runs created before this RFC 3339 time; empty: no bound", schema: TIME_SCHEMA },
-  { name: "workflowId", description: "Only runs of this workflow" },
+  { name: "workflowId", description: "Only runs of this workflow: its full id (a UUID; anything else is a 400)" },
+  {
+    name: "workflowName",
+    description: "Only runs of the workflows of the environment with exactly this name; a name of no workflow whose runs the token sees is a 400",
+  },
   { name: "collection", description: "Only runs on this collection" },
-  { name: "recordId", description: "Only runs on this packed record id (needs collection)" },
+  { name: "recordId", description: "Only runs on this packed record id: in collection when given, else in any collection of the environment" },
   {
     name: "state",
     description: "Only runs in these states, comma-separated: QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED",
@@ -446,7 +450,7 @@ const RUN_ROUTES = [
       ...scopeOf(params),
       options: listOptions(query),
       filter: {
-        ...stringFilters(query, ["workflowId", "collection", "recordId", "via", "userId"]),
+        ...stringFilters(query, ["workflowId", "workflowName", "collection", "recordId", "via", "userId"]),
         states: listParam(query, "state"),
         finishedFrom: timeParam(query, "finishedFrom"),
         finishedTo: timeParam(query, "finishedTo"),
@@ -579,7 +583,7 @@ function batchRequest(params: Record<string, string>, b: Record<string, unknown>
 }
 
 const RUN_BATCH_DESCRIPTION =
-  "Retries or cancels, in the background, every run of the environment that `filter` matches (the run search's filters: workflowId, collection, recordId, states, via, userId, finishedFrom, finishedTo), created between `createdFrom` and `createdTo` (at most the batch's creation), or only the `runIds` among them. " +
+  "Retries or cancels, in the background, every run of the environment that `filter` matches (the run search's filters: workflowId, workflowName, collection, recordId, states, via, userId, finishedFrom, finishedTo), created between `createdFrom` and `createdTo` (at most the batch's creation), or only the `runIds` among them. " +
   "Answers the stored batch at once; follow it with GET /v1/run-batches/{batchId}. `dryRun: true` counts what would happen and does nothing. " +
   "Each run is acted on once; one the action does not apply to is skipped with its reason. Application tokens only: a project admin's acts on any run, another user's only on the runs that user started.";
 

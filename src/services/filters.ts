@@ -1,9 +1,10 @@
 // What a list filter names, resolved within the caller's scope: a user by id or by number (the
 // public REST API's user ids), a team by name. Shared by the activity log and the notes; and
-// the run filter, shared by the run search and the batches.
+// the run filter (its workflow name resolved), shared by the run search and the batches.
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { RunFilter } from "../../gen/runhook/v1/run_pb.js";
 import type { ApiScope } from "../domain/auth/api-scope.js";
+import { workflowsNamed, type RunListScope } from "../domain/auth/run-scope.js";
 import { fail } from "../domain/errors.js";
 import type { RunFilterInput } from "../domain/runs/search.js";
 import type { Deps } from "../deps.js";
@@ -40,10 +41,11 @@ export function timeOf(ts: Timestamp | undefined, name: string): Date | undefine
   return d;
 }
 
-/** A RunFilter's fields as the run search takes them (empty: no filter). */
-export function runFilterOf(f: RunFilter | undefined): Omit<RunFilterInput, "seenWorkflowIds"> {
+/** A RunFilter's fields as the run search takes them (empty: no filter), its workflow name not yet resolved. */
+function runFilterOf(f: RunFilter | undefined): Omit<RunFilterInput, "seenWorkflowIds" | "namedWorkflowIds"> {
   return {
     workflowId: f?.workflowId ?? "",
+    workflowName: f?.workflowName ?? "",
     collection: f?.collection ?? "",
     recordId: f?.recordId ?? "",
     states: f?.states ?? [],
@@ -52,4 +54,14 @@ export function runFilterOf(f: RunFilter | undefined): Omit<RunFilterInput, "see
     finishedFrom: timeOf(f?.finishedFrom, "finished_from"),
     finishedTo: timeOf(f?.finishedTo, "finished_to"),
   };
+}
+
+/** A RunFilter in the scope of a run search or batch: the workflows the caller sees, and those its workflow name names. */
+export async function scopedRunFilterOf(deps: Deps, scope: RunListScope, f: RunFilter | undefined): Promise<RunFilterInput> {
+  const input = runFilterOf(f);
+  const seenWorkflowIds = scope.workflowIds;
+  const namedWorkflowIds = input.workflowName
+    ? await workflowsNamed(deps.store.directory, scope.environment._id, input.workflowName, seenWorkflowIds)
+    : undefined;
+  return { ...input, seenWorkflowIds, namedWorkflowIds };
 }

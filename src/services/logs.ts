@@ -31,6 +31,8 @@ import type { ActivityLogDoc, AdminLogDoc, UserRefDoc } from "../store/types.js"
 import { bindingHash, cursorCodec, paging, type Paging } from "../domain/logs/cursor.js";
 import { createLogReader, type LogReader } from "../domain/logs/reader.js";
 import { readPage, streamLog, type LogQuery, type LogSource } from "../domain/logs/paging.js";
+import { fail } from "../domain/errors.js";
+import { isRunhookActivityAction, RUNHOOK_ACTIVITY_ACTIONS } from "../lib/activity-actions.js";
 
 /** Makes stored details JSON-safe for google.protobuf.Struct (dates → RFC 3339, …). */
 export function toJsonValue(v: unknown): JsonValue {
@@ -174,10 +176,21 @@ function actionsOf(f: { action: string; actions: string[] } | undefined): string
   return all.length > 0 ? [...new Set(all)].sort() : undefined;
 }
 
+/**
+ * An activity filter's actions, each one that runhook writes, else INVALID_ARGUMENT (an empty one,
+ * which the public API's list sends for an action of the document that runhook never writes, selects nothing).
+ */
+function activityActionsOf(f: ActivityLogFilter | undefined): string[] | undefined {
+  const actions = actionsOf(f);
+  const unknown = actions?.find((a) => a !== "" && !isRunhookActivityAction(a));
+  if (unknown !== undefined) throw fail.invalid(`action must be one of ${RUNHOOK_ACTIVITY_ACTIONS.join(", ")}, got "${unknown}"`);
+  return actions;
+}
+
 async function activityQuery(deps: Deps, scope: ApiScope, f: ActivityLogFilter | undefined, p: Paging, list: string): Promise<LogQuery> {
   const environmentId = scope.environment!._id;
   const [userId, renderings] = await Promise.all([userOf(deps, scope.project.organizationId, f), renderingsOf(deps, scope, f)]);
-  const actions = actionsOf(f);
+  const actions = activityActionsOf(f);
   const filters = { userId, userEmail: f?.userEmail, collection: f?.collection, recordId: f?.recordId, runId: f?.runId };
   const selection: LogSelection = { scopeId: environmentId, ...filters, actions, renderings, fromMicros: p.fromMicros, toMicros: p.toMicros };
   const hash = bindingHash({ ...pagingBinding(list, environmentId, p), ...filters, actions: actions?.join(","), renderings: renderings?.join(",") });

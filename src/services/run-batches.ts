@@ -19,14 +19,14 @@ import { BATCH_CREATED, logBatchCancelled, logBatchCreated, newBatchDoc } from "
 import type { DirectoryView } from "../store/directory-cache.js";
 import type { RunBatchDoc } from "../store/types.js";
 import { applicationCaller, authorization, directoryOf, runViaOf } from "./context.js";
-import { runFilterOf, timeOf } from "./filters.js";
+import { scopedRunFilterOf, timeOf } from "./filters.js";
 import { parsePositionKey, positionKeyOf } from "../domain/runs/search.js";
 
 const ts = (d: Date | null | undefined) => (d ? timestampFromDate(d) : undefined);
 
 /** A batch as RunService shows it. */
 export function runBatchMessage(b: RunBatchDoc): MessageInitShape<typeof RunBatchSchema> {
-  const f = b.filter;
+  const { namedWorkflowIds: _resolved, ...f } = b.filter;
   return {
     id: b._id,
     projectId: b.projectId,
@@ -62,7 +62,7 @@ async function createRunBatch(deps: Deps, req: CreateRunBatchRequest, ctx: Handl
   const view = directoryOf(deps, ctx.values);
   const principal = await appCaller(view, ctx);
   const scope = await runListScope(view, deps.store.directory, authorization(ctx), req.projectName, req.environmentName);
-  const f = runFilterOf(req.filter);
+  const { seenWorkflowIds, ...f } = await scopedRunFilterOf(deps, scope, req.filter);
   const admin = scope.workflowIds === undefined;
   const batch = newBatchDoc({
     principal,
@@ -76,8 +76,9 @@ async function createRunBatch(deps: Deps, req: CreateRunBatchRequest, ctx: Handl
       userId: admin ? f.userId : principal.user._id,
       finishedFrom: f.finishedFrom ?? null,
       finishedTo: f.finishedTo ?? null,
+      namedWorkflowIds: f.namedWorkflowIds ?? null,
     },
-    seenWorkflowIds: scope.workflowIds,
+    seenWorkflowIds,
     runIds: req.runIds,
     createdFrom: timeOf(req.createdFrom, "created_from"),
     createdTo: timeOf(req.createdTo, "created_to"),

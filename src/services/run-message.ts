@@ -13,11 +13,15 @@ function jsonOutput(o: Record<string, unknown> | null): JsonObject | undefined {
   return o ? (JSON.parse(JSON.stringify(o)) as JsonObject) : undefined;
 }
 
-/** The run; `retries` (GetRun and WatchRun read them) are the runs that retry it. */
-export function runMessage(r: RunDoc, retries: string[] = []): MessageInitShape<typeof RunSchema> {
+/**
+ * The run; `workflowName` its workflow's name now ("" once the workflow is gone); `retries`
+ * (GetRun and WatchRun read them) are the runs that retry it.
+ */
+export function runMessage(r: RunDoc, workflowName: string, retries: string[] = []): MessageInitShape<typeof RunSchema> {
   return {
     id: r._id,
     workflowId: r.workflowId,
+    workflowName,
     workflowVersion: r.workflowVersion,
     renderingId: r.renderingId,
     projectId: r.projectId,

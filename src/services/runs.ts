@@ -19,7 +19,7 @@ import { assertNotOrgApiToken } from "../domain/auth/access.js";
 import { authenticateAny, type ApiPrincipal, type AppPrincipal } from "../domain/auth/tokens.js";
 import type { Deps } from "../deps.js";
 import { applicationCaller, authorization, directoryOf, requestIdKey, runViaOf, viaOf, watchAccess } from "./context.js";
-import { runFilterOf } from "./filters.js";
+import { scopedRunFilterOf } from "./filters.js";
 import type { DirectoryView } from "../store/directory-cache.js";
 import type { RunDoc } from "../store/types.js";
 import { fail } from "../domain/errors.js";
@@ -40,11 +40,17 @@ export const MAX_WAIT_SECONDS = 60;
 /** How many of a run's retries GetRun and WatchRun list. */
 const MAX_RETRIES_LISTED = 100;
 
+/** The name of a workflow, as the directory has it now ("" once it is gone). */
+async function workflowNameOf(directory: DirectoryView, workflowId: string): Promise<string> {
+  return (await directory.workflows.get(workflowId))?.name ?? "";
+}
+
 /** The run as GetRun and WatchRun answer it: with the runs that retry it. */
-async function followed(deps: Deps, run: RunDoc) {
-  const retries = await deps.store.runs.retriesOf(run._id, MAX_RETRIES_LISTED);
+async function followed(deps: Deps, directory: DirectoryView, run: RunDoc) {
+  const [retries, name] = await Promise.all([deps.store.runs.retriesOf(run._id, MAX_RETRIES_LISTED), workflowNameOf(directory, run.workflowId)]);
   return runMessage(
     run,
+    name,
     retries.map((r) => r._id),
   );
 }
@@ -118,7 +124,7 @@ async function getRun(deps: Deps, watcher: RunWatcher, req: GetRunRequest, ctx: 
     // The caller's access as it is when the answer goes.
     await recheck(deps, ctx, run);
   }
-  return { run: await followed(deps, run) };
+  return { run: await followed(deps, directoryOf(deps, ctx.values), run) };
 }
 
 async function* watchRun(deps: Deps, watcher: RunWatcher, req: WatchRunRequest, ctx: HandlerContext) {
@@ -127,7 +133,7 @@ async function* watchRun(deps: Deps, watcher: RunWatcher, req: WatchRunRequest, 
   const access = await watchAccess(deps, view, (directory) => authorize(deps, ctx, req.runId, { directory }), ctx.signal);
   let sent = run.version;
   try {
-    yield { run: await followed(deps, run) };
+    yield { run: await followed(deps, view, run) };
     while (!isFinished(run.state)) {
       // A stopping server ends the stream with UNAVAILABLE (the run is not finished: call again).
       ctx.signal.throwIfAborted();
@@ -139,7 +145,7 @@ async function* watchRun(deps: Deps, watcher: RunWatcher, req: WatchRunRequest, 
       else if (next) run = next;
       if (run.version !== sent) {
         sent = run.version;
-        yield { run: await followed(deps, run) };
+        yield { run: await followed(deps, view, run) };
       }
     }
   } finally {
@@ -150,7 +156,8 @@ async function* watchRun(deps: Deps, watcher: RunWatcher, req: WatchRunRequest, 
 async function cancelRun(deps: Deps, machine: RunStateMachine, req: CancelRunRequest, ctx: HandlerContext) {
   const { principal, run } = await authorize(deps, ctx, req.runId, { act: "cancelled" });
   const by = { id: principal.user._id, email: principal.user.email };
-  return { run: runMessage(await cancelAs(deps, machine, by, run, runViaOf(ctx))) };
+  const cancelled = await cancelAs(deps, machine, by, run, runViaOf(ctx));
+  return { run: runMessage(cancelled, await workflowNameOf(directoryOf(deps, ctx.values), cancelled.workflowId)) };
 }
 
 /**
@@ -200,9 +207,13 @@ async function retryRun(deps: Deps, req: RetryRunRequest, ctx: HandlerContext) {
 async function listRuns(deps: Deps, codec: CursorCodec, req: ListRunsRequest, ctx: HandlerContext) {
   const p = paging(req.options, { defaultOrder: "desc" });
   const scope = await runListScope(directoryOf(deps, ctx.values), deps.store.directory, authorization(ctx), req.projectName, req.environmentName);
-  const selection = runSelection(scope.environment._id, { ...runFilterOf(req.filter), seenWorkflowIds: scope.workflowIds }, p);
+  const selection = runSelection(scope.environment._id, await scopedRunFilterOf(deps, scope, req.filter), p);
   const page = await readRunPage(deps.store, codec, selection, p);
-  return { runs: page.runs.map((r) => runMessage(r)), hasMore: page.hasMore, nextCursor: page.nextCursor };
+  const view = directoryOf(deps, ctx.values);
+  // Each workflow of the page once (a page's runs share a few).
+  const ids = [...new Set(page.runs.map((r) => r.workflowId))];
+  const names = new Map(await Promise.all(ids.map(async (id) => [id, await workflowNameOf(view, id)] as const)));
+  return { runs: page.runs.map((r) => runMessage(r, names.get(r.workflowId) ?? "")), hasMore: page.hasMore, nextCursor: page.nextCursor };
 }
 
 export function createRunService(deps: Deps): ServiceImpl<typeof RunService> {

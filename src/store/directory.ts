@@ -197,6 +197,14 @@ function workflowsStore(d: Database, v: DirectoryVersion) {
     /** A new workflow: its first version's steps are stored before (putSteps). */
     insert: async (doc: T.WorkflowDoc) => void (await d.workflows.insertOne(doc)),
     byName: (renderingId: string, name: string) => d.workflows.findOne({ renderingId, name }, { projection: WITHOUT_STEPS }),
+    /** The ids of the rendering's workflows with this name (names are not unique), at most `limit`. */
+    idsNamed: async (renderingId: string, name: string, limit: number) =>
+      (
+        await d.workflows
+          .find({ renderingId, name }, { projection: { _id: 1 } })
+          .limit(limit)
+          .toArray()
+      ).map((w) => w._id),
     /** A page of the rendering's workflows, by id. */
     ofRendering: (renderingId: string, after: string | undefined, limit: number) =>
       pageOf(d, "workflows", "renderingId", renderingId, after, limit, WITHOUT_STEPS),

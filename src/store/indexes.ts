@@ -65,6 +65,8 @@ function runIndexes(d: Database): Promise<string>[] {
     d.runs.createIndex({ workflowId: 1, createdAt: 1 }),
     d.runs.createIndex({ environmentId: 1, workflowId: 1, createdAt: 1, _id: 1 }),
     d.runs.createIndex({ environmentId: 1, collection: 1, recordId: 1, createdAt: 1, _id: 1 }),
+    // A record id alone: the runs on it in any collection of the environment.
+    d.runs.createIndex({ environmentId: 1, recordId: 1, createdAt: 1, _id: 1 }),
     d.runs.createIndex({ environmentId: 1, state: 1, createdAt: 1, _id: 1 }),
     d.runs.createIndex({ environmentId: 1, via: 1, createdAt: 1, _id: 1 }),
     d.runs.createIndex({ environmentId: 1, userId: 1, createdAt: 1, _id: 1 }),

@@ -10,10 +10,12 @@ export interface RunSelection {
   environmentId: string;
   /** The workflow filter as asked (what a cursor is bound to); the query reads `workflowIds` when set. */
   workflowId?: string;
+  /** The workflow name asked for (what a cursor is bound to); the query reads the `workflowIds` it names. */
+  workflowName?: string;
   /** Any of these workflows (empty: no run); absent: `workflowId`, or every workflow. */
   workflowIds?: string[];
   collection?: string;
-  /** Only with `collection` (the index is on both). */
+  /** In `collection` when set, else in any collection of the environment (each has its index). */
   recordId?: string;
   /** Any of these; empty or absent: every state. */
   states?: RunState[];

@@ -389,6 +389,10 @@ export type RunBatchOutcome = "done" | "skipped" | "failed";
 /** A batch's run filter, as CreateRunBatch took it (ListRuns' filter). */
 export interface RunBatchFilterDoc {
   workflowId: string;
+  /** The workflow name asked for (absent on batches made before the filter took one). */
+  workflowName?: string;
+  /** The workflows the name named when the batch was created (null: no name). */
+  namedWorkflowIds?: string[] | null;
   collection: string;
   recordId: string;
   states: string[];

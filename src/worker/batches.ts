@@ -14,6 +14,7 @@ import { isUnavailable } from "../store/index.js";
 import type { RunBatchDoc, RunDoc } from "../store/types.js";
 import { BATCH_CREATED, BatchCannotGoOn, BatchMustWait, batchActor, batchSelection, handleRun, logBatchEnd, type BatchEnv } from "../domain/runs/batches.js";
 import type { RunStateMachine } from "../domain/runs/state.js";
+import { DomainError } from "../domain/errors.js";
 import { sleepUnlessAborted } from "../lib/sleep.js";
 import { leaseIssuer, renewalInterval } from "./lease.js";
 
@@ -122,12 +123,25 @@ async function workThrough(env: BatchWorkerEnv, held: Held, stopping: AbortSigna
   }
 }
 
+/**
+ * The runs a stored batch acts on. Its filter was checked when it was made; one that a later
+ * version's checks refuse (a workflow id that is not a full id) ends the batch FAILED, saying why.
+ */
+function storedSelection(batch: RunBatchDoc) {
+  try {
+    return batchSelection(batch);
+  } catch (err) {
+    if (err instanceof DomainError) throw new BatchCannotGoOn(`its filter is no longer accepted: ${err.message}`);
+    throw err;
+  }
+}
+
 /** The walk: the batch's runs after its cursor, a page at a time, each handled and counted. */
 async function walk(env: BatchWorkerEnv, held: Held): Promise<void> {
   const { deps } = env;
   const { batch, owner } = held;
   const signal = held.stop.signal;
-  const selection = batchSelection(batch);
+  const selection = storedSelection(batch);
   let cursor = batch.cursor;
   while (!signal.aborted) {
     const page = await deps.store.runs.search(selection, cursor ? { createdAt: cursor.createdAt, id: cursor.id } : undefined, 1, WALK_PAGE);

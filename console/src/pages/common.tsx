@@ -5,7 +5,8 @@ import type { ComponentChildren } from "preact";
 import type { Project, Workflow } from "../../../gen/runhook/v1/admin_pb.js";
 import { admin, allPages, Code, ongoingRunOf } from "../api.js";
 import { useState } from "preact/hooks";
-import { arrive, href } from "../route.js";
+import { runIdOf } from "../ids.js";
+import { arrive, go, href } from "../route.js";
 import { type Loaded, useFail, useLoad } from "../session.js";
 
 export function useProject(projectId: string): Loaded<Project> {
@@ -35,6 +36,48 @@ export function RunLink({ runId, short = false }: { runId: string; short?: boole
     <a href={href(["runs", runId])} class="run-link" title={short ? `Run ${runId}` : undefined}>
       run <code>{short ? runId.slice(0, 8) : runId}</code>
     </a>
+  );
+}
+
+/** Why a value opens no run: what a run id looks like, and where one comes from (the value itself is not echoed). */
+function notARunId(value: string): string {
+  const what = value.trim() === "" ? "Nothing to open" : "That is not a run id";
+  return `${what}: paste a run's id (a UUID such as 0b6f9d0e-3c1a-4e7b-9f2d-5a8c7b6e4d3f), or the whole answer of the webhook call or API call that started it ({"runId": "…"}).`;
+}
+
+/**
+ * "Open a run": by its id, or by a start's whole answer pasted (`{"runId": "…"}`, a 202 body);
+ * a value that holds neither is explained here, and nothing is asked of the server.
+ */
+export function OpenRunForm({ initial = "" }: { initial?: string }) {
+  const [value, setValue] = useState(initial);
+  const [problem, setProblem] = useState<string | null>(null);
+  const open = (e: Event) => {
+    e.preventDefault();
+    const runId = runIdOf(value);
+    setProblem(runId ? null : notARunId(value));
+    if (runId) go(["runs", runId]);
+  };
+  return (
+    <form class="open-run inline" onSubmit={open}>
+      <label>
+        Open a run
+        <input
+          name="runId"
+          value={value}
+          onInput={(e) => setValue(e.currentTarget.value)}
+          placeholder='its id, or {"runId": "…"} as a start answered'
+          aria-invalid={problem ? "true" : undefined}
+          aria-describedby={problem ? "open-run-problem" : undefined}
+        />
+      </label>
+      <button type="submit">Open</button>
+      {problem && (
+        <p class="error" role="alert" id="open-run-problem">
+          {problem}
+        </p>
+      )}
+    </form>
   );
 }
 

@@ -1,9 +1,12 @@
 // The activity log of an environment and the admin log of a project (project admins): the list
 // with its filters, newest first with "more" pages; a live tail that polls the ascending cursor
 // (with order asc the server always returns one: every new entry arrives once, in order); and
-// the NDJSON export, streamed by ExportActivityLogs / ExportAdminLogs into a file download.
+// the NDJSON export, streamed by ExportActivityLogs / ExportAdminLogs into a file download. The
+// activity log's action is picked among the actions runhook writes; an entry's details show as
+// fields.
 import { type JsonObject, type MessageInitShape, toJson } from "@bufbuild/protobuf";
 import { type Timestamp, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import {
   type ActivityLogEntry,
@@ -12,6 +15,7 @@ import {
   AdminLogEntrySchema,
   type ListOptionsSchema,
 } from "../../../gen/runhook/v1/log_pb.js";
+import { RUNHOOK_ACTIVITY_ACTIONS } from "../../../src/lib/activity-actions.js";
 import { logs } from "../api.js";
 import { go, href, useRoute } from "../route.js";
 import { isAdmin, useCall, useFail, useMe } from "../session.js";
@@ -34,6 +38,12 @@ interface Row {
   environment?: string;
   details: JsonObject | undefined;
 }
+
+/** The filters that are a choice among fixed values: the activity log's actions, those runhook writes. */
+const CHOICES: Record<Kind, Record<string, readonly string[]>> = {
+  activity: { action: RUNHOOK_ACTIVITY_ACTIONS },
+  admin: {},
+};
 
 const FIELDS: Record<Kind, [string, string][]> = {
   activity: [
@@ -274,7 +284,7 @@ function LogTable({ kind, rows }: { kind: Kind; rows: Row[] }) {
               {r.environment && ` (${r.environment})`}
             </td>
             <td>
-              <code class="details">{r.details && Object.keys(r.details).length ? JSON.stringify(r.details) : ""}</code>
+              <Details details={r.details} />
             </td>
           </tr>
         ))}
@@ -283,11 +293,50 @@ function LogTable({ kind, rows }: { kind: Kind; rows: Row[] }) {
   );
 }
 
+/** An entry's details as fields, `key: value`: a nested object's by dotted keys, a list of plain values joined. */
+function fieldsOf(details: JsonObject, prefix = ""): [string, string][] {
+  return Object.entries(details).flatMap(([k, v]): [string, string][] => {
+    const key = `${prefix}${k}`;
+    if (v !== null && typeof v === "object" && !Array.isArray(v)) return fieldsOf(v, `${key}.`);
+    if (Array.isArray(v)) return [[key, v.every((x) => x === null || typeof x !== "object") ? v.map(String).join(", ") : JSON.stringify(v)]];
+    return [[key, v === null ? "–" : String(v)]];
+  });
+}
+
+function Details({ details }: { details: JsonObject | undefined }) {
+  const fields = details ? fieldsOf(details) : [];
+  if (fields.length === 0) return null;
+  return (
+    <dl class="details">
+      {fields.map(([k, v]) => (
+        <Fragment key={k}>
+          <dt>{k}</dt>
+          <dd>{v}</dd>
+        </Fragment>
+      ))}
+    </dl>
+  );
+}
+
 function LogFilters({ kind, initial, onApply }: { kind: Kind; initial: Record<string, string>; onApply: (f: Record<string, string>) => void }) {
   const [f, setF] = useState(initial);
-  const field = (k: string, label: string, type: "text" | "datetime-local" = "text") => (
-    <Field key={k} name={k} label={label} type={type} value={f[k] ?? ""} onValue={(v) => setF({ ...f, [k]: v })} />
-  );
+  const field = (k: string, label: string, type: "text" | "datetime-local" = "text") => {
+    const choices = CHOICES[kind][k];
+    if (!choices) return <Field key={k} name={k} label={label} type={type} value={f[k] ?? ""} onValue={(v) => setF({ ...f, [k]: v })} />;
+    return (
+      <label key={k}>
+        {label}
+        <select name={k} value={f[k] ?? ""} onChange={(e) => setF({ ...f, [k]: e.currentTarget.value })}>
+          <option value="">any</option>
+          {choices.map((c) => (
+            <option key={c} value={c}>
+              {c}
+            </option>
+          ))}
+        </select>
+      </label>
+    );
+  };
   return (
     <FilterForm onSearch={() => onApply(f)}>
       {FIELDS[kind].map(([k, label]) => field(k, label))}

@@ -1,16 +1,14 @@
 // The first page: the projects the user has a role on (an organization admin: all of them), and
-// a run opened by its id.
-import { useState } from "preact/hooks";
+// a run opened by its id (or by the answer that started it, pasted).
 import { admin } from "../api.js";
-import { go, href } from "../route.js";
+import { href } from "../route.js";
 import { roleOn, useLoad, useMe } from "../session.js";
 import { ErrorText, ListHead, Loading } from "../ui.js";
-import { Page } from "./common.js";
+import { OpenRunForm, Page } from "./common.js";
 
 export function ProjectsPage() {
   const me = useMe();
   const projects = useLoad(async (signal) => (await admin.listProjects({ pageSize: 1000 }, { signal })).projects, []);
-  const [runId, setRunId] = useState("");
   return (
     <Page title="Projects">
       <ErrorText error={projects.error} />
@@ -32,19 +30,7 @@ export function ProjectsPage() {
           </tbody>
         </table>
       )}
-      <form
-        class="open-run inline"
-        onSubmit={(e) => {
-          e.preventDefault();
-          go(["runs", runId.trim()]);
-        }}
-      >
-        <label>
-          Open a run by id
-          <input name="runId" value={runId} onInput={(e) => setRunId(e.currentTarget.value)} placeholder="the runId a webhook call answered" />
-        </label>
-        <button type="submit">Open</button>
-      </form>
+      <OpenRunForm />
     </Page>
   );
 }

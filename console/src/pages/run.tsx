@@ -9,7 +9,8 @@ import { href, useArrivalFocus } from "../route.js";
 import { isMissing, mayTrigger, useFail, useLoad, useMe } from "../session.js";
 import { clock, dateOf, duration } from "../time.js";
 import { Confirm } from "../ui.js";
-import { Crumbs, NotFound, RefusalText, RunLink, useRunStart, useWorkflow } from "./common.js";
+import { runIdOf } from "../ids.js";
+import { Crumbs, NotFound, OpenRunForm, Page, RefusalText, RunLink, useRunStart, useWorkflow } from "./common.js";
 
 const FINISHED = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
@@ -82,7 +83,25 @@ function useRunPlace(run: Run | null) {
 
 type Place = ReturnType<typeof useRunPlace>;
 
+/**
+ * A run's page, from the id in its address (or a start's answer pasted there); an address that
+ * holds no run id is explained, with a form to open one, and nothing is asked of the server.
+ */
 export function RunPage({ runId }: { runId: string }) {
+  const id = runIdOf(runId);
+  if (!id)
+    return (
+      <Page title="Not a run id" crumbs={<Crumbs trail={[["Run", null]]} />}>
+        <p class="error" role="alert">
+          This address names no run: a run's address ends with its id, a UUID such as 0b6f9d0e-3c1a-4e7b-9f2d-5a8c7b6e4d3f.
+        </p>
+        <OpenRunForm />
+      </Page>
+    );
+  return <RunView runId={id} />;
+}
+
+function RunView({ runId }: { runId: string }) {
   const fail = useFail();
   const { run, setRun, error, setError, missing } = useWatchedRun(runId);
   const place = useRunPlace(run);
@@ -165,8 +184,10 @@ function RunFacts({ run, place }: { run: Run; place: Place }) {
       </dd>
       <dt>Workflow</dt>
       <dd>
-        <a href={href(["p", run.projectId, "r", run.renderingId, "w", run.workflowId])}>{place.workflow?.name ?? <code>{run.workflowId}</code>}</a> v
-        {run.workflowVersion}
+        <a href={href(["p", run.projectId, "r", run.renderingId, "w", run.workflowId])}>
+          {place.workflow?.name || run.workflowName || <code>{run.workflowId}</code>}
+        </a>{" "}
+        v{run.workflowVersion}
       </dd>
       <dt>As</dt>
       <dd>

@@ -1,20 +1,24 @@
-// The run search of an environment (ListRuns): its filters in the route's query, newest first,
-// "more" pages, and live: the first page is asked again every 2 s while the page is visible (and
-// at once when it becomes visible), new runs on top and changed ones updated in place. Admins
-// see every run of the environment, others the runs of the workflows they may trigger. Rows are
-// selected with checkboxes; the selected runs, or every run the filters match, are retried or
-// cancelled in a batch (run-batch.tsx): an admin's on any run, anyone else's on their own.
+// The run search of an environment (ListRuns): its filters in the route's query (a workflow by
+// its name, picked from the environment's workflows where the caller may list them, or by its
+// id; a record id alone), newest first, each row a link to its run that names its workflow and
+// why it failed; "more" pages, and live: the first page is asked again every 2 s while the page
+// is visible (and at once when it becomes visible), new runs on top and changed ones updated in
+// place. Admins see every run of the environment, others the runs of the workflows they may
+// trigger. Rows are selected with checkboxes; the selected runs, or every run the filters match,
+// are retried or cancelled in a batch (run-batch.tsx): an admin's on any run, anyone else's on
+// their own.
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { RefObject } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ListRunsRequestSchema, Run } from "../../../gen/runhook/v1/run_pb.js";
-import { runs } from "../api.js";
+import { admin, allPages, runs } from "../api.js";
 import { go, href, useRoute } from "../route.js";
-import { isAdmin, type Me, roleOn, useFail, useMe } from "../session.js";
+import { isAdmin, type Me, mayChangeWorkflows, roleOn, useFail, useLoad, useMe } from "../session.js";
 import { dateOf, duration } from "../time.js";
 import { ErrorText, Field, FilterForm, ListHead, Loading, More, When } from "../ui.js";
+import { isUuid } from "../ids.js";
 import { Crumbs, NotFound, Page, useProject } from "./common.js";
 import { type BatchAction, BatchPanel, type BatchPlan } from "./run-batch.js";
 
@@ -48,7 +52,10 @@ function filtersOf(q: URLSearchParams): Filters {
 /** datetime-local's value (the reader's time zone) as a Timestamp; unset when empty. */
 const at = (local: string) => (local ? timestampFromDate(new Date(local)) : undefined);
 
-const runFilter = (f: Filters) => ({ workflowId: f.workflow, collection: f.collection, recordId: f.record, states: f.states, via: f.via });
+/** The workflow filter: a full id is the workflow's id, anything else a name (the server says when it names none). */
+const workflowFilter = (workflow: string) => (isUuid(workflow) ? { workflowId: workflow } : { workflowName: workflow });
+
+const runFilter = (f: Filters) => ({ ...workflowFilter(f.workflow), collection: f.collection, recordId: f.record, states: f.states, via: f.via });
 
 function request(project: string, environment: string, f: Filters, cursor: string): MessageInitShape<typeof ListRunsRequestSchema> {
   return {
@@ -79,6 +86,47 @@ function batchPlan(project: string, environment: string, f: Filters, action: Bat
   };
 }
 
+interface WorkflowChoice {
+  id: string;
+  name: string;
+}
+
+/**
+ * The workflows of the environment, for the workflow picker: listed for the project's editors
+ * and admins (ListRenderings, ListWorkflows); null for anyone else, who types a name or an id.
+ */
+function useEnvironmentWorkflows(projectId: string, environment: string, allowed: boolean) {
+  return useLoad(
+    async (signal): Promise<WorkflowChoice[] | null> => {
+      if (!allowed) return null;
+      const page = { pageSize: 1000 };
+      const environments = await allPages(
+        (pageToken) => admin.listEnvironments({ projectId, ...page, pageToken }, { signal }),
+        (r) => r.environments,
+      );
+      const environmentId = environments.find((e) => e.name === environment)?.id;
+      if (!environmentId) return null;
+      const renderings = await allPages(
+        (pageToken) => admin.listRenderings({ projectId, environmentId, ...page, pageToken }, { signal }),
+        (r) => r.renderings,
+      );
+      const lists = await Promise.all(
+        renderings.map((r) =>
+          allPages(
+            (pageToken) => admin.listWorkflows({ renderingId: r.id, ...page, pageToken }, { signal }),
+            (x) => x.workflows,
+          ),
+        ),
+      );
+      return lists
+        .flat()
+        .map((w) => ({ id: w.id, name: w.name }))
+        .sort((a, b) => a.name.localeCompare(b.name));
+    },
+    [projectId, environment, allowed],
+  );
+}
+
 /** Merges a fresh first page into what is shown: new runs on top, changed ones replaced in place. */
 function merge(shown: Run[], fresh: Run[]): Run[] {
   const byId = new Map(fresh.map((r) => [r.id, r]));
@@ -98,6 +146,7 @@ export function RunsPage({ projectId, environment }: { projectId: string; enviro
   const [cursor, setCursor] = useState<string | undefined>(undefined);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  const workflows = useEnvironmentWorkflows(projectId, environment, mayChangeWorkflows(me, projectId));
   const latest = useRef({ shown, filters });
   latest.current = { shown, filters };
 
@@ -156,6 +205,7 @@ export function RunsPage({ projectId, environment }: { projectId: string; enviro
       <RunFilters
         key={query}
         initial={filters}
+        workflows={workflows.data ?? null}
         onApply={({ states, ...rest }) => go(["p", projectId, "env", environment, "runs"], { ...rest, state: states })}
       />
       <ErrorText error={error} />
@@ -321,18 +371,20 @@ function RunTable({ runs: list, selection }: { runs: Run[]; selection: Selection
                 </td>
               )}
               <td>
-                <a href={href(["runs", r.id])} title={`Run ${r.id}`}>
+                {/* The row's one link: it covers the whole row (app.css), the checkbox above it. */}
+                <a class="row-link" href={href(["runs", r.id])} title={`Run ${r.id}`}>
                   <When at={r.createdAt} />
                 </a>
               </td>
               <td>
                 <span class={`state ${r.state.toLowerCase()}`}>{r.state}</span>
+                {r.error && <span class="run-failure">{r.error.split("\n", 1)[0]}</span>}
               </td>
               <td>
                 {r.collection} / <code>{r.recordId}</code>
               </td>
-              <td>
-                <code title={r.workflowId}>{r.workflowId.slice(0, 8)}</code> v{r.workflowVersion}
+              <td title={r.workflowId}>
+                {r.workflowName || <code>{r.workflowId.slice(0, 8)}</code>} v{r.workflowVersion}
               </td>
               <td>
                 {r.user?.email}, {r.via}
@@ -346,16 +398,42 @@ function RunTable({ runs: list, selection }: { runs: Run[]; selection: Selection
   );
 }
 
-function RunFilters({ initial, onApply }: { initial: Filters; onApply: (f: Filters) => void }) {
+/**
+ * The workflow filter: a picker of the environment's workflows by name (a name shared by several
+ * teams' workflows selects all of them) when they are listed, else a name or an id typed.
+ */
+function WorkflowFilter({ value, workflows, onValue }: { value: string; workflows: WorkflowChoice[] | null; onValue: (v: string) => void }) {
+  const names = [...new Set((workflows ?? []).map((w) => w.name))];
+  // From the address: one workflow's id (its page's "Its runs"), shown by its name; anything
+  // else that names none here stays as typed, in a text field (an option would echo it into the page).
+  const byId = workflows?.find((w) => w.id === value.toLowerCase());
+  if (!workflows || (value && !names.includes(value) && !byId)) return <Field name="workflow" label="Workflow (name or id)" value={value} onValue={onValue} />;
+  const extra = byId && !names.includes(value) ? [{ value, label: `${byId.name} (only ${value.slice(0, 8)})` }] : [];
+  return (
+    <label>
+      Workflow
+      <select name="workflow" value={value} onChange={(e) => onValue(e.currentTarget.value)}>
+        <option value="">any</option>
+        {[...extra, ...names.map((n) => ({ value: n, label: n }))].map((o) => (
+          <option key={o.value} value={o.value}>
+            {o.label}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
+function RunFilters({ initial, workflows, onApply }: { initial: Filters; workflows: WorkflowChoice[] | null; onApply: (f: Filters) => void }) {
   const [f, setF] = useState(initial);
   const text = (k: keyof Omit<Filters, "states">, label: string, type: "text" | "datetime-local" = "text") => (
     <Field name={k} label={label} type={type} value={f[k]} onValue={(v) => setF({ ...f, [k]: v })} />
   );
   return (
     <FilterForm onSearch={() => onApply(f)}>
-      {text("workflow", "Workflow id")}
+      <WorkflowFilter value={f.workflow} workflows={workflows} onValue={(workflow) => setF({ ...f, workflow })} />
       {text("collection", "Collection")}
-      {text("record", "Record id")}
+      {text("record", "Record id (in any collection)")}
       <label>
         Via
         <select name="via" value={f.via} onChange={(e) => setF({ ...f, via: e.currentTarget.value })}>

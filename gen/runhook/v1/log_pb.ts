@@ -60,7 +60,7 @@ export type ActivityLogEntry = Message<"runhook.v1.ActivityLogEntry"> & {
   user?: UserRef | undefined;
 
   /**
-   * For example `workflow.run.triggered`, `workflow.run.succeeded`,
+   * One of `workflow.run.triggered`, `workflow.run.succeeded`,
    * `workflow.run.failed`, `workflow.run.cancelled`, `record.updated`,
    * `note.created`, `note.message.created`, `note.updated`, `note.deleted`.
    *
@@ -285,7 +285,8 @@ export type ActivityLogFilter = Message<"runhook.v1.ActivityLogFilter"> & {
   userEmail: string;
 
   /**
-   * Only entries with this action.
+   * Only entries with this action: one of those ActivityLogEntry.action
+   * lists, else INVALID_ARGUMENT.
    *
    * @generated from field: string action = 3;
    */
@@ -313,7 +314,8 @@ export type ActivityLogFilter = Message<"runhook.v1.ActivityLogFilter"> & {
   runId: string;
 
   /**
-   * Only entries with any of these actions (with `action`: either).
+   * Only entries with any of these actions (with `action`: either), each as
+   * `action`.
    *
    * @generated from field: repeated string actions = 7;
    */

@@ -46,7 +46,10 @@ export async function assertMaySeeRun(dir: DirectoryReads, p: AppPrincipal | Api
 /** The lists a member's workflows are read from (the store's directory). */
 export interface WorkflowLists {
   renderings: { ofEnvironment(environmentId: string, after: string | undefined, limit: number): Promise<RenderingDoc[]> };
-  workflows: { ofRendering(renderingId: string, after: string | undefined, limit: number): Promise<Pick<WorkflowDoc, "_id" | "triggerRoles">[]> };
+  workflows: {
+    ofRendering(renderingId: string, after: string | undefined, limit: number): Promise<Pick<WorkflowDoc, "_id" | "triggerRoles">[]>;
+    idsNamed(renderingId: string, name: string, limit: number): Promise<string[]>;
+  };
 }
 
 const LIST_BATCH = 100;
@@ -72,6 +75,24 @@ async function workflowsSeen(dir: DirectoryReads, lists: WorkflowLists, user: Us
     for (const w of workflows) if (triggerRoleAllows(w, role)) ids.push(w._id);
   }
   return ids.sort();
+}
+
+/** The most workflows one name selects in one rendering (names are not unique there, but nearly). */
+const MAX_NAMESAKES = 100;
+
+/**
+ * The workflows of the environment with exactly this name (as stored: trimmed) whose runs the
+ * caller sees (`seen`: undefined for every one). None is INVALID_ARGUMENT in words, the same
+ * whether no workflow has the name or the caller sees none that has: a filter that cannot match
+ * says so rather than finding no run.
+ */
+export async function workflowsNamed(lists: WorkflowLists, environmentId: string, name: string, seen: string[] | undefined): Promise<string[]> {
+  const wanted = name.trim();
+  const renderings = wanted ? await everyPage((after) => lists.renderings.ofEnvironment(environmentId, after, LIST_BATCH)) : [];
+  const named = (await Promise.all(renderings.map((r) => lists.workflows.idsNamed(r._id, wanted, MAX_NAMESAKES)))).flat();
+  const ids = named.filter((id) => !seen || seen.includes(id)).sort();
+  if (ids.length === 0) throw fail.invalid(`no workflow of this environment whose runs you see is named "${wanted}"`);
+  return ids;
 }
 
 export interface RunListScope {

@@ -69,6 +69,8 @@ export function batchSelection(
   const f = batch.filter;
   const input: RunFilterInput = {
     ...f,
+    workflowName: f.workflowName ?? "",
+    namedWorkflowIds: f.namedWorkflowIds ?? undefined,
     seenWorkflowIds: batch.seenWorkflowIds ?? undefined,
     finishedFrom: f.finishedFrom ?? undefined,
     finishedTo: f.finishedTo ?? undefined,
@@ -264,7 +266,7 @@ export async function handleRun(env: BatchEnv, batch: RunBatchDoc, run: RunDoc):
 
 /** The filter as the admin log shows it: the fields given. */
 function filterDetails(b: RunBatchDoc): Record<string, unknown> {
-  const f = b.filter;
+  const { namedWorkflowIds: _resolved, ...f } = b.filter;
   const all: Record<string, unknown> = {
     ...f,
     states: f.states.length > 0 ? f.states : undefined,

@@ -18,6 +18,9 @@ export interface RunFilterInput {
   workflowId: string;
   /** The workflows whose runs the caller sees, when not all (auth/run-scope.ts). */
   seenWorkflowIds: string[] | undefined;
+  /** The workflow name asked for ("": none), and the workflows of the environment it names (workflowsNamed). */
+  workflowName: string;
+  namedWorkflowIds: string[] | undefined;
   collection: string;
   recordId: string;
   states: string[];
@@ -40,22 +43,36 @@ function statesOf(raw: string[]): RunState[] {
   return [...new Set(states as RunState[])].sort();
 }
 
-/** The workflows a search reads when it is restricted: the one asked for if seen, or every one seen. */
-function workflowsRead(f: RunFilterInput): { workflowIds?: string[] } {
-  if (!f.seenWorkflowIds) return {};
-  return { workflowIds: f.workflowId ? f.seenWorkflowIds.filter((id) => id === f.workflowId) : f.seenWorkflowIds };
+/** The workflow id asked for, checked: a full id, so that a prefix or a name is refused in words rather than matching nothing. */
+function workflowIdOf(raw: string): string | undefined {
+  if (!raw) return undefined;
+  if (!isUuid(raw)) throw fail.invalid(`workflowId must be a workflow's full id (a UUID), got "${raw}": to find a workflow by its name, use workflowName`);
+  return raw.toLowerCase();
+}
+
+/**
+ * The workflows a search reads when it is restricted (to those the caller sees, to those a name
+ * names): every one of each restriction, and the one asked for by id if among them.
+ */
+function workflowsRead(f: RunFilterInput, workflowId: string | undefined): { workflowIds?: string[] } {
+  const named = f.workflowName ? f.namedWorkflowIds : undefined;
+  if (!f.seenWorkflowIds && !named) return {};
+  const [first = [], ...rest] = [f.seenWorkflowIds, named, workflowId ? [workflowId] : undefined].filter((ids) => ids !== undefined);
+  return { workflowIds: first.filter((id) => rest.every((ids) => ids.includes(id))) };
 }
 
 /** The store's selection for a checked filter. */
 export function runSelection(environmentId: string, f: RunFilterInput, p: Paging): RunSelection {
-  if (f.recordId && !f.collection) throw fail.invalid("recordId needs collection (a record id is unique within its collection)");
+  if (f.workflowName && !f.namedWorkflowIds) throw new Error("a workflow name is resolved (workflowsNamed) before the search");
   if (f.via && !(RUN_VIAS as readonly string[]).includes(f.via)) throw fail.invalid(`via must be one of ${RUN_VIAS.join(", ")}, got "${f.via}"`);
   if (f.finishedFrom && f.finishedTo && f.finishedFrom.getTime() > f.finishedTo.getTime()) throw fail.invalid("finishedFrom must not be after finishedTo");
   const states = statesOf(f.states);
+  const workflowId = workflowIdOf(f.workflowId);
   return {
     environmentId,
-    ...(f.workflowId ? { workflowId: f.workflowId } : {}),
-    ...workflowsRead(f),
+    ...(workflowId ? { workflowId } : {}),
+    ...(f.workflowName ? { workflowName: f.workflowName } : {}),
+    ...workflowsRead(f, workflowId),
     ...(f.collection ? { collection: f.collection } : {}),
     ...(f.recordId ? { recordId: f.recordId } : {}),
     ...(states.length ? { states } : {}),
@@ -76,6 +93,7 @@ function bindingOf(s: RunSelection, p: Paging): string {
     from: s.createdFrom?.toISOString(),
     to: s.createdTo?.toISOString(),
     workflowId: s.workflowId,
+    workflowName: s.workflowName,
     collection: s.collection,
     recordId: s.recordId,
     states: s.states?.join(","),
