@@ -500,7 +500,17 @@ describe("runhook seed --json", () => {
     const lines = first.stdout.trim().split("\n");
     expect(lines).toHaveLength(1);
     const out = JSON.parse(lines[0]!) as Record<string, unknown>;
-    expect(Object.keys(out).sort()).toEqual(["apiToken", "baseUrl", "collection", "environmentName", "projectName", "recordIds", "userToken", "webhookUrl"]);
+    expect(Object.keys(out).sort()).toEqual([
+      "adminToken",
+      "apiToken",
+      "baseUrl",
+      "collection",
+      "environmentName",
+      "projectName",
+      "recordIds",
+      "userToken",
+      "webhookUrl",
+    ]);
     expect(out).toMatchObject({
       baseUrl: "http://hooks.example.test:9999",
       collection: "orders",
@@ -510,12 +520,14 @@ describe("runhook seed --json", () => {
     expect(out.webhookUrl).toMatch(/^http:\/\/hooks\.example\.test:9999\/hooks\/[A-Za-z0-9_-]+$/);
     expect(out.userToken).toMatch(/^rh_app_/);
     expect(out.apiToken).toMatch(/^rh_api_/);
+    expect(out.adminToken).toMatch(/^rh_app_/);
     const recordIds = out.recordIds as string[];
     expect(recordIds.length).toBeGreaterThanOrEqual(3);
 
     const second = JSON.parse((await run(["seed", "--json"], env)).stdout) as Record<string, unknown>;
     expect(second.userToken).not.toBe(out.userToken);
     expect(second.apiToken).not.toBe(out.apiToken);
+    expect(second.adminToken).not.toBe(out.adminToken);
     expect(second.webhookUrl).toBe(out.webhookUrl);
     expect(second.recordIds).toEqual(recordIds);
 

@@ -17,11 +17,13 @@ import { RunsPage } from "./pages/runs.js";
 import { WorkflowPage } from "./pages/workflow.js";
 import { href, type Route, useRoute } from "./route.js";
 import { MeContext } from "./session.js";
-import { ErrorText } from "./ui.js";
+import { Shortcuts } from "./shortcuts.js";
+import { ErrorText, useTitle } from "./ui.js";
 
 function SignIn({ onSignedIn, notice }: { onSignedIn: (s: SignedIn) => void; notice: string | null }) {
   const [token, setToken] = useState("");
   const [error, setError] = useState<string | null>(null);
+  useTitle("Sign in");
   const submit = async (e: Event) => {
     e.preventDefault();
     setError(null);
@@ -65,6 +67,11 @@ function pageOf({ parts }: Route) {
       if (e === "notes") return <NotesPage key={key} projectId={b} environment={d} />;
     }
   }
+  return <NoSuchPage />;
+}
+
+function NoSuchPage() {
+  useTitle("No such page");
   return (
     <section class="page">
       <h1>No such page</h1>
@@ -111,6 +118,7 @@ function App() {
             setSession(s);
           }}
         />
+        <Shortcuts />
       </main>
     );
   if (!who) return <main>{error ? <ErrorText error={error} /> : <p class="muted">Loading…</p>}</main>;
@@ -137,6 +145,7 @@ function App() {
         </button>
       </header>
       <main>{pageOf(route)}</main>
+      <Shortcuts />
     </MeContext.Provider>
   );
 }

@@ -1,9 +1,9 @@
 // The few components every page shares: messages, a confirmation, a copy button, a secret shown
-// once, a list's header row, filters and "more" pages, and times.
+// once, a list's header row, filters and "more" pages, times, and the document's title.
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { dateOf } from "./time.js";
+import { absolute, dateOf, relative } from "./time.js";
 
 export function ErrorText({ error }: { error: string | null | undefined }) {
   return error ? (
@@ -26,6 +26,39 @@ export function When({ at, none = "–" }: { at: Timestamp | undefined; none?: s
       {d.toLocaleString(undefined, { hour12: false })}
     </time>
   );
+}
+
+/** The time now, again every `everyMs`: what a relative time is counted from. */
+export function useNow(everyMs: number): number {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const t = setInterval(() => setNow(Date.now()), everyMs);
+    return () => clearInterval(t);
+  }, [everyMs]);
+  return now;
+}
+
+/**
+ * A time relative to now ("3 minutes ago"), kept current, with its full date and time in a
+ * tooltip. A time in the past (unless `future`) that the reader's clock puts ahead reads "now".
+ */
+export function Ago({ at, none = "–", future = false }: { at: Timestamp | undefined; none?: string; future?: boolean }) {
+  useNow(15_000);
+  const d = dateOf(at);
+  if (!d) return <span class="muted">{none}</span>;
+  const now = Date.now();
+  return (
+    <time dateTime={d.toISOString()} title={absolute(d)}>
+      {relative(future ? d : new Date(Math.min(d.getTime(), now)), now)}
+    </time>
+  );
+}
+
+/** The document's title while the page is shown: "<title> — runhook" (null: left as it is, until known). */
+export function useTitle(title: string | null): void {
+  useEffect(() => {
+    if (title) document.title = `${title} — runhook`;
+  }, [title]);
 }
 
 /** A button that asks before it acts: the question and its consequence stay on the page until answered. */

@@ -1,12 +1,14 @@
 // The demo world (what `runhook seed` prints), built through the AdminService implementation (so every change
 // is in the admin log). Idempotent: a second call reuses the demo world and only makes
-// fresh tokens.
+// fresh tokens. The first start on an empty database also makes its first runs (webhook calls).
 import type { DescMessage, DescMethodUnary, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
 import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import type { Deps } from "../deps.js";
 import { callUnary } from "../rpc/in-process.js";
 import { codeOf } from "../rpc/errors.js";
-import { Code } from "@connectrpc/connect";
+import { Code, createContextValues } from "@connectrpc/connect";
+import { TriggerService } from "../../gen/runhook/v1/trigger_pb.js";
+import { webhookCallKey } from "../services/context.js";
 import { hashToken } from "../domain/auth/tokens.js";
 import { isDuplicateKey, type Store } from "../store/index.js";
 import type { DirectoryStore } from "../store/directory.js";
@@ -24,6 +26,8 @@ export interface SeedOutput {
   webhookUrl: string;
   userToken: string;
   apiToken: string;
+  /** An application token of the demo organization's admin: every page of the console. */
+  adminToken: string;
 }
 
 const DEMO = {
@@ -40,6 +44,12 @@ const DEMO = {
     { id: "1002", customer: "Grace Hopper", total: 75, status: "new" },
     { id: "1003", customer: "Alan Turing", total: 310.25, status: "new" },
   ],
+  /**
+   * The records of the runs a first start makes, so that the console has something to show: two
+   * that succeed, and one on a record that does not exist, which fails. Record 1001, the one the
+   * printed commands use, is left free.
+   */
+  firstRunRecords: ["1002", "1003", "9999"],
 };
 
 type Admin = Services["admin"];
@@ -199,6 +209,7 @@ export async function seedDemo(deps: Deps, services: Services): Promise<SeedOutp
 
   const userToken = (await c("createApplicationToken", { userId: world.userId, name: "demo webhook" })).plaintext as string;
   const apiToken = (await c("createApiToken", { projectId: world.projectId, name: "demo public API" })).plaintext as string;
+  const consoleToken = (await c("createApplicationToken", { userId: admin._id, name: "demo console (admin)" })).plaintext as string;
   // The admin token existed only to build the demo.
   const seedToken = await dir.appTokens.byHash(hashToken(adminToken));
   if (seedToken) await c("revokeApplicationToken", { tokenId: seedToken._id });
@@ -214,11 +225,29 @@ export async function seedDemo(deps: Deps, services: Services): Promise<SeedOutp
     webhookUrl: `${baseUrl}/hooks/${keyOfUrl(webhookUrl)}`,
     userToken,
     apiToken,
+    adminToken: consoleToken,
   };
 }
 
-/** On an empty database, seeds the demo and returns it; otherwise null. */
-export async function seedDemoIfEmpty(deps: Deps, services: Services): Promise<SeedOutput | null> {
+/** The demo's first runs: webhook calls as the demo user, in process (the same route as `curl`). */
+async function seedFirstRuns(services: Services, out: SeedOutput): Promise<void> {
+  const headers = new Headers({ authorization: `Bearer ${out.userToken}` });
+  const key = keyOfUrl(out.webhookUrl);
+  for (const recordId of DEMO.firstRunRecords) {
+    const values = createContextValues().set(webhookCallKey, { key, body: { recordId } });
+    await callUnary(services.trigger, TriggerService.method.triggerRun, {}, { headers, via: "webhook", values });
+  }
+}
+
+/** What a first start seeded: the demo, and the records of its first runs. */
+export interface FirstStart extends SeedOutput {
+  firstRunRecords: string[];
+}
+
+/** On an empty database, seeds the demo with its first runs and returns it; otherwise null. */
+export async function seedDemoIfEmpty(deps: Deps, services: Services): Promise<FirstStart | null> {
   if (await deps.store.directory.organizations.any()) return null;
-  return seedDemo(deps, services);
+  const out = await seedDemo(deps, services);
+  await seedFirstRuns(services, out);
+  return { ...out, firstRunRecords: DEMO.firstRunRecords };
 }

@@ -1,7 +1,7 @@
 // `runhook start | worker | seed [--json] | admin … | trigger | runs watch | logs tail`
 // The server's modules (configuration, database driver, services) are loaded only by the
 // commands that need them: the integrator commands (./integrator.ts) never load them.
-import type { SeedOutput } from "./demo.js";
+import type { FirstStart, SeedOutput } from "./demo.js";
 import { INTEGRATOR_COMMANDS, INTEGRATOR_USAGE } from "./integrator.js";
 
 /** The usage text; the admin part is loaded with its module, only when the text is shown. */
@@ -16,21 +16,33 @@ ${ADMIN_USAGE}${INTEGRATOR_USAGE}
 Configuration comes from environment variables; see docs/operators.md.`;
 }
 
-function printDemo(out: SeedOutput, metricsPort?: number): void {
+/** The demo's first runs (a first start's), in words: those on a record the demo does not have fail. */
+function firstRunsLine(out: SeedOutput | FirstStart): string {
+  if (!("firstRunRecords" in out)) return "";
+  const missing = out.firstRunRecords.filter((r) => !out.recordIds.includes(r));
+  const found = out.firstRunRecords.filter((r) => out.recordIds.includes(r));
+  return `  first runs, to see in the console: on ${found.join(", ")}, and on ${missing.join(", ")}, which does not exist (it fails)\n`;
+}
+
+function printDemo(out: SeedOutput | FirstStart, metricsPort?: number): void {
   const [first] = out.recordIds;
   const metrics = metricsPort === undefined ? "" : `Metrics (Prometheus):\n  curl -s 'http://127.0.0.1:${metricsPort}/metrics'\n\n`;
+  const firstRuns = firstRunsLine(out);
   process.stdout.write(`
 runhook demo is ready
   project ${out.projectName}, environment ${out.environmentName}, collection ${out.collection}
   records: ${out.recordIds.join(", ")}
-  application token (the identity of webhook runs): ${out.userToken}
+${firstRuns}  application token (the identity of webhook runs): ${out.userToken}
   project API token (public API):                   ${out.apiToken}
+  console (admin: every page):                      ${out.adminToken}
 
 Start a run (202), then again within 5 s (409):
   curl -i -X POST '${out.webhookUrl}' -H 'Authorization: Bearer ${out.userToken}' -H 'Content-Type: application/json' -d '{"record_id":"${first}"}'
   curl -i -X POST '${out.webhookUrl}' -H 'Authorization: Bearer ${out.userToken}' -H 'Content-Type: application/json' -d '{"record_id":"${first}"}'
 
-In a browser: ${out.baseUrl}/console (sign in with the application token above; paste a runId to watch its steps)
+In a browser: ${out.baseUrl}/console
+  sign in with the console (admin) token to see every page: runs, activity and admin logs, notes, settings;
+  with the application token to see what the demo user sees: the runs of its workflow
 
 Follow a run (<runId> from the 202): answers once the run is finished, or after 60 s at most:
   curl -s '${out.baseUrl}/v1/runs/<runId>?wait=60s' -H 'Authorization: Bearer ${out.userToken}'

@@ -1,7 +1,8 @@
 // The console's accessibility, in a real browser: axe-core (node_modules/axe-core) checks every
 // page — sign-in, projects, project, rendering, workflow with its trigger settings (and a
-// confirmation open), runs, run, activity log, admin log, notes, account, API access — and finds
-// no serious or critical violation. The page's CSP refuses injected scripts, so this browser
+// confirmation open), runs, run, activity log, admin log, notes, account, API access, the
+// keyboard shortcuts' list — in the light and the dark color scheme, and finds no serious or
+// critical violation. The page's CSP refuses injected scripts, so this browser
 // context alone bypasses it (`bypassCSP`) to load axe; the other scenarios keep the CSP. And the
 // trigger settings with the keyboard alone: copy the URL, disable (through the confirmation,
 // whose safe answer has the focus first) and enable the webhook, set the rate limit; the focus
@@ -34,9 +35,11 @@ function readable(found: [string, Violation][]): string[] {
   return [...lines].map(([line, pages]) => `${line} [on: ${pages.join(", ")}]`);
 }
 
-it("every page of the console has no serious or critical accessibility violation (axe-core)", { timeout: 180_000 }, async () => {
+/** axe-core on every page of the console in `colorScheme`: no serious or critical violation. */
+async function checkEveryPage(colorScheme: "light" | "dark") {
   // A project that is not found: its refused call is logged by chromium, as it is meant to be.
   const { page, done } = await openConsole(browser, server, {
+    colorScheme,
     bypassCSP: true,
     allowErrors: /^Failed to load resource: the server responded with a status of 404 \(Not Found\)$/,
   });
@@ -63,6 +66,10 @@ it("every page of the console has no serious or critical accessibility violation
   await check("workflow (a confirmation open)");
   await visit(`/p/${w.projectId}/env/${env}/runs`, `tr[data-run="${runId}"]`, "runs");
   await visit(`/runs/${runId}`, ".run h1 .state.succeeded", "run");
+  await page.keyboard.press("?");
+  await page.getByRole("dialog", { name: "Keyboard shortcuts" }).waitFor();
+  await check("keyboard shortcuts");
+  await page.keyboard.press("Escape");
   await visit(`/p/${w.projectId}/env/${env}/activity`, "table.log tbody tr", "activity log");
   await visit(`/p/${w.projectId}/admin-log`, "table.log tbody tr", "admin log");
   await visit(`/p/${w.projectId}/env/${env}/notes`, "text=No note matches.", "notes");
@@ -79,7 +86,12 @@ it("every page of the console has no serious or critical accessibility violation
   const serious = readable(found.filter(isSerious));
   expect(serious, `serious or critical violations:\n${serious.join("\n")}`).toEqual([]);
   await done();
-});
+}
+
+for (const colorScheme of ["light", "dark"] as const)
+  it(`every page of the console has no serious or critical accessibility violation (axe-core), ${colorScheme} color scheme`, { timeout: 180_000 }, () =>
+    checkEveryPage(colorScheme),
+  );
 
 it("an admin copies the webhook URL, disables and enables the webhook and sets its rate limit with the keyboard alone", { timeout: 120_000 }, async () => {
   const a = adminClient(server.baseUrl, w.adminToken);

@@ -192,7 +192,7 @@ describe.skipIf(langs.length === 0)("interop: generated gRPC clients (Go, Python
     if (typeof h.seed !== "function") {
       throw new Error(
         "test/helpers/server.ts must export seed(server) returning the `runhook seed --json` object " +
-          "(baseUrl, projectName, environmentName, collection, recordIds, webhookUrl, userToken, apiToken)",
+          "(baseUrl, projectName, environmentName, collection, recordIds, webhookUrl, userToken, apiToken, adminToken)",
       );
     }
     server = await h.startServer();

@@ -8,6 +8,7 @@ import { useState } from "preact/hooks";
 import { runIdOf } from "../ids.js";
 import { arrive, go, href } from "../route.js";
 import { type Loaded, useFail, useLoad } from "../session.js";
+import { useTitle } from "../ui.js";
 
 export function useProject(projectId: string): Loaded<Project> {
   return useLoad(async (signal) => (await admin.getProject({ projectId }, { signal })).project!, [projectId]);
@@ -123,7 +124,9 @@ export function Crumbs({ project, trail = [] }: { project?: { id: string; name: 
   );
 }
 
+/** A page: its trail, its heading (a text heading is also the document's title), its content. */
 export function Page({ title, children, crumbs }: { title: ComponentChildren; children: ComponentChildren; crumbs?: ComponentChildren }) {
+  useTitle(typeof title === "string" ? title : null);
   return (
     <section class="page">
       {crumbs}
@@ -139,6 +142,7 @@ export function Page({ title, children, crumbs }: { title: ComponentChildren; ch
  * address (a typed id is not echoed).
  */
 export function NotFound({ what }: { what: string }) {
+  useTitle("Not found");
   return (
     <section class="page not-found">
       <Crumbs trail={[["Not found", null]]} />

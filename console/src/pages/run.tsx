@@ -1,5 +1,5 @@
-// A run's page: its steps on a timeline (durations to scale, waits drawn as waits, a failed
-// step's error, a skipped step's run), followed live through WatchRun; a cancel button while it
+// A run's page: its steps on a timeline (durations to scale, with the time it was queued, waits
+// drawn as waits, an axis, a skipped step's run), its error once, followed live through WatchRun; a cancel button while it
 // is ongoing, and once it failed or was cancelled, Retry (and Retry from the failed step) for
 // whoever may trigger its workflow; the retries it is part of, each a link.
 import { useEffect, useRef, useState } from "preact/hooks";
@@ -7,8 +7,8 @@ import type { Run, StepResult } from "../../../gen/runhook/v1/run_pb.js";
 import { admin, runs } from "../api.js";
 import { href, useArrivalFocus } from "../route.js";
 import { isMissing, mayTrigger, useFail, useLoad, useMe } from "../session.js";
-import { clock, dateOf, duration } from "../time.js";
-import { Confirm } from "../ui.js";
+import { dateOf, duration } from "../time.js";
+import { Ago, Confirm, useTitle } from "../ui.js";
 import { runIdOf } from "../ids.js";
 import { Crumbs, NotFound, OpenRunForm, Page, RefusalText, RunLink, useRunStart, useWorkflow } from "./common.js";
 
@@ -43,27 +43,87 @@ function span(run: Run, now: number): [number, number] {
   return [start, Math.max(end, start + 1)];
 }
 
-function StepRow({ step, from, to, now }: { step: StepResult; from: number; to: number; now: number }) {
+/** When the run left the queue: its first step's start; until then now (or its end, if it never started). */
+function queuedUntil(run: Run, now: number): number {
+  const starts = run.steps.flatMap((s) => dateOf(s.startedAt)?.getTime() ?? []);
+  if (starts.length) return Math.min(...starts);
+  return dateOf(run.finishedAt)?.getTime() ?? now;
+}
+
+/** Where `start`…`end` lies on a timeline of `from`…`to`, in percent of its width (a sliver at least). */
+const barStyle = (start: number, end: number, from: number, to: number) => ({
+  left: `${((start - from) / (to - from)) * 100}%`,
+  width: `${Math.max(0.5, ((end - start) / (to - from)) * 100)}%`,
+});
+
+/** The id of a run shortened for titles and trails: its first 8 characters. */
+const shortId = (id: string) => `${id.slice(0, 8)}…`;
+
+function StepRow({ step, from, to, now, runError }: { step: StepResult; from: number; to: number; now: number; runError: string }) {
   const started = dateOf(step.startedAt)?.getTime();
   const finished = dateOf(step.finishedAt)?.getTime() ?? (step.state === "RUNNING" ? now : undefined);
   const drawn = started !== undefined && finished !== undefined;
-  const left = drawn ? ((started - from) / (to - from)) * 100 : 0;
-  const width = drawn ? Math.max(0.5, ((finished - started) / (to - from)) * 100) : 0;
   return (
     <li class={`step ${step.state.toLowerCase()} ${step.type === "wait" ? "wait" : ""}`} data-step={step.index}>
       <span class="step-name">
         {step.index + 1}. {step.type}
       </span>
       <span class="step-state">{step.state}</span>
-      <span class="track">{drawn && <span class="bar" style={{ left: `${left}%`, width: `${width}%` }} />}</span>
+      <span class="track">{drawn && <span class="bar" style={barStyle(started, finished, from, to)} />}</span>
       <span class="step-time">{drawn ? duration(finished - started) : "–"}</span>
-      {step.error && <p class="step-error">{step.error}</p>}
+      {/* The run's error is shown once, above the timeline. */}
+      {step.error && step.error !== runError && <p class="step-error">{step.error}</p>}
       {step.doneInRunId && (
         <p class="step-note">
           Done in <RunLink runId={step.doneInRunId} />
         </p>
       )}
     </li>
+  );
+}
+
+/** The time the run waited in the queue, from its creation to its first step's start, on the timeline's scale. */
+function QueueLane({ run, from, to, now }: { run: Run; from: number; to: number; now: number }) {
+  const until = queuedUntil(run, now);
+  return (
+    <div class="lane queue">
+      <span class="step-name">Queued</span>
+      <span class="step-state">{run.state === "QUEUED" ? "QUEUED" : ""}</span>
+      <span class="track">
+        <span class="bar" style={barStyle(from, until, from, to)} />
+      </span>
+      <span class="step-time">{duration(until - from)}</span>
+    </div>
+  );
+}
+
+const TICKS = [0, 0.25, 0.5, 0.75, 1];
+
+/** The timeline's scale: time since the run was created, under the tracks. */
+function Axis({ from, to }: { from: number; to: number }) {
+  return (
+    <div class="lane axis" aria-hidden="true">
+      <span class="track">
+        {TICKS.map((f) => (
+          <span key={f} class="tick" style={{ left: `${f * 100}%` }}>
+            {f === 0 ? "0 s" : duration((to - from) * f)}
+          </span>
+        ))}
+      </span>
+    </div>
+  );
+}
+
+/** The run's error, once: with the step it failed at, when a step failed. */
+function RunError({ run }: { run: Run }) {
+  if (!run.error) return null;
+  const step = run.steps.find((s) => s.error === run.error);
+  const where = step && !/^step \d/i.test(run.error) ? `Step ${step.index + 1} (${step.type}) failed: ` : "";
+  return (
+    <p class="error run-error">
+      {where}
+      {run.error}
+    </p>
   );
 }
 
@@ -108,6 +168,8 @@ function RunView({ runId }: { runId: string }) {
   const [now, setNow] = useState(Date.now());
   const heading = useRef<HTMLHeadingElement>(null);
   const ongoing = run !== null && !FINISHED.has(run.state);
+  // Until the run is known, nothing of the address (the not-found page titles itself).
+  useTitle(run ? `Run ${shortId(run.id)} · ${run.collection}/${run.recordId}` : missing ? null : "Run");
   useArrivalFocus(heading, run !== null);
   useEffect(() => {
     if (!ongoing) return;
@@ -130,23 +192,27 @@ function RunView({ runId }: { runId: string }) {
     <section class="run">
       <Crumbs
         project={place.project}
-        trail={[...(runsOfEnvironment ? [[`${place.environment}: runs`, runsOfEnvironment] as [string, string]] : []), ["Run", null]]}
+        trail={[...(runsOfEnvironment ? [[place.environment, runsOfEnvironment] as [string, string]] : []), [`Run ${shortId(run.id)}`, null]]}
       />
       <h1 ref={heading} tabIndex={-1}>
         Run <code>{run.id}</code> <span class={`state ${run.state.toLowerCase()}`}>{run.state}</span>
       </h1>
       <RunFacts run={run} place={place} />
-      {run.error && <p class="error run-error">{run.error}</p>}
+      <RunError run={run} />
       {error && (
         <p class="error" role="alert">
           {error}
         </p>
       )}
-      <ol class="timeline">
-        {run.steps.map((s) => (
-          <StepRow key={s.index} step={s} from={from} to={to} now={now} />
-        ))}
-      </ol>
+      <div class="timeline-box">
+        <QueueLane run={run} from={from} to={to} now={now} />
+        <ol class="timeline" aria-label="Steps">
+          {run.steps.map((s) => (
+            <StepRow key={s.index} step={s} from={from} to={to} now={now} runError={run.error} />
+          ))}
+        </ol>
+        <Axis from={from} to={to} />
+      </div>
       {ongoing && (
         <Confirm
           label="Cancel run"
@@ -194,13 +260,19 @@ function RunFacts({ run, place }: { run: Run; place: Place }) {
         {run.user?.email} via {run.via}
       </dd>
       <dt>Created</dt>
-      <dd>{clock(dateOf(run.createdAt))}</dd>
+      <dd>
+        <Ago at={run.createdAt} />
+      </dd>
       <dt>Finished</dt>
-      <dd>{clock(dateOf(run.finishedAt))}</dd>
+      <dd>
+        <Ago at={run.finishedAt} none="not yet" />
+      </dd>
       {run.waitUntil && (
         <>
           <dt>Waiting until</dt>
-          <dd>{clock(dateOf(run.waitUntil))}</dd>
+          <dd>
+            <Ago at={run.waitUntil} future />
+          </dd>
         </>
       )}
       {run.retryOf && (

@@ -20,6 +20,7 @@ import { dateOf, duration } from "../time.js";
 import { ErrorText, Field, FilterForm, ListHead, Loading, More, When } from "../ui.js";
 import { isUuid } from "../ids.js";
 import { Crumbs, NotFound, Page, useProject } from "./common.js";
+import { NoRunsYet } from "./next-steps.js";
 import { type BatchAction, BatchPanel, type BatchPlan } from "./run-batch.js";
 
 const STATES = ["QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"];
@@ -210,15 +211,10 @@ export function RunsPage({ projectId, environment }: { projectId: string; enviro
       />
       <ErrorText error={error} />
       {shown === null && !error && <Loading what="the runs" />}
-      {shown?.length === 0 && (
+      {shown?.length === 0 && !query && <NoRunsYet projectId={projectId} environment={environment} />}
+      {shown?.length === 0 && query && (
         <p class="muted">
-          {query ? (
-            <>
-              No run matches. Change the filters above, or <a href={href(["p", projectId, "env", environment, "runs"])}>show every run</a>.
-            </>
-          ) : (
-            "No run matches. Runs appear here once a webhook call, an API call or a workflow's page (Start on a record) starts one."
-          )}
+          No run matches. Change the filters above, or <a href={href(["p", projectId, "env", environment, "runs"])}>show every run</a>.
         </p>
       )}
       {shown && shown.length > 0 && name && (

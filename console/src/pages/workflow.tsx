@@ -1,6 +1,6 @@
 // A workflow: a run started on a record (for whoever may trigger it), its trigger settings (the
-// webhook URL with a copy button, on and off, a new URL, the rate limit) and its versions with
-// their steps. Editors and admins change the trigger and copy the URL; the users who may act in
+// webhook URL with a copy button, on and off, a new URL, the rate limit, the command that calls
+// it) and its versions with their steps; with no run yet (admins), what to do next. Editors and admins change the trigger and copy the URL; the users who may act in
 // the rendering see its state only (the server gives them no URL).
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Webhook, Workflow, WorkflowVersion } from "../../../gen/runhook/v1/admin_pb.js";
@@ -10,6 +10,7 @@ import { href } from "../route.js";
 import { isAdmin, mayChangeWorkflows, mayTrigger, useFail, useLoad, useMe } from "../session.js";
 import { Confirm, CopyButton, ErrorText, Loading, Section, When } from "../ui.js";
 import { Crumbs, NotFound, Page, RefusalText, useProject, useRunStart, useWorkflow } from "./common.js";
+import { WebhookCommand } from "./next-steps.js";
 
 interface Props {
   projectId: string;
@@ -29,6 +30,16 @@ export function WorkflowPage({ projectId, renderingId, workflowId }: Props) {
       return (await admin.getEnvironment({ environmentId: rendering!.environmentId }, { signal })).environment!.name;
     },
     [projectId, renderingId],
+  );
+  const projectName = project.data?.name;
+  // Admins (who know the environment) learn whether it has run yet: if not, what to do next.
+  const hasRuns = useLoad(
+    async (signal) => {
+      if (!environment.data || !projectName) return null;
+      const request = { projectName, environmentName: environment.data, options: { limit: 1 }, filter: { workflowId } };
+      return (await runs.listRuns(request, { signal })).runs.length > 0;
+    },
+    [projectName, environment.data, workflowId],
   );
   if (project.missing) return <NotFound what="project" />;
   if (workflow.missing) return <NotFound what="workflow" />;
@@ -54,6 +65,12 @@ export function WorkflowPage({ projectId, renderingId, workflowId }: Props) {
             Who may trigger it: {w.triggerRoles.length ? w.triggerRoles.join(", ") : "every role"}.{" "}
             {environment.data && <a href={href(["p", projectId, "env", environment.data, "runs"], { workflow: w.id })}>Its runs</a>}
           </p>
+          {hasRuns.data === false && (
+            <p class="next-steps">
+              No run of this workflow yet: {mayTrigger(me, projectId, w) && "start one on a record below, or "}call its webhook (the command under Trigger
+              settings).
+            </p>
+          )}
           {mayTrigger(me, projectId, w) && <StartForm workflow={w} />}
           <TriggerSettings workflowId={workflowId} mayChange={mayChangeWorkflows(me, projectId)} />
           <Versions workflowId={workflowId} />
@@ -181,6 +198,7 @@ function TriggerSettings({ workflowId, mayChange }: { workflowId: string; mayCha
               {notice}
             </p>
           )}
+          {h.enabled && h.url && <WebhookCommand url={h.url} />}
         </div>
       )}
     </Section>
