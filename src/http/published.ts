@@ -10,6 +10,8 @@ import type { Note, NoteMessage } from "../../gen/runhook/v1/note_pb.js";
 import { fail } from "../domain/errors.js";
 import { NO_TEAM } from "../domain/teams.js";
 import { EMAIL } from "../services/admin/common.js";
+import { activityEntry, adminEntry, STORED_NAMES } from "../services/logs.js";
+import type { StoredItem } from "../domain/logs/digests.js";
 import { parseRfc3339, utcSeconds, type Civil, type QueryReader } from "./params.js";
 
 // ---------------------------------------------------------------- actions
@@ -427,3 +429,9 @@ export function noteItem(n: Note, environment: string) {
     messages: n.messages.map(noteMessageItem),
   };
 }
+
+/** A stored log entry as the NDJSON export writes it, without looking any name up: what its digest hash covers. */
+export const storedItem: StoredItem = async (kind, doc) =>
+  kind === "activity"
+    ? activityItem(await activityEntry(doc as Parameters<typeof activityEntry>[0], STORED_NAMES))
+    : adminItem(await adminEntry(doc as Parameters<typeof adminEntry>[0], STORED_NAMES));

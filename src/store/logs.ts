@@ -119,6 +119,8 @@ export interface LogStore {
   mentionsRun(runId: string): Promise<boolean>;
   /** Whether the run has an activity entry `action` of its step `step` (1-based, as the entry's details say). */
   hasStepEntry(runId: string, action: string, step: number): Promise<boolean>;
+  /** The numbers a selection's time range spans within `r` (null: none), as `select` and `scan` read them. */
+  bounds(kind: LogKind, s: LogSelection, r: SeqRange): Promise<SeqRange | null>;
   /** The same as one stream read in batches (the NDJSON export), in constant memory. */
   scan<K extends LogKind>(kind: K, s: LogSelection, range: SeqRange, order: 1 | -1): AsyncGenerator<LogDocOf<K>>;
 }
@@ -290,7 +292,9 @@ async function timeBounds(colls: LogCollections, kind: LogKind, s: LogSelection,
 }
 
 /** The reads of both logs: by position, by key range, and by selection (filters, time range). */
-function logReads(colls: LogCollections): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "scan" | "mentionsRun" | "hasStepEntry"> {
+function logReads(
+  colls: LogCollections,
+): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "bounds" | "scan" | "mentionsRun" | "hasStepEntry"> {
   /** One query per alternative of the selection within `range`, sorted by seq. */
   const queries = (kind: LogKind, s: LogSelection, range: SeqRange, order: 1 | -1) =>
     alternatives(s).map((alt) => colls[kind].find(selectionFilter(kind, s, range, alt) as Filter<Position>).sort({ seq: order }));
@@ -324,6 +328,7 @@ function logReads(colls: LogCollections): Pick<LogStore, "oldest" | "at" | "entr
       const lists = await Promise.all(queries(kind, s, range, order).map((q) => q.limit(limit).toArray()));
       return mergeBySeq(lists, order, limit) as unknown as LogDocOf<typeof kind>[];
     },
+    bounds: (kind, s, r) => timeBounds(colls, kind, s, r),
     async mentionsRun(runId) {
       return (await colls.activity.findOne({ runId } as Filter<Position>, { projection: { _id: 1 } })) !== null;
     },
