@@ -16,6 +16,8 @@ export interface LogDigestStore {
   insert(doc: LogDigestDoc): Promise<boolean>;
   /** The stream's digests whose first position is within (after, upTo], by first position in `order`, read a few at a time. */
   starting(stream: string, after: number, upTo: number, order: 1 | -1): AsyncGenerator<LogDigestDoc>;
+  /** The time of the newest first entry any digest covers (null before the first digest). */
+  newestCovered(): Promise<Date | null>;
   /** The streams of a log with a position (entry or tombstone) stamped at or after `since`. */
   streamsSince(kind: LogKind, since: Date): Promise<Set<string>>;
 }
@@ -28,6 +30,8 @@ function digestRange(stream: string, after?: number, upTo?: number): Record<stri
 // A digest holds up to 10,000 hashes (~430 KB): a few per batch.
 const DIGEST_BATCH = 4;
 const STREAM_SCAN_BATCH = 1000;
+/** The latest time a Date holds. */
+const MAX_DATE_MS = 8.64e15;
 
 export function logDigestStore(d: Database): LogDigestStore {
   const logs = {
@@ -63,6 +67,11 @@ export function logDigestStore(d: Database): LogDigestStore {
       } finally {
         await cursor.close();
       }
+    },
+    async newestCovered() {
+      // On the retention index.
+      const doc = await d.logDigests.findOne({ timestamp: { $lte: new Date(MAX_DATE_MS) } }, { sort: { timestamp: -1 }, projection: { timestamp: 1 } });
+      return doc?.timestamp ?? null;
     },
     async streamsSince(kind, since) {
       // The logs' time index (retention's) finds the positions of the last moments; each names

@@ -6,7 +6,7 @@ import type { Deps } from "../deps.js";
 import { isUnavailable } from "../store/index.js";
 import type { LogKind } from "../store/logs.js";
 import { logSigner } from "../domain/logs/digest-keys.js";
-import { makeDigests, MAX_DIGESTS_PER_PASS, type DigestMaker, type StoredItem } from "../domain/logs/digests.js";
+import { makeDigests, type DigestMaker, type StoredItem } from "../domain/logs/digests.js";
 import { createLogReader } from "../domain/logs/reader.js";
 
 /**
@@ -15,8 +15,13 @@ import { createLogReader } from "../domain/logs/reader.js";
  * digest is recent must be found again.
  */
 const MIN_LOOKBACK_MS = 30_000;
-/** The first pass looks back a day; a stream quiet since then gets its first digest (covering all it keeps) at its next entry. */
-const START_LOOKBACK_MS = 86_400_000;
+/**
+ * Where a process's first pass looks from: a few lookbacks before the newest entry a digest
+ * covers (what was written since, while no server signed, is found), or on a database without
+ * digests yet an hour back. A stream written before and not since gets its first digest, which
+ * covers all it keeps, at its next entry.
+ */
+const FIRST_LOOKBACK_MS = 3_600_000;
 
 export interface LogDigester {
   /** Runs one pass now (after the one under way, if any). */
@@ -32,22 +37,22 @@ export function startLogDigests(deps: Pick<Deps, "store" | "config" | "logger">,
   const reader = createLogReader(store, { retentionDays: config.retention.logDays });
   const maker: DigestMaker = { store, reader, signer: logSigner(config), itemOf, intervalMs };
   const lookbackMs = Math.max(2 * intervalMs, MIN_LOOKBACK_MS);
-  let since = new Date(Date.now() - START_LOOKBACK_MS);
-  // Streams to visit again whatever they were written: their last visit failed or left a backlog.
+  let since: Date | undefined;
+  // Streams to visit again whatever is written: their last visit failed, or left positions undigested.
   const again = new Set<string>();
   let stopped = false;
 
   async function pass(): Promise<void> {
     const started = Date.now();
+    since ??= new Date(((await store.logDigests.newestCovered())?.getTime() ?? started - FIRST_LOOKBACK_MS) - 3 * lookbackMs);
     const streams = new Set(again);
     for (const kind of ["activity", "admin"] as const) for (const s of await store.logDigests.streamsSince(kind, since)) streams.add(s);
     since = new Date(started - lookbackMs);
     for (const stream of streams) {
       if (stopped) return;
       try {
-        const made = await makeDigests(maker, kindOf(stream), stream);
-        if (made >= MAX_DIGESTS_PER_PASS) again.add(stream);
-        else again.delete(stream);
+        if ((await makeDigests(maker, kindOf(stream), stream)).caughtUp) again.delete(stream);
+        else again.add(stream);
       } catch (err) {
         again.add(stream);
         if (!isUnavailable(err)) logger.warn({ err, stream }, "making a log digest failed; tried again at the next pass");

@@ -23,7 +23,7 @@ export interface DigestMaker {
 }
 
 /** The most digests one call makes for a stream (a backlog of a million positions); the rest waits for the next pass. */
-export const MAX_DIGESTS_PER_PASS = 100;
+const MAX_DIGESTS_PER_PASS = 100;
 const HASH_BYTES = 32;
 
 /** The digest of the positions from…to of a stream, chained to `last`, signed now. */
@@ -74,22 +74,23 @@ async function digestOf(
  * watermark (advanced first: every position there holds an entry or a tombstone), at most
  * MAX_DIGEST_POSITIONS a digest, and no sooner than `intervalMs` after the last one unless that
  * many wait. A digest another process stored first at the same position is theirs: the chain
- * goes on from the one stored. Returns how many this call stored.
+ * goes on from the one stored. Says how many this call stored, and whether the stream is
+ * covered up to its watermark (otherwise: too soon, or more than MAX_DIGESTS_PER_PASS digests due).
  */
-export async function makeDigests(m: DigestMaker, kind: LogKind, stream: string, now = new Date()): Promise<number> {
+export async function makeDigests(m: DigestMaker, kind: LogKind, stream: string, now = new Date()): Promise<{ made: number; caughtUp: boolean }> {
   let made = 0;
   for (let i = 0; i < MAX_DIGESTS_PER_PASS; i++) {
     const last = await m.store.logDigests.last(stream);
     const watermark = await m.reader.advance(kind, stream);
     // A stream's first digest starts at its oldest position kept (retention may have removed the first).
     const from = last ? last.to + 1 : await m.store.logs.oldest(kind, stream);
-    if (from === null || from > watermark) break;
+    if (from === null || from > watermark) return { made, caughtUp: true };
     const waiting = watermark - from + 1;
-    if (last && waiting < MAX_DIGEST_POSITIONS && now.getTime() - last.createdAt.getTime() < m.intervalMs) break;
+    if (last && waiting < MAX_DIGEST_POSITIONS && now.getTime() - last.createdAt.getTime() < m.intervalMs) return { made, caughtUp: false };
     const to = Math.min(watermark, from + MAX_DIGEST_POSITIONS - 1);
     if (await m.store.logDigests.insert(await digestOf(m, kind, stream, { from, to }, last, now))) made++;
   }
-  return made;
+  return { made, caughtUp: false };
 }
 
 /** A stored digest as the export writes it. */
