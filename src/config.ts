@@ -102,6 +102,8 @@ export interface Config {
   writeConcern: WriteConcernSetting;
   /** How long finished runs, and log entries, are kept (docs/operators.md: Retention). */
   retention: Retention;
+  /** How often a server signs a digest of each log stream written meanwhile (RUNHOOK_LOG_DIGEST_INTERVAL_MS). */
+  logDigestIntervalMs: number;
   /**
    * Existing databases an organization may attach as an environment's data database
    * (database name → organization id); every other environment gets a database the server
@@ -365,6 +367,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       runDays: int(env, "RUNHOOK_RUN_RETENTION_DAYS", DEFAULT_RETENTION.runDays, 1, 36_500),
       logDays: int(env, "RUNHOOK_LOG_RETENTION_DAYS", DEFAULT_RETENTION.logDays, 1, 36_500),
     },
+    logDigestIntervalMs: int(env, "RUNHOOK_LOG_DIGEST_INTERVAL_MS", 60_000, 10, 86_400_000),
     // A real MongoDB is production until the operator asks for the demo: no live tokens in its logs.
     demo: bool(env, "RUNHOOK_DEMO", !mongodbUri),
     processes: processesOf(env),

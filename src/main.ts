@@ -25,6 +25,8 @@ import { buildGateway } from "./http/app.js";
 import { startGrpcServer, type GrpcServer } from "./rpc/grpc-server.js";
 import { startExecutors, type Executors } from "./worker/executor.js";
 import { startPendingSweep } from "./worker/pending-sweep.js";
+import { startLogDigests, type LogDigester } from "./worker/log-digests.js";
+import { storedItem } from "./http/published.js";
 import { createServices, SERVICE_DESCS, type Services } from "./services/index.js";
 import { createHealthStatus, ServingStatus } from "./rpc/health.js";
 import { monitorDatabase } from "./store/monitor.js";
@@ -122,6 +124,8 @@ export interface Runhook {
   baseUrl?: string;
   /** host:port of the native gRPC server (absent for a worker). */
   grpcAddr?: string;
+  /** The background pass that signs the log streams' digests (a server's first process only). */
+  logDigests?: LogDigester;
   stop(): Promise<void>;
 }
 
@@ -316,6 +320,7 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
   let grpc: GrpcServer | undefined;
   let executors: Executors | undefined;
   let metricsServer: MetricsServer | undefined;
+  let logDigests: LogDigester | undefined;
   // What MongoDB's TTL indexes do, for servers that accept them without applying them: one
   // sweeper per process (each deletion is idempotent, so processes need not elect one).
   const sweeper = startSweeper(store, config, logger);
@@ -331,6 +336,7 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
     dbMonitor.stop();
     // Stop accepting, let requests in flight finish, then the executors, then the database.
     await Promise.allSettled([gateway?.close(), grpc?.close(), metricsServer?.close()]);
+    await logDigests?.stop();
     await executors?.stop();
     await store.close().catch(() => {});
     await embedded?.stop();
@@ -352,6 +358,8 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
     }
     const firstProcess = (opts.processIndex ?? 1) === 1;
     if (opts.mode === "worker" || (opts.mode === "server" && config.executor.enabled && firstProcess)) executors = startExecutors(deps);
+    // One process of a server signs the digests (several would only repeat each other's work).
+    if (opts.mode === "server" && firstProcess) logDigests = startLogDigests(deps, storedItem);
     if (opts.processIndex !== undefined) {
       // The primary asks each process for its metrics: an AggregatorRegistry made here answers it.
       new AggregatorRegistry();
@@ -359,7 +367,7 @@ export async function startRunhook(config: Config, opts: StartOptions): Promise<
     } else {
       metricsServer = await serveMetrics(ports, deps.metrics.registry, logger);
     }
-    return { deps, services, gateway, baseUrl, grpcAddr, metricsPort: metricsServer?.port, stop };
+    return { deps, services, gateway, baseUrl, grpcAddr, logDigests, metricsPort: metricsServer?.port, stop };
   } catch (err) {
     await stop();
     throw err;

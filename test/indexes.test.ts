@@ -194,6 +194,18 @@ it("every query the store made in a workload is an index scan", async () => {
     });
     expect(exported.status).toBe(200);
     expect((await exported.text()).trim().split("\n").length).toBeGreaterThan(1);
+    // The log digests: a pass of the background signer (the streams written lately, each one's
+    // last digest, its positions), then exports that carry them (whole, by time, filtered), and the keys.
+    await server.logDigests!.runOnce();
+    for (const params of [{}, { order: "asc" }, time, { recordId: "r1" }]) {
+      const ndjson = await fetch(`${server.baseUrl}${logs}${qs(params)}`, {
+        headers: { authorization: `Bearer ${w.apiToken}`, accept: "application/x-ndjson" },
+      });
+      expect(ndjson.status).toBe(200);
+      // A time range carries only the digests it covers whole (maybe none); the others all of them.
+      if (params !== time) expect(await ndjson.text()).toContain('{"digest":');
+    }
+    expect((await api.get(`/v1/project/${w.projectName}/environment/${w.environmentName}/log-keys`)).status).toBe(200);
     const notes = `/v1/project/${w.projectName}/environment/${w.environmentName}/notes`;
     const note = await api.post(notes, { collectionName: w.collection, recordId: "r1", content: "<p>hi</p>" });
     expect(note.status).toBe(201);
@@ -347,6 +359,11 @@ it("every query the store made in a workload is an index scan", async () => {
     // A record id alone, and a workflow's name (resolved in each rendering of the environment).
     ["find runs", '{"environmentId":1,"recordId":1}'],
     ["find workflows", '{"renderingId":1,"name":1}'],
+    // Log digests: the streams written lately (by the logs' time index), a stream's digests by `_id`.
+    ["find activity_logs", '{"timestamp":{"$gte":1}}'],
+    ["find admin_logs", '{"timestamp":{"$gte":1}}'],
+    ["find log_digests", '{"_id":{"$gt":1,"$lte":1}}'],
+    ["find log_digests", '{"timestamp":{"$lte":1}}'],
   ]) {
     expect(
       keys.some((k) => k.startsWith(prefix!) && k.includes(part!)),

@@ -117,7 +117,14 @@ it("generates runhook's own schemas from the proto descriptors (lowerCamelCase, 
   const org = doc.paths["/v1/organization/admin-logs"].get;
   expect(org.parameters.map((p: any) => p.name)).not.toContain("projectName");
   expect(org.responses["200"].content["application/json"].schema.properties.parameters.properties).not.toHaveProperty("projectName");
-  expect(org.responses["200"].content["application/x-ndjson"].schema).toEqual({ $ref: "#/components/schemas/adminLog" });
+  // The NDJSON export: the published items, and the signed digests as lines of their own.
+  expect(org.responses["200"].content["application/x-ndjson"].schema).toEqual({
+    oneOf: [{ $ref: "#/components/schemas/adminLog" }, { $ref: "#/components/schemas/LogDigestLine" }],
+  });
+  expect(s.LogDigestLine.properties.digest.required).toContain("signature");
+  const keys = doc.paths["/v1/project/{projectName}/environment/{environmentName}/log-keys"].get;
+  expect(keys.responses["200"].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/ListLogKeysResponse" });
+  expect(s.LogKey.properties).toMatchObject({ id: { type: "string" }, publicKey: { type: "string" }, current: { type: "boolean" } });
   const hook = doc.paths["/hooks/{key}"].post;
   expect(Object.keys(hook.responses).sort()).toEqual(["202", "400", "401", "403", "404", "409", "413", "429"]);
   expect(hook.parameters).toContainEqual(expect.objectContaining({ name: "Idempotency-Key", in: "header", required: false }));

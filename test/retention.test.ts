@@ -139,6 +139,7 @@ describe("retention", () => {
       "runBatchItems.at": [30 * 86_400],
       "activityLogs.timestamp": [400 * 86_400],
       "adminLogs.timestamp": [400 * 86_400],
+      "logDigests.timestamp": [400 * 86_400],
     });
     // A restart with other settings: the same indexes, once each, with the new expiry.
     await ensureIndexes(server.deps.store, { runDays: 7, logDays: 90 });
@@ -151,6 +152,7 @@ describe("retention", () => {
       "runBatchItems.at": [7 * 86_400],
       "activityLogs.timestamp": [90 * 86_400],
       "adminLogs.timestamp": [90 * 86_400],
+      "logDigests.timestamp": [90 * 86_400],
     });
     await ensureIndexes(server.deps.store, server.deps.config.retention);
     expect((await ttlOf())["runs.finishedAt"]).toEqual([30 * 86_400]);

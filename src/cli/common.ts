@@ -26,13 +26,15 @@ export const EXIT = {
   RUN_FAILED: 10,
   /** runs watch: the run was CANCELLED. */
   RUN_CANCELLED: 11,
+  /** logs verify: the export does not match its digests. */
+  VERIFY_FAILED: 12,
   /** A second Ctrl-C (or `runs watch` interrupted): 128 + SIGINT. */
   INTERRUPTED: 130,
 } as const;
 
 export const EXIT_CODES_HELP = `exit codes: 0 ok, 1 unexpected answer, 2 usage, 3 server unreachable or 5xx, 4 bad request (400),
   5 bad token (401), 6 not allowed (403), 7 not found (404), 8 run already ongoing (409),
-  9 rate limited (429), 10 run FAILED, 11 run CANCELLED, 130 interrupted`;
+  9 rate limited (429), 10 run FAILED, 11 run CANCELLED, 12 log export not verified, 130 interrupted`;
 
 export const DEFAULT_BASE_URL = "http://localhost:8080";
 const USER_AGENT = "runhook-cli/0.1";

@@ -1,4 +1,4 @@
-// The integrator commands: `trigger`, `runs start|retry|watch|list|batch`, `logs tail`. They call the public REST API
+// The integrator commands: `trigger`, `runs start|retry|watch|list|batch`, `logs tail|verify`. They call the public REST API
 // with fetch, like any integrator; loaded without the server's modules (no database, no
 // configuration), so they start fast and touch nothing on disk but an explicit --cursor-file.
 import { BATCH_USAGE, runBatch } from "./batch.js";
@@ -7,6 +7,7 @@ import { LIST_USAGE, runList } from "./list.js";
 import { runTail, TAIL_USAGE } from "./tail.js";
 import { RETRY_USAGE, runRetry, runStart, START_USAGE } from "./start.js";
 import { runTrigger } from "./trigger.js";
+import { runVerify, VERIFY_USAGE } from "./verify.js";
 import { runWatch, WATCH_USAGE } from "./watch.js";
 
 export const INTEGRATOR_COMMANDS = ["trigger", "runs", "logs"];
@@ -24,6 +25,8 @@ export const INTEGRATOR_USAGE = `
                                                  the background, and follow the batch's progress
     logs tail --project P --environment E        print activity (or --admin: admin) log entries
               [--cursor-file F] [filters]        as NDJSON, forever, resuming from F
+    logs verify FILE --key URL|FILE              check a log export offline against its signed
+                                                 digests: complete, unaltered, in order
 `;
 
 const RUNS_USAGE = `usage: runhook runs start --workflow ID --record R   (runhook runs start --help)
@@ -31,7 +34,8 @@ const RUNS_USAGE = `usage: runhook runs start --workflow ID --record R   (runhoo
        runhook runs watch <runId> [--base-url URL] [--token TOKEN]   (runhook runs watch --help)
        runhook runs list --project P --environment E [filters]   (runhook runs list --help)
        runhook runs batch retry|cancel --project P --environment E [filters]   (runhook runs batch --help)`;
-const LOGS_USAGE = `usage: runhook logs tail --project P (--environment E | --admin) [filters] [--cursor-file F]   (runhook logs tail --help)`;
+const LOGS_USAGE = `usage: runhook logs tail --project P (--environment E | --admin) [filters] [--cursor-file F]   (runhook logs tail --help)
+       runhook logs verify FILE --key URL|FILE [--filtered]   (runhook logs verify --help)`;
 
 /** A command group: `actions` by name, each with its runner and full usage. */
 function group(name: string, usage: string, sub: string | undefined, actions: Record<string, [() => Promise<number>, string]>): Promise<number> {
@@ -62,7 +66,7 @@ export function runIntegratorCommand(command: string, args: string[]): Promise<n
         batch: [() => runBatch(rest), BATCH_USAGE],
       });
     case "logs":
-      return group("logs", LOGS_USAGE, sub, { tail: [() => runTail(rest), TAIL_USAGE] });
+      return group("logs", LOGS_USAGE, sub, { tail: [() => runTail(rest), TAIL_USAGE], verify: [() => runVerify(rest), VERIFY_USAGE] });
     default:
       throw new Error(`not an integrator command: ${command}`);
   }

@@ -64,7 +64,8 @@ const NEXT_CURSOR = addition({
   type: "string",
   description: "runhook's cursor: pass it as `cursor` for the next page; present while hasMore is true, and always with order=asc",
 });
-const NDJSON_NOTE = "With `Accept: application/x-ndjson` the whole selection is streamed, one item per line, with no page limit.";
+const NDJSON_NOTE =
+  'With `Accept: application/x-ndjson` the whole selection is streamed, one item per line, with no page limit, and the log\'s signed digests as `{"digest": …}` lines.';
 
 const queryParam = (q: QueryParam): Schema => ({
   name: q.name,
@@ -109,9 +110,42 @@ function withAdditions(op: Operation, r: ApiRoute, headers: Record<string, Schem
     if (code === "200") body.properties.nextCursor = NEXT_CURSOR;
     else body.properties.error ??= ERROR_PROPERTY;
   }
-  if (r.export) op.responses["200"]!.content![NDJSON] = addition({ schema: ref(objectOf(itemsOf(op))) });
+  if (r.export) op.responses["200"]!.content![NDJSON] = addition({ schema: { oneOf: [ref(objectOf(itemsOf(op))), ref("LogDigestLine")] } });
   return op;
 }
+
+const SHA256_HEX: Schema = { type: "string", pattern: "^[0-9a-f]{64}$" };
+const POSITION: Schema = { type: "integer", minimum: 1 };
+
+/** A line of the NDJSON export that is no entry: a signed digest (docs/integrators.md, "Proving an archive complete"). */
+const DIGEST_LINE: Schema = {
+  type: "object",
+  description: "A signed digest of the log's stream, after the last entry it covers: `runhook logs verify` checks an export with them offline.",
+  required: ["digest"],
+  properties: {
+    digest: {
+      type: "object",
+      required: ["version", "stream", "from", "to", "entries", "hash", "previous", "createdAt", "keyId", "signature", "leaves"],
+      properties: {
+        version: { type: "integer", enum: [1] },
+        stream: { type: "string", description: "a:<environment id>, m:<project id> or m:org:<organization id>" },
+        from: { ...POSITION, description: "The first position covered" },
+        to: { ...POSITION, description: "The last position covered; the stream's next digest starts at to + 1" },
+        entries: { type: "integer", minimum: 0, description: "How many entries the range holds (positions never written hold none)" },
+        hash: { ...SHA256_HEX, description: "SHA-256 of `<position>:<entry hash>\\n` for each leaf" },
+        previous: { type: "string", pattern: "^([0-9a-f]{64})?$", description: "The hash of the stream's previous digest; empty for its first" },
+        createdAt: { type: "string", format: "date-time" },
+        keyId: { type: "string", description: "The signing key's id (GET …/log-keys)" },
+        signature: { type: "string", format: "byte", description: "Ed25519 signature of the digest's signed payload" },
+        leaves: {
+          type: "array",
+          description: "[position, entry hash] of each entry of the range, by position",
+          items: { type: "array", minItems: 2, maxItems: 2, items: { oneOf: [POSITION, SHA256_HEX] } },
+        },
+      },
+    },
+  },
+};
 
 /** A route of runhook's documented as a published operation (doc.like), without the path parameters it lacks. */
 function likeOperation(r: ApiRoute, doc: RouteDoc, headers: Record<string, Schema>): Operation {
@@ -186,7 +220,7 @@ function publishedItems(): Record<string, Schema> {
 function componentSchemas(): Record<string, Schema> {
   const b = new SchemaBuilder();
   for (const r of API_ROUTES) if (r.response) b.messageRef(r.response.message);
-  const schemas: Record<string, Schema> = { ...publishedItems(), ...b.schemas, Error: ERROR_SCHEMA };
+  const schemas: Record<string, Schema> = { ...publishedItems(), ...b.schemas, Error: ERROR_SCHEMA, LogDigestLine: DIGEST_LINE };
   for (const r of API_ROUTES) if (r.doc?.body) schemas[r.doc.body.name] = r.doc.body.schema;
   for (const r of OTHER_ROUTES) Object.assign(schemas, r.schemas?.(b));
   const publishedNames = Object.keys((PUBLISHED.components as { schemas: Schema }).schemas);
@@ -199,7 +233,7 @@ const DESCRIPTION =
   "Signed webhooks that start workflow runs on one record, and the public API (/v1) for activity logs, admin logs and notes.\n\n" +
   "This is Forest Admin's public API document, version 1.38.0, as published (its operations, parameters, answers and schemas unchanged, so that a client generated from it works unchanged), " +
   `plus runhook's additions. Each addition carries the extension \`${ADDITION}: true\`: an operation of runhook's own, a query parameter (\`cursor\`, \`order\`, \`runId\`), ` +
-  "a response header (X-RateLimit-*, RateLimit, RateLimit-Policy), a media type (the NDJSON export of the logs: with `Accept: application/x-ndjson`, the whole selection, one item per line, no page limit), a property (`nextCursor` of the lists, `error` of the error bodies), or a component schema. " +
+  "a response header (X-RateLimit-*, RateLimit, RateLimit-Policy), a media type (the NDJSON export of the logs: with `Accept: application/x-ndjson`, the whole selection, one item per line, no page limit, with the log's signed digests as lines of their own), a property (`nextCursor` of the lists, `error` of the error bodies), or a component schema. " +
   "Removing every part so marked gives the published document back, except for the OpenAPI version (3.0.3, published as 3.0.0), this title, version and description, and the servers.\n\n" +
   "Every error answer has the body {code, message, error}. " +
   "Slow clients: request headers must arrive within RUNHOOK_HTTP_HEADERS_TIMEOUT_MS (10 s by default) and the whole request within RUNHOOK_HTTP_REQUEST_TIMEOUT_MS (30 s), otherwise the answer is 408 {code: deadline_exceeded, …} and the connection is closed; answers themselves (long-polls, exports) may take longer.";

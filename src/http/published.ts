@@ -11,6 +11,8 @@ import { fail } from "../domain/errors.js";
 import { isRunhookActivityAction, type RunhookActivityAction } from "../lib/activity-actions.js";
 import { NO_TEAM } from "../domain/teams.js";
 import { EMAIL } from "../services/admin/common.js";
+import { activityEntry, adminEntry, STORED_NAMES } from "../services/logs.js";
+import type { StoredItem } from "../domain/logs/digests.js";
 import { parseRfc3339, utcSeconds, type Civil, type QueryReader } from "./params.js";
 
 // ---------------------------------------------------------------- actions
@@ -428,3 +430,9 @@ export function noteItem(n: Note, environment: string) {
     messages: n.messages.map(noteMessageItem),
   };
 }
+
+/** A stored log entry as the NDJSON export writes it, without looking any name up: what its digest hash covers. */
+export const storedItem: StoredItem = async (kind, doc) =>
+  kind === "activity"
+    ? activityItem(await activityEntry(doc as Parameters<typeof activityEntry>[0], STORED_NAMES))
+    : adminItem(await adminEntry(doc as Parameters<typeof adminEntry>[0], STORED_NAMES));

@@ -13,7 +13,7 @@ import {
   type MessageInitShape,
   type MessageShape,
 } from "@bufbuild/protobuf";
-import { ActivityLogEntrySchema, AdminLogEntrySchema, LogService } from "../../gen/runhook/v1/log_pb.js";
+import { ActivityLogEntrySchema, AdminLogEntrySchema, ListLogKeysResponseSchema, LogService } from "../../gen/runhook/v1/log_pb.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import {
   CreateRunBatchRequestSchema,
@@ -298,6 +298,33 @@ const LOG_ROUTES = [
       },
     },
   ),
+];
+
+const LOG_KEYS_DESCRIPTION =
+  "The public keys that sign the log's digests (the `{\"digest\": …}` lines of the NDJSON export): Ed25519, each `publicKey` the raw 32 bytes in base64, `id` as a digest's `keyId` names it. " +
+  "The key marked `current` signs new digests; the earlier keys stay listed while they are configured, so that older digests still verify. The keys are the server's, the same for every log: save this answer beside an archive, and `runhook logs verify FILE --key` checks the archive with it offline.";
+
+const LOG_KEYS_EXAMPLE = { keys: [{ id: "k2", algorithm: "Ed25519", publicKey: "Hx2o0YyJ6A6ysVf7n0r4ZmNuxZ7zRZ8o1yq0b0B6X0s=", current: true }] };
+
+/** GET …/log-keys of one log: ListLogKeys with the path's names. */
+function logKeysRoute(at: `GET /${string}`, token: string): ApiRoute {
+  return route(at, LogService.method.listLogKeys, {
+    request: ({ params }) => ({ projectName: params.projectName ?? "", environmentName: params.environmentName ?? "" }),
+    response: { message: ListLogKeysResponseSchema, of: (out) => out },
+    doc: {
+      tag: "Logs",
+      summary: "The public keys of the log's digests",
+      description: `${LOG_KEYS_DESCRIPTION} Token: ${token}.`,
+      answer: "The keys",
+      example: LOG_KEYS_EXAMPLE,
+    },
+  });
+}
+
+const LOG_KEY_ROUTES = [
+  logKeysRoute(`GET ${ENV}/log-keys`, "a project API token of the project"),
+  logKeysRoute("GET /v1/project/{projectName}/log-keys", "a project API token of the project"),
+  logKeysRoute("GET /v1/organization/log-keys", "an organization API token"),
 ];
 
 /** The published note item (openapi.ts names the published items by their `object`). */
@@ -644,7 +671,7 @@ const RUN_BATCH_ROUTES = [
 ];
 
 /** The public API (/v1) over plain HTTP, in the document's order. */
-export const API_ROUTES: readonly ApiRoute[] = [...LOG_ROUTES, ...NOTE_ROUTES, ...RUN_ROUTES, ...RUN_ACTION_ROUTES, ...RUN_BATCH_ROUTES];
+export const API_ROUTES: readonly ApiRoute[] = [...LOG_ROUTES, ...LOG_KEY_ROUTES, ...NOTE_ROUTES, ...RUN_ROUTES, ...RUN_ACTION_ROUTES, ...RUN_BATCH_ROUTES];
 
 // ---------------------------------------------------------------- routes with handlers of their own
 

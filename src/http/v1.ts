@@ -9,7 +9,8 @@
 import { Readable } from "node:stream";
 import { create, type DescService, type MessageShape } from "@bufbuild/protobuf";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { LogService } from "../../gen/runhook/v1/log_pb.js";
+import { LogService, type LogDigest } from "../../gen/runhook/v1/log_pb.js";
+import type { DigestLine } from "../domain/logs/digest-format.js";
 import { NoteService } from "../../gen/runhook/v1/note_pb.js";
 import { RunService } from "../../gen/runhook/v1/run_pb.js";
 import type { Deps } from "../deps.js";
@@ -66,20 +67,47 @@ function wantsNdjson(req: FastifyRequest): boolean {
   return (req.headers.accept ?? "").toLowerCase().includes(NDJSON);
 }
 
+/** A digest as the NDJSON export writes it (the line `{"digest": …}`; docs/integrators.md, "Proving an archive complete"). */
+function digestLine(m: LogDigest): DigestLine {
+  return {
+    version: m.version,
+    stream: m.stream,
+    from: Number(m.fromPosition),
+    to: Number(m.toPosition),
+    entries: Number(m.entryCount),
+    hash: m.hash,
+    previous: m.previousDigest,
+    createdAt: m.createdAt,
+    keyId: m.keyId,
+    signature: m.signature,
+    leaves: m.leaves.map((l) => [Number(l.position), l.hash]),
+  };
+}
+
+/** An export's message as its NDJSON line: the entry's (as `line` makes it), or `{"digest": …}`; none for neither. */
+function ndjsonLine(m: { entry?: unknown; digest?: LogDigest }, line: (entry: unknown) => unknown): string {
+  if (m.entry) return `${JSON.stringify(line(m.entry))}\n`;
+  return m.digest ? `${JSON.stringify({ digest: digestLine(m.digest) })}\n` : "";
+}
+
 /**
- * Streams `{entry}` messages as NDJSON (one ProtoJSON entry per line). The first item is
+ * Streams `{entry}` (and `{digest}`) messages as NDJSON, one line each. The first item is
  * awaited before answering, so that authentication and parameter errors still reach the
  * error handler and get their status and error body; after that, lines go out in ~64 KiB
  * chunks pulled only as fast as the client reads (Readable.from → pipe), so memory stays constant.
  */
-async function sendNdjson(reply: FastifyReply, items: AsyncIterable<{ entry?: unknown }>, line: (entry: unknown) => unknown): Promise<FastifyReply> {
+async function sendNdjson(
+  reply: FastifyReply,
+  items: AsyncIterable<{ entry?: unknown; digest?: LogDigest }>,
+  line: (entry: unknown) => unknown,
+): Promise<FastifyReply> {
   const it = items[Symbol.asyncIterator]();
   let r = await it.next();
   async function* chunks(): AsyncGenerator<string> {
     let buf = "";
     try {
       while (!r.done) {
-        if (r.value.entry) buf += `${JSON.stringify(line(r.value.entry))}\n`;
+        buf += ndjsonLine(r.value, line);
         if (buf.length >= NDJSON_CHUNK) {
           yield buf;
           buf = "";
@@ -119,9 +147,14 @@ async function answer(caller: InProcessCaller, r: ApiRoute, impl: object, req: F
     return r.request(input);
   };
   if (r.export && wantsNdjson(req)) {
-    const items = caller.serverStream(impl, r.export.rpc, init, callOptions(req, reply, "api"));
+    // The NDJSON export carries the log's signed digests.
+    const items = caller.serverStream(impl, r.export.rpc, () => ({ ...init(), includeDigests: true }), callOptions(req, reply, "api"));
     const { entry, line } = r.export;
-    return sendNdjson(reply, items as AsyncIterable<{ entry?: unknown }>, line ?? ((e) => protoJson(entry, e as MessageShape<typeof entry>)));
+    return sendNdjson(
+      reply,
+      items as AsyncIterable<{ entry?: unknown; digest?: LogDigest }>,
+      line ?? ((e) => protoJson(entry, e as MessageShape<typeof entry>)),
+    );
   }
   const out = await caller.unary(impl, r.rpc, init, callOptions(req, reply, "api"));
   if (r.published) return reply.code(r.status).send(r.published(out, input!));

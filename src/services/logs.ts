@@ -14,10 +14,13 @@ import {
   ExportActivityLogsResponseSchema,
   ExportAdminLogsResponseSchema,
   ExportOrganizationAdminLogsResponseSchema,
+  ListLogKeysResponseSchema,
+  LogDigestSchema,
   type ActivityLogEntry,
   type ActivityLogFilter,
   type AdminLogEntry,
   type AdminLogFilter,
+  type LogDigest,
   type LogService,
 } from "../../gen/runhook/v1/log_pb.js";
 import { UserRefSchema, type UserRef } from "../../gen/runhook/v1/common_pb.js";
@@ -26,13 +29,16 @@ import { renderingsOf, userOf } from "./filters.js";
 import type { DirectoryView } from "../store/directory-cache.js";
 import { apiScope, organizationApiScope, type ApiScope } from "../domain/auth/api-scope.js";
 import type { Deps } from "../deps.js";
-import { activityStream, adminStream, type LogSelection } from "../store/logs.js";
+import { activityStream, adminStream, type LogDocOf, type LogSelection } from "../store/logs.js";
 import type { ActivityLogDoc, AdminLogDoc, UserRefDoc } from "../store/types.js";
 import { bindingHash, cursorCodec, paging, type Paging } from "../domain/logs/cursor.js";
-import { createLogReader, type LogReader } from "../domain/logs/reader.js";
-import { readPage, streamLog, type LogQuery, type LogSource } from "../domain/logs/paging.js";
 import { fail } from "../domain/errors.js";
+import { createLogReader, type LogReader } from "../domain/logs/reader.js";
+import { exportLog, readPage, type LogQuery, type LogSource } from "../domain/logs/paging.js";
 import { isRunhookActivityAction, RUNHOOK_ACTIVITY_ACTIONS } from "../lib/activity-actions.js";
+import type { DigestLine } from "../domain/logs/digest-format.js";
+import { logSigner } from "../domain/logs/digest-keys.js";
+import type { ExportItem } from "../domain/logs/digests.js";
 
 /** Makes stored details JSON-safe for google.protobuf.Struct (dates → RFC 3339, …). */
 export function toJsonValue(v: unknown): JsonValue {
@@ -104,6 +110,35 @@ export function entryNames(deps: Deps, directory: DirectoryView): EntryNames {
     workflow: async (id) => (id ? workflow(id) : undefined),
     workflowOfRun: async (runId) => (runId ? runWorkflow(runId) : undefined),
   };
+}
+
+/**
+ * The names an entry's references have in the stored entry itself (the user's id and e-mail),
+ * none looked up: what a log digest hashes (domain/logs/digest-format.ts leaves out of the
+ * hash what the lookups add).
+ */
+export const STORED_NAMES: EntryNames = {
+  user: async (ref) => create(UserRefSchema, { id: ref.id, email: ref.email }),
+  team: async () => undefined,
+  workflow: async () => undefined,
+  workflowOfRun: async () => undefined,
+};
+
+/** A digest of an export as LogDigest. */
+function digestMessage(l: DigestLine): LogDigest {
+  return create(LogDigestSchema, {
+    version: l.version,
+    stream: l.stream,
+    fromPosition: BigInt(l.from),
+    toPosition: BigInt(l.to),
+    entryCount: BigInt(l.entries),
+    hash: l.hash,
+    previousDigest: l.previous,
+    createdAt: l.createdAt,
+    keyId: l.keyId,
+    signature: l.signature,
+    leaves: l.leaves.map(([position, hash]) => ({ position: BigInt(position), hash })),
+  });
 }
 
 /** The step a run's entry was written by (`2. update_record`), when it says. */
@@ -227,6 +262,7 @@ const ORGANIZATION_ADMIN = "organization-admin";
 interface AdminRequest {
   options?: Parameters<typeof paging>[0];
   filter?: AdminLogFilter;
+  includeDigests?: boolean;
 }
 
 /** One page of an admin log of `scope`. */
@@ -236,7 +272,7 @@ async function adminPage(deps: Deps, ctx: HandlerContext, source: LogSource, req
   return { adminLogs: await Promise.all(page.docs.map((d) => adminEntry(d, names))), hasMore: page.hasMore, nextCursor: page.nextCursor };
 }
 
-/** Every matching entry of an admin log, for as long as `allowed` (which gives the scope) keeps granting it. */
+/** Every matching entry of an admin log (and its digests, if asked), for as long as `allowed` (which gives the scope) keeps granting it. */
 async function* adminExport(
   deps: Deps,
   source: LogSource,
@@ -244,13 +280,19 @@ async function* adminExport(
   req: AdminRequest,
   allowed: (directory: DirectoryView) => Promise<AdminScope>,
   list: string,
-): AsyncGenerator<AdminLogEntry> {
+): AsyncGenerator<{ entry?: AdminLogEntry; digest?: LogDigest }> {
   const p = paging(req.options, { ignoreLimit: true });
   const directory = directoryOf(deps, ctx.values);
   const scope = await allowed(directory);
   const q = await adminQuery(deps, scope, req.filter, p, list);
   const names = entryNames(deps, directory);
-  for await (const d of whileAllowed(deps, ctx.values, allowed, streamLog(source, "admin", q, p))) yield adminEntry(d, names);
+  const items = exportLog(source, "admin", q, p, req.includeDigests ?? false);
+  for await (const item of whileAllowed(deps, ctx.values, allowed, items)) yield await exportMessage(item, (d) => adminEntry(d, names));
+}
+
+/** An export's item as the fields of its response message: `entry` or `digest`. */
+async function exportMessage<K extends "activity" | "admin", E>(item: ExportItem<K>, entry: (d: LogDocOf<K>) => Promise<E>) {
+  return item.digest === undefined ? { entry: await entry(item.doc) } : { digest: digestMessage(item.digest) };
 }
 
 const projectScope = (s: { project: { organizationId: string; _id: string } }): AdminScope => ({
@@ -262,6 +304,7 @@ const organizationScope = (s: { token: { organizationId: string } }): AdminScope
 export function createLogService(deps: Deps, opts: { reader?: LogReader } = {}): ServiceImpl<typeof LogService> {
   const reader = opts.reader ?? createLogReader(deps.store, { retentionDays: deps.config.retention.logDays });
   const source: LogSource = { store: deps.store, reader, codec: cursorCodec(deps.config) };
+  const signer = logSigner(deps.config);
   return {
     async listActivityLogs(req, ctx) {
       const p = paging(req.options);
@@ -288,18 +331,26 @@ export function createLogService(deps: Deps, opts: { reader?: LogReader } = {}):
       const scope = await allowed(directory);
       const q = await activityQuery(deps, scope, req.filter, p, "activity");
       const names = entryNames(deps, directory);
-      for await (const d of whileAllowed(deps, ctx.values, allowed, streamLog(source, "activity", q, p))) {
-        yield create(ExportActivityLogsResponseSchema, { entry: await activityEntry(d, names) });
+      const items = exportLog(source, "activity", q, p, req.includeDigests);
+      for await (const item of whileAllowed(deps, ctx.values, allowed, items)) {
+        yield create(ExportActivityLogsResponseSchema, await exportMessage(item, (d) => activityEntry(d, names)));
       }
     },
     async *exportAdminLogs(req, ctx) {
       const allowed = async (directory: DirectoryView) => projectScope(await apiScope(directory, authorization(ctx), req.projectName));
-      for await (const entry of adminExport(deps, source, ctx, req, allowed, PROJECT_ADMIN)) yield create(ExportAdminLogsResponseSchema, { entry });
+      for await (const item of adminExport(deps, source, ctx, req, allowed, PROJECT_ADMIN)) yield create(ExportAdminLogsResponseSchema, item);
     },
     async *exportOrganizationAdminLogs(req, ctx) {
       const allowed = async (directory: DirectoryView) => organizationScope(await organizationApiScope(directory, authorization(ctx)));
-      for await (const entry of adminExport(deps, source, ctx, req, allowed, ORGANIZATION_ADMIN))
-        yield create(ExportOrganizationAdminLogsResponseSchema, { entry });
+      for await (const item of adminExport(deps, source, ctx, req, allowed, ORGANIZATION_ADMIN)) yield create(ExportOrganizationAdminLogsResponseSchema, item);
+    },
+    async listLogKeys(req, ctx) {
+      // The keys are the server's, the same for every log: the scope only authenticates the call.
+      const directory = directoryOf(deps, ctx.values);
+      if (req.projectName) await apiScope(directory, authorization(ctx), req.projectName, req.environmentName || undefined);
+      else if (req.environmentName) throw fail.invalid("an environment name needs its project name");
+      else await organizationApiScope(directory, authorization(ctx));
+      return create(ListLogKeysResponseSchema, { keys: signer.publicKeys });
     },
   };
 }

@@ -27,6 +27,7 @@ const COLLECTIONS = {
   runs: "runs",
   activityLogs: "activity_logs",
   adminLogs: "admin_logs",
+  logDigests: "log_digests",
   notes: "notes",
   counters: "counters",
   rateLimits: "rate_limits",
@@ -55,6 +56,7 @@ interface Documents {
   runs: T.RunDoc;
   activityLogs: T.ActivityLogDoc;
   adminLogs: T.AdminLogDoc;
+  logDigests: T.LogDigestDoc;
   notes: T.NoteDoc;
   counters: T.CounterDoc;
   rateLimits: T.RateLimitDoc;

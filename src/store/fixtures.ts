@@ -46,6 +46,7 @@ function readViews(d: Database): Views {
     "runs",
     "activityLogs",
     "adminLogs",
+    "logDigests",
     "notes",
     "counters",
     "rateLimits",

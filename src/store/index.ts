@@ -10,6 +10,7 @@ import { counterStore, type CounterStore } from "./counters.js";
 import { directoryStore, type DirectoryStore } from "./directory.js";
 import { idempotencyKeyStore, type IdempotencyKeyStore } from "./idempotency-keys.js";
 import { immutableStore, type ImmutableStore } from "./immutable.js";
+import { logDigestStore, type LogDigestStore } from "./log-digests.js";
 import { logStore, type LogStore } from "./logs.js";
 import { noteStore, type NoteStore } from "./notes.js";
 import { rateLimitStore, type RateLimitStore } from "./rate-limits.js";
@@ -33,6 +34,8 @@ export interface Store {
   /** Run batches, and what each did with each run. */
   runBatches: RunBatchStore;
   logs: LogStore;
+  /** The signed digests of the log streams. */
+  logDigests: LogDigestStore;
   notes: NoteStore;
   counters: CounterStore;
   rateLimits: RateLimitStore;
@@ -64,6 +67,7 @@ function createStore(db: Database): Store {
       runs: runStore(db),
       runBatches: runBatchStore(db),
       logs: logStore(db, counters),
+      logDigests: logDigestStore(db),
       notes: noteStore(db, counters),
       counters,
       rateLimits: rateLimitStore(db),

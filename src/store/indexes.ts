@@ -38,6 +38,8 @@ export function ttlIndexes(retention: Retention = DEFAULT_RETENTION): TtlIndex[]
     // Log entries and the placeholders of holes, by their time.
     { collection: "activityLogs", field: "timestamp", expireAfterSeconds: retention.logDays * DAY_S },
     { collection: "adminLogs", field: "timestamp", expireAfterSeconds: retention.logDays * DAY_S },
+    // Log digests, with the first entry they cover (read by `_id`; this index also finds the newest).
+    { collection: "logDigests", field: "timestamp", expireAfterSeconds: retention.logDays * DAY_S },
   ];
 }
 

@@ -118,6 +118,8 @@ export interface LogStore {
   select<K extends LogKind>(kind: K, s: LogSelection, range: SeqRange, order: 1 | -1, limit: number): Promise<LogDocOf<K>[]>;
   /** Whether any activity entry names the run (its start is logged once it is stored). */
   mentionsRun(runId: string): Promise<boolean>;
+  /** The numbers a selection's time range spans within `r` (null: none), as `select` and `scan` read them. */
+  bounds(kind: LogKind, s: LogSelection, r: SeqRange): Promise<SeqRange | null>;
   /** The same as one stream read in batches (the NDJSON export), in constant memory. */
   scan<K extends LogKind>(kind: K, s: LogSelection, range: SeqRange, order: 1 | -1): AsyncGenerator<LogDocOf<K>>;
 }
@@ -289,7 +291,7 @@ async function timeBounds(colls: LogCollections, kind: LogKind, s: LogSelection,
 }
 
 /** The reads of both logs: by position, by key range, and by selection (filters, time range). */
-function logReads(colls: LogCollections): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "scan" | "mentionsRun"> {
+function logReads(colls: LogCollections): Pick<LogStore, "oldest" | "at" | "entries" | "positions" | "select" | "bounds" | "scan" | "mentionsRun"> {
   /** One query per alternative of the selection within `range`, sorted by seq. */
   const queries = (kind: LogKind, s: LogSelection, range: SeqRange, order: 1 | -1) =>
     alternatives(s).map((alt) => colls[kind].find(selectionFilter(kind, s, range, alt) as Filter<Position>).sort({ seq: order }));
@@ -323,6 +325,7 @@ function logReads(colls: LogCollections): Pick<LogStore, "oldest" | "at" | "entr
       const lists = await Promise.all(queries(kind, s, range, order).map((q) => q.limit(limit).toArray()));
       return mergeBySeq(lists, order, limit) as unknown as LogDocOf<typeof kind>[];
     },
+    bounds: (kind, s, r) => timeBounds(colls, kind, s, r),
     async mentionsRun(runId) {
       return (await colls.activity.findOne({ runId } as Filter<Position>, { projection: { _id: 1 } })) !== null;
     },

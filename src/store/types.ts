@@ -339,6 +339,30 @@ export interface NoteDoc {
   archivedAt: Date | null;
 }
 
+/**
+ * A signed digest of a stretch of one log stream (`_id` = the stream key of its first
+ * position, so that two processes never store two digests starting at one position).
+ * domain/logs/digest-format.ts has the rules.
+ */
+export interface LogDigestDoc {
+  _id: string;
+  stream: string;
+  from: number;
+  to: number;
+  /** The signed text: the canonical JSON of the digest's payload. */
+  payload: string;
+  signature: string;
+  /** The hash of the signed text, which the stream's next digest names as `previous`. */
+  digest: string;
+  /** The positions of the range that hold no entry (tombstones), ascending. */
+  empty: number[];
+  /** The hashes of the range's entries, by position: 32 bytes each, concatenated, base64. */
+  hashes: string;
+  createdAt: Date;
+  /** The time of the range's first entry (or of the digest, if it has none): retention removes the digest with that entry. */
+  timestamp: Date;
+}
+
 export interface CounterDoc {
   _id: string;
   seq: number;

@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file runhook/v1/log.proto.
  */
 export const file_runhook_v1_log: GenFile = /*@__PURE__*/
-  fileDesc("ChRydW5ob29rL3YxL2xvZy5wcm90bxIKcnVuaG9vay52MSL6AwoQQWN0aXZpdHlMb2dFbnRyeRIKCgJpZBgBIAEoCRItCgl0aW1lc3RhbXAYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2Vudmlyb25tZW50GAMgASgJEhYKCXJlbmRlcmluZxgEIAEoCUgAiAEBEiEKBHVzZXIYBSABKAsyEy5ydW5ob29rLnYxLlVzZXJSZWYSDgoGYWN0aW9uGAYgASgJEgsKA3ZpYRgHIAEoCRIXCgpjb2xsZWN0aW9uGAggASgJSAGIAQESFgoJcmVjb3JkX2lkGAkgASgJSAKIAQESEwoGcnVuX2lkGAogASgJSAOIAQESKAoHZGV0YWlscxgLIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoEdGVhbRgMIAEoCUgEiAEBEhgKC3dvcmtmbG93X2lkGA0gASgJSAWIAQESGgoNd29ya2Zsb3dfbmFtZRgOIAEoCUgGiAEBEhYKCXN0ZXBfbmFtZRgPIAEoCUgHiAEBQgwKCl9yZW5kZXJpbmdCDQoLX2NvbGxlY3Rpb25CDAoKX3JlY29yZF9pZEIJCgdfcnVuX2lkQgcKBV90ZWFtQg4KDF93b3JrZmxvd19pZEIQCg5fd29ya2Zsb3dfbmFtZUIMCgpfc3RlcF9uYW1lIogCCg1BZG1pbkxvZ0VudHJ5EgoKAmlkGAEgASgJEi0KCXRpbWVzdGFtcBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoLZW52aXJvbm1lbnQYAyABKAlIAIgBARIiCgVhY3RvchgEIAEoCzITLnJ1bmhvb2sudjEuVXNlclJlZhIOCgZhY3Rpb24YBSABKAkSDgoGdGFyZ2V0GAYgASgJEigKB2RldGFpbHMYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiQKB3N1YmplY3QYCCABKAsyEy5ydW5ob29rLnYxLlVzZXJSZWZCDgoMX2Vudmlyb25tZW50IpcBCgtMaXN0T3B0aW9ucxINCgVsaW1pdBgBIAEoBRIOCgZjdXJzb3IYAiABKAkSDQoFb3JkZXIYAyABKAkSLQoJZnJvbV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgd0b190aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLJAQoRQWN0aXZpdHlMb2dGaWx0ZXISDwoHdXNlcl9pZBgBIAEoCRISCgp1c2VyX2VtYWlsGAIgASgJEg4KBmFjdGlvbhgDIAEoCRISCgpjb2xsZWN0aW9uGAQgASgJEhEKCXJlY29yZF9pZBgFIAEoCRIOCgZydW5faWQYBiABKAkSDwoHYWN0aW9ucxgHIAMoCRITCgt1c2VyX251bWJlchgIIAEoAxIMCgR0ZWFtGAkgASgJEhQKDHdpdGhvdXRfdGVhbRgKIAEoCCJrCg5BZG1pbkxvZ0ZpbHRlchIPCgd1c2VyX2lkGAEgASgJEhIKCnVzZXJfZW1haWwYAiABKAkSDgoGYWN0aW9uGAMgASgJEg8KB2FjdGlvbnMYBCADKAkSEwoLdXNlcl9udW1iZXIYBSABKAMiogEKF0xpc3RBY3Rpdml0eUxvZ3NSZXF1ZXN0EhQKDHByb2plY3RfbmFtZRgBIAEoCRIYChBlbnZpcm9ubWVudF9uYW1lGAIgASgJEigKB29wdGlvbnMYAyABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEi0KBmZpbHRlchgEIAEoCzIdLnJ1bmhvb2sudjEuQWN0aXZpdHlMb2dGaWx0ZXIiiwEKGExpc3RBY3Rpdml0eUxvZ3NSZXNwb25zZRIzCg1hY3Rpdml0eV9sb2dzGAEgAygLMhwucnVuaG9vay52MS5BY3Rpdml0eUxvZ0VudHJ5EhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIoIBChRMaXN0QWRtaW5Mb2dzUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkSKAoHb3B0aW9ucxgCIAEoCzIXLnJ1bmhvb2sudjEuTGlzdE9wdGlvbnMSKgoGZmlsdGVyGAMgASgLMhoucnVuaG9vay52MS5BZG1pbkxvZ0ZpbHRlciKCAQoVTGlzdEFkbWluTG9nc1Jlc3BvbnNlEi0KCmFkbWluX2xvZ3MYASADKAsyGS5ydW5ob29rLnYxLkFkbWluTG9nRW50cnkSEAoIaGFzX21vcmUYAiABKAgSGAoLbmV4dF9jdXJzb3IYAyABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IipAEKGUV4cG9ydEFjdGl2aXR5TG9nc1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEhgKEGVudmlyb25tZW50X25hbWUYAiABKAkSKAoHb3B0aW9ucxgDIAEoCzIXLnJ1bmhvb2sudjEuTGlzdE9wdGlvbnMSLQoGZmlsdGVyGAQgASgLMh0ucnVuaG9vay52MS5BY3Rpdml0eUxvZ0ZpbHRlciJJChpFeHBvcnRBY3Rpdml0eUxvZ3NSZXNwb25zZRIrCgVlbnRyeRgBIAEoCzIcLnJ1bmhvb2sudjEuQWN0aXZpdHlMb2dFbnRyeSKEAQoWRXhwb3J0QWRtaW5Mb2dzUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkSKAoHb3B0aW9ucxgCIAEoCzIXLnJ1bmhvb2sudjEuTGlzdE9wdGlvbnMSKgoGZmlsdGVyGAMgASgLMhoucnVuaG9vay52MS5BZG1pbkxvZ0ZpbHRlciJDChdFeHBvcnRBZG1pbkxvZ3NSZXNwb25zZRIoCgVlbnRyeRgBIAEoCzIZLnJ1bmhvb2sudjEuQWRtaW5Mb2dFbnRyeSJ4CiBMaXN0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVxdWVzdBIoCgdvcHRpb25zGAEgASgLMhcucnVuaG9vay52MS5MaXN0T3B0aW9ucxIqCgZmaWx0ZXIYAiABKAsyGi5ydW5ob29rLnYxLkFkbWluTG9nRmlsdGVyIo4BCiFMaXN0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVzcG9uc2USLQoKYWRtaW5fbG9ncxgBIAMoCzIZLnJ1bmhvb2sudjEuQWRtaW5Mb2dFbnRyeRIQCghoYXNfbW9yZRgCIAEoCBIYCgtuZXh0X2N1cnNvchgDIAEoCUgAiAEBQg4KDF9uZXh0X2N1cnNvciJ6CiJFeHBvcnRPcmdhbml6YXRpb25BZG1pbkxvZ3NSZXF1ZXN0EigKB29wdGlvbnMYASABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEioKBmZpbHRlchgCIAEoCzIaLnJ1bmhvb2sudjEuQWRtaW5Mb2dGaWx0ZXIiTwojRXhwb3J0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVzcG9uc2USKAoFZW50cnkYASABKAsyGS5ydW5ob29rLnYxLkFkbWluTG9nRW50cnkyjwUKCkxvZ1NlcnZpY2USXwoQTGlzdEFjdGl2aXR5TG9ncxIjLnJ1bmhvb2sudjEuTGlzdEFjdGl2aXR5TG9nc1JlcXVlc3QaJC5ydW5ob29rLnYxLkxpc3RBY3Rpdml0eUxvZ3NSZXNwb25zZSIAElYKDUxpc3RBZG1pbkxvZ3MSIC5ydW5ob29rLnYxLkxpc3RBZG1pbkxvZ3NSZXF1ZXN0GiEucnVuaG9vay52MS5MaXN0QWRtaW5Mb2dzUmVzcG9uc2UiABJnChJFeHBvcnRBY3Rpdml0eUxvZ3MSJS5ydW5ob29rLnYxLkV4cG9ydEFjdGl2aXR5TG9nc1JlcXVlc3QaJi5ydW5ob29rLnYxLkV4cG9ydEFjdGl2aXR5TG9nc1Jlc3BvbnNlIgAwARJeCg9FeHBvcnRBZG1pbkxvZ3MSIi5ydW5ob29rLnYxLkV4cG9ydEFkbWluTG9nc1JlcXVlc3QaIy5ydW5ob29rLnYxLkV4cG9ydEFkbWluTG9nc1Jlc3BvbnNlIgAwARJ6ChlMaXN0T3JnYW5pemF0aW9uQWRtaW5Mb2dzEiwucnVuaG9vay52MS5MaXN0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVxdWVzdBotLnJ1bmhvb2sudjEuTGlzdE9yZ2FuaXphdGlvbkFkbWluTG9nc1Jlc3BvbnNlIgASggEKG0V4cG9ydE9yZ2FuaXphdGlvbkFkbWluTG9ncxIuLnJ1bmhvb2sudjEuRXhwb3J0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVxdWVzdBovLnJ1bmhvb2sudjEuRXhwb3J0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVzcG9uc2UiADABYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_runhook_v1_common]);
+  fileDesc("ChRydW5ob29rL3YxL2xvZy5wcm90bxIKcnVuaG9vay52MSL6AwoQQWN0aXZpdHlMb2dFbnRyeRIKCgJpZBgBIAEoCRItCgl0aW1lc3RhbXAYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2Vudmlyb25tZW50GAMgASgJEhYKCXJlbmRlcmluZxgEIAEoCUgAiAEBEiEKBHVzZXIYBSABKAsyEy5ydW5ob29rLnYxLlVzZXJSZWYSDgoGYWN0aW9uGAYgASgJEgsKA3ZpYRgHIAEoCRIXCgpjb2xsZWN0aW9uGAggASgJSAGIAQESFgoJcmVjb3JkX2lkGAkgASgJSAKIAQESEwoGcnVuX2lkGAogASgJSAOIAQESKAoHZGV0YWlscxgLIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoEdGVhbRgMIAEoCUgEiAEBEhgKC3dvcmtmbG93X2lkGA0gASgJSAWIAQESGgoNd29ya2Zsb3dfbmFtZRgOIAEoCUgGiAEBEhYKCXN0ZXBfbmFtZRgPIAEoCUgHiAEBQgwKCl9yZW5kZXJpbmdCDQoLX2NvbGxlY3Rpb25CDAoKX3JlY29yZF9pZEIJCgdfcnVuX2lkQgcKBV90ZWFtQg4KDF93b3JrZmxvd19pZEIQCg5fd29ya2Zsb3dfbmFtZUIMCgpfc3RlcF9uYW1lIogCCg1BZG1pbkxvZ0VudHJ5EgoKAmlkGAEgASgJEi0KCXRpbWVzdGFtcBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoLZW52aXJvbm1lbnQYAyABKAlIAIgBARIiCgVhY3RvchgEIAEoCzITLnJ1bmhvb2sudjEuVXNlclJlZhIOCgZhY3Rpb24YBSABKAkSDgoGdGFyZ2V0GAYgASgJEigKB2RldGFpbHMYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiQKB3N1YmplY3QYCCABKAsyEy5ydW5ob29rLnYxLlVzZXJSZWZCDgoMX2Vudmlyb25tZW50IpcBCgtMaXN0T3B0aW9ucxINCgVsaW1pdBgBIAEoBRIOCgZjdXJzb3IYAiABKAkSDQoFb3JkZXIYAyABKAkSLQoJZnJvbV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgd0b190aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLJAQoRQWN0aXZpdHlMb2dGaWx0ZXISDwoHdXNlcl9pZBgBIAEoCRISCgp1c2VyX2VtYWlsGAIgASgJEg4KBmFjdGlvbhgDIAEoCRISCgpjb2xsZWN0aW9uGAQgASgJEhEKCXJlY29yZF9pZBgFIAEoCRIOCgZydW5faWQYBiABKAkSDwoHYWN0aW9ucxgHIAMoCRITCgt1c2VyX251bWJlchgIIAEoAxIMCgR0ZWFtGAkgASgJEhQKDHdpdGhvdXRfdGVhbRgKIAEoCCJrCg5BZG1pbkxvZ0ZpbHRlchIPCgd1c2VyX2lkGAEgASgJEhIKCnVzZXJfZW1haWwYAiABKAkSDgoGYWN0aW9uGAMgASgJEg8KB2FjdGlvbnMYBCADKAkSEwoLdXNlcl9udW1iZXIYBSABKAMiogEKF0xpc3RBY3Rpdml0eUxvZ3NSZXF1ZXN0EhQKDHByb2plY3RfbmFtZRgBIAEoCRIYChBlbnZpcm9ubWVudF9uYW1lGAIgASgJEigKB29wdGlvbnMYAyABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEi0KBmZpbHRlchgEIAEoCzIdLnJ1bmhvb2sudjEuQWN0aXZpdHlMb2dGaWx0ZXIiiwEKGExpc3RBY3Rpdml0eUxvZ3NSZXNwb25zZRIzCg1hY3Rpdml0eV9sb2dzGAEgAygLMhwucnVuaG9vay52MS5BY3Rpdml0eUxvZ0VudHJ5EhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIoIBChRMaXN0QWRtaW5Mb2dzUmVxdWVzdBIUCgxwcm9qZWN0X25hbWUYASABKAkSKAoHb3B0aW9ucxgCIAEoCzIXLnJ1bmhvb2sudjEuTGlzdE9wdGlvbnMSKgoGZmlsdGVyGAMgASgLMhoucnVuaG9vay52MS5BZG1pbkxvZ0ZpbHRlciKCAQoVTGlzdEFkbWluTG9nc1Jlc3BvbnNlEi0KCmFkbWluX2xvZ3MYASADKAsyGS5ydW5ob29rLnYxLkFkbWluTG9nRW50cnkSEAoIaGFzX21vcmUYAiABKAgSGAoLbmV4dF9jdXJzb3IYAyABKAlIAIgBAUIOCgxfbmV4dF9jdXJzb3IivQEKGUV4cG9ydEFjdGl2aXR5TG9nc1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEhgKEGVudmlyb25tZW50X25hbWUYAiABKAkSKAoHb3B0aW9ucxgDIAEoCzIXLnJ1bmhvb2sudjEuTGlzdE9wdGlvbnMSLQoGZmlsdGVyGAQgASgLMh0ucnVuaG9vay52MS5BY3Rpdml0eUxvZ0ZpbHRlchIXCg9pbmNsdWRlX2RpZ2VzdHMYBSABKAgicAoaRXhwb3J0QWN0aXZpdHlMb2dzUmVzcG9uc2USKwoFZW50cnkYASABKAsyHC5ydW5ob29rLnYxLkFjdGl2aXR5TG9nRW50cnkSJQoGZGlnZXN0GAIgASgLMhUucnVuaG9vay52MS5Mb2dEaWdlc3QinQEKFkV4cG9ydEFkbWluTG9nc1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEigKB29wdGlvbnMYAiABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEioKBmZpbHRlchgDIAEoCzIaLnJ1bmhvb2sudjEuQWRtaW5Mb2dGaWx0ZXISFwoPaW5jbHVkZV9kaWdlc3RzGAQgASgIImoKF0V4cG9ydEFkbWluTG9nc1Jlc3BvbnNlEigKBWVudHJ5GAEgASgLMhkucnVuaG9vay52MS5BZG1pbkxvZ0VudHJ5EiUKBmRpZ2VzdBgCIAEoCzIVLnJ1bmhvb2sudjEuTG9nRGlnZXN0IngKIExpc3RPcmdhbml6YXRpb25BZG1pbkxvZ3NSZXF1ZXN0EigKB29wdGlvbnMYASABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEioKBmZpbHRlchgCIAEoCzIaLnJ1bmhvb2sudjEuQWRtaW5Mb2dGaWx0ZXIijgEKIUxpc3RPcmdhbml6YXRpb25BZG1pbkxvZ3NSZXNwb25zZRItCgphZG1pbl9sb2dzGAEgAygLMhkucnVuaG9vay52MS5BZG1pbkxvZ0VudHJ5EhAKCGhhc19tb3JlGAIgASgIEhgKC25leHRfY3Vyc29yGAMgASgJSACIAQFCDgoMX25leHRfY3Vyc29yIpMBCiJFeHBvcnRPcmdhbml6YXRpb25BZG1pbkxvZ3NSZXF1ZXN0EigKB29wdGlvbnMYASABKAsyFy5ydW5ob29rLnYxLkxpc3RPcHRpb25zEioKBmZpbHRlchgCIAEoCzIaLnJ1bmhvb2sudjEuQWRtaW5Mb2dGaWx0ZXISFwoPaW5jbHVkZV9kaWdlc3RzGAMgASgIInYKI0V4cG9ydE9yZ2FuaXphdGlvbkFkbWluTG9nc1Jlc3BvbnNlEigKBWVudHJ5GAEgASgLMhkucnVuaG9vay52MS5BZG1pbkxvZ0VudHJ5EiUKBmRpZ2VzdBgCIAEoCzIVLnJ1bmhvb2sudjEuTG9nRGlnZXN0IvYBCglMb2dEaWdlc3QSDwoHdmVyc2lvbhgBIAEoBRIOCgZzdHJlYW0YAiABKAkSFQoNZnJvbV9wb3NpdGlvbhgDIAEoAxITCgt0b19wb3NpdGlvbhgEIAEoAxITCgtlbnRyeV9jb3VudBgFIAEoAxIMCgRoYXNoGAYgASgJEhcKD3ByZXZpb3VzX2RpZ2VzdBgHIAEoCRISCgpjcmVhdGVkX2F0GAggASgJEg4KBmtleV9pZBgJIAEoCRIRCglzaWduYXR1cmUYCiABKAkSKQoGbGVhdmVzGAsgAygLMhkucnVuaG9vay52MS5Mb2dEaWdlc3RMZWFmIi8KDUxvZ0RpZ2VzdExlYWYSEAoIcG9zaXRpb24YASABKAMSDAoEaGFzaBgCIAEoCSJEChJMaXN0TG9nS2V5c1JlcXVlc3QSFAoMcHJvamVjdF9uYW1lGAEgASgJEhgKEGVudmlyb25tZW50X25hbWUYAiABKAkiNwoTTGlzdExvZ0tleXNSZXNwb25zZRIgCgRrZXlzGAEgAygLMhIucnVuaG9vay52MS5Mb2dLZXkiTAoGTG9nS2V5EgoKAmlkGAEgASgJEhEKCWFsZ29yaXRobRgCIAEoCRISCgpwdWJsaWNfa2V5GAMgASgJEg8KB2N1cnJlbnQYBCABKAgy4QUKCkxvZ1NlcnZpY2USXwoQTGlzdEFjdGl2aXR5TG9ncxIjLnJ1bmhvb2sudjEuTGlzdEFjdGl2aXR5TG9nc1JlcXVlc3QaJC5ydW5ob29rLnYxLkxpc3RBY3Rpdml0eUxvZ3NSZXNwb25zZSIAElYKDUxpc3RBZG1pbkxvZ3MSIC5ydW5ob29rLnYxLkxpc3RBZG1pbkxvZ3NSZXF1ZXN0GiEucnVuaG9vay52MS5MaXN0QWRtaW5Mb2dzUmVzcG9uc2UiABJnChJFeHBvcnRBY3Rpdml0eUxvZ3MSJS5ydW5ob29rLnYxLkV4cG9ydEFjdGl2aXR5TG9nc1JlcXVlc3QaJi5ydW5ob29rLnYxLkV4cG9ydEFjdGl2aXR5TG9nc1Jlc3BvbnNlIgAwARJeCg9FeHBvcnRBZG1pbkxvZ3MSIi5ydW5ob29rLnYxLkV4cG9ydEFkbWluTG9nc1JlcXVlc3QaIy5ydW5ob29rLnYxLkV4cG9ydEFkbWluTG9nc1Jlc3BvbnNlIgAwARJ6ChlMaXN0T3JnYW5pemF0aW9uQWRtaW5Mb2dzEiwucnVuaG9vay52MS5MaXN0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVxdWVzdBotLnJ1bmhvb2sudjEuTGlzdE9yZ2FuaXphdGlvbkFkbWluTG9nc1Jlc3BvbnNlIgASggEKG0V4cG9ydE9yZ2FuaXphdGlvbkFkbWluTG9ncxIuLnJ1bmhvb2sudjEuRXhwb3J0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVxdWVzdBovLnJ1bmhvb2sudjEuRXhwb3J0T3JnYW5pemF0aW9uQWRtaW5Mb2dzUmVzcG9uc2UiADABElAKC0xpc3RMb2dLZXlzEh4ucnVuaG9vay52MS5MaXN0TG9nS2V5c1JlcXVlc3QaHy5ydW5ob29rLnYxLkxpc3RMb2dLZXlzUmVzcG9uc2UiAGIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_runhook_v1_common]);
 
 /**
  * ActivityLogEntry is one action taken in an environment.
@@ -579,6 +579,14 @@ export type ExportActivityLogsRequest = Message<"runhook.v1.ExportActivityLogsRe
    * @generated from field: runhook.v1.ActivityLogFilter filter = 4;
    */
   filter?: ActivityLogFilter | undefined;
+
+  /**
+   * Also stream the signed digests of the log's stream that the export covers
+   * (each after the last entry it covers). See LogDigest.
+   *
+   * @generated from field: bool include_digests = 5;
+   */
+  includeDigests: boolean;
 };
 
 /**
@@ -589,7 +597,7 @@ export const ExportActivityLogsRequestSchema: GenMessage<ExportActivityLogsReque
   messageDesc(file_runhook_v1_log, 9);
 
 /**
- * ExportActivityLogsResponse is one exported entry.
+ * ExportActivityLogsResponse is one exported entry, or a digest.
  *
  * @generated from message runhook.v1.ExportActivityLogsResponse
  */
@@ -600,6 +608,14 @@ export type ExportActivityLogsResponse = Message<"runhook.v1.ExportActivityLogsR
    * @generated from field: runhook.v1.ActivityLogEntry entry = 1;
    */
   entry?: ActivityLogEntry | undefined;
+
+  /**
+   * A signed digest (only with include_digests); a message has either an
+   * entry or a digest.
+   *
+   * @generated from field: runhook.v1.LogDigest digest = 2;
+   */
+  digest?: LogDigest | undefined;
 };
 
 /**
@@ -635,6 +651,14 @@ export type ExportAdminLogsRequest = Message<"runhook.v1.ExportAdminLogsRequest"
    * @generated from field: runhook.v1.AdminLogFilter filter = 3;
    */
   filter?: AdminLogFilter | undefined;
+
+  /**
+   * Also stream the signed digests of the log's stream that the export covers
+   * (each after the last entry it covers). See LogDigest.
+   *
+   * @generated from field: bool include_digests = 4;
+   */
+  includeDigests: boolean;
 };
 
 /**
@@ -645,7 +669,7 @@ export const ExportAdminLogsRequestSchema: GenMessage<ExportAdminLogsRequest> = 
   messageDesc(file_runhook_v1_log, 11);
 
 /**
- * ExportAdminLogsResponse is one exported entry.
+ * ExportAdminLogsResponse is one exported entry, or a digest.
  *
  * @generated from message runhook.v1.ExportAdminLogsResponse
  */
@@ -656,6 +680,14 @@ export type ExportAdminLogsResponse = Message<"runhook.v1.ExportAdminLogsRespons
    * @generated from field: runhook.v1.AdminLogEntry entry = 1;
    */
   entry?: AdminLogEntry | undefined;
+
+  /**
+   * A signed digest (only with include_digests); a message has either an
+   * entry or a digest.
+   *
+   * @generated from field: runhook.v1.LogDigest digest = 2;
+   */
+  digest?: LogDigest | undefined;
 };
 
 /**
@@ -748,6 +780,14 @@ export type ExportOrganizationAdminLogsRequest = Message<"runhook.v1.ExportOrgan
    * @generated from field: runhook.v1.AdminLogFilter filter = 2;
    */
   filter?: AdminLogFilter | undefined;
+
+  /**
+   * Also stream the signed digests of the log's stream that the export covers
+   * (each after the last entry it covers). See LogDigest.
+   *
+   * @generated from field: bool include_digests = 3;
+   */
+  includeDigests: boolean;
 };
 
 /**
@@ -758,7 +798,7 @@ export const ExportOrganizationAdminLogsRequestSchema: GenMessage<ExportOrganiza
   messageDesc(file_runhook_v1_log, 15);
 
 /**
- * ExportOrganizationAdminLogsResponse is one exported entry.
+ * ExportOrganizationAdminLogsResponse is one exported entry, or a digest.
  *
  * @generated from message runhook.v1.ExportOrganizationAdminLogsResponse
  */
@@ -769,6 +809,14 @@ export type ExportOrganizationAdminLogsResponse = Message<"runhook.v1.ExportOrga
    * @generated from field: runhook.v1.AdminLogEntry entry = 1;
    */
   entry?: AdminLogEntry | undefined;
+
+  /**
+   * A signed digest (only with include_digests); a message has either an
+   * entry or a digest.
+   *
+   * @generated from field: runhook.v1.LogDigest digest = 2;
+   */
+  digest?: LogDigest | undefined;
 };
 
 /**
@@ -777,6 +825,228 @@ export type ExportOrganizationAdminLogsResponse = Message<"runhook.v1.ExportOrga
  */
 export const ExportOrganizationAdminLogsResponseSchema: GenMessage<ExportOrganizationAdminLogsResponse> = /*@__PURE__*/
   messageDesc(file_runhook_v1_log, 16);
+
+/**
+ * LogDigest proves a stretch of one log stream complete and unaltered: it
+ * covers the positions from_position to to_position (consecutive digests of a
+ * stream chain: the next one starts at to_position + 1 and names this one's
+ * hash in previous_digest), lists the hash of each entry stored there (a
+ * position without an entry, never written, is absent), and is signed with
+ * Ed25519 by the key key_id (ListLogKeys). The exact rules (what is hashed,
+ * what is signed) are in docs/integrators.md, "Proving an archive complete";
+ * the NDJSON export writes a digest as one `{"digest": {...}}` line.
+ *
+ * @generated from message runhook.v1.LogDigest
+ */
+export type LogDigest = Message<"runhook.v1.LogDigest"> & {
+  /**
+   * The version of the rules; 1.
+   *
+   * @generated from field: int32 version = 1;
+   */
+  version: number;
+
+  /**
+   * The stream: `a:<environment id>` (an activity log), `m:<project id>` (a
+   * project's admin log) or `m:org:<organization id>` (an organization's).
+   *
+   * @generated from field: string stream = 2;
+   */
+  stream: string;
+
+  /**
+   * The first position covered (the NDJSON line's `from`).
+   *
+   * @generated from field: int64 from_position = 3;
+   */
+  fromPosition: bigint;
+
+  /**
+   * The last position covered (`to`).
+   *
+   * @generated from field: int64 to_position = 4;
+   */
+  toPosition: bigint;
+
+  /**
+   * How many entries the range holds (`entries`).
+   *
+   * @generated from field: int64 entry_count = 5;
+   */
+  entryCount: bigint;
+
+  /**
+   * SHA-256 (hex) of the range's leaves (`hash`).
+   *
+   * @generated from field: string hash = 6;
+   */
+  hash: string;
+
+  /**
+   * The hash (hex) of the previous digest of the stream; empty for its first
+   * (`previous`).
+   *
+   * @generated from field: string previous_digest = 7;
+   */
+  previousDigest: string;
+
+  /**
+   * When the digest was made, RFC 3339 to the millisecond, as signed (`createdAt`).
+   *
+   * @generated from field: string created_at = 8;
+   */
+  createdAt: string;
+
+  /**
+   * The id of the signing key (`keyId`).
+   *
+   * @generated from field: string key_id = 9;
+   */
+  keyId: string;
+
+  /**
+   * The Ed25519 signature (base64) of the signed payload (`signature`).
+   *
+   * @generated from field: string signature = 10;
+   */
+  signature: string;
+
+  /**
+   * Each entry of the range: its position and hash, by position (`leaves`).
+   *
+   * @generated from field: repeated runhook.v1.LogDigestLeaf leaves = 11;
+   */
+  leaves: LogDigestLeaf[];
+};
+
+/**
+ * Describes the message runhook.v1.LogDigest.
+ * Use `create(LogDigestSchema)` to create a new message.
+ */
+export const LogDigestSchema: GenMessage<LogDigest> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_log, 17);
+
+/**
+ * LogDigestLeaf is one entry of a digest's range.
+ *
+ * @generated from message runhook.v1.LogDigestLeaf
+ */
+export type LogDigestLeaf = Message<"runhook.v1.LogDigestLeaf"> & {
+  /**
+   * The entry's position (its id).
+   *
+   * @generated from field: int64 position = 1;
+   */
+  position: bigint;
+
+  /**
+   * SHA-256 (hex) of the entry as the NDJSON export writes it, without the
+   * names looked up when it is read.
+   *
+   * @generated from field: string hash = 2;
+   */
+  hash: string;
+};
+
+/**
+ * Describes the message runhook.v1.LogDigestLeaf.
+ * Use `create(LogDigestLeafSchema)` to create a new message.
+ */
+export const LogDigestLeafSchema: GenMessage<LogDigestLeaf> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_log, 18);
+
+/**
+ * ListLogKeysRequest names the log whose keys are asked for (the keys are the
+ * server's; the names only authenticate the call). Both empty: the
+ * organization's admin log, with an organization API token.
+ *
+ * @generated from message runhook.v1.ListLogKeysRequest
+ */
+export type ListLogKeysRequest = Message<"runhook.v1.ListLogKeysRequest"> & {
+  /**
+   * Project name (a project's activity or admin log).
+   *
+   * @generated from field: string project_name = 1;
+   */
+  projectName: string;
+
+  /**
+   * Environment name (an activity log), or empty.
+   *
+   * @generated from field: string environment_name = 2;
+   */
+  environmentName: string;
+};
+
+/**
+ * Describes the message runhook.v1.ListLogKeysRequest.
+ * Use `create(ListLogKeysRequestSchema)` to create a new message.
+ */
+export const ListLogKeysRequestSchema: GenMessage<ListLogKeysRequest> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_log, 19);
+
+/**
+ * ListLogKeysResponse lists the public keys of log digests.
+ *
+ * @generated from message runhook.v1.ListLogKeysResponse
+ */
+export type ListLogKeysResponse = Message<"runhook.v1.ListLogKeysResponse"> & {
+  /**
+   * Every configured key; the one that signs new digests is `current`.
+   *
+   * @generated from field: repeated runhook.v1.LogKey keys = 1;
+   */
+  keys: LogKey[];
+};
+
+/**
+ * Describes the message runhook.v1.ListLogKeysResponse.
+ * Use `create(ListLogKeysResponseSchema)` to create a new message.
+ */
+export const ListLogKeysResponseSchema: GenMessage<ListLogKeysResponse> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_log, 20);
+
+/**
+ * LogKey is a public key that signs log digests.
+ *
+ * @generated from message runhook.v1.LogKey
+ */
+export type LogKey = Message<"runhook.v1.LogKey"> & {
+  /**
+   * Key id, as LogDigest.key_id names it.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * `Ed25519`.
+   *
+   * @generated from field: string algorithm = 2;
+   */
+  algorithm: string;
+
+  /**
+   * The raw 32-byte public key, base64.
+   *
+   * @generated from field: string public_key = 3;
+   */
+  publicKey: string;
+
+  /**
+   * Whether it signs new digests.
+   *
+   * @generated from field: bool current = 4;
+   */
+  current: boolean;
+};
+
+/**
+ * Describes the message runhook.v1.LogKey.
+ * Use `create(LogKeySchema)` to create a new message.
+ */
+export const LogKeySchema: GenMessage<LogKey> = /*@__PURE__*/
+  messageDesc(file_runhook_v1_log, 21);
 
 /**
  * LogService reads the activity log and the admin log of a project, and the
@@ -859,6 +1129,19 @@ export const LogService: GenService<{
     methodKind: "server_streaming";
     input: typeof ExportOrganizationAdminLogsRequestSchema;
     output: typeof ExportOrganizationAdminLogsResponseSchema;
+  },
+  /**
+   * ListLogKeys lists the public keys that sign log digests (LogDigest): the
+   * key that signs new digests and every earlier one still configured.
+   * Authentication: a project API token of the project (with or without an
+   * environment name), or without a project name an organization API token.
+   *
+   * @generated from rpc runhook.v1.LogService.ListLogKeys
+   */
+  listLogKeys: {
+    methodKind: "unary";
+    input: typeof ListLogKeysRequestSchema;
+    output: typeof ListLogKeysResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_runhook_v1_log, 0);

@@ -2,9 +2,10 @@
 // the ordering protocol of domain/logs/reader.ts. Ascending pages never pass an unresolved
 // position, so a consumer polling `next_cursor` receives every entry exactly once, in order.
 import type { Store } from "../../store/index.js";
-import { isFiltered, type LogDocOf, type LogKind, type LogSelection } from "../../store/logs.js";
+import { isFiltered, type LogDocOf, type LogKind, type LogSelection, type SeqRange } from "../../store/logs.js";
 import type { CursorCodec, Paging } from "./cursor.js";
 import type { LogReader } from "./reader.js";
+import { withDigests, type ExportItem } from "./digests.js";
 
 /** What a log is read through: the store, the reader of its ordering protocol, and the cursor codec. */
 export interface LogSource {
@@ -93,13 +94,22 @@ export async function readPage<K extends LogKind>(source: LogSource, kind: K, q:
   return { ...r, nextCursor: codec.encode(nextPos, q.hash) };
 }
 
-/**
- * Every matching entry from the cursor up to the watermark as of the start, in one pass
- * and constant memory: the watermark advance, then one indexed scan sorted by seq.
- */
-export async function* streamLog<K extends LogKind>(source: LogSource, kind: K, q: LogQuery, p: Paging): AsyncGenerator<LogDocOf<K>> {
+/** What an export reads: the positions from the cursor up to the watermark as of now, and the order. */
+async function exportRange(source: LogSource, kind: LogKind, q: LogQuery, p: Paging): Promise<{ range: SeqRange; order: 1 | -1 }> {
   const pos = await cursorPosition(source, kind, q, p);
   const wm = await source.reader.advance(kind, q.stream);
   const range = p.order === "asc" ? { after: pos ?? 0, upTo: wm } : pos !== undefined ? { before: pos } : { upTo: wm };
-  yield* source.store.logs.scan(kind, q.selection, range, p.order === "asc" ? 1 : -1);
+  return { range, order: p.order === "asc" ? 1 : -1 };
+}
+
+/**
+ * Every matching entry from the cursor up to the watermark as of the start, in one pass
+ * and constant memory: the watermark advance, then one indexed scan sorted by seq. With
+ * `digests`, the stream's signed digests that the export covers come with them (digests.ts).
+ */
+export async function* exportLog<K extends LogKind>(source: LogSource, kind: K, q: LogQuery, p: Paging, digests: boolean): AsyncGenerator<ExportItem<K>> {
+  const read = await exportRange(source, kind, q, p);
+  const entries = source.store.logs.scan(kind, q.selection, read.range, read.order);
+  if (digests) yield* withDigests(source.store, kind, q, read, entries);
+  else for await (const doc of entries) yield { doc };
 }
