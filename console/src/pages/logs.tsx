@@ -275,13 +275,23 @@ export function LogsPage({ kind, projectId, environment }: { kind: Kind; project
 interface Place {
   projectId: string;
   environment?: string;
+  /** The record's own page lists its entries: each row's record is that page, and is left out. */
+  onRecordPage?: boolean;
 }
 
 /** A log's entries: each record, run, workflow and target a link to its page (targets once `names` are known). */
 export function LogTable({ kind, rows, place, names }: { kind: Kind; rows: Row[]; place: Place; names?: ProjectNames }) {
   return (
     <table class={`list log ${kind}`}>
-      <ListHead columns={["When", "Action", kind === "activity" ? "User, via" : "Actor", kind === "activity" ? "Record, run" : "Target", "Details"]} />
+      <ListHead
+        columns={[
+          "When",
+          "Action",
+          kind === "activity" ? "User, via" : "Actor",
+          kind === "admin" ? "Target" : place.onRecordPage ? "Run" : "Record, run",
+          "Details",
+        ]}
+      />
       <tbody>
         {rows.map((r) => (
           <tr key={r.id} data-entry={r.id} data-action={r.action}>
@@ -313,10 +323,12 @@ function EntrySubject({ row: r, place, names }: { row: Row; place: Place; names?
   const environment = r.environment ?? place.environment;
   return (
     <>
-      {r.record && <RecordLink projectId={place.projectId} environment={environment} collection={r.record.collection} recordId={r.record.recordId} />}
+      {r.record && !place.onRecordPage && (
+        <RecordLink projectId={place.projectId} environment={environment} collection={r.record.collection} recordId={r.record.recordId} />
+      )}
       {r.runId && (
         <>
-          {r.record && " "}
+          {r.record && !place.onRecordPage && " "}
           <a href={href(["runs", r.runId])} class="run-link" title={`Run ${r.runId}`}>
             run
           </a>

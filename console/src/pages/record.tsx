@@ -78,30 +78,32 @@ function RecordRuns({ projectId, runs: list, error }: { projectId: string; runs:
       {!list && !error && <Loading what="the runs" />}
       {list?.length === 0 && <p class="muted">No run on this record that you may see. Start one above, or through its workflow's webhook.</p>}
       {list && list.length > 0 && (
-        <table class="list record-runs">
-          <ListHead columns={["Created", "Workflow", "State", "As, via"]} />
-          <tbody>
-            {list.map((r) => (
-              <tr key={r.id} data-run={r.id}>
-                <td>
-                  <a href={href(["runs", r.id])} title={`Run ${r.id}`}>
-                    <When at={r.createdAt} />
-                  </a>
-                </td>
-                <td>
-                  <WorkflowLink projectId={projectId} renderingId={r.renderingId} workflowId={r.workflowId} name={r.workflowName} /> v{r.workflowVersion}
-                </td>
-                <td>
-                  <span class={`state ${r.state.toLowerCase()}`}>{r.state}</span>
-                  {r.error && <span class="run-failure">{r.error.split("\n", 1)[0]}</span>}
-                </td>
-                <td>
-                  <UserName user={r.user} />, {r.via}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <div class="table-scroll">
+          <table class="list record-runs">
+            <ListHead columns={["Created", "Workflow", "State", "As, via"]} />
+            <tbody>
+              {list.map((r) => (
+                <tr key={r.id} data-run={r.id}>
+                  <td>
+                    <a href={href(["runs", r.id])} title={`Run ${r.id}`}>
+                      <When at={r.createdAt} />
+                    </a>
+                  </td>
+                  <td>
+                    <WorkflowLink projectId={projectId} renderingId={r.renderingId} workflowId={r.workflowId} name={r.workflowName} /> v{r.workflowVersion}
+                  </td>
+                  <td>
+                    <span class={`state ${r.state.toLowerCase()}`}>{r.state}</span>
+                    {r.error && <span class="run-failure">{r.error.split("\n", 1)[0]}</span>}
+                  </td>
+                  <td>
+                    <UserName user={r.user} />, {r.via}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       {list && list.length === PAGE && <p class="muted">The newest {PAGE} runs; search its runs for the others.</p>}
     </Section>
@@ -174,7 +176,9 @@ function RecordActivity({ projectId, where, collection, recordId }: { projectId:
       {!entries.data && !entries.error && <Loading what="the activity entries" />}
       {entries.data?.length === 0 && <p class="muted">No activity entry on this record yet.</p>}
       {entries.data && entries.data.length > 0 && (
-        <LogTable kind="activity" rows={entries.data.map(activityRow)} place={{ projectId, environment: where.environmentName }} />
+        <div class="table-scroll">
+          <LogTable kind="activity" rows={entries.data.map(activityRow)} place={{ projectId, environment: where.environmentName, onRecordPage: true }} />
+        </div>
       )}
       <p>
         <a href={all}>Its whole activity log</a>
