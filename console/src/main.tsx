@@ -11,6 +11,7 @@ import { LogsPage } from "./pages/logs.js";
 import { NotesPage } from "./pages/notes.js";
 import { ProjectPage } from "./pages/project.js";
 import { ProjectsPage } from "./pages/projects.js";
+import { RecordPage } from "./pages/record.js";
 import { RenderingPage } from "./pages/rendering.js";
 import { RunPage } from "./pages/run.js";
 import { RunsPage } from "./pages/runs.js";
@@ -50,7 +51,7 @@ function SignIn({ onSignedIn, notice }: { onSignedIn: (s: SignedIn) => void; not
 
 /** The page for a route (path segments as route.ts decodes them). */
 function pageOf({ parts }: Route) {
-  const [a, b, c, d, e, f] = parts;
+  const [a, b, c, d, e, f, g] = parts;
   if (parts.length === 0) return <ProjectsPage />;
   if (a === "account" && parts.length === 1) return <AccountPage />;
   if (a === "runs" && b && parts.length === 2) return <RunPage key={b} runId={b} />;
@@ -60,6 +61,8 @@ function pageOf({ parts }: Route) {
     if (c === "admin-log" && parts.length === 3) return <LogsPage key={`${b}/admin`} kind="admin" projectId={b} />;
     if (c === "r" && d && parts.length === 4) return <RenderingPage key={d} projectId={b} renderingId={d} />;
     if (c === "r" && d && e === "w" && f && parts.length === 6) return <WorkflowPage key={f} projectId={b} renderingId={d} workflowId={f} />;
+    if (c === "env" && d && e === "records" && f && g && parts.length === 7)
+      return <RecordPage key={`${b}/${d}/${f}/${g}`} projectId={b} environment={d} collection={f} recordId={g} />;
     if (c === "env" && d && parts.length === 5) {
       const key = `${b}/${d}/${e}`;
       if (e === "runs") return <RunsPage key={key} projectId={b} environment={d} />;

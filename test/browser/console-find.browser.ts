@@ -57,8 +57,10 @@ it("an admin picks a workflow by name, finds a record's runs by its id alone, re
   await failedRow.waitFor(LONG);
   expect(await page.locator("tr.run-row").count()).toBe(1);
 
-  // The whole row opens the run: a click where its record shows, away from the time that is the link's text.
-  const cell = (await failedRow.locator("td", { hasText: "orders / no-such-record" }).boundingBox())!;
+  // The record and the workflow are links to their own pages.
+  expect(await failedRow.locator("a.record-link").getAttribute("href")).toBe(`#/p/${w.projectId}/env/${w.environmentName}/records/orders/no-such-record`);
+  // The rest of the row opens the run: a click where its user shows, away from the time that is the link's text.
+  const cell = (await failedRow.locator("td", { hasText: ", webhook" }).boundingBox())!;
   await page.mouse.click(cell.x + cell.width / 2, cell.y + cell.height / 2);
   await page.locator(".run h1 .state.failed").waitFor(LONG);
   expect(page.url()).toContain(`#/runs/${failed}`);

@@ -67,7 +67,7 @@ it("an admin goes from the projects to the workflow, copies its URL, and sees a 
   await page.locator(`tr[data-run="${hook.body.runId}"].succeeded`).waitFor(LONG);
   await page.screenshot({ path: join(SHOTS, "console-runs.png"), fullPage: true });
   // Its page: the steps on a timeline, SUCCEEDED.
-  await row.getByRole("link").click();
+  await row.locator("a.row-link").click();
   await page.locator(".run h1 .state.succeeded").waitFor(LONG);
   expect(await page.locator(".timeline .step.succeeded").count()).toBe(3);
   // The filters: a state that does not match hides it.
@@ -149,7 +149,7 @@ it("a user who is not an admin sees its workflows' runs and state, but no URL, n
   await page.getByRole("link", { name: "Runs", exact: true }).click();
   await page.locator(`tr[data-run="${hook.body.runId}"]`).waitFor(LONG);
   // From the run to its workflow: state and rate limit, no URL, no buttons that change it.
-  await page.locator(`tr[data-run="${hook.body.runId}"] a`).click();
+  await page.locator(`tr[data-run="${hook.body.runId}"] a.row-link`).click();
   await page.locator(".run h1").waitFor();
   await page.locator(".facts").getByRole("link", { name: "test workflow" }).click();
   await page.getByRole("heading", { name: "Trigger settings" }).waitFor();

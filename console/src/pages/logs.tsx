@@ -21,20 +21,25 @@ import { go, href, useRoute } from "../route.js";
 import { isAdmin, useCall, useFail, useMe } from "../session.js";
 import { ErrorText, Field, FilterForm, ListHead, Loading, More, When } from "../ui.js";
 import { Crumbs, NotFound, Page, useProject } from "./common.js";
+import { type ProjectNames, RecordLink, TargetLink, UserName, useProjectNames, WorkflowLink } from "./links.js";
 
 type Kind = "activity" | "admin";
 const PAGE = 50;
 const TAIL_MS = 2000;
 
-interface Row {
+type Person = { id: string; name: string; email: string };
+
+export interface Row {
   id: string;
   timestamp: Timestamp | undefined;
   action: string;
-  who: string;
+  who: Person | undefined;
   via?: string;
-  record?: string;
+  record?: { collection: string; recordId: string };
   runId?: string;
+  workflow?: { id: string; name?: string; renderingId?: string };
   target?: string;
+  subject?: Person;
   environment?: string;
   details: JsonObject | undefined;
 }
@@ -59,21 +64,31 @@ const FIELDS: Record<Kind, [string, string][]> = {
   ],
 };
 
-function activityRow(e: ActivityLogEntry): Row {
+export function activityRow(e: ActivityLogEntry): Row {
   return {
     id: e.id,
     timestamp: e.timestamp,
     action: e.action,
-    who: e.user?.email ?? "",
+    who: e.user,
     via: e.via,
-    record: e.collection ? `${e.collection} / ${e.recordId ?? ""}` : undefined,
+    record: e.collection ? { collection: e.collection, recordId: e.recordId ?? "" } : undefined,
     runId: e.runId,
+    workflow: e.workflowId ? { id: e.workflowId, name: e.workflowName, renderingId: e.rendering } : undefined,
     details: e.details,
   };
 }
 
 function adminRow(e: AdminLogEntry): Row {
-  return { id: e.id, timestamp: e.timestamp, action: e.action, who: e.actor?.email ?? "", target: e.target, environment: e.environment, details: e.details };
+  return {
+    id: e.id,
+    timestamp: e.timestamp,
+    action: e.action,
+    who: e.actor,
+    target: e.target,
+    subject: e.subject,
+    environment: e.environment,
+    details: e.details,
+  };
 }
 
 interface Query {
@@ -149,6 +164,7 @@ export function LogsPage({ kind, projectId, environment }: { kind: Kind; project
   const loadedAt = useRef(new Date());
   const title = kind === "activity" ? `Activity log of ${environment}` : "Admin log";
   const path = kind === "activity" ? ["p", projectId, "env", environment!, "activity"] : ["p", projectId, "admin-log"];
+  const names = useProjectNames(projectId, kind === "admin" && allowed);
 
   useCall(
     q &&
@@ -249,16 +265,33 @@ export function LogsPage({ kind, projectId, environment }: { kind: Kind; project
       <ErrorText error={error} />
       {rows === null && !error && <Loading what="the log" />}
       {rows?.length === 0 && <p class="muted">No entry matches.</p>}
-      {rows && rows.length > 0 && <LogTable kind={kind} rows={rows} />}
+      {rows && rows.length > 0 && <LogTable kind={kind} rows={rows} place={{ projectId, environment }} names={names.data} />}
       <More show={!!cursor} onMore={more} />
     </Page>
   );
 }
 
-function LogTable({ kind, rows }: { kind: Kind; rows: Row[] }) {
+/** Where the entries are: the project, and the activity log's environment (admin entries name theirs). */
+interface Place {
+  projectId: string;
+  environment?: string;
+  /** The record's own page lists its entries: each row's record is that page, and is left out. */
+  onRecordPage?: boolean;
+}
+
+/** A log's entries: each record, run, workflow and target a link to its page (targets once `names` are known). */
+export function LogTable({ kind, rows, place, names }: { kind: Kind; rows: Row[]; place: Place; names?: ProjectNames }) {
   return (
     <table class={`list log ${kind}`}>
-      <ListHead columns={["When", "Action", kind === "activity" ? "User, via" : "Actor", kind === "activity" ? "Record, run" : "Target", "Details"]} />
+      <ListHead
+        columns={[
+          "When",
+          "Action",
+          kind === "activity" ? "User, via" : "Actor",
+          kind === "admin" ? "Target" : place.onRecordPage ? "Run" : "Record, run",
+          "Details",
+        ]}
+      />
       <tbody>
         {rows.map((r) => (
           <tr key={r.id} data-entry={r.id} data-action={r.action}>
@@ -269,19 +302,11 @@ function LogTable({ kind, rows }: { kind: Kind; rows: Row[] }) {
               <code>{r.action}</code>
             </td>
             <td>
-              {r.who}
+              <UserName user={r.who} />
               {r.via && `, ${r.via}`}
             </td>
             <td>
-              {r.record}
-              {r.runId && (
-                <>
-                  {r.record && " "}
-                  <a href={href(["runs", r.runId])}>run</a>
-                </>
-              )}
-              {r.target && <code>{r.target}</code>}
-              {r.environment && ` (${r.environment})`}
+              <EntrySubject row={r} place={place} names={names} />
             </td>
             <td>
               <Details details={r.details} />
@@ -290,6 +315,40 @@ function LogTable({ kind, rows }: { kind: Kind; rows: Row[] }) {
         ))}
       </tbody>
     </table>
+  );
+}
+
+/** What an entry is about: its record, run and workflow (activity), or its target and environment (admin). */
+function EntrySubject({ row: r, place, names }: { row: Row; place: Place; names?: ProjectNames }) {
+  const environment = r.environment ?? place.environment;
+  return (
+    <>
+      {r.record && !place.onRecordPage && (
+        <RecordLink projectId={place.projectId} environment={environment} collection={r.record.collection} recordId={r.record.recordId} />
+      )}
+      {r.runId && (
+        <>
+          {r.record && !place.onRecordPage && " "}
+          <a href={href(["runs", r.runId])} class="run-link" title={`Run ${r.runId}`}>
+            run
+          </a>
+        </>
+      )}
+      {r.workflow && (
+        <>
+          {" of "}
+          <WorkflowLink projectId={place.projectId} renderingId={r.workflow.renderingId} workflowId={r.workflow.id} name={r.workflow.name} />
+        </>
+      )}
+      {r.target && (names ? <TargetLink target={r.target} names={names} subject={r.subject} /> : <code>{r.target}</code>)}
+      {r.environment && (
+        <>
+          {" ("}
+          <a href={href(["p", place.projectId, "env", r.environment, "runs"])}>{r.environment}</a>
+          {")"}
+        </>
+      )}
+    </>
   );
 }
 

@@ -5,9 +5,10 @@ import { useState } from "preact/hooks";
 import type { Note } from "../../../gen/runhook/v1/note_pb.js";
 import { notes } from "../api.js";
 import { go, useRoute } from "../route.js";
-import { isAdmin, useCall, useFail, useMe } from "../session.js";
+import { isAdmin, useCall, useFail, useLoad, useMe } from "../session.js";
 import { Confirm, ErrorText, Field, FilterForm, Loading, More, When } from "../ui.js";
-import { Crumbs, NotFound, Page, useProject } from "./common.js";
+import { Crumbs, NotFound, Page, RunLink, useProject } from "./common.js";
+import { noteRunsOf, RecordLink, UserName } from "./links.js";
 
 const PAGE = 20;
 
@@ -39,6 +40,10 @@ export function NotesPage({ projectId, environment }: { projectId: string; envir
   const [cursor, setCursor] = useState<string | undefined>();
   const [error, setError] = useState<string | null>(null);
   const [round, setRound] = useState(0);
+  const writers = useLoad(
+    async (signal) => (name ? noteRunsOf({ projectName: name, environmentName: environment, collection, recordId: record }, signal) : undefined),
+    [name, environment, collection, record, round],
+  );
 
   const fetchPage = (after: string) =>
     notes.listNotes({
@@ -101,6 +106,7 @@ export function NotesPage({ projectId, environment }: { projectId: string; envir
           <NoteThread
             key={n.id}
             note={n}
+            place={{ projectId, environment, runId: writers.data?.get(n.id) }}
             onReply={(content) =>
               act(async () => {
                 const { message } = await notes.addNoteMessage({ scope: scope!, noteId: n.id, content: htmlOf(content) });
@@ -141,12 +147,14 @@ export function NotesPage({ projectId, environment }: { projectId: string; envir
 
 interface ThreadProps {
   note: Note;
+  /** Where the note is, and the run that wrote it (when one did). */
+  place: { projectId: string; environment: string; runId?: string };
   onReply: (content: string) => Promise<void>;
   onArchive: (archived: boolean) => Promise<void>;
   onDelete: () => Promise<void>;
 }
 
-function NoteThread({ note, onReply, onArchive, onDelete }: ThreadProps) {
+function NoteThread({ note, place, onReply, onArchive, onDelete }: ThreadProps) {
   const [reply, setReply] = useState("");
   const isArchived = !!note.archivedAt;
   return (
@@ -154,15 +162,20 @@ function NoteThread({ note, onReply, onArchive, onDelete }: ThreadProps) {
       <h3>
         {note.title || <span class="muted">Untitled note</span>}{" "}
         <span class="muted">
-          on {note.collection} / <code>{note.recordId}</code>
+          on <RecordLink projectId={place.projectId} environment={place.environment} collection={note.collection} recordId={note.recordId} />
         </span>
         {isArchived && <span class="state"> archived</span>}
       </h3>
+      {place.runId && (
+        <p class="note-run">
+          Written by <RunLink runId={place.runId} short />
+        </p>
+      )}
       <ol class="messages">
         {note.messages.map((m) => (
           <li key={m.id} class="message">
             <p class="meta">
-              {m.user?.email}, <When at={m.createdAt} />
+              <UserName user={m.user} />, <When at={m.createdAt} />
             </p>
             <p class="content">{textOf(m.content)}</p>
           </li>

@@ -11,6 +11,7 @@ import { dateOf, duration } from "../time.js";
 import { Ago, Confirm, useTitle } from "../ui.js";
 import { runIdOf } from "../ids.js";
 import { Crumbs, NotFound, OpenRunForm, Page, RefusalText, RunLink, useRunStart, useWorkflow } from "./common.js";
+import { RecordLink, UserName } from "./links.js";
 
 const FINISHED = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
@@ -228,25 +229,11 @@ function RunView({ runId }: { runId: string }) {
 }
 
 function RunFacts({ run, place }: { run: Run; place: Place }) {
-  const recordRuns = place.environment
-    ? href(["p", run.projectId, "env", place.environment, "runs"], { collection: run.collection, record: run.recordId })
-    : null;
-  const record = (
-    <>
-      {run.collection} / <code>{run.recordId}</code>
-    </>
-  );
   return (
     <dl class="facts">
       <dt>Record</dt>
       <dd>
-        {recordRuns ? (
-          <a href={recordRuns} title="The runs on this record">
-            {record}
-          </a>
-        ) : (
-          record
-        )}
+        <RecordLink projectId={run.projectId} environment={place.environment} collection={run.collection} recordId={run.recordId} />
       </dd>
       <dt>Workflow</dt>
       <dd>
@@ -257,7 +244,7 @@ function RunFacts({ run, place }: { run: Run; place: Place }) {
       </dd>
       <dt>As</dt>
       <dd>
-        {run.user?.email} via {run.via}
+        <UserName user={run.user} /> via {run.via}
       </dd>
       <dt>Created</dt>
       <dd>

@@ -21,6 +21,7 @@ import { ErrorText, Field, FilterForm, ListHead, Loading, More, When } from "../
 import { isUuid } from "../ids.js";
 import { Crumbs, NotFound, Page, useProject } from "./common.js";
 import { NoRunsYet } from "./next-steps.js";
+import { RecordLink, UserName, WorkflowLink } from "./links.js";
 import { type BatchAction, BatchPanel, type BatchPlan } from "./run-batch.js";
 
 const STATES = ["QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"];
@@ -221,6 +222,7 @@ export function RunsPage({ projectId, environment }: { projectId: string; enviro
         <RunList
           key={query}
           runs={shown}
+          environment={environment}
           mayAct={roleOn(me, projectId) !== null}
           admin={isAdmin(me, projectId)}
           plan={(action, runIds, fromFailed) => batchPlan(name, environment, filters, action, runIds, fromFailed)}
@@ -236,6 +238,7 @@ const selectable = (me: Me, admin: boolean, run: Run) => admin || run.user?.id =
 
 interface RunListProps {
   runs: Run[];
+  environment: string;
   /** The caller has a role on the project: the selection and the batch actions show. */
   mayAct: boolean;
   admin: boolean;
@@ -243,7 +246,7 @@ interface RunListProps {
 }
 
 /** The runs shown, with their selection and the batch actions (and the batch under way). */
-function RunList({ runs: list, mayAct, admin, plan: planOf }: RunListProps) {
+function RunList({ runs: list, environment, mayAct, admin, plan: planOf }: RunListProps) {
   const me = useMe();
   const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
   const [plan, setPlan] = useState<BatchPlan | null>(null);
@@ -271,7 +274,7 @@ function RunList({ runs: list, mayAct, admin, plan: planOf }: RunListProps) {
         <BatchToolbar box={toolbar} runs={list.filter(canSelect)} selected={selected} onSelect={setSelected} admin={admin} busy={plan !== null} onAct={open} />
       )}
       {plan && <BatchPanel plan={plan} onClose={close} />}
-      <RunTable runs={list} selection={mayAct ? { selected, canSelect, onSelect: setSelected } : null} />
+      <RunTable runs={list} environment={environment} selection={mayAct ? { selected, canSelect, onSelect: setSelected } : null} />
     </>
   );
 }
@@ -335,7 +338,7 @@ interface Selection {
   onSelect: (s: ReadonlySet<string>) => void;
 }
 
-function RunTable({ runs: list, selection }: { runs: Run[]; selection: Selection | null }) {
+function RunTable({ runs: list, environment, selection }: { runs: Run[]; environment: string; selection: Selection | null }) {
   const toggle = (id: string, on: boolean) => {
     if (!selection) return;
     const next = new Set(selection.selected);
@@ -377,13 +380,13 @@ function RunTable({ runs: list, selection }: { runs: Run[]; selection: Selection
                 {r.error && <span class="run-failure">{r.error.split("\n", 1)[0]}</span>}
               </td>
               <td>
-                {r.collection} / <code>{r.recordId}</code>
-              </td>
-              <td title={r.workflowId}>
-                {r.workflowName || <code>{r.workflowId.slice(0, 8)}</code>} v{r.workflowVersion}
+                <RecordLink projectId={r.projectId} environment={environment} collection={r.collection} recordId={r.recordId} />
               </td>
               <td>
-                {r.user?.email}, {r.via}
+                <WorkflowLink projectId={r.projectId} renderingId={r.renderingId} workflowId={r.workflowId} name={r.workflowName} /> v{r.workflowVersion}
+              </td>
+              <td>
+                <UserName user={r.user} />, {r.via}
               </td>
               <td>{start && end ? duration(end.getTime() - start.getTime()) : "–"}</td>
             </tr>
