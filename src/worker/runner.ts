@@ -77,8 +77,8 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
   const held: HeldRun = { env, log, owner, changed };
   /** The run's end, with its entry: false when the run is no longer ours. */
   const finish = async (state: "SUCCEEDED" | "FAILED", error: string, step: number | null): Promise<boolean> => {
-    const action = state === "FAILED" ? "workflow.run.failed" : "workflow.run.succeeded";
-    const entry = await runEntry(deps.store, claimed, action, state === "FAILED" ? { error, step } : {});
+    const failed = state === "FAILED";
+    const entry = await runEntry(deps.store, claimed, failed ? "workflow.run.failed" : "workflow.run.succeeded", failed ? { error, step } : {});
     const done = changed(await machine.finish(id, owner, state, error, step, [entry]));
     if (!done) {
       releaseEntries(deps.store, [entry], log);
