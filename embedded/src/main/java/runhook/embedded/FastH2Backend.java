@@ -355,7 +355,9 @@ final class FastH2Backend extends H2Backend {
         // a failed checkpoint or estimate: close(0) commits what is there, and no compaction
       }
       store.close(0); // commit, clean-shutdown mark, sync, unlock
-      if (journal != null) {
+      // A write that failed (a full disk, say) closed the store without its last commit, and
+      // close(0) then does nothing: the journal holds what the file lacks, for the next start.
+      if (journal != null && store.getPanicException() == null) {
         try {
           journal.retire(); // the checkpoint is synced: the generation before it is not replayed
         } catch (IOException e) {
