@@ -86,7 +86,7 @@ final class DiskGuard {
   void check(String command, Document query) {
     if (!MemoryGuard.addsData(command, query) || !isFull()) return;
     throw new MongoServerError(OUT_OF_DISK_SPACE, "OutOfDiskSpace",
-        "the embedded database's disk is full (" + mb(free()) + " free on " + dir + ", " + mb(reserve) + " kept free for the writes under way):"
+        "the embedded database's disk is full (" + mb(free()) + " free on " + dir + ", " + mb(needed()) + " needed for the writes under way):"
             + " writes that add data are refused until space is freed there");
   }
 
@@ -100,7 +100,7 @@ final class DiskGuard {
     if (System.nanoTime() - checkedNs < CHECK_EVERY_NS) return full;
     checkedNs = System.nanoTime();
     long free = free();
-    long needed = reserve == 0 ? 0 : reserve + Math.max(0, pending.getAsLong());
+    long needed = needed();
     if (!full && free < needed) full = true;
     else if (full && free >= Math.max(needed + reserve / 4, MIN_CLEAR)) full = false;
     if (full != toldFull && checkedNs - toldNs >= LINE_EVERY_NS) {
@@ -112,6 +112,11 @@ final class DiskGuard {
           : mb(free) + " free on " + dir + ": writes are accepted again");
     }
     return full;
+  }
+
+  /** What is kept free: the reserve and the next checkpoint's pages (nothing with no reserve). */
+  private long needed() {
+    return reserve == 0 ? 0 : reserve + Math.max(0, pending.getAsLong());
   }
 
   /**
