@@ -194,10 +194,11 @@ function expectToldOncePerMinute(r: Running, calls: Call[]): void {
 }
 
 describe("the memory backend, its heap full", () => {
-  const dataDir = mkdtempSync(join(tmpdir(), "runhook-full-heap-"));
+  let dataDir = "";
   let r: Running | undefined;
 
   beforeAll(async () => {
+    dataDir = mkdtempSync(join(tmpdir(), "runhook-full-heap-"));
     r = await start(dataDir, "memory.json", { RUNHOOK_EMBEDDED: "memory", RUNHOOK_EMBEDDED_HEAP_MB: "128" });
     // Half the heap taken at once, so that the calls fill the rest in seconds.
     const filler = storeFixtures(r.db).scratch<{ _id: number; payload: string }>("filler");
@@ -208,7 +209,7 @@ describe("the memory backend, its heap full", () => {
   afterAll(async () => {
     await r?.db.close();
     await r?.server.stop();
-    rmSync(dataDir, { recursive: true, force: true });
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
 
   it("refusals are 503 / UNAVAILABLE with Retry-After and words, reads answer, one log line a minute, no run without its entry", async () => {
@@ -225,12 +226,13 @@ describe("the file backend, its disk full", () => {
   const MOUNT_MB = 48;
   /** Left free once the server runs: the calls fill it. */
   const LEFT_FREE_MB = 16;
-  const dataDir = mkdtempSync(join(tmpdir(), "runhook-full-disk-"));
-  const filler = join(dataDir, "filler");
+  let dataDir = "";
   let mounted = false;
   let r: Running | undefined;
+  const filler = () => join(dataDir, "filler");
 
   beforeAll(async () => {
+    dataDir = mkdtempSync(join(tmpdir(), "runhook-full-disk-"));
     try {
       execFileSync("mount", ["-t", "tmpfs", "-o", `size=${MOUNT_MB}m`, "tmpfs", dataDir], { stdio: "pipe" });
     } catch (err) {
@@ -242,14 +244,14 @@ describe("the file backend, its disk full", () => {
     mounted = true;
     r = await start(dataDir, "running.json", { RUNHOOK_EMBEDDED: "file" });
     const free = statfsSync(dataDir);
-    writeFileSync(filler, Buffer.alloc(Math.max(0, free.bavail * free.bsize - LEFT_FREE_MB * 2 ** 20)));
+    writeFileSync(filler(), Buffer.alloc(Math.max(0, free.bavail * free.bsize - LEFT_FREE_MB * 2 ** 20)));
   });
 
   afterAll(async () => {
     await r?.db.close();
     await r?.server.stop();
     if (mounted) execFileSync("umount", [dataDir]);
-    rmSync(dataDir, { recursive: true, force: true });
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
 
   it("refusals are 503 / UNAVAILABLE with Retry-After and words, reads answer, one log line a minute; writes are accepted again once space is freed", async () => {
@@ -259,7 +261,7 @@ describe("the file backend, its disk full", () => {
     await expectReadsAnswer(r!);
     expectToldOncePerMinute(r!, calls);
     // Space freed: a webhook call is accepted again within seconds (the guard reads the free space every 20 ms).
-    rmSync(filler);
+    rmSync(filler());
     let status = 0;
     for (const deadline = Date.now() + 10_000; status !== 202 && Date.now() < deadline; await sleep(200)) {
       status = (
