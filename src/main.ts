@@ -29,7 +29,7 @@ import { startLogDigests, type LogDigester } from "./worker/log-digests.js";
 import { storedItem } from "./http/published.js";
 import { createServices, SERVICE_DESCS, type Services } from "./services/index.js";
 import { createHealthStatus, ServingStatus } from "./rpc/health.js";
-import { monitorDatabase } from "./store/monitor.js";
+import { fullDatabaseReporter, monitorDatabase } from "./store/monitor.js";
 import { createMetrics, startMetricsServer, type MetricsServer } from "./lib/metrics.js";
 import { checkPorts, listening, PortError, type PortUse } from "./lib/ports.js";
 
@@ -276,6 +276,14 @@ export function createDeps(store: Store, config: Config, logger: Logger): Server
     return { depth: q.depth, oldestAgeSeconds: q.oldest ? (Date.now() - q.oldest.getTime()) / 1000 : 0 };
   });
   store.onCommandFailed((command) => metrics.dbErrors.inc({ command }));
+  store.onFull(
+    fullDatabaseReporter((refused) =>
+      logger.warn(
+        { refused },
+        `the database is full: ${refused} write${refused === 1 ? "" : "s"} refused since the last such line; callers are answered 503 (gRPC UNAVAILABLE) with Retry-After until room is made (docs/operators.md)`,
+      ),
+    ),
+  );
   const events = new EventEmitter();
   events.setMaxListeners(0);
   const dbMonitor = monitorDatabase(() => store.ping(), { intervalMs: DB_CHECK_EVERY_MS, timeoutMs: Math.min(config.dbTimeoutMs, DB_CHECK_TIMEOUT_MS) });

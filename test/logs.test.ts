@@ -10,7 +10,8 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LogService } from "../gen/runhook/v1/log_pb.js";
 import { errorBody } from "../src/rpc/errors.js";
-import { isDuplicateKey, storeFixtures, type CommandStartedEvent, type StoreFixtures } from "../src/store/index.js";
+import { isDuplicateKey, MongoServerError, storeFixtures, type CommandStartedEvent, type Store, type StoreFixtures } from "../src/store/index.js";
+import { createLogReader, type LogReader } from "../src/domain/logs/reader.js";
 import { activityStream, adminStream, streamKey, watermarkId, type NewActivity, type NewAdminEntry } from "../src/store/logs.js";
 import type { ActivityLogDoc } from "../src/store/types.js";
 import { apiClient, qs } from "./helpers/api.js";
@@ -754,5 +755,29 @@ describe("tail-safety: holes and tombstones (order=asc)", () => {
     const wm = await db.counters.findOne({ _id: watermarkId(stream) });
     expect(wm!.seq).toBeGreaterThanOrEqual(retried);
     await db.removeActivityEntries([streamKey(stream, after), streamKey(stream, retried)]);
+  });
+
+  it("a walk whose tombstone a full database refuses ends before the hole, without an error; it reads on once writes are accepted", async () => {
+    const store = server.deps.store;
+    const stream = activityStream(w.environmentId);
+    const lost = await store.counters.nextStamped(stream); // a writer whose insert was refused
+    const after = await act(w, { recordId: "after-full-hole" });
+    const full = new MongoServerError({ message: "the embedded database's memory is full", code: 146 });
+    const refused = async () => {
+      throw full;
+    };
+    const fullStore = { ...store, logs: { ...store.logs, tombstone: refused, raiseWatermark: refused } } as Store;
+    const walk = async (reader: LogReader) => {
+      const seen: [number, number | null][] = [];
+      for await (const r of reader.forward("activity", stream, lost.value - 1)) seen.push([r.seq, r.doc?.seq ?? null]);
+      return seen;
+    };
+    expect(await walk(createLogReader(fullStore, { holeGraceMs: 10 }))).toEqual([]);
+    expect(await db.activityLogs.findOne({ _id: streamKey(stream, lost.value) })).toBeNull(); // still a hole
+    expect(await walk(createLogReader(store, { holeGraceMs: 10 }))).toEqual([
+      [lost.value, null],
+      [after, after],
+    ]);
+    await db.removeActivityEntries([streamKey(stream, after)]);
   });
 });

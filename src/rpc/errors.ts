@@ -5,7 +5,7 @@
 import { Code, ConnectError, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { OngoingRunSchema } from "../../gen/runhook/v1/trigger_pb.js";
 import { DomainError, fail, type DomainErrorKind } from "../domain/errors.js";
-import { isUnavailable } from "../store/errors.js";
+import { isDatabaseFull, isUnavailable } from "../store/errors.js";
 
 const CODE: Record<DomainErrorKind, Code> = {
   invalid: Code.InvalidArgument,
@@ -54,6 +54,17 @@ export const ONGOING_RUN_ID = "runhook-ongoing-run-id";
 /** Retry-After (seconds) of a 503 `unavailable` while the database cannot be reached. */
 export const UNAVAILABLE_RETRY_AFTER_S = 5;
 
+/**
+ * A write the database refused for want of room: 503 `unavailable` as an outage is, with a
+ * longer Retry-After (room comes from an operator, or from retention's next sweep).
+ */
+export const DATABASE_FULL_RETRY_AFTER_S = 30;
+export const DATABASE_FULL_MESSAGE = "the database is full: retry later";
+
+function databaseFull(cause: unknown): DomainError {
+  return new DomainError("unavailable", DATABASE_FULL_MESSAGE, { retryAfterSeconds: DATABASE_FULL_RETRY_AFTER_S }, { cause });
+}
+
 /** A refusal as Connect tells it: its code, message, metadata (retry-after, the ongoing run's id) and details. */
 function connectErrorOf(err: DomainError): ConnectError {
   const metadata: Record<string, string> = {};
@@ -67,17 +78,19 @@ function connectErrorOf(err: DomainError): ConnectError {
 
 /**
  * What a caller is told about anything a handler threw: a ConnectError as it is; a DomainError
- * by the table; the database being unreachable (store/errors.ts isUnavailable) as UNAVAILABLE
- * (503) with Retry-After; anything else is a bug of ours, reported as INTERNAL without its message.
+ * by the table; the database being full (store/errors.ts isDatabaseFull) or unreachable
+ * (isUnavailable) as UNAVAILABLE (503) with Retry-After, each in its words; anything else is a
+ * bug of ours, reported as INTERNAL without its message.
  */
 export function toConnectError(err: unknown): ConnectError {
   if (err instanceof ConnectError) return err;
   if (err instanceof DomainError) return connectErrorOf(err);
+  if (isDatabaseFull(err)) return connectErrorOf(databaseFull(err));
   if (isUnavailable(err)) return connectErrorOf(fail.unavailable(undefined, err));
   return new ConnectError("internal error", Code.Internal, undefined, undefined, err);
 }
 
-/** Whether toConnectError(err) reports a bug (worth an error log) rather than a refusal or an outage. */
+/** Whether toConnectError(err) reports a bug (worth an error log) rather than a refusal, an outage or a full database. */
 export function isInternal(err: unknown): boolean {
   return !(err instanceof ConnectError) && !(err instanceof DomainError) && !isUnavailable(err);
 }

@@ -2,8 +2,8 @@
 // native gRPC (the routers of both servers), and the webhook and /v1 REST routes (the
 // in-process caller). Outermost first: observed (the request id echoed; RPCs also get their
 // access-log line and count, REST calls get theirs from the gateway, per HTTP request); then
-// errors go out as toConnectError makes them (the database unreachable: UNAVAILABLE with
-// retry-after; bugs: INTERNAL, logged); then the limit before authentication (per client
+// errors go out as toConnectError makes them (the database unreachable or full: UNAVAILABLE
+// with retry-after; bugs: INTERNAL, logged); then the limit before authentication (per client
 // address), then the per-token rate limit of the public API (they answer before anything else).
 import type { Interceptor } from "@connectrpc/connect";
 import type { Deps } from "../deps.js";

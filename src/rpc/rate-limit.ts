@@ -16,6 +16,7 @@ import { AdminService } from "../../gen/runhook/v1/admin_pb.js";
 import { authenticateAny, type AnyPrincipal } from "../domain/auth/tokens.js";
 import type { ApiRateLimits } from "../config.js";
 import { RATE_WINDOW_MS, type RateDecision, type RateWindow } from "../store/rate-limits.js";
+import { isDatabaseFull } from "../store/index.js";
 import type { Deps } from "../deps.js";
 import { directoryOf } from "../services/context.js";
 import type { ServerDeps } from "./server-deps.js";
@@ -112,9 +113,19 @@ interface ApiRateOutcome {
   error?: DomainError;
 }
 
-/** Counts one call against every window of `bucket` (`label` names it in the metrics) and decides it: refused when over any. */
+/**
+ * Counts one call against every window of `bucket` (`label` names it in the metrics) and decides
+ * it: refused when over any. A full database cannot count it: the call goes on uncounted, without
+ * the headers (so that reads still answer; a write is refused on its own).
+ */
 export async function hitRateLimits(deps: Deps, bucket: string, windows: readonly RateWindow[], label: string, now = Date.now()): Promise<ApiRateOutcome> {
-  const decisions = await deps.store.rateLimits.hitWindows(bucket, windows, now);
+  let decisions: RateDecision[];
+  try {
+    decisions = await deps.store.rateLimits.hitWindows(bucket, windows, now);
+  } catch (err) {
+    if (isDatabaseFull(err)) return { headers: {} };
+    throw err;
+  }
   const headers = rateLimitHeaders(decisions, now);
   const refusing = decisions.filter((d) => !d.allowed);
   if (refusing.length === 0) return { headers };

@@ -2,7 +2,7 @@
 import { MongoClient, ReadPreference, type Collection, type Db } from "mongodb";
 import { DEFAULT_WRITE_CONCERN, type WriteConcernSetting } from "../config.js";
 import type * as T from "./types.js";
-import { isUnavailable } from "./errors.js";
+import { isDatabaseFull, isUnavailable, repliesFull } from "./errors.js";
 
 /** The driver's command events, for tools that time the database's round trips (bench/). */
 export type { CommandFailedEvent, CommandStartedEvent, CommandSucceededEvent } from "mongodb";
@@ -88,6 +88,8 @@ export interface Database extends Handles {
   dataDb(name: string): Db;
   /** Calls `listener` with the command's name whenever a command fails (not for a unique index's refusal, which is an answer). */
   onCommandFailed(listener: (command: string) => void): void;
+  /** Calls `listener` whenever the server refuses a write because it is full. */
+  onFull(listener: () => void): void;
   /** Resolves when the server answers a ping. */
   ping(): Promise<void>;
   /** How far the server's clock is ahead of this process's (ms; NaN when it does not say). */
@@ -167,8 +169,14 @@ interface Monitoring {
 
 type FailureListener = (command: string) => void;
 
-/** Follows the monitor of client `c`, and tells `failureListeners` of its failed commands. */
-function watchClient(c: MongoClient, failureListeners: FailureListener[]): Monitoring {
+/** Who is told of failed commands, and of writes a full database refused. */
+interface CommandListeners {
+  failed: FailureListener[];
+  full: (() => void)[];
+}
+
+/** Follows the monitor of client `c`, and tells `listeners` of its failed commands and of its writes refused for a full database. */
+function watchClient(c: MongoClient, listeners: CommandListeners): Monitoring {
   const m: Monitoring = { heartbeats: new Map(), types: new Map() };
   c.on("serverHeartbeatStarted", (e) => e.awaited || m.heartbeats.set(e.connectionId, Date.now()));
   c.on("serverHeartbeatSucceeded", (e) => m.heartbeats.delete(e.connectionId));
@@ -179,7 +187,12 @@ function watchClient(c: MongoClient, failureListeners: FailureListener[]): Monit
     m.types.delete(e.address);
   });
   c.on("commandFailed", (e) => {
-    if ((e.failure as { code?: unknown }).code !== 11000) for (const l of failureListeners) l(e.commandName);
+    if ((e.failure as { code?: unknown }).code !== 11000) for (const l of listeners.failed) l(e.commandName);
+    if (isDatabaseFull(e.failure)) for (const l of listeners.full) l();
+  });
+  // A write refused for room may come as a write error of a command that succeeded.
+  c.on("commandSucceeded", (e) => {
+    if (listeners.full.length > 0 && repliesFull(e.reply)) for (const l of listeners.full) l();
   });
   return m;
 }
@@ -257,11 +270,11 @@ export async function connect(uri: string, opts: ConnectOptions = {}): Promise<D
   // Every write, on every collection, with one write concern: a write the caller is told
   // succeeded (a 202, a note, a token) survives a crash of the database server.
   const options = clientOptions(uri, opts.timeoutMs ?? DEFAULT_DB_TIMEOUT_MS, opts.writeConcern ?? DEFAULT_WRITE_CONCERN);
-  const failureListeners: FailureListener[] = [];
+  const listeners: CommandListeners = { failed: [], full: [] };
   const name = opts.dbName ?? databaseName(uri);
   const newClient = () => {
     const client = new MongoClient(uri, options);
-    return { client, monitoring: watchClient(client, failureListeners) };
+    return { client, monitoring: watchClient(client, listeners) };
   };
   const first = newClient();
   await first.client.connect();
@@ -291,7 +304,8 @@ export async function connect(uri: string, opts: ConnectOptions = {}): Promise<D
       const theirs = answer.localTime instanceof Date ? answer.localTime.getTime() : Number.NaN;
       return theirs - (sent + received) / 2;
     },
-    onCommandFailed: (listener: FailureListener) => void failureListeners.push(listener),
+    onCommandFailed: (listener: FailureListener) => void listeners.failed.push(listener),
+    onFull: (listener: () => void) => void listeners.full.push(listener),
     close: async () => {
       live.closed = true;
       clearInterval(watchdog);

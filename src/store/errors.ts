@@ -21,6 +21,37 @@ export function isDuplicateKey(err: unknown): boolean {
 }
 
 /**
+ * A write refused because the database is full: 146 ExceededMemoryLimit (the embedded memory
+ * backend's heap, embedded/…/MemoryGuard.java), 14031 OutOfDiskSpace (the file backend's disk,
+ * DiskGuard.java; MongoDB's own for a disk without room).
+ */
+const FULL_CODES = new Set([146, 14031]);
+
+const namesFull = (e: unknown) => FULL_CODES.has((e as { code?: unknown } | null)?.code as number);
+
+/**
+ * The database refused a write for want of room (memory or disk): the same write may succeed
+ * once room is made. As an error of the command, of a write (a grouped insert's write errors),
+ * or of its write concern.
+ */
+export function isDatabaseFull(err: unknown): boolean {
+  if (!(err instanceof MongoServerError)) return false;
+  if (namesFull(err)) return true;
+  // A grouped insert (insertMany): the bulk error names its write errors, or wraps the command's.
+  if (err instanceof MongoBulkWriteError) {
+    const cause = (err as { errorResponse?: unknown }).errorResponse ?? err.cause;
+    return [err.writeErrors].flat().some(namesFull) || (cause !== err && isDatabaseFull(cause));
+  }
+  return false;
+}
+
+/** Whether a command's reply (ok, with write errors or a write concern error) says the database is full. */
+export function repliesFull(reply: unknown): boolean {
+  const r = reply as { writeErrors?: unknown; writeConcernError?: unknown } | null;
+  return (Array.isArray(r?.writeErrors) && r.writeErrors.some(namesFull)) || namesFull(r?.writeConcernError);
+}
+
+/**
  * Server answers that mean "not now, this server cannot serve you" (shutting down, stepped
  * down, not primary, lost its own network) rather than "this operation is wrong".
  */
@@ -60,7 +91,8 @@ const SOCKET_ERRORS = new Set([
 ]);
 
 /**
- * The database could not be reached: the operation may succeed later. What an outage
+ * The database cannot serve the operation now, and it may succeed later: it could not be
+ * reached, or it is full (isDatabaseFull: waiting for room is waiting, not a bug). What an outage
  * produces (measured against a stopped server, test/crash/db-outage.test.ts): operations in flight
  * when it goes fail at once with MongoNetworkError (connection closed; MongoPoolClearedError,
  * a subclass, for those queued in the pool; or a raw EPIPE, above), later ones with
@@ -69,6 +101,7 @@ const SOCKET_ERRORS = new Set([
  * NotConnected errors.
  */
 export function isUnavailable(err: unknown): boolean {
+  if (isDatabaseFull(err)) return true;
   // A grouped insert (insertMany) that never reached the server: the bulk error wraps the cause.
   if (err instanceof MongoBulkWriteError && !(err.writeErrors as unknown[] | undefined)?.length) {
     const cause = (err as { errorResponse?: unknown }).errorResponse ?? err.cause;

@@ -25,6 +25,8 @@ export interface Store {
   writeConcern: WriteConcernInForce;
   /** Calls `listener` with the command's name whenever a command fails (not for a unique index's refusal, which is an answer). */
   onCommandFailed(listener: (command: string) => void): void;
+  /** Calls `listener` whenever the database refuses a write because it is full (memory or disk). */
+  onFull(listener: () => void): void;
   /** Resolves when the server answers a ping. */
   ping(): Promise<void>;
   /** How far the database server's clock is ahead of this process's (ms; NaN when the server does not say). */
@@ -60,6 +62,7 @@ function createStore(db: Database): Store {
       databaseName: db.name,
       writeConcern: db.writeConcern,
       onCommandFailed: (listener) => db.onCommandFailed(listener),
+      onFull: (listener) => db.onFull(listener),
       ping: () => db.ping(),
       clockSkewMs: () => db.clockSkewMs(),
       close: () => db.close(),
@@ -90,7 +93,7 @@ export { databaseName, pingServer, type CommandFailedEvent, type CommandStartedE
 export { permissionId, projectRoleId, type WebhookChange } from "./directory.js";
 export { STALE_INTENT_MS } from "./directory-version.js";
 export { sweepEveryMs, ttlIndexes, SWEEP_EVERY_MS, type TtlIndex } from "./indexes.js";
-export { isDuplicateKey, isTimeLimitExceeded, isUnavailable, MongoBulkWriteError, MongoNetworkError, MongoServerError } from "./errors.js";
+export { isDatabaseFull, isDuplicateKey, isTimeLimitExceeded, isUnavailable, MongoBulkWriteError, MongoNetworkError, MongoServerError } from "./errors.js";
 export { storeFixtures, type StoreFixtures } from "./fixtures.js";
 export { finishedActiveKey } from "./runs.js";
 export { LAST_USED_EVERY_MS, MAX_REMEMBERED_TOKENS, tokenUseRecorder, type TokenKind } from "./last-used.js";

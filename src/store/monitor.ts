@@ -2,7 +2,8 @@
 // `intervalMs` (a ping in flight is never doubled). The database is "down" when a ping fails or
 // has not answered within `timeoutMs`, and "up" again at the first ping that answers. main.ts
 // turns the changes into the gRPC health status (both servers) and /readyz, logs each one
-// once, and executors claim at once when the database is back.
+// once, and executors claim at once when the database is back. A full database (it answers, and
+// refuses writes) is told at most once a minute, with the count of writes it refused.
 
 export interface DatabaseMonitor {
   /** The last verdict: true until a ping fails or is slow, then true again at the next one that answers. */
@@ -71,5 +72,26 @@ export function monitorDatabase(ping: () => Promise<void>, opts: MonitorOptions)
       clearInterval(timer);
       listeners.clear();
     },
+  };
+}
+
+/** How often "the database is full" is told at most: a line a minute, not one per refused write. */
+export const DATABASE_FULL_TOLD_EVERY_MS = 60_000;
+
+/**
+ * Counts the writes a full database refuses (Store.onFull) and tells of them at most
+ * once every `everyMs`: at the first refusal, then at the first one after each interval, with
+ * how many were refused since the line before (that one included).
+ */
+export function fullDatabaseReporter(tell: (refused: number) => void, everyMs = DATABASE_FULL_TOLD_EVERY_MS, now = Date.now): () => void {
+  let refused = 0;
+  let toldAt = Number.NEGATIVE_INFINITY;
+  return () => {
+    refused++;
+    const t = now();
+    if (t - toldAt < everyMs) return;
+    toldAt = t;
+    tell(refused);
+    refused = 0;
   };
 }

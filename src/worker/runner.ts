@@ -19,7 +19,7 @@
 // (domain/runs/activity.ts): a step's with the step's end, the run's last with its end.
 import type { Logger } from "pino";
 import type { Deps } from "../deps.js";
-import { isUnavailable } from "../store/index.js";
+import { isDatabaseFull, isUnavailable } from "../store/index.js";
 import type { PendingLogEntry, RunDoc, StepDoc } from "../store/types.js";
 import { putEntries, releaseEntries, runEntry } from "../domain/runs/activity.js";
 import { MAX_WAIT_STEP_SECONDS, RUN_CHANGED } from "../domain/runs/model.js";
@@ -90,7 +90,9 @@ export async function runClaimed(env: RunnerEnv, claimed: RunDoc, owner: string,
   /** After the run's end: no lease left to keep (and no "gone" to stop this); its entries put in the log, or left to the sweep. */
   const ended = async (run: RunDoc, entries: PendingLogEntry[]) => {
     await lease.stop();
-    await putEntries(deps.store, run._id, entries).catch((err: unknown) => log.warn({ err }, "the run's entries stay pending: the sweep puts them in the log"));
+    await putEntries(deps.store, run._id, entries).catch(
+      (err: unknown) => isDatabaseFull(err) || log.warn({ err }, "the run's entries stay pending: the sweep puts them in the log"),
+    );
   };
   const fail = async (error: string, step: number | null) => {
     if (await finish("FAILED", error, step)) log.info({ error, step }, "run failed");

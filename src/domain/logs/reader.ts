@@ -18,7 +18,7 @@
 // resolved. It is stored per stream (only raised) and shared by every instance. A walk reads
 // ranges: entries below the watermark, every stored position (entries and tombstones) above
 // it, where the numbers missing from a range are the holes.
-import { isUnavailable, type Store } from "../../store/index.js";
+import { isDatabaseFull, isUnavailable, type Store } from "../../store/index.js";
 import type { LogDocOf, LogKind, Position } from "../../store/logs.js";
 import { sleep } from "../../lib/sleep.js";
 import { DEFAULT_RETENTION } from "../../config.js";
@@ -132,8 +132,12 @@ function noteHole(reader: ReaderState, stream: string, seq: number): void {
   if (!reader.holeSeen.has(key) && reader.holeSeen.size < MAX_TRACKED_HOLES) reader.holeSeen.set(key, Date.now());
 }
 
-/** Resolves the hole at `seq`: waits for its entry until the grace has passed, then tombstones it. Returns what is there. */
-async function fill(reader: ReaderState, kind: LogKind, stream: string, seq: number): Promise<Position | null> {
+/**
+ * Resolves the hole at `seq`: waits for its entry until the grace has passed, then tombstones it.
+ * Returns what is there, or undefined when a full database refused the tombstone: the hole stays
+ * until it accepts writes again, and the walk ends before it.
+ */
+async function fill(reader: ReaderState, kind: LogKind, stream: string, seq: number): Promise<Position | null | undefined> {
   const { logs, holeSeen } = reader;
   const key = `${stream}#${seq}`;
   const first = holeSeen.get(key) ?? Date.now();
@@ -146,10 +150,18 @@ async function fill(reader: ReaderState, kind: LogKind, stream: string, seq: num
       const d = await logs.at(kind, stream, seq);
       if (d) return d;
     }
-    // A change stored with its entry (a writer that is slow, or died before putting it): the entry goes there.
-    const pending = await logs.pendingAt(kind, stream, seq);
-    if (pending && (await logs.putPending(pending)) === "written") return logs.at(kind, stream, seq);
-    if (await logs.tombstone(kind, stream, seq)) return null;
+    let tombstoned: boolean;
+    try {
+      // A change stored with its entry (a writer that is slow, or died before putting it): the entry goes there.
+      const pending = await logs.pendingAt(kind, stream, seq);
+      if (pending && (await logs.putPending(pending)) === "written") return logs.at(kind, stream, seq);
+      tombstoned = await logs.tombstone(kind, stream, seq);
+    } catch (err) {
+      // A full database refuses the entry or the tombstone: the position stays open until it takes writes again.
+      if (isDatabaseFull(err)) return undefined;
+      throw err;
+    }
+    if (tombstoned) return null;
     return logs.at(kind, stream, seq); // the entry (or another reader's tombstone) is there
   } finally {
     holeSeen.delete(key);
@@ -161,7 +173,12 @@ async function commit(reader: ReaderState, stream: string, after: number, pos: n
   const k = reader.known.get(stream) ?? 0;
   if (pos <= k || after > k) return;
   reader.known.set(stream, pos);
-  await reader.logs.raiseWatermark(stream, pos);
+  try {
+    await reader.logs.raiseWatermark(stream, pos);
+  } catch (err) {
+    // Full: the stored watermark stays lower (a later walk raises it); the walk's answer stands.
+    if (!isDatabaseFull(err)) throw err;
+  }
   if (reader.holeSeen.size > 0) {
     const prefix = `${stream}#`;
     for (const key of reader.holeSeen.keys()) if (key.startsWith(prefix) && Number(key.slice(prefix.length)) <= pos) reader.holeSeen.delete(key);
@@ -203,6 +220,7 @@ async function* forward(reader: ReaderState, kind: LogKind, stream: string, afte
       for (let n = pos + 1; n <= end; n++) if (!found.has(n)) noteHole(reader, stream, n);
       for (let n = pos + 1; n <= end; n++) {
         const doc = found.get(n) ?? (await fill(reader, kind, stream, n));
+        if (doc === undefined) return; // unresolved: the end of the stream for now
         pos = n;
         yield { seq: n, doc: doc && !doc.tomb ? doc : null };
       }

@@ -13,6 +13,7 @@ import { putEntries, releaseEntries, runEntry } from "./activity.js";
 import type { TriggerDeps } from "../trigger.js";
 import type { DirectoryView } from "../../store/directory-cache.js";
 import type { CreateOutcome } from "../../store/runs.js";
+import { isDatabaseFull } from "../../store/index.js";
 import type {
   CollectionDoc,
   EnvironmentDoc,
@@ -204,8 +205,11 @@ async function queueRun(deps: TriggerDeps, a: Accepted, origin: Origin, runId?: 
     throw fail.aborted("the record's run changed state concurrently; retry");
   }
   // The run is stored with its entry: a failure to put it in the log now leaves it to a reader or the sweep.
-  await putEntries(store, run._id, [triggered]).catch((err: unknown) =>
-    deps.logger.warn({ err, runId: run._id }, "the workflow.run.triggered entry stays pending in its run: a reader or the sweep puts it in the log"),
+  // (A full database is logged once a minute by the store, not per call.)
+  await putEntries(store, run._id, [triggered]).catch(
+    (err: unknown) =>
+      isDatabaseFull(err) ||
+      deps.logger.warn({ err, runId: run._id }, "the workflow.run.triggered entry stays pending in its run: a reader or the sweep puts it in the log"),
   );
   deps.metrics.runsCreated.inc();
   deps.events.emit(RUN_QUEUED, run._id);

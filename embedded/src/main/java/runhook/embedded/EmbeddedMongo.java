@@ -29,6 +29,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * commit leaves a torn last chunk, which H2 skips when it opens the file (it falls back to the
  * last complete one, which holds everything acknowledged).
  *
+ * <p>A full database is an answer: writes that add data are refused with MongoDB's
+ * ExceededMemoryLimit when the memory backend's heap is nearly full ({@link MemoryGuard}), with
+ * its OutOfDiskSpace when the file backend's disk is ({@link DiskGuard}); reads and deletes go on.
+ *
  * <p>Reads see a document whole ({@link WholeReads}), on both backends.
  *
  * <p>Indexes, on both backends: every index is kept sorted in MongoDB's order, unique ones
@@ -45,7 +49,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * runhook.h2.cacheMb} (default 32) its page cache; {@code runhook.h2.retentionMs} how long dead
  * chunks are kept (default 1 s; H2's 45 s with commitMs); {@code runhook.h2.compactFillRate} (default 50) see {@link
  * GroupCommit}; {@code runhook.h2.compactMaxLiveMb} (default 32) see {@link
- * FastH2Backend#close}.
+ * FastH2Backend#close}; {@code runhook.h2.minFreeMb} (default an eighth of the file system, at most 64) see
+ * {@link DiskGuard}.
  */
 public final class EmbeddedMongo {
   private EmbeddedMongo() {}

@@ -117,13 +117,23 @@ final class FastH2Backend extends H2Backend {
         journal.close();
         journal = null;
       }
-      FastH2Backend backend = new FastH2Backend(store, commitMs <= 0 ? new GroupCommit(store, journal) : null, journal);
+      MVStore unsaved = store;
+      DiskGuard disk = DiskGuard.watch(Path.of(fileName), Long.getLong("runhook.h2.minFreeMb"), unsaved::getUnsavedMemory);
+      FastH2Backend backend = new FastH2Backend(store, commitMs <= 0 ? new GroupCommit(store, journal) : null, journal, disk);
       // Indexes created while the databases opened (none on a file of this format) are stored now.
       if (store.hasUnsavedChanges()) backend.checkpoint();
+      // From now on a write that finds the disk full waits for space (a start on a full disk fails at once, saying so).
+      ((ReplacedPagesUncached) store.getFileStore()).retryWritesWhile(disk::awaitSpace);
+      if (journal != null) journal.retryAppendsWhile(disk::awaitSpace);
       return backend;
     } catch (IOException | RuntimeException e) {
       closeQuietly(journal);
       store.closeImmediately();
+      if (DiskGuard.isNoSpace(e)) {
+        // The journal is replayed into the file and checkpointed before the server answers: that needs room.
+        throw new IllegalStateException("no space left on the device of " + fileName + " to open it: free space there and start again"
+            + " (what was acknowledged is kept, in the file and its journal)", e);
+      }
       if (e instanceof IOException io) throw new UncheckedIOException("the journal of " + fileName + ": " + io.getMessage(), io);
       throw (RuntimeException) e;
     }
@@ -156,7 +166,7 @@ final class FastH2Backend extends H2Backend {
         for (String name : store.getMapNames()) {
           if (name.contains("._index_")) store.removeMap(name);
         }
-        new FastH2Backend(store, null, null); // opening the databases fills the empty indexes
+        new FastH2Backend(store, null, null, null); // opening the databases fills the empty indexes
         format.put("format", FORMAT);
         store.commit();
       } finally {
@@ -173,11 +183,14 @@ final class FastH2Backend extends H2Backend {
   private final GroupCommit groupCommit;
   /** null: no journal (runhook.h2.journal=false, or acknowledged before commit). */
   private final Journal journal;
+  /** null: while the indexes are rebuilt. */
+  private final DiskGuard disk;
 
-  private FastH2Backend(MVStore store, GroupCommit groupCommit, Journal journal) {
+  private FastH2Backend(MVStore store, GroupCommit groupCommit, Journal journal, DiskGuard disk) {
     super(store);
     this.groupCommit = groupCommit;
     this.journal = journal;
+    this.disk = disk;
   }
 
   /** A commit of the store: with a journal, a checkpoint, synced. */
@@ -215,6 +228,7 @@ final class FastH2Backend extends H2Backend {
     if (parameter != null) return parameter;
     if (groupCommit != null && command.equalsIgnoreCase(CommitStats.COMMAND)) return groupCommit.stats.answer(query, getMvStore().getFileStore());
     MemoryGuard.check(command, query);
+    if (disk != null) disk.check(command, query);
     return WholeReads.handle(command, () -> durably(channel, databaseName, command, query));
   }
 
@@ -331,6 +345,7 @@ final class FastH2Backend extends H2Backend {
   public void close() {
     MVStore store = getMvStore();
     String fileName = store.getFileStore().getFileName();
+    if (disk != null) disk.stop(); // a write waiting for space fails: this does not wait for an operator
     if (groupCommit != null) groupCommit.close(); // the last group: committed and answered
     if (groupCommit != null && groupCommit.failed()) {
       store.closeImmediately(); // no chunk on top of one that may be lost: reopen at the last complete one
@@ -355,7 +370,9 @@ final class FastH2Backend extends H2Backend {
         // a failed checkpoint or estimate: close(0) commits what is there, and no compaction
       }
       store.close(0); // commit, clean-shutdown mark, sync, unlock
-      if (journal != null) {
+      // A write that failed (a full disk, say) closed the store without its last commit, and
+      // close(0) then does nothing: the journal holds what the file lacks, for the next start.
+      if (journal != null && store.getPanicException() == null) {
         try {
           journal.retire(); // the checkpoint is synced: the generation before it is not replayed
         } catch (IOException e) {

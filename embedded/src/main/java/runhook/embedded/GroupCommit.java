@@ -192,7 +192,10 @@ final class GroupCommit implements Runnable {
       while (wait && checkpoint == Checkpoint.WRITING) checkpointLock.wait();
       if (checkpoint != Checkpoint.WRITTEN) return;
       long t = System.nanoTime();
-      store.sync(); // fails if writing the chunk failed (H2 closed the store)
+      store.sync(); // fails if writing the chunk failed and H2 closed the store
+      // H2 closes the store at the commit after a chunk that failed in the background: until
+      // then only its panic says so, and the journal must keep what that chunk lacks.
+      if (store.getPanicException() != null) throw store.getPanicException();
       journal.retire();
       long synced = System.nanoTime();
       stats.record(CommitStats.Step.SYNC, synced - t);

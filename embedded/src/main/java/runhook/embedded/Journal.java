@@ -8,6 +8,7 @@ import java.nio.file.StandardOpenOption;
 import java.security.SecureRandom;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.function.Predicate;
 import java.util.zip.CRC32C;
 import org.h2.mvstore.DataUtils;
 import org.h2.mvstore.MVMap;
@@ -232,18 +233,43 @@ final class Journal implements AutoCloseable {
     return new Group(group, generation);
   }
 
-  /** Appends a group (from {@link #takeGroup}) to its generation's file and syncs it: its writes are durable on return. Returns the bytes appended. */
+  /**
+   * Called with the error of an append that failed: true (once it has waited for space) to make
+   * it again, false to fail it ({@link DiskGuard#awaitSpace}). By default, fail.
+   */
+  private volatile Predicate<IOException> retryAppend = e -> false;
+
+  void retryAppendsWhile(Predicate<IOException> retry) {
+    retryAppend = retry;
+  }
+
+  /**
+   * Appends a group (from {@link #takeGroup}) to its generation's file and syncs it: its writes
+   * are durable on return. Returns the bytes appended. An append that fails is cut off the file
+   * (a replay stops at a torn group, and would never reach the groups after it), then made again
+   * if {@link #retryAppend} says so.
+   */
   long append(Group group) throws IOException {
     ByteBuffer payload = group.changes().getBuffer().duplicate().flip();
     CRC32C crc = new CRC32C();
     crc.update(ByteBuffer.allocate(8).putLong(0, group.generation()));
     crc.update(payload.duplicate());
     ByteBuffer header = ByteBuffer.allocate(8).putInt(payload.remaining()).putInt((int) crc.getValue()).flip();
-    ByteBuffer[] frame = {header, payload};
     long bytes = header.remaining() + payload.remaining();
     FileChannel file = files[(int) (group.generation() & 1)];
-    for (long written = 0; written < bytes; ) written += file.write(frame);
-    file.force(false);
+    long at = file.position();
+    for (;;) {
+      ByteBuffer[] frame = {header.duplicate(), payload.duplicate()};
+      try {
+        for (long written = 0; written < bytes; ) written += file.write(frame);
+        file.force(false);
+        break;
+      } catch (IOException e) {
+        file.truncate(at);
+        file.position(at);
+        if (!retryAppend.test(e)) throw e;
+      }
+    }
     synchronized (this) {
       if (group.generation() == generation) journalBytes += bytes;
     }

@@ -69,6 +69,12 @@ final class MemoryGuard {
     return String.format(Locale.ROOT, "%.0f%%", used * 100.0 / max);
   }
 
+  /** Whether `command` may add data: an insert, an update, a findAndModify that does not remove, an index build. */
+  static boolean addsData(String command, Document query) {
+    String name = command.toLowerCase(Locale.ROOT);
+    return ADDING.contains(name) && !(name.equals("findandmodify") && Boolean.TRUE.equals(query.get("remove")));
+  }
+
   /** Throws when `command` would add data while the heap is full. */
   static void check(String command, Document query) {
     if (!full || oldGeneration == null) return;
@@ -80,8 +86,7 @@ final class MemoryGuard {
       System.err.flush();
       return;
     }
-    String name = command.toLowerCase(Locale.ROOT);
-    if (!ADDING.contains(name) || (name.equals("findandmodify") && Boolean.TRUE.equals(query.get("remove")))) return;
+    if (!addsData(command, query)) return;
     throw new MongoServerError(EXCEEDED_MEMORY_LIMIT, "ExceededMemoryLimit",
         "the embedded database's memory is full (" + percent(used, max) + " of " + (max >> 20) + " MB after a collection): writes are refused"
             + " until data is removed; give it more with RUNHOOK_EMBEDDED_HEAP_MB, or use the file backend or MongoDB");

@@ -13,9 +13,17 @@ final class FileServer implements AutoCloseable {
   final FastH2Backend backend;
   final MongoServer server;
   final MongoClient client;
+  /** Whether closing removes the directory (one of its own). */
+  private final boolean removed;
 
   FileServer(String name) throws Exception {
-    dir = Files.createTempDirectory(name);
+    this(Files.createTempDirectory(name), true);
+  }
+
+  /** In `dir`, removed when it closes if `removed`. */
+  FileServer(Path dir, boolean removed) throws Exception {
+    this.dir = dir;
+    this.removed = removed;
     backend = FastH2Backend.open(dir.resolve("db.mv").toString());
     server = new MongoServer(backend);
     server.bind(new InetSocketAddress("127.0.0.1", 0));
@@ -26,6 +34,7 @@ final class FileServer implements AutoCloseable {
   public void close() throws Exception {
     client.close();
     server.shutdownNow();
+    if (!removed) return;
     try (var files = Files.walk(dir)) {
       files.sorted((a, b) -> b.compareTo(a)).forEach(p -> p.toFile().delete());
     }
