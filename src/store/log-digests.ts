@@ -1,9 +1,9 @@
 // The signed digests of the log streams (domain/logs/digests.ts makes them), and the one read
 // of the logs that finds the streams written lately.
-import type { Collection, Filter } from "mongodb";
+import type { Filter } from "mongodb";
 import type { Database } from "./connection.js";
 import { isDuplicateKey } from "./errors.js";
-import { streamKey, type LogKind, type Position } from "./logs.js";
+import { logCollections, streamKey, type LogKind, type Position } from "./logs.js";
 import type { LogDigestDoc } from "./types.js";
 
 /** The digest fields that chaining the next one needs (the rest is large: the hashes). */
@@ -34,14 +34,7 @@ const STREAM_SCAN_BATCH = 1000;
 const MAX_DATE_MS = 8.64e15;
 
 export function logDigestStore(d: Database): LogDigestStore {
-  const logs = {
-    get activity() {
-      return d.activityLogs as unknown as Collection<Position>;
-    },
-    get admin() {
-      return d.adminLogs as unknown as Collection<Position>;
-    },
-  } as Record<LogKind, Collection<Position>>;
+  const logs = logCollections(d);
   return {
     last: (stream) =>
       d.logDigests.findOne({ _id: digestRange(stream) } as Filter<LogDigestDoc>, {

@@ -345,16 +345,20 @@ function logReads(colls: LogCollections): Pick<LogStore, "oldest" | "at" | "entr
   };
 }
 
-export function logStore(d: Database, counters: CounterStore): LogStore {
-  // Read at each use: the handles change if the store reconnects (connection.ts).
-  const colls = {
+/** Both logs' collections by kind, read at each use: the handles change if the store reconnects (connection.ts). */
+export function logCollections(d: Database): Record<LogKind, Collection<Position>> {
+  return {
     get activity() {
       return d.activityLogs as unknown as Collection<Position>;
     },
     get admin() {
       return d.adminLogs as unknown as Collection<Position>;
     },
-  } as Record<LogKind, Collection<Position>>;
+  };
+}
+
+export function logStore(d: Database, counters: CounterStore): LogStore {
+  const colls = logCollections(d);
 
   /**
    * Takes the stream's next number, then inserts the entry there. If a reader tombstoned

@@ -24,6 +24,29 @@ export function htmlOf(text: string): string {
   return text.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll("\n", "<br>");
 }
 
+/** A note's writer (a run, linked, when one wrote it) and its messages, wherever a note is shown. */
+export function NoteBody({ note, runId }: { note: Note; runId: string | undefined }) {
+  return (
+    <>
+      {runId && (
+        <p class="note-run">
+          Written by <RunLink runId={runId} short />
+        </p>
+      )}
+      <ol class="messages">
+        {note.messages.map((m) => (
+          <li key={m.id} class="message">
+            <p class="meta">
+              <UserName user={m.user} />, <When at={m.createdAt} />
+            </p>
+            <p class="content">{textOf(m.content)}</p>
+          </li>
+        ))}
+      </ol>
+    </>
+  );
+}
+
 export function NotesPage({ projectId, environment }: { projectId: string; environment: string }) {
   const me = useMe();
   const fail = useFail();
@@ -166,21 +189,7 @@ function NoteThread({ note, place, onReply, onArchive, onDelete }: ThreadProps) 
         </span>
         {isArchived && <span class="state"> archived</span>}
       </h3>
-      {place.runId && (
-        <p class="note-run">
-          Written by <RunLink runId={place.runId} short />
-        </p>
-      )}
-      <ol class="messages">
-        {note.messages.map((m) => (
-          <li key={m.id} class="message">
-            <p class="meta">
-              <UserName user={m.user} />, <When at={m.createdAt} />
-            </p>
-            <p class="content">{textOf(m.content)}</p>
-          </li>
-        ))}
-      </ol>
+      <NoteBody note={note} runId={place.runId} />
       <form
         class="inline reply"
         onSubmit={async (e) => {

@@ -9,10 +9,10 @@ import { admin, allPages, logs, notes, runs } from "../api.js";
 import { href } from "../route.js";
 import { isAdmin, mayChangeWorkflows, mayTrigger, type Me, useLoad, useMe } from "../session.js";
 import { ErrorText, ListHead, Loading, Section, When } from "../ui.js";
-import { Crumbs, NotFound, Page, RefusalText, RunLink, useProject, useRunStart } from "./common.js";
+import { Crumbs, NotFound, Page, RefusalText, useProject, useRunStart } from "./common.js";
 import { noteRunsOf, UserName, WorkflowLink } from "./links.js";
 import { activityRow, LogTable } from "./logs.js";
-import { textOf } from "./notes.js";
+import { NoteBody } from "./notes.js";
 
 const PAGE = 50;
 
@@ -144,21 +144,7 @@ export function RecordNote({ note, runId }: { note: Note; runId: string | undefi
         {note.title || <span class="muted">Untitled note</span>}
         {note.archivedAt && <span class="state"> archived</span>}
       </h3>
-      {runId && (
-        <p class="note-run">
-          Written by <RunLink runId={runId} short />
-        </p>
-      )}
-      <ol class="messages">
-        {note.messages.map((m) => (
-          <li key={m.id} class="message">
-            <p class="meta">
-              <UserName user={m.user} />, <When at={m.createdAt} />
-            </p>
-            <p class="content">{textOf(m.content)}</p>
-          </li>
-        ))}
-      </ol>
+      <NoteBody note={note} runId={runId} />
     </li>
   );
 }
