@@ -222,8 +222,11 @@ async function stepDone(s: StepContext, effect: StepEffect): Promise<StepOutcome
   const { env, run, index: i } = s;
   const { store } = env.deps;
   const last = i === run.steps.length - 1;
-  const stepEntries = effect.entry ? [await runEntry(store, run, effect.entry.action, effect.entry.details)] : [];
-  const entries = last ? [...stepEntries, await runEntry(store, run, "workflow.run.succeeded", {})] : stepEntries;
+  // Reserved together, in this order (the step's entry before the run's end).
+  const entries = await Promise.all([
+    ...(effect.entry ? [runEntry(store, run, effect.entry.action, effect.entry.details)] : []),
+    ...(last ? [runEntry(store, run, "workflow.run.succeeded", {})] : []),
+  ]);
   const after = s.changed(await env.machine.stepDone(run._id, s.owner, i, effect.output, last, new Date(Date.now() + env.leaseMs), entries));
   if (!after) {
     releaseEntries(store, entries, s.log);

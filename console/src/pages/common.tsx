@@ -3,6 +3,7 @@
 import { ConnectError } from "@connectrpc/connect";
 import type { ComponentChildren } from "preact";
 import type { Project, Workflow } from "../../../gen/runhook/v1/admin_pb.js";
+import type { Run } from "../../../gen/runhook/v1/run_pb.js";
 import { admin, allPages, Code, ongoingRunOf } from "../api.js";
 import { useState } from "preact/hooks";
 import { runIdOf } from "../ids.js";
@@ -32,6 +33,16 @@ export function useWorkflow(renderingId: string | undefined, workflowId: string 
 }
 
 /** A link to a run's page (`short`: its id's first 8 characters, the whole id in a tooltip). */
+/** A run's state, and the first line of its failure when it has one (a list's cell). */
+export function RunOutcome({ run }: { run: Pick<Run, "state" | "error"> }) {
+  return (
+    <>
+      <span class={`state ${run.state.toLowerCase()}`}>{run.state}</span>
+      {run.error && <span class="run-failure">{run.error.split("\n", 1)[0]}</span>}
+    </>
+  );
+}
+
 export function RunLink({ runId, short = false }: { runId: string; short?: boolean }) {
   return (
     <a href={href(["runs", runId])} class="run-link" title={short ? `Run ${runId}` : undefined}>

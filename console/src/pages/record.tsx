@@ -9,7 +9,7 @@ import { admin, allPages, logs, notes, runs } from "../api.js";
 import { href } from "../route.js";
 import { isAdmin, mayChangeWorkflows, mayTrigger, type Me, useLoad, useMe } from "../session.js";
 import { ErrorText, ListHead, Loading, Section, When } from "../ui.js";
-import { Crumbs, NotFound, Page, RefusalText, useProject, useRunStart } from "./common.js";
+import { Crumbs, NotFound, Page, RefusalText, RunOutcome, useProject, useRunStart } from "./common.js";
 import { noteRunsOf, UserName, WorkflowLink } from "./links.js";
 import { activityRow, LogTable } from "./logs.js";
 import { NoteBody } from "./notes.js";
@@ -93,8 +93,7 @@ function RecordRuns({ projectId, runs: list, error }: { projectId: string; runs:
                     <WorkflowLink projectId={projectId} renderingId={r.renderingId} workflowId={r.workflowId} name={r.workflowName} /> v{r.workflowVersion}
                   </td>
                   <td>
-                    <span class={`state ${r.state.toLowerCase()}`}>{r.state}</span>
-                    {r.error && <span class="run-failure">{r.error.split("\n", 1)[0]}</span>}
+                    <RunOutcome run={r} />
                   </td>
                   <td>
                     <UserName user={r.user} />, {r.via}

@@ -19,7 +19,7 @@ import { isAdmin, type Me, mayChangeWorkflows, roleOn, useFail, useLoad, useMe }
 import { dateOf, duration } from "../time.js";
 import { ErrorText, Field, FilterForm, ListHead, Loading, More, When } from "../ui.js";
 import { isUuid } from "../ids.js";
-import { Crumbs, NotFound, Page, useProject } from "./common.js";
+import { Crumbs, NotFound, Page, RunOutcome, useProject } from "./common.js";
 import { NoRunsYet } from "./next-steps.js";
 import { RecordLink, UserName, WorkflowLink } from "./links.js";
 import { type BatchAction, BatchPanel, type BatchPlan } from "./run-batch.js";
@@ -376,8 +376,7 @@ function RunTable({ runs: list, environment, selection }: { runs: Run[]; environ
                 </a>
               </td>
               <td>
-                <span class={`state ${r.state.toLowerCase()}`}>{r.state}</span>
-                {r.error && <span class="run-failure">{r.error.split("\n", 1)[0]}</span>}
+                <RunOutcome run={r} />
               </td>
               <td>
                 <RecordLink projectId={r.projectId} environment={environment} collection={r.collection} recordId={r.recordId} />
